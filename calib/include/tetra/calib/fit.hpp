@@ -1,0 +1,2 @@
+#pragma once
+/// Fits of measured calibration tables (CPU, Eigen least squares).

@@ -1,0 +1,11 @@
+// tetrasim memory (to be written)
+#include "commands.hpp"
+
+namespace tetra::cli {
+
+void register_memory(CLI::App& app, Action& action) {
+  auto* cmd = app.add_subcommand("memory", "(not yet available)");
+  cmd->callback([&action] { action = [] { return 2; }; });
+}
+
+}  // namespace tetra::cli

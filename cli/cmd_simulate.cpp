@@ -1,0 +1,11 @@
+// tetrasim simulate (to be written)
+#include "commands.hpp"
+
+namespace tetra::cli {
+
+void register_simulate(CLI::App& app, Action& action) {
+  auto* cmd = app.add_subcommand("simulate", "(not yet available)");
+  cmd->callback([&action] { action = [] { return 2; }; });
+}
+
+}  // namespace tetra::cli

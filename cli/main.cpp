@@ -1,0 +1,45 @@
+// tetrasim: the one executable. Parses the command line, runs the chosen subcommand, and is
+// the only place that turns errors into exit codes (SPEC section 1: 0 ok, 1 user error with one
+// line on stderr, 2 usage error).
+
+#include <exception>
+#include <iostream>
+#include <new>
+
+#include <CLI/CLI.hpp>
+
+#include "commands.hpp"
+#include "tetra/hw/error.hpp"
+
+int main(int argc, char** argv) {
+  CLI::App app{"tetrasim: simulate 4D-parallel LLM training steps on A100/H100 clusters"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", "tetrasim 0.1.0");
+  tetra::cli::Action action;
+  tetra::cli::register_memory(app, action);
+  tetra::cli::register_simulate(app, action);
+  tetra::cli::register_search(app, action);
+  tetra::cli::register_validate(app, action);
+  tetra::cli::register_calibrate(app, action);
+  tetra::cli::register_presets(app, action);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::Success& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    app.exit(e);
+    return 2;
+  }
+  try {
+    return action ? action() : 2;
+  } catch (const tetra::UserError& e) {
+    std::cerr << "tetrasim: " << e.what() << '\n';
+    return 1;
+  } catch (const std::bad_alloc&) {
+    std::cerr << "tetrasim: out of memory (the input asks for more than this machine has)\n";
+    return 1;
+  } catch (const std::exception& e) {
+    std::cerr << "tetrasim: internal error: " << e.what() << '\n';
+    return 1;
+  }
+}

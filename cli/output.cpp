@@ -1,0 +1,73 @@
+#include "output.hpp"
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+#include <system_error>
+
+#include "tetra/hw/error.hpp"
+
+namespace tetra::cli {
+
+std::string format_table(const std::vector<std::string>& header,
+                         const std::vector<std::vector<std::string>>& rows) {
+  std::vector<std::size_t> width(header.size(), 0);
+  auto grow = [&](const std::vector<std::string>& row) {
+    for (std::size_t i = 0; i < row.size() && i < width.size(); ++i) {
+      width[i] = std::max(width[i], row[i].size());
+    }
+  };
+  grow(header);
+  for (const auto& r : rows) grow(r);
+  std::ostringstream out;
+  auto emit = [&](const std::vector<std::string>& row) {
+    std::string line;
+    for (std::size_t i = 0; i < width.size(); ++i) {
+      const std::string cell = i < row.size() ? row[i] : "";
+      const std::string pad(width[i] - cell.size(), ' ');
+      if (i > 0) line += "  ";
+      line += i == 0 ? cell + pad : pad + cell;
+    }
+    while (!line.empty() && line.back() == ' ') line.pop_back();
+    out << line << '\n';
+  };
+  emit(header);
+  for (const auto& r : rows) emit(r);
+  return out.str();
+}
+
+std::string fixed(double value, int digits) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.*f", digits, value);
+  return buf;
+}
+
+void print_json(const nlohmann::json& j) { std::cout << j.dump(2) << '\n'; }
+
+void write_file_atomic(const std::string& path, const std::string& content) {
+  namespace fs = std::filesystem;
+  const fs::path target(path);
+  fs::path tmp = target;
+  tmp += ".tmp";
+  {
+    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
+    if (!f) throw UserError(SourceLocation{path}, "", "cannot open for writing");
+    f << content;
+    f.flush();
+    if (!f) {
+      std::error_code ec;
+      fs::remove(tmp, ec);
+      throw UserError(SourceLocation{path}, "", "write failed");
+    }
+  }
+  std::error_code ec;
+  fs::rename(tmp, target, ec);
+  if (ec) {
+    fs::remove(tmp, ec);
+    throw UserError(SourceLocation{path}, "", "cannot replace the file: " + ec.message());
+  }
+}
+
+}  // namespace tetra::cli

@@ -1,0 +1,26 @@
+#pragma once
+// Output helpers shared by the subcommands: aligned text tables, JSON to stdout, and files
+// written whole or not at all.
+
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace tetra::cli {
+
+/// Left-aligned first column, right-aligned others, two spaces between columns.
+[[nodiscard]] std::string format_table(const std::vector<std::string>& header,
+                                       const std::vector<std::vector<std::string>>& rows);
+
+/// Fixed-point number with `digits` decimals ("12.34").
+[[nodiscard]] std::string fixed(double value, int digits);
+
+/// Prints `j` to stdout, indented by two spaces, with a trailing newline.
+void print_json(const nlohmann::json& j);
+
+/// Writes `content` to `path` through a temporary file in the same folder and a rename, so
+/// readers never see a partial file. Throws UserError naming the path on failure.
+void write_file_atomic(const std::string& path, const std::string& content);
+
+}  // namespace tetra::cli

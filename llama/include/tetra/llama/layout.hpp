@@ -1,0 +1,63 @@
+#pragma once
+/// How one training step is laid out over the cluster ([layout]) and how it trains
+/// ([training]); SPEC section 2.
+
+#include <string>
+#include <vector>
+
+namespace tetra::llama {
+
+enum class Recompute { none, selective, full };
+enum class Schedule { gpipe, one_f_one_b, interleaved, zb_h1, layered };
+enum class AttentionKernel { flash2, flash3, flash1, fused, torch };
+enum class Precision { bf16, fp16, fp32 };
+enum class Framework { megatron, deepspeed, fsdp };
+enum class Optimizer { adam };
+
+/// The parallel layout of one step. dp is always resolved (never 0) once a scenario is loaded.
+struct Layout {
+  int tp = 1;
+  int cp = 1;
+  int pp = 1;
+  int dp = 1;
+  int vp = 1;                      ///< model chunks (virtual stages) per pipeline rank
+  int mbs = 1;                     ///< micro-batch size in sequences
+  bool sp = false;                 ///< sequence parallelism (needs tp > 1)
+  Recompute recompute = Recompute::none;
+  Schedule schedule = Schedule::one_f_one_b;
+  std::string rank_order = "tp-cp-dp-pp";  ///< innermost first, as Megatron orders ranks
+  int first_stage_layers = 0;      ///< uneven split: layers on the first stage (0 = even)
+  int last_stage_layers = 0;       ///< uneven split: layers on the last stage (0 = even)
+
+  [[nodiscard]] long long world() const noexcept {
+    return static_cast<long long>(tp) * cp * pp * dp;
+  }
+};
+
+struct Training {
+  int seq_len = 4096;
+  int global_batch = 1;            ///< sequences per optimizer step
+  Precision precision = Precision::bf16;
+  Precision grad_dtype = Precision::fp32;  ///< dtype gradients are accumulated and reduced in
+  Optimizer optimizer = Optimizer::adam;
+  int zero_stage = 1;              ///< 0..3; 1 = Megatron distributed optimizer over DP x CP
+  AttentionKernel attention = AttentionKernel::flash2;
+  bool fused_rmsnorm = true;
+  bool overlap_grad_reduce = true;
+  bool overlap_param_gather = true;
+  Framework framework = Framework::megatron;
+};
+
+/// Micro-batches per step per DP rank: global_batch / (mbs * dp).
+[[nodiscard]] int micro_batches(const Layout& layout, const Training& training) noexcept;
+
+/// Bytes of one element of the given dtype.
+[[nodiscard]] int bytes_of(Precision p) noexcept;
+
+[[nodiscard]] const char* to_string(Recompute r) noexcept;
+[[nodiscard]] const char* to_string(Schedule s) noexcept;
+[[nodiscard]] const char* to_string(AttentionKernel a) noexcept;
+[[nodiscard]] const char* to_string(Precision p) noexcept;
+[[nodiscard]] const char* to_string(Framework f) noexcept;
+
+}  // namespace tetra::llama

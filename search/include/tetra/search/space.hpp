@@ -1,0 +1,25 @@
+#pragma once
+/// The [search] table of a scenario: which values of each layout knob to try.
+
+#include <vector>
+
+#include "tetra/llama/layout.hpp"
+
+namespace tetra::search {
+
+struct SearchSpace {
+  std::vector<int> tp{1, 2, 4, 8};
+  std::vector<int> cp{1};
+  std::vector<int> pp;                 ///< empty with pp_divisors: every pp that fits (see below)
+  bool pp_divisors = true;             ///< pp = "divisors": divisors of the layer count, plus
+                                       ///< uneven first/last splits where layers do not divide
+  std::vector<int> mbs{1, 2, 4};
+  std::vector<int> vp{1};
+  std::vector<llama::Recompute> recompute{llama::Recompute::none, llama::Recompute::selective,
+                                          llama::Recompute::full};
+  std::vector<llama::Schedule> schedule{llama::Schedule::one_f_one_b};
+  std::vector<bool> sp{true};          ///< sp values tried where tp > 1 (sp is off at tp == 1)
+  double memory_fraction = 0.8;        ///< usable share of GPU memory for pruning
+};
+
+}  // namespace tetra::search
