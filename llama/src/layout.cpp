@@ -1,1 +1,94 @@
-// (to be written)
+#include "tetra/llama/layout.hpp"
+
+#include <array>
+#include <utility>
+
+namespace tetra::llama {
+
+namespace {
+
+/// Looks `name` up in a (value, spelling) table.
+template <typename E, std::size_t N>
+std::optional<E> lookup(const std::array<std::pair<E, const char*>, N>& table,
+                        std::string_view name) noexcept {
+  for (const auto& [value, spelling] : table) {
+    if (name == spelling) return value;
+  }
+  return std::nullopt;
+}
+
+template <typename E, std::size_t N>
+const char* spell(const std::array<std::pair<E, const char*>, N>& table, E value) noexcept {
+  for (const auto& [v, spelling] : table) {
+    if (v == value) return spelling;
+  }
+  return "unknown";
+}
+
+constexpr std::array<std::pair<Recompute, const char*>, 3> kRecompute = {{
+    {Recompute::none, "none"}, {Recompute::selective, "selective"}, {Recompute::full, "full"}}};
+constexpr std::array<std::pair<Schedule, const char*>, 5> kSchedule = {{
+    {Schedule::gpipe, "gpipe"},
+    {Schedule::one_f_one_b, "1f1b"},
+    {Schedule::interleaved, "interleaved"},
+    {Schedule::zb_h1, "zb-h1"},
+    {Schedule::layered, "layered"}}};
+constexpr std::array<std::pair<AttentionKernel, const char*>, 5> kAttention = {{
+    {AttentionKernel::flash2, "flash2"},
+    {AttentionKernel::flash3, "flash3"},
+    {AttentionKernel::flash1, "flash1"},
+    {AttentionKernel::fused, "fused"},
+    {AttentionKernel::torch, "torch"}}};
+constexpr std::array<std::pair<Precision, const char*>, 3> kPrecision = {{
+    {Precision::bf16, "bf16"}, {Precision::fp16, "fp16"}, {Precision::fp32, "fp32"}}};
+constexpr std::array<std::pair<Framework, const char*>, 3> kFramework = {{
+    {Framework::megatron, "megatron"}, {Framework::deepspeed, "deepspeed"},
+    {Framework::fsdp, "fsdp"}}};
+constexpr std::array<std::pair<Optimizer, const char*>, 1> kOptimizer = {{{Optimizer::adam, "adam"}}};
+
+}  // namespace
+
+int micro_batches(const Layout& layout, const Training& training) noexcept {
+  const long long per_step = static_cast<long long>(layout.mbs) * layout.dp;
+  if (per_step <= 0) return 0;
+  return static_cast<int>(training.global_batch / per_step);
+}
+
+int bytes_of(Precision p) noexcept {
+  switch (p) {
+    case Precision::bf16:
+    case Precision::fp16:
+      return 2;
+    case Precision::fp32:
+      return 4;
+  }
+  return 4;
+}
+
+const char* to_string(Recompute r) noexcept { return spell(kRecompute, r); }
+const char* to_string(Schedule s) noexcept { return spell(kSchedule, s); }
+const char* to_string(AttentionKernel a) noexcept { return spell(kAttention, a); }
+const char* to_string(Precision p) noexcept { return spell(kPrecision, p); }
+const char* to_string(Framework f) noexcept { return spell(kFramework, f); }
+const char* to_string(Optimizer o) noexcept { return spell(kOptimizer, o); }
+
+std::optional<Recompute> parse_recompute(std::string_view name) noexcept {
+  return lookup(kRecompute, name);
+}
+std::optional<Schedule> parse_schedule(std::string_view name) noexcept {
+  return lookup(kSchedule, name);
+}
+std::optional<AttentionKernel> parse_attention(std::string_view name) noexcept {
+  return lookup(kAttention, name);
+}
+std::optional<Precision> parse_precision(std::string_view name) noexcept {
+  return lookup(kPrecision, name);
+}
+std::optional<Framework> parse_framework(std::string_view name) noexcept {
+  return lookup(kFramework, name);
+}
+std::optional<Optimizer> parse_optimizer(std::string_view name) noexcept {
+  return lookup(kOptimizer, name);
+}
+
+}  // namespace tetra::llama

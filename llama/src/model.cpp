@@ -1,1 +1,21 @@
-// (to be written)
+#include "tetra/llama/model.hpp"
+
+namespace tetra::llama {
+
+const char* to_string(Arch arch) noexcept {
+  switch (arch) {
+    case Arch::llama:
+      return "llama";
+    case Arch::gpt:
+      return "gpt";
+  }
+  return "unknown";
+}
+
+std::optional<Arch> parse_arch(std::string_view name) noexcept {
+  if (name == "llama") return Arch::llama;
+  if (name == "gpt") return Arch::gpt;
+  return std::nullopt;
+}
+
+}  // namespace tetra::llama

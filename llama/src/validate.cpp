@@ -1,1 +1,205 @@
-// (to be written)
+// Layout rules (SPEC section 2, DESIGN section 2, Megatron-LM argument checks in
+// megatron/training/arguments.py and megatron/core/pipeline_parallel/schedules.py).
+#include "tetra/llama/validate.hpp"
+
+#include <algorithm>
+#include <array>
+
+
+namespace tetra::llama {
+
+namespace {
+
+std::string str(long long v) { return std::to_string(v); }
+
+LayoutIssue issue(std::string key, std::string rule, std::string message) {
+  return LayoutIssue{std::move(key), std::move(rule), std::move(message)};
+}
+
+/// rank_order must name tp, cp, dp and pp once each, joined by '-'.
+bool valid_rank_order(const std::string& order) {
+  std::array<std::string, 4> want = {"cp", "dp", "pp", "tp"};
+  std::array<std::string, 4> got;
+  std::size_t n = 0;
+  std::size_t start = 0;
+  while (start <= order.size()) {
+    const std::size_t dash = std::min(order.find('-', start), order.size());
+    if (n == got.size()) return false;
+    got[n++] = order.substr(start, dash - start);
+    start = dash + 1;
+  }
+  if (n != got.size()) return false;
+  std::sort(got.begin(), got.end());
+  return got == want;
+}
+
+}  // namespace
+
+std::optional<LayoutIssue> check_layout(const Model& model, long long world,
+                                        const Training& training, const Layout& layout) {
+  // 1. Model shape (presets and HF import guarantee it; explicit [model] tables may not).
+  if (model.layers <= 0 || model.hidden <= 0 || model.ffn_hidden <= 0 || model.heads <= 0 ||
+      model.kv_heads <= 0 || model.vocab <= 0) {
+    return issue("layers", "model-positive",
+                 "layers, hidden, ffn_hidden, heads, kv_heads and vocab must all be positive");
+  }
+  if (model.hidden % model.heads != 0) {
+    return issue("hidden", "heads-divide-hidden",
+                 "hidden=" + str(model.hidden) + " must be a multiple of heads=" +
+                     str(model.heads));
+  }
+  if (model.heads % model.kv_heads != 0) {
+    return issue("kv_heads", "kv-heads-divide-heads",
+                 "kv_heads=" + str(model.kv_heads) + " must divide heads=" + str(model.heads));
+  }
+
+  // 2. Positive sizes.
+  const std::array<std::pair<const char*, int>, 6> sizes = {{{"tp", layout.tp},
+                                                             {"cp", layout.cp},
+                                                             {"pp", layout.pp},
+                                                             {"dp", layout.dp},
+                                                             {"vp", layout.vp},
+                                                             {"mbs", layout.mbs}}};
+  for (const auto& [key, value] : sizes) {
+    if (value < 1) {
+      return issue(key, "positive",
+                   std::string(key) + "=" + str(value) + " must be a positive integer");
+    }
+  }
+  if (training.seq_len < 1) {
+    return issue("seq_len", "positive",
+                 "seq_len=" + str(training.seq_len) + " must be a positive integer");
+  }
+  if (training.global_batch < 1) {
+    return issue("global_batch", "positive",
+                 "global_batch=" + str(training.global_batch) + " must be a positive integer");
+  }
+  if (layout.first_stage_layers < 0 || layout.last_stage_layers < 0) {
+    const bool first = layout.first_stage_layers < 0;
+    return issue(first ? "first_stage_layers" : "last_stage_layers", "positive",
+                 std::string(first ? "first_stage_layers" : "last_stage_layers") +
+                     " must be >= 0 (0 = even split)");
+  }
+
+  // 3. zero_stage.
+  if (training.zero_stage < 0 || training.zero_stage > 3) {
+    return issue("zero_stage", "zero-stage-range",
+                 "zero_stage=" + str(training.zero_stage) + " must be 0, 1, 2 or 3");
+  }
+
+  // 4. Tensor parallelism splits heads, KV heads (query groups) and the FFN (Megatron
+  //    requires num_attention_heads % tp == 0, num_query_groups % tp == 0).
+  if (model.heads % layout.tp != 0 || model.kv_heads % layout.tp != 0) {
+    return issue("tp", "tp-divides-heads",
+                 "tp=" + str(layout.tp) + " must divide heads=" + str(model.heads) +
+                     " and kv_heads=" + str(model.kv_heads));
+  }
+  if (model.ffn_hidden % layout.tp != 0) {
+    return issue("tp", "tp-divides-ffn",
+                 "tp=" + str(layout.tp) + " must divide ffn_hidden=" + str(model.ffn_hidden));
+  }
+
+  // 5. The layout covers the cluster exactly.
+  if (layout.world() != world) {
+    return issue("dp", "world-size",
+                 "dp*tp*cp*pp = " + str(layout.dp) + "*" + str(layout.tp) + "*" +
+                     str(layout.cp) + "*" + str(layout.pp) + " = " + str(layout.world()) +
+                     " must equal the cluster's " + str(world) + " GPUs");
+  }
+
+  // 6. Every DP rank gets a whole number of micro-batches.
+  const long long per_step = static_cast<long long>(layout.mbs) * layout.dp;
+  if (training.global_batch % per_step != 0) {
+    return issue("global_batch", "batch-divides",
+                 "global_batch=" + str(training.global_batch) + " must be a multiple of mbs*dp = " +
+                     str(layout.mbs) + "*" + str(layout.dp) + " = " + str(per_step));
+  }
+
+  // 7. Context parallelism: load-balanced causal split into 2*cp chunks (Megatron / TE).
+  if (layout.cp > 1 && training.seq_len % (2 * layout.cp) != 0) {
+    return issue("cp", "cp-divides-seq",
+                 "seq_len=" + str(training.seq_len) + " must be divisible by 2*cp = " +
+                     str(2 * layout.cp) + " (load-balanced context parallelism)");
+  }
+
+  // 8. Sequence parallelism shards the sequence over TP.
+  if (layout.sp && layout.tp == 1) {
+    return issue("sp", "sp-needs-tp", "sp=true needs tp > 1");
+  }
+  if (layout.sp && (training.seq_len / layout.cp) % layout.tp != 0) {
+    return issue("sp", "sp-divides-seq",
+                 "sp=true needs seq_len/cp = " + str(training.seq_len / layout.cp) +
+                     " to be divisible by tp=" + str(layout.tp));
+  }
+
+  // 9. Layers into stages.
+  const bool uneven = layout.first_stage_layers > 0 || layout.last_stage_layers > 0;
+  if (uneven) {
+    const std::string key = layout.first_stage_layers > 0 ? "first_stage_layers"
+                                                          : "last_stage_layers";
+    if (layout.pp < 2) {
+      return issue(key, "uneven-needs-pp", key + " needs pp > 1");
+    }
+    if (layout.vp > 1) {
+      return issue("vp", "uneven-needs-vp1",
+                   "first_stage_layers/last_stage_layers need vp=1 (got vp=" + str(layout.vp) +
+                       ")");
+    }
+    const int fixed = (layout.first_stage_layers > 0 ? 1 : 0) + (layout.last_stage_layers > 0 ? 1 : 0);
+    const int middle = layout.pp - fixed;
+    const long long rest = static_cast<long long>(model.layers) - layout.first_stage_layers -
+                           layout.last_stage_layers;
+    const bool ok = middle == 0 ? rest == 0 : (rest >= middle && rest % middle == 0);
+    if (!ok) {
+      return issue(key, "uneven-split",
+                   "layers=" + str(model.layers) + " minus first_stage_layers=" +
+                       str(layout.first_stage_layers) + " and last_stage_layers=" +
+                       str(layout.last_stage_layers) + " leaves " + str(rest) +
+                       (middle == 0 ? std::string(", expected 0 with pp=2")
+                                    : ", which must split evenly (at least one each) over the " +
+                                          str(middle) + " other pipeline ranks"));
+    }
+  } else if (model.layers % (layout.pp * layout.vp) != 0) {
+    return issue(layout.vp > 1 ? "vp" : "pp", "layers-divide",
+                 "layers=" + str(model.layers) + " must split evenly into pp*vp = " +
+                     str(layout.pp) + "*" + str(layout.vp) + " = " + str(layout.pp * layout.vp) +
+                     " chunks (or set first_stage_layers/last_stage_layers with vp=1)");
+  }
+
+  // 10. Virtual stages and the interleaved schedule go together.
+  if (layout.vp > 1 && layout.pp < 2) {
+    return issue("vp", "vp-needs-pp", "vp=" + str(layout.vp) + " needs pp > 1");
+  }
+  if (layout.vp > 1 && layout.schedule != Schedule::interleaved) {
+    return issue("vp", "vp-needs-interleaved",
+                 "vp=" + str(layout.vp) + " needs schedule=\"interleaved\" (got \"" +
+                     to_string(layout.schedule) + "\")");
+  }
+  if (layout.schedule == Schedule::interleaved && layout.vp < 2) {
+    return issue("schedule", "interleaved-needs-vp",
+                 "schedule=\"interleaved\" needs vp > 1 (got vp=" + str(layout.vp) + ")");
+  }
+  // Megatron's interleaved schedule runs micro-batches in groups of pp
+  // (megatron/core/pipeline_parallel/schedules.py: "number of microbatches ... must be a
+  // multiple of pipeline parallel size when using interleaved schedule").
+  if (layout.schedule == Schedule::interleaved) {
+    const long long m = training.global_batch / per_step;
+    if (m % layout.pp != 0) {
+      return issue("global_batch", "interleaved-microbatches",
+                   "schedule=\"interleaved\" needs the micro-batches per DP rank "
+                   "(global_batch/(mbs*dp) = " + str(m) + ") to be a multiple of pp=" +
+                       str(layout.pp));
+    }
+  }
+  // zb-h1 with pp == 1 is not an error: it runs as 1f1b (nothing to overlap).
+
+  // 11. Rank order.
+  if (!valid_rank_order(layout.rank_order)) {
+    return issue("rank_order", "rank-order",
+                 "rank_order=\"" + layout.rank_order +
+                     "\" must name tp, cp, dp and pp once each, joined by '-' (e.g. \"tp-cp-dp-pp\")");
+  }
+  return std::nullopt;
+}
+
+}  // namespace tetra::llama

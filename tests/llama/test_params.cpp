@@ -1,1 +1,202 @@
+// Parameter counts: reference/memory.md section 2 (F24-code checks, N21 section 5.1).
 #include <doctest/doctest.h>
+
+#include <numeric>
+#include <string>
+
+#include "tetra/llama/params.hpp"
+#include "tetra/llama/presets.hpp"
+
+using namespace tetra::llama;
+
+namespace {
+Model preset(const char* name) {
+  auto m = find_model_preset(name);
+  REQUIRE(m);
+  return *m;
+}
+std::int64_t sum_params(const std::vector<StageParams>& stages) {
+  std::int64_t s = 0;
+  for (const auto& st : stages) s += st.params;
+  return s;
+}
+}  // namespace
+
+TEST_SUITE("llama") {
+  TEST_CASE("Llama-3.1-8B: 218,112,000 per layer, 8,030,261,248 total (memory.md 2.1)") {
+    const Model m = preset("llama3.1-8b");
+    // 2*4096^2*(1 + 8/32) + 3*4096*14336 + 2*4096 = 41,943,040 + 176,160,768 + 8,192
+    CHECK(params_per_layer(m) == 218'112'000);
+    // 32*218,112,000 + 4096 + 2*4096*128256 = 6,979,588,096 + 1,050,673,152
+    CHECK(total_params(m, 8192) == 8'030'261'248);
+  }
+
+  TEST_CASE("Llama-3.1-70B: 855,654,400 per layer, 70,553,706,496 total") {
+    const Model m = preset("llama3.1-70b");
+    CHECK(params_per_layer(m) == 855'654'400);
+    CHECK(total_params(m, 8192) == 70'553'706'496);
+  }
+
+  TEST_CASE("Llama-3.1-405B: 405,853,388,800 (model card safetensors total)") {
+    const Model m = preset("llama3.1-405b");
+    // per layer 2*16384^2*(1 + 8/128) + 3*16384*53248 + 2*16384 = 3,187,703,808;
+    // 126 layers 401,650,679,808 + final norm 16,384 + 2*16384*128256 = 4,202,692,608
+    CHECK(params_per_layer(m) == 3'187'703'808);
+    CHECK(total_params(m, 8192) == 405'853'388'800);
+  }
+
+  TEST_CASE("Llama 2 and LLaMA-1 totals (Hugging Face safetensors totals)") {
+    CHECK(total_params(preset("llama2-7b"), 4096) == 6'738'415'616);
+    CHECK(total_params(preset("llama2-13b"), 4096) == 13'015'864'320);
+    CHECK(total_params(preset("llama2-70b"), 4096) == 68'976'648'192);
+    CHECK(total_params(preset("llama1-13b"), 2048) == 13'015'864'320);
+    // [derived] from the shapes: 60*535,049,216 + 6656 + 2*6656*32000
+    CHECK(total_params(preset("llama1-30b"), 2048) == 32'528'943'616);
+    // [derived]: 80*809,517,056 + 8192 + 2*8192*32000
+    CHECK(total_params(preset("llama1-65b"), 2048) == 65'285'660'672);
+  }
+
+  TEST_CASE("GPT block: 12h^2 + 13h per layer; model with learned positions (N21 5.1)") {
+    const Model m = preset("gpt3-175b");
+    const std::int64_t h = 12288;
+    CHECK(m.arch == Arch::gpt);
+    CHECK(params_per_layer(m) == 12 * h * h + 13 * h);
+    // 12*150,994,944 + 13*12288 = 1,811,939,328 + 159,744
+    CHECK(params_per_layer(m) == 1'812'099'072);
+    // 96 layers + tied embedding 50257*h + positions 2048*h + final LayerNorm 2h
+    // = 173,961,510,912 + 617,558,016 + 25,165,824 + 24,576 = 174,604,259,328
+    const std::int64_t expect = 96 * (12 * h * h + 13 * h) + 50257 * h + 2048 * h + 2 * h;
+    CHECK(total_params(m, 2048) == expect);
+    CHECK(total_params(m, 2048) == 174'604'259'328);
+    // Untied adds the LM head; positions follow seq_len.
+    Model untied = m;
+    untied.tied_embeddings = false;
+    CHECK(total_params(untied, 2048) - total_params(m, 2048) == 50257 * h);
+    CHECK(total_params(m, 4096) - total_params(m, 2048) == 2048 * h);
+  }
+
+  TEST_CASE("padded vocabulary: multiple of 128*tp (memory.md 2.3)") {
+    const Model m = preset("llama3.1-8b");
+    CHECK(padded_vocab(m, 1) == 128256);
+    CHECK(padded_vocab(m, 2) == 128256);
+    CHECK(padded_vocab(m, 8) == 129024);
+    CHECK(padded_vocab(preset("gpt3-175b"), 1) == 50304);
+  }
+
+  TEST_CASE("stage layers: even, uneven first/last") {
+    const Model m8 = preset("llama3.1-8b");
+    Layout l;
+    l.pp = 4;
+    CHECK(stage_layers(m8, l) == std::vector<int>{8, 8, 8, 8});
+    l.pp = 1;
+    CHECK(stage_layers(m8, l) == std::vector<int>{32});
+    l.pp = 4;
+    l.vp = 2;  // interleaved: each rank still holds L/pp layers in vp chunks
+    CHECK(stage_layers(m8, l) == std::vector<int>{8, 8, 8, 8});
+
+    const Model m405 = preset("llama3.1-405b");
+    Layout u;
+    u.pp = 16;
+    u.first_stage_layers = 6;
+    u.last_stage_layers = 6;
+    // (126 - 12) / 14 = 114 / 14 is not whole; Megatron would refuse. 7 and 7: 112/14 = 8.
+    u.first_stage_layers = 7;
+    u.last_stage_layers = 7;
+    auto layers = stage_layers(m405, u);
+    REQUIRE(layers.size() == 16);
+    CHECK(layers.front() == 7);
+    CHECK(layers.back() == 7);
+    for (std::size_t r = 1; r + 1 < layers.size(); ++r) CHECK(layers[r] == 8);
+    CHECK(std::accumulate(layers.begin(), layers.end(), 0) == 126);
+
+    // Only the first stage fixed: 126 - 6 = 120 over 15 ranks = 8 each.
+    Layout f;
+    f.pp = 16;
+    f.first_stage_layers = 6;
+    layers = stage_layers(m405, f);
+    CHECK(layers.front() == 6);
+    CHECK(layers.back() == 8);
+    CHECK(std::accumulate(layers.begin(), layers.end(), 0) == 126);
+
+    // pp = 2 with both fixed.
+    Layout two;
+    two.pp = 2;
+    two.first_stage_layers = 15;
+    two.last_stage_layers = 17;
+    CHECK(stage_layers(m8, two) == std::vector<int>{15, 17});
+  }
+
+  TEST_CASE("stage params: explicit per-stage form (memory.md 2.2)") {
+    const Model m = preset("llama3.1-8b");
+    SUBCASE("tp=1: stages sum to the total, embedding first, head last") {
+      for (int pp : {1, 2, 4, 8}) {
+        Layout l;
+        l.pp = pp;
+        const auto st = stage_params(m, l, 8192);
+        CAPTURE(pp);
+        REQUIRE(st.size() == static_cast<std::size_t>(pp));
+        CHECK(sum_params(st) == total_params(m, 8192));
+        CHECK(st.front().has_embedding);
+        CHECK(st.back().has_head);
+      }
+      Layout l;
+      l.pp = 4;
+      const auto st = stage_params(m, l, 8192);
+      // first: 8*218,112,000 + 4096*128256 = 1,744,896,000 + 525,336,576
+      CHECK(st[0].params == 2'270'232'576);
+      CHECK(st[1].params == 1'744'896'000);
+      // last: layers + final norm 4096 + LM head
+      CHECK(st[3].params == 2'270'236'672);
+    }
+    SUBCASE("TP shards linears and the padded vocabulary, replicates norms") {
+      Layout l;
+      l.tp = 8;
+      l.pp = 4;
+      const auto st = stage_params(m, l, 8192);
+      // W_layer = (41,943,040 + 176,160,768)/8 + 8192 = 27,262,976 + 8192 = 27,271,168
+      // E = 4096 * 129024 / 8 = 66,060,288
+      CHECK(st[0].params == 8 * 27'271'168 + 66'060'288);
+      CHECK(st[1].params == 8 * 27'271'168);
+      CHECK(st[3].params == 8 * 27'271'168 + 4096 + 66'060'288);
+      // F24-code form with tp = 2 (vocab needs no padding): sum * t ~ total (norms counted t times)
+      Layout l2;
+      l2.tp = 2;
+      l2.pp = 2;
+      const auto s2 = stage_params(m, l2, 8192);
+      const std::int64_t norms = 32 * 2 * 4096 + 4096;
+      CHECK(2 * sum_params(s2) - norms == total_params(m, 8192));
+    }
+    SUBCASE("tied embeddings: the last stage keeps a copy when pp > 1") {
+      Model tied = m;
+      tied.tied_embeddings = true;
+      Layout l;
+      l.pp = 1;
+      CHECK(sum_params(stage_params(tied, l, 8192)) == total_params(tied, 8192));
+      l.pp = 4;
+      CHECK(sum_params(stage_params(tied, l, 8192)) ==
+            total_params(tied, 8192) + 4096LL * 128256);
+    }
+    SUBCASE("uneven split") {
+      const Model big = preset("llama3.1-405b");
+      Layout u;
+      u.pp = 16;
+      u.first_stage_layers = 7;
+      u.last_stage_layers = 7;
+      const auto st = stage_params(big, u, 8192);
+      CHECK(st[0].layers == 7);
+      CHECK(st[5].layers == 8);
+      CHECK(sum_params(st) == total_params(big, 8192));
+    }
+    SUBCASE("gpt: positions on the first stage, LayerNorm final norm") {
+      const Model g = preset("gpt3-175b");
+      Layout l;
+      l.pp = 8;
+      const auto st = stage_params(g, l, 2048);
+      Model g128 = g;
+      g128.vocab = 50304;  // padded vocabulary is what stage_params counts
+      // tied, pp > 1: one extra embedding copy on the last stage
+      CHECK(sum_params(st) == total_params(g128, 2048) + 12288LL * 50304);
+      CHECK(st[0].params - st[1].params == 12288LL * 50304 + 2048LL * 12288);
+    }
+  }
+}

@@ -3,7 +3,9 @@
 /// the NICs between nodes, and the whole cluster. Units are in the member names
 /// (`_bytes`, `_Bps` = bytes per second, `_flops` = FLOP per second, `_s` = seconds).
 
+#include <optional>
 #include <string>
+#include <string_view>
 
 namespace tetra::hw {
 
@@ -50,6 +52,9 @@ struct Cluster {
   }
 };
 
+/// SPEC spelling of the intra-node kind: "nvswitch", "nvlink-mesh", "pcie".
 [[nodiscard]] const char* to_string(IntraKind kind) noexcept;
+/// Inverse of to_string; nothing for an unknown name.
+[[nodiscard]] std::optional<IntraKind> parse_intra_kind(std::string_view name) noexcept;
 
 }  // namespace tetra::hw

@@ -2,7 +2,9 @@
 /// How one training step is laid out over the cluster ([layout]) and how it trains
 /// ([training]); SPEC section 2.
 
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace tetra::llama {
@@ -54,10 +56,25 @@ struct Training {
 /// Bytes of one element of the given dtype.
 [[nodiscard]] int bytes_of(Precision p) noexcept;
 
+/// SPEC spellings: none | selective | full.
 [[nodiscard]] const char* to_string(Recompute r) noexcept;
+/// SPEC spellings: gpipe | 1f1b | interleaved | zb-h1 | layered.
 [[nodiscard]] const char* to_string(Schedule s) noexcept;
+/// SPEC spellings: flash2 | flash3 | flash1 | fused | torch.
 [[nodiscard]] const char* to_string(AttentionKernel a) noexcept;
+/// SPEC spellings: bf16 | fp16 | fp32.
 [[nodiscard]] const char* to_string(Precision p) noexcept;
+/// SPEC spellings: megatron | deepspeed | fsdp.
 [[nodiscard]] const char* to_string(Framework f) noexcept;
+/// SPEC spelling: adam.
+[[nodiscard]] const char* to_string(Optimizer o) noexcept;
+
+/// Inverses of to_string (exact, case-sensitive SPEC spellings); nothing for an unknown name.
+[[nodiscard]] std::optional<Recompute> parse_recompute(std::string_view name) noexcept;
+[[nodiscard]] std::optional<Schedule> parse_schedule(std::string_view name) noexcept;
+[[nodiscard]] std::optional<AttentionKernel> parse_attention(std::string_view name) noexcept;
+[[nodiscard]] std::optional<Precision> parse_precision(std::string_view name) noexcept;
+[[nodiscard]] std::optional<Framework> parse_framework(std::string_view name) noexcept;
+[[nodiscard]] std::optional<Optimizer> parse_optimizer(std::string_view name) noexcept;
 
 }  // namespace tetra::llama

@@ -2,7 +2,9 @@
 /// The shape of a Llama-family (or GPT-style) decoder-only transformer.
 
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <string_view>
 
 namespace tetra::llama {
 
@@ -25,6 +27,9 @@ struct Model {
   [[nodiscard]] bool gated_mlp() const noexcept { return arch == Arch::llama; }
 };
 
+/// "llama" or "gpt" (the SPEC's [model] arch values).
 [[nodiscard]] const char* to_string(Arch arch) noexcept;
+/// Inverse of to_string; nothing for an unknown name.
+[[nodiscard]] std::optional<Arch> parse_arch(std::string_view name) noexcept;
 
 }  // namespace tetra::llama

@@ -25,6 +25,20 @@ struct LayoutIssue {
 /// layers split into pp*vp chunks (or a valid uneven first/last split with vp == 1);
 /// vp > 1 needs pp > 1 and the interleaved schedule, and interleaved needs vp > 1
 /// and micro-batches divisible by pp; zb-h1 needs pp > 1 or runs as 1f1b; zero_stage in 0..3.
+///
+/// Rules in the order they are checked (`rule` name, `key` blamed):
+///  model-positive (layers), heads-divide-hidden (hidden), kv-heads-divide-heads (kv_heads);
+///  positive (tp, cp, pp, dp, vp, mbs, seq_len, global_batch; first/last_stage_layers >= 0);
+///  zero-stage-range (zero_stage); tp-divides-heads (tp), tp-divides-ffn (tp);
+///  world-size (dp); batch-divides (global_batch); cp-divides-seq (cp);
+///  sp-needs-tp (sp), sp-divides-seq (sp: seq_len/cp divisible by tp);
+///  uneven-needs-pp, uneven-needs-vp1 (vp), uneven-split (first_stage_layers or
+///  last_stage_layers: the layers left must split evenly, at least one each, over the other
+///  ranks), layers-divide (pp, or vp when vp > 1);
+///  vp-needs-pp (vp), vp-needs-interleaved (vp), interleaved-needs-vp (schedule),
+///  interleaved-microbatches (global_batch: Megatron's interleaved schedule needs the
+///  micro-batch count to be a multiple of pp); rank-order (rank_order).
+/// zb-h1 with pp == 1 is not an error (nothing to overlap; it runs as 1f1b).
 [[nodiscard]] std::optional<LayoutIssue> check_layout(const Model& model, long long world,
                                                       const Training& training,
                                                       const Layout& layout);
