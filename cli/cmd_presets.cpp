@@ -1,11 +1,159 @@
-// tetrasim presets (to be written)
+// tetrasim presets [--json]: the built-in models, GPUs and clusters with their key numbers
+// (SPEC section 1).
+#include <iostream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "cmd_presets_costs.hpp"
 #include "commands.hpp"
+#include "output.hpp"
+#include "tetra/hw/presets.hpp"
+#include "tetra/hw/units.hpp"
+#include "tetra/llama/params.hpp"
+#include "tetra/llama/presets.hpp"
 
 namespace tetra::cli {
 
+namespace {
+
+struct PresetsOptions {
+  bool json = false;
+  // --costs CLUSTER: see the marked spot in register_presets.
+};
+
+/// Learned position embeddings of gpt-arch presets are counted at this context length
+/// (GPT-3's n_ctx = 2048, Brown et al. 2020 Table 2.1); llama presets have none.
+constexpr int kListedSeqLen = 2048;
+
+nlohmann::json models_json() {
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& m : llama::model_presets()) {
+    const auto params = llama::total_params(m, kListedSeqLen);
+    out.push_back({{"name", m.name},
+                   {"arch", llama::to_string(m.arch)},
+                   {"layers", m.layers},
+                   {"hidden", m.hidden},
+                   {"ffn_hidden", m.ffn_hidden},
+                   {"heads", m.heads},
+                   {"kv_heads", m.kv_heads},
+                   {"vocab", m.vocab},
+                   {"tied_embeddings", m.tied_embeddings},
+                   {"params", params},
+                   {"params_b", static_cast<double>(params) / 1e9}});
+  }
+  return out;
+}
+
+nlohmann::json gpus_json() {
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& g : hw::gpu_presets()) {
+    out.push_back({{"name", g.name},
+                   {"memory_bytes", g.memory_bytes},
+                   {"memory_gib", g.memory_bytes / hw::kGiB},
+                   {"bf16_tflop_per_s", g.bf16_peak_flops / 1e12},
+                   {"hbm_tbytes_per_s", g.hbm_bandwidth_Bps / 1e12},
+                   {"sms", g.sms},
+                   {"compute_capability", g.compute_capability}});
+  }
+  return out;
+}
+
+nlohmann::json clusters_json() {
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& c : hw::cluster_presets()) {
+    out.push_back({{"name", c.name},
+                   {"gpu", c.gpu.name},
+                   {"gpus_per_node", c.gpus_per_node},
+                   {"intra_kind", hw::to_string(c.intra.kind)},
+                   {"nvlink_gbytes_per_s", c.intra.bandwidth_Bps / 1e9},
+                   {"intra_latency_us", c.intra.latency_s * 1e6},
+                   {"nvls", c.intra.nvls},
+                   {"nics_per_node", c.inter.nics_per_node},
+                   {"nic_gbits_per_s", c.inter.nic_bandwidth_Bps * 8 / 1e9},
+                   {"inter_latency_us", c.inter.latency_s * 1e6}});
+  }
+  return out;
+}
+
+std::string models_table() {
+  std::vector<std::vector<std::string>> rows;
+  for (const auto& m : llama::model_presets()) {
+    rows.push_back({m.name, llama::to_string(m.arch), std::to_string(m.layers),
+                    std::to_string(m.hidden), std::to_string(m.ffn_hidden),
+                    std::to_string(m.heads), std::to_string(m.kv_heads), std::to_string(m.vocab),
+                    m.tied_embeddings ? "yes" : "no",
+                    fixed(static_cast<double>(llama::total_params(m, kListedSeqLen)) / 1e9, 2)});
+  }
+  return format_table(
+      {"model", "arch", "layers", "hidden", "ffn", "heads", "kv_heads", "vocab", "tied", "params B"},
+      rows);
+}
+
+std::string gpus_table() {
+  std::vector<std::vector<std::string>> rows;
+  for (const auto& g : hw::gpu_presets()) {
+    rows.push_back({g.name, fixed(g.memory_bytes / hw::kGiB, 2), fixed(g.bf16_peak_flops / 1e12, 0),
+                    fixed(g.hbm_bandwidth_Bps / 1e12, 3), std::to_string(g.sms)});
+  }
+  return format_table({"gpu", "memory GiB", "bf16 TFLOP/s", "HBM TB/s", "SMs"}, rows);
+}
+
+std::string clusters_table() {
+  std::vector<std::vector<std::string>> rows;
+  for (const auto& c : hw::cluster_presets()) {
+    rows.push_back({c.name, c.gpu.name, std::to_string(c.gpus_per_node),
+                    std::string(hw::to_string(c.intra.kind)) + (c.intra.nvls ? "+nvls" : ""),
+                    fixed(c.intra.bandwidth_Bps / 1e9, 0),
+                    std::to_string(c.inter.nics_per_node) + " x " +
+                        fixed(c.inter.nic_bandwidth_Bps * 8 / 1e9, 0)});
+  }
+  return format_table(
+      {"cluster", "gpu", "GPUs/node", "intra", "NVLink GB/s", "NICs x Gb/s"}, rows);
+}
+
+int run_presets(const PresetsOptions& opts) {
+  if (opts.json) {
+    print_json({{"models", models_json()}, {"gpus", gpus_json()}, {"clusters", clusters_json()}});
+    return 0;
+  }
+  std::cout << "Models (params counted unpadded; gpt positions at " << kListedSeqLen << ")\n"
+            << models_table() << "\nGPUs\n"
+            << gpus_table()
+            << "\nClusters (per node; NVLink per GPU per direction, NICs per node)\n"
+            << clusters_table();
+  return 0;
+}
+
+}  // namespace
+
 void register_presets(CLI::App& app, Action& action) {
-  auto* cmd = app.add_subcommand("presets", "(not yet available)");
-  cmd->callback([&action] { action = [] { return 2; }; });
+  auto opts = std::make_shared<PresetsOptions>();
+  auto* cmd = app.add_subcommand("presets", "List built-in models, GPUs and clusters");
+  cmd->add_flag("--json", opts->json, "Machine-readable output on stdout");
+  // ---- --costs CLUSTER -------------------------------------------------------------------
+  // Reserved: `--costs CLUSTER` prints the cost-model numbers of a cluster preset. It is
+  // implemented in cmd_presets_costs.cpp as `int print_preset_costs(const PresetCostOptions&)`;
+  // register the option here and dispatch to it in the callback below when it is set.
+  auto costs = std::make_shared<PresetCostOptions>();
+  cmd->add_option("--costs", costs->cluster,
+                  "Print the cost model of a cluster preset: per-op times of one layer and "
+                  "collective busbw against size");
+  cmd->add_option("--model", costs->model, "Model preset for --costs")->capture_default_str();
+  cmd->add_option("--layout", costs->layout, "Layout for --costs (--layout syntax)")->capture_default_str();
+  cmd->add_option("--seq", costs->seq, "Sequence length for --costs")->capture_default_str();
+  // -----------------------------------------------------------------------------------------
+  cmd->callback([&action, opts, costs] {
+    action = [opts, costs] {
+      if (!costs->cluster.empty()) {
+        costs->json = opts->json;
+        return print_preset_costs(*costs);
+      }
+      return run_presets(*opts);
+    };
+  });
 }
 
 }  // namespace tetra::cli

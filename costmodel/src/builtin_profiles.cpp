@@ -1,1 +1,260 @@
-// (to be written)
+// Built-in profiles from published measurements (reference/hardware.md). Citation keys:
+//  [MAMF]  stas00/ml-engineering: compute/accelerator/README.md, "Maximum Achievable Matmul
+//          FLOPS comparison table" (commit 29c6b708): A100 SXM BF16 271.2, H100 SXM BF16 794.5
+//          TFLOP/s ("H200 is the same").
+//  [STREAM] RRZE-HPC/gpu-benches gpu-stream (commit 1038c5d0), 100 % occupancy row, triad:
+//          A100 80GB 1794 GB/s, A100 40GB 1358 GB/s.
+//  [HBM-H] hardware.md section 6: H100 / H200 effective HBM ≈ 0.9 × spec [assumed], bracketed
+//          by the measured read ratios on A100-80GB (0.87) and H100 PCIe (0.97).
+//  [FA2]   Dao-AILab/flash-attention README figures assets/flash2_a100_fwd_bwd_benchmark.png,
+//          assets/flash2_h100_fwd_bwd_benchmark.png (commit 7ef24848), fwd+bwd TFLOP/s.
+//  [FA3]   same, assets/flash3_fp16_fwd.png, forward TFLOP/s.
+//  [NVB]   stas00/ml-engineering: network/README.md, nvbandwidth device_to_device_memcpy_write_ce
+//          on 8x H200: 396.40 GB/s unidirectional (88 % of 450).
+//  [SIMAI] aliyun/SimAI: astra-sim-alibabacloud/astra-sim/system/calbusbw.cc: effective NIC
+//          bandwidth ConnectX-6 23.5 GB/s, ConnectX-7 48.5 GB/s.
+//  [GTC]   GTC24 S62129 / GTC25 S72583 nccl-tests slides as reproduced in stas00/ml-engineering
+//          network/images/all-reduce-bw-2025.png, all-to-all-bw-2025.png (commit 29c6b708).
+//  [MLE]   stas00/ml-engineering: network/README.md: A100 node all-reduce 235 GB/s busbw.
+//  [N212]  NVIDIA/nccl-tests issue #212 (maintainer comment): H100 NVLink 370 GB/s effective;
+//          NVLS all-reduce ~480 busbw (algbw ~275).
+//  [TOPO]  NVIDIA/nccl: src/graph/topo.h SM80_NVLINK_BW 20.0, SM90_NVLINK_BW 20.6 GB/s per link;
+//          src/graph/topo.cc NIC bandwidth = speed_Mbps / 8000.
+#include "tetra/costmodel/builtin_profiles.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <string_view>
+#include <tuple>
+
+namespace tetra::costmodel {
+namespace {
+
+using llama::AttentionKernel;
+using llama::CollectiveKind;
+
+constexpr double kT = 1e12;
+constexpr double kG = 1e9;
+constexpr double kUs = 1e-6;
+
+// Launch / per-wave costs (no published per-kernel overhead in reference/): 2 us per kernel
+// and 1 us per GEMM wave [assumed]; a calibration profile replaces them.
+constexpr double kKernelLaunchS = 2.0 * kUs;
+constexpr double kGemmLaunchS = 2.0 * kUs;
+constexpr double kGemmWaveS = 1.0 * kUs;
+
+bool starts_with(std::string_view s, std::string_view p) { return s.substr(0, p.size()) == p; }
+
+/// FA2 fwd+bwd [FA2]; "ill." labels are left out. seq: 512, 1k, 2k, 4k, 8k, 16k.
+struct Row {
+  int head_dim;
+  bool causal;
+  double tflops[6];  // 0 = unreadable
+};
+constexpr long long kSeqs[6] = {512, 1024, 2048, 4096, 8192, 16384};
+constexpr Row kFa2A100[] = {
+    {64, false, {132, 0, 162, 171, 175, 176}},
+    {128, false, {0, 0, 187, 196, 201, 203}},
+    {64, true, {88, 119, 140, 156, 165, 171}},
+    {128, true, {99, 133, 155, 173, 182, 189}},
+};
+constexpr Row kFa2H100[] = {
+    {64, false, {215, 254, 274, 288, 294, 296}},
+    {128, false, {248, 294, 320, 326, 335, 338}},
+    {64, true, {141, 192, 232, 257, 273, 284}},
+    {128, true, {163, 221, 265, 294, 308, 328}},
+};
+/// FA3 forward, H100-SXM5-80GB [FA3].
+constexpr Row kFa3H100[] = {
+    {64, false, {333, 392, 460, 476, 496, 497}},
+    {64, true, {197, 265, 371, 420, 460, 473}},
+    {128, false, {467, 0, 625, 638, 646, 648}},
+    {128, true, {292, 423, 521, 579, 602, 616}},
+    {256, false, {482, 0, 707, 736, 746, 756}},
+    {256, true, {286, 427, 537, 612, 628, 642}},
+};
+
+template <std::size_t N>
+void append(std::vector<AttentionRate>& out, const Row (&rows)[N], AttentionKernel kernel,
+            AttentionRatePass pass) {
+  for (const Row& r : rows) {
+    for (int i = 0; i < 6; ++i) {
+      if (r.tflops[i] <= 0) continue;
+      out.push_back(AttentionRate{kernel, pass, r.head_dim, r.causal, kSeqs[i], r.tflops[i] * kT});
+    }
+  }
+}
+
+}  // namespace
+
+GpuFamily gpu_family(const hw::Gpu& gpu) noexcept {
+  if (starts_with(gpu.name, "a100")) return GpuFamily::a100;
+  if (starts_with(gpu.name, "h100")) return GpuFamily::h100;
+  if (starts_with(gpu.name, "h200")) return GpuFamily::h200;
+  if (gpu.compute_capability == 80) return GpuFamily::a100;
+  if (gpu.compute_capability == 90) return GpuFamily::h100;
+  return GpuFamily::other;
+}
+
+std::vector<AttentionRate> published_attention_rates(const hw::Gpu& gpu) {
+  std::vector<AttentionRate> out;
+  switch (gpu_family(gpu)) {
+    case GpuFamily::a100:
+      append(out, kFa2A100, AttentionKernel::flash2, AttentionRatePass::fwd_bwd);
+      break;
+    case GpuFamily::h100:
+    case GpuFamily::h200:  // same GH100 compute; H100 tables [assumed]
+      append(out, kFa2H100, AttentionKernel::flash2, AttentionRatePass::fwd_bwd);
+      append(out, kFa3H100, AttentionKernel::flash3, AttentionRatePass::fwd);
+      break;
+    case GpuFamily::other: {
+      // Scale the H100 FA2 table by the dense peak ratio [assumed].
+      const double scale = gpu.bf16_peak_flops > 0 ? gpu.bf16_peak_flops / (989 * kT) : 1.0;
+      append(out, kFa2H100, AttentionKernel::flash2, AttentionRatePass::fwd_bwd);
+      for (auto& r : out) r.flops *= scale;
+      break;
+    }
+  }
+  return out;
+}
+
+Profile builtin_profile(const hw::Cluster& cluster) {
+  Profile p;
+  const hw::Gpu& g = cluster.gpu;
+  p.meta.gpu = g.name;
+  p.meta.nccl = "2.30.7";
+  p.meta.source = "built-in (published measurements)";
+  p.meta.hosts = cluster.nodes;
+  p.meta.gpus_per_node = cluster.gpus_per_node;
+  p.meta.device_memory_bytes = g.memory_bytes;
+  p.meta.sms = g.sms;
+  ProfileFit& f = p.fit;
+  f.valid = true;
+  f.gemm_launch_s = kGemmLaunchS;
+  f.gemm_wave_s = kGemmWaveS;
+  f.kernel_launch_s = kKernelLaunchS;
+  f.gemm_tile_m = 0;  // 0: the compute model searches its tile set
+  f.gemm_tile_n = 0;
+  switch (gpu_family(g)) {
+    case GpuFamily::a100:
+      f.gemm_peak_flops = 271.2 * kT;                           // [MAMF] A100 SXM BF16
+      f.hbm_Bps = g.memory_bytes > 60e9 ? 1794 * kG : 1358 * kG;  // [STREAM] triad 80GB / 40GB
+      f.attention_fwd_flops = 182 * kT;                         // [FA2] A100 hd128 causal 8k
+      f.attention_bwd_flops = 182 * kT;
+      break;
+    case GpuFamily::h100:
+      f.gemm_peak_flops = 794.5 * kT;                           // [MAMF] H100 SXM BF16
+      f.hbm_Bps = 0.9 * g.hbm_bandwidth_Bps;                    // [HBM-H] 3.0 TB/s at 3.35
+      f.attention_fwd_flops = 308 * kT;                         // [FA2] H100 hd128 causal 8k
+      f.attention_bwd_flops = 308 * kT;
+      break;
+    case GpuFamily::h200:
+      f.gemm_peak_flops = 794.5 * kT;                           // [MAMF] "H200 is the same"
+      f.hbm_Bps = 0.9 * g.hbm_bandwidth_Bps;                    // [HBM-H] 4.3 TB/s at 4.8
+      f.attention_fwd_flops = 308 * kT;                         // [FA2] H100 table [assumed]
+      f.attention_bwd_flops = 308 * kT;
+      break;
+    case GpuFamily::other:
+      f.gemm_peak_flops = 0.8 * g.bf16_peak_flops;              // [assumed] ~MAMF/peak of H100
+      f.hbm_Bps = 0.9 * g.hbm_bandwidth_Bps;                    // [assumed]
+      f.attention_fwd_flops = 0.31 * g.bf16_peak_flops;         // [assumed] FA2 H100 308/989
+      f.attention_bwd_flops = f.attention_fwd_flops;
+      break;
+  }
+  return p;
+}
+
+ComputeParams make_compute_params(const hw::Cluster& cluster, const Profile& profile) {
+  const Profile builtin = builtin_profile(cluster);
+  const ProfileFit& b = builtin.fit;
+  const ProfileFit& f = profile.fit;
+  auto pick = [&](double v, double fallback) { return f.valid && v > 0 ? v : fallback; };
+  ComputeParams p;
+  p.sms = profile.meta.sms > 0 ? profile.meta.sms : std::max(1, cluster.gpu.sms);
+  p.dense_peak_flops = cluster.gpu.bf16_peak_flops;
+  p.gemm_peak_flops = pick(f.gemm_peak_flops, b.gemm_peak_flops);
+  p.gemm_launch_s = pick(f.gemm_launch_s, b.gemm_launch_s);
+  p.gemm_wave_s = f.valid && f.gemm_peak_flops > 0 ? f.gemm_wave_s : b.gemm_wave_s;
+  p.hbm_Bps = pick(f.hbm_Bps, b.hbm_Bps);
+  p.kernel_launch_s = pick(f.kernel_launch_s, b.kernel_launch_s);
+  if (f.valid && f.gemm_peak_flops > 0 && f.gemm_tile_m > 0 && f.gemm_tile_n > 0) {
+    p.tiles = {GemmTile{f.gemm_tile_m, f.gemm_tile_n, 1.0}};
+  } else {
+    // Candidate CUTLASS/cuBLAS tiles (costmodels.md 6.1); per-SM efficiency relative to the
+    // large tiles falls with operand reuse [assumed].
+    p.tiles = {{256, 128, 1.0}, {128, 256, 1.0}, {128, 128, 0.9},
+               {128, 64, 0.75}, {64, 128, 0.75}, {64, 64, 0.55}};
+  }
+  p.attention_rates = published_attention_rates(cluster.gpu);
+  p.gemm_rows = profile.gemm;
+  std::sort(p.gemm_rows.begin(), p.gemm_rows.end(), [](const GemmRow& a, const GemmRow& c) {
+    return std::tie(a.n, a.k, a.m) < std::tie(c.n, c.k, c.m);
+  });
+  p.attention_rows = profile.attention;
+  p.memory_rows = profile.memory_bound;
+  std::sort(p.memory_rows.begin(), p.memory_rows.end(), [](const MemoryBoundRow& a, const MemoryBoundRow& c) {
+    return std::tie(a.kernel, a.bytes) < std::tie(c.kernel, c.bytes);
+  });
+  p.memory_fits = f.valid ? f.memory_bound : std::vector<MemoryBoundFit>{};
+  return p;
+}
+
+NcclTopology derive_topology(const hw::Cluster& cluster) {
+  NcclTopology t;
+  const hw::Gpu& g = cluster.gpu;
+  t.compute_capability = g.compute_capability > 0 ? g.compute_capability : 90;
+  t.nvlink = cluster.intra.kind != hw::IntraKind::pcie;
+  t.nvls = cluster.intra.nvls && t.nvlink && t.compute_capability >= 90;
+  // NVLink links of 25 GB/s per direction each (A100: 12 x 25 = 300; H100: 18 x 25 = 450),
+  // counted by NCCL at SM80_NVLINK_BW 20.0 / SM90_NVLINK_BW 20.6 GB/s per link [TOPO].
+  const double links = std::max(1.0, std::round(cluster.intra.bandwidth_Bps / 25e9));
+  const double per_link = t.compute_capability >= 90 ? 20.6 : 20.0;
+  t.nvlink_GBps = t.nvlink ? links * per_link : 12.0;
+  t.nic_GBps = cluster.inter.nic_bandwidth_Bps / 1e9;  // speed_Mbps / 8000 [TOPO]
+  t.nics_per_node = std::max(1, cluster.inter.nics_per_node);
+  t.gpus_per_node = std::max(1, cluster.gpus_per_node);
+  const GpuFamily fam = gpu_family(g);
+  // Pair copy: 88 % of the NVLink line rate (measured on H200 [NVB]; A100 assumed the same).
+  t.p2p_intra_Bps = t.nvlink ? 0.88 * cluster.intra.bandwidth_Bps : cluster.intra.bandwidth_Bps;
+  // NIC effective: ConnectX-7 48.5 of 50 GB/s, ConnectX-6 23.5 of 25 GB/s [SIMAI] (97 / 94 %).
+  t.p2p_inter_Bps = cluster.inter.nic_bandwidth_Bps * (t.nic_GBps >= 50 ? 48.5 / 50.0 : 23.5 / 25.0);
+  t.p2p_intra_lat_s = cluster.intra.latency_s;
+  t.p2p_inter_lat_s = cluster.inter.latency_s;
+  // Intra-node all-to-all busbw: A100 210, H100 320 GB/s [GTC].
+  if (fam == GpuFamily::a100) t.alltoall_intra_busbw_Bps = 210 * kG;
+  if (fam == GpuFamily::h100 || fam == GpuFamily::h200) t.alltoall_intra_busbw_Bps = 320 * kG;
+  return t;
+}
+
+CommParams make_comm_params(const hw::Cluster& cluster, const Profile& profile) {
+  CommParams p;
+  p.version = parse_nccl_version(profile.meta.nccl);
+  p.topo = derive_topology(cluster);
+  p.rows = profile.collective;
+  std::sort(p.rows.begin(), p.rows.end(), [](const CollectiveRow& a, const CollectiveRow& c) {
+    return std::tie(a.op, a.ranks, a.ranks_per_node, a.bytes) < std::tie(c.op, c.ranks, c.ranks_per_node, c.bytes);
+  });
+  if (profile.fit.valid) p.fits = profile.fit.collectives;
+  return p;
+}
+
+std::vector<PublishedBusbw> published_busbw(const hw::Cluster& cluster) {
+  std::vector<PublishedBusbw> out;
+  const GpuFamily fam = gpu_family(cluster.gpu);
+  const CollectiveKind ar = CollectiveKind::all_reduce;
+  if (fam == GpuFamily::a100) {
+    out.push_back({ar, 8, 8, "", 232 * kG, 235 * kG, "GTC24 S62129 / GTC25 S72583 (232); ml-engineering network/README.md (235)"});
+    out.push_back({ar, 32, 8, "", 192 * kG, 192 * kG, "GTC24 / GTC25: DGX A100, 8x 200Gb RDMA, 32 GPUs"});
+    out.push_back({CollectiveKind::all_to_all, 8, 8, "", 210 * kG, 210 * kG, "GTC25 S72583"});
+  } else if (fam == GpuFamily::h100 || fam == GpuFamily::h200) {
+    out.push_back({ar, 8, 8, "ring", 370 * kG, 370 * kG, "GTC24 / GTC25; nccl-tests #212"});
+    out.push_back({ar, 8, 8, "nvls", 480 * kG, 480 * kG, "GTC24 / GTC25 (NVLS); nccl-tests #212"});
+    out.push_back({CollectiveKind::all_gather, 8, 8, "", 370 * kG, 370 * kG, "nccl-tests #212"});
+    out.push_back({CollectiveKind::reduce_scatter, 8, 8, "", 370 * kG, 370 * kG, "nccl-tests #212"});
+    out.push_back({ar, 32, 8, "", 370 * kG, 380 * kG, "GTC25 (370); GTC24 (380): DGX H100, 8x 400Gb RDMA"});
+    out.push_back({CollectiveKind::all_to_all, 8, 8, "", 320 * kG, 320 * kG, "GTC25 S72583"});
+  }
+  return out;
+}
+
+}  // namespace tetra::costmodel

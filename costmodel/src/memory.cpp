@@ -1,1 +1,476 @@
-// (to be written)
+// Per-stage memory model. Formulas and sources: reference/memory.md (sections cited as §n).
+// Source keys: F24 / F24-code (Fujii et al. 2024 and its estimator), K22 (Korthikanti et al.
+// 2022), N21 (Narayanan et al. 2021), ZeRO, MLM (NVIDIA/Megatron-LM), TE, ZB, AAS
+// (Aleph-Alpha/scaling, the public successor of the trainer behind Hagemann et al. 2023),
+// NCCL (NVIDIA/nccl), PT (pytorch/pytorch). Constants are listed in costmodel/README.md.
+#include "tetra/costmodel/memory.hpp"
+
+#include <algorithm>
+#include <cstdint>
+
+#include "tetra/llama/params.hpp"
+
+namespace tetra::costmodel {
+
+namespace {
+
+constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+constexpr double kMiB = 1024.0 * 1024.0;
+
+// ---- Runtime and communication constants (§7). The same for every source. ----
+
+/// CUDA context of one process (driver state, module images of PyTorch/cuBLAS/NCCL kernels)
+/// [assumed: F24-web's notes give 300-500 MB; the upper end is taken because 2023-era
+/// CUDA 11 loads all kernel images eagerly].
+constexpr double kCudaContextBytes = 0.5 * kGiB;
+
+/// NCCL buffers of one connection to one peer on one channel, one per protocol
+/// (NVIDIA/nccl src/include/device.h and src/init.cc defaults):
+///   SIMPLE: NCCL_BUFFSIZE = 4 MiB (docs/userguide/source/env.rst);
+///   LL128:  NCCL_LL128_ELEMS_PER_THREAD (120) x NCCL_LL128_MAX_NTHREADS (640) x NCCL_STEPS (8)
+///           x 8 B = 4,915,200 B;
+///   LL:     NCCL_LL_LINES_PER_THREAD (8) x NCCL_LL_MAX_NTHREADS (512) x NCCL_STEPS (8)
+///           x 16 B (one ncclLLFifoLine) = 524,288 B.
+constexpr double kNcclConnectionBytes = 4.0 * kMiB + 120.0 * 640 * 8 * 8 + 8.0 * 512 * 8 * 16;
+/// Channels NCCL opens per communicator on an NVSwitch node (16 coll channels, typical of
+/// NCCL's topology search on DGX A100/H100) [assumed], and connections per channel: the ring
+/// predecessor and one tree peer [derived from NCCL's ring + tree connection setup].
+constexpr double kNcclChannels = 16;
+constexpr double kNcclConnectionsPerChannel = 2;
+/// = 16 x 2 x 9.1875 MiB = 294 MiB per communicator (F24-web assumes ~0.5 GB).
+constexpr double kNcclCommunicatorBytes =
+    kNcclChannels * kNcclConnectionsPerChannel * kNcclConnectionBytes;
+
+/// cuBLAS workspace PyTorch allocates per (handle, stream) through its caching allocator
+/// (PT aten/src/ATen/cuda/CublasHandlePool.cpp, default CUBLAS_WORKSPACE_CONFIG):
+/// Hopper ":4096:8" = 32 MiB; earlier GPUs ":4096:2:16:8" = 2 x 4 MiB + 8 x 16 KiB.
+double cublas_workspace_bytes(int compute_capability) noexcept {
+  return compute_capability >= 90 ? 32.0 * kMiB : 2.0 * 4.0 * kMiB + 8.0 * 16.0 * 1024.0;
+}
+
+// ---- Framework habits: what the training code really allocates. ----
+
+struct Habits {
+  /// MLM `_VocabParallelCrossEntropy`: fp32 softmax of the local vocabulary shard (§6).
+  /// Otherwise the LM head gathers the full vocabulary on every TP rank and the loss is
+  /// torch cross_entropy on an fp32 copy (AAS: `ColumnParallelLinear(parallel_output=False)`
+  /// in transformer/model/layers/lm_head.py, `output.activations.float()` in
+  /// transformer/model/losses/cross_entropy.py; the usual pattern of Hugging Face models
+  /// under DeepSpeed or FSDP).
+  bool vocab_parallel_loss = true;
+  /// MLM keeps the SP shard of a column-parallel GEMM input and re-gathers it in backward
+  /// (§4.1). A plain F.linear after a gather saves the gathered input (AAS:
+  /// core/nn/norm/rms_norm.py gathers after the norm, column_parallel_linear.py calls
+  /// F.linear on it).
+  bool sp_saves_shard = true;
+  /// MLM `deallocate_output_tensor` frees a stage's output after the send (schedules.py);
+  /// other pipeline engines keep it for the backward call.
+  bool frees_stage_output = true;
+  /// MLM uses a fused multi-tensor Adam (apex/TE): no full-size temporaries at the step.
+  /// torch.optim.AdamW (foreach) builds one fp32 temporary the size of the shard, and
+  /// DeepSpeed-style ZeRO (AAS core/optimizer/parameter_group.py `step_prequel`) copies the
+  /// owned gradient partition to fp32 before the step.
+  bool fused_adam = true;
+};
+
+Habits habits_of(llama::Framework f) noexcept {
+  Habits h;
+  if (f != llama::Framework::megatron) {
+    h.vocab_parallel_loss = false;
+    h.sp_saves_shard = false;
+    h.frees_stage_output = false;
+    h.fused_adam = false;
+  }
+  return h;
+}
+
+/// Shapes of one micro-batch on one GPU.
+struct Geometry {
+  double s = 0;    ///< local sequence s' = s / c (§4.6)
+  double b = 0;    ///< micro-batch size
+  double h = 0;
+  double f = 0;    ///< FFN size
+  double a = 0;    ///< attention heads
+  double kv = 0;   ///< k / a
+  double t = 1;
+  double nd = 1;   ///< divisor of tensors outside the TP region: t with SP, else 1 (§4.2)
+  double gd = 1;   ///< divisor of the saved GEMM inputs: t with SP and a sharded save
+  bool sp = false;
+  bool gpt = false;
+};
+
+Geometry geometry(const llama::Model& m, const llama::Training& tr, const llama::Layout& l) {
+  Geometry g;
+  const Habits hab = habits_of(tr.framework);
+  g.s = static_cast<double>(tr.seq_len) / std::max(l.cp, 1);
+  g.b = std::max(l.mbs, 1);
+  g.h = m.hidden;
+  g.f = m.ffn_hidden;
+  g.a = std::max(m.heads, 1);
+  g.kv = static_cast<double>(m.kv_heads > 0 ? m.kv_heads : m.heads) / g.a;
+  g.t = std::max(l.tp, 1);
+  g.sp = l.sp && l.tp > 1;
+  g.nd = g.sp ? g.t : 1.0;
+  g.gd = (g.sp && hab.sp_saves_shard) ? g.t : 1.0;
+  g.gpt = m.arch == llama::Arch::gpt;
+  return g;
+}
+
+bool unfused_attention(llama::AttentionKernel k) noexcept {
+  return k == llama::AttentionKernel::fused || k == llama::AttentionKernel::torch;
+}
+
+/// Bytes per element of the per-head s x s tensors saved for backward (§4.3).
+/// llama (no dropout): fused scale-mask-softmax keeps one bf16 probability tensor (2); an
+/// unfused softmax in fp32 keeps its fp32 output for the softmax backward plus the bf16 copy
+/// the P.V matmul saves (4 + 2 = 6). gpt adds attention dropout: mask (1) + output (2), which
+/// gives K22's 5 for the fused kernel.
+double c_s2_saved(llama::AttentionKernel k, bool gpt) noexcept {
+  if (!unfused_attention(k)) return 0.0;
+  const double base = k == llama::AttentionKernel::fused ? 2.0 : 6.0;
+  return base + (gpt ? 3.0 : 0.0);
+}
+
+/// Bytes per element of the s x s tensors that exist only while one layer's attention runs
+/// [derived from the autograd pattern, §4.3 "transient"]: in backward the probability
+/// gradient and the score gradient (fused: 2 + 2); unfused fp32: bf16 gradient (2), its fp32
+/// copy (4) and the softmax-backward output (4).
+double c_s2_transient(llama::AttentionKernel k) noexcept {
+  if (!unfused_attention(k)) return 0.0;
+  return k == llama::AttentionKernel::fused ? 4.0 : 10.0;
+}
+
+/// Extra bytes per element per norm that an unfused PyTorch RMSNorm saves beyond the bf16
+/// input a fused kernel keeps (§4.7) [derived from the autograd save pattern of
+/// `w * (x * rsqrt(mean(x.float()^2) + eps)).to(bf16)`]: the fp32 copy of the input saved by
+/// pow (4), the bf16 input saved by the mul with the fp32 rsqrt (2), and the bf16 normalized
+/// tensor saved by the weight mul (2); minus the bf16 input the fused kernel keeps (2) = 6.
+/// The per-row rsqrt (4 bytes per row) is negligible.
+constexpr double kUnfusedNormExtra = 6.0;
+
+/// Saved bytes of one layer for one micro-batch, no recomputation (§4.1, §4.2, §4.3, §4.7;
+/// gpt: K22 Table 2 with its dropout masks).
+double layer_saved_full(const llama::Model& m, const llama::Training& tr,
+                        const llama::Layout& l, bool drop_s2) {
+  const Geometry g = geometry(m, tr, l);
+  const double sbh = g.s * g.b * g.h;
+  // Outside the TP region: the two norm inputs (2 + 2), sharded over t only with SP.
+  double bytes = 4.0 * sbh / g.nd;
+  // The two column-parallel GEMM inputs (QKV, gate/up or fc1): 2 + 2.
+  bytes += 4.0 * sbh / g.gd;
+  // Inside the TP region: Q (2), K and V (4 k/a), attention output (2).
+  double inner = 2.0 + 4.0 * g.kv + 2.0;
+  if (g.gpt) {
+    // GeLU MLP: fc1 output (2 f/h) and GeLU output (2 f/h) (K22); dropout masks after
+    // attention and after the MLP, 1 byte each, outside the TP region (K22 Table 2).
+    inner += 4.0 * g.f / g.h;
+    bytes += 2.0 * sbh / g.nd;
+  } else {
+    // SwiGLU: up out, gate out, act(gate), product: 4 x 2 f/h (§4.1).
+    inner += 8.0 * g.f / g.h;
+  }
+  bytes += inner * sbh / g.t;
+  // FlashAttention's per-row log-sum-exp, fp32 (§4.1).
+  if (!unfused_attention(tr.attention)) bytes += 4.0 * g.a * g.s * g.b / g.t;
+  // Unfused RMSNorm (§4.7).
+  if (!g.gpt && !tr.fused_rmsnorm) bytes += 2.0 * kUnfusedNormExtra * sbh / g.nd;
+  // s^2 terms of an unfused attention (§4.3); selective recompute drops them (§4.4).
+  if (!drop_s2) bytes += c_s2_saved(tr.attention, g.gpt) * g.a * g.s * g.s * g.b / g.t;
+  return bytes;
+}
+
+/// Working set of one layer beyond what it saves, at the peak of its backward [derived, §7
+/// "transient working buffers"].
+double layer_transient(const llama::Model& m, const llama::Training& tr, const llama::Layout& l) {
+  const Geometry g = geometry(m, tr, l);
+  const double sbh = g.s * g.b * g.h;
+  // MLP backward: gradient of the fc1 output (2f gated, f otherwise) and of the activation
+  // output (f), bf16, sharded over t.
+  const double f_grads = g.gpt ? 2.0 * g.f : 3.0 * g.f;
+  double bytes = 2.0 * g.s * g.b * f_grads / g.t;
+  // Gradient of the residual stream and of the layer input (2 + 2).
+  bytes += 4.0 * sbh / g.nd;
+  // SP: the all-gathered GEMM input, 2 s' b h (not divided by t), in forward and backward.
+  if (g.sp) bytes += 2.0 * sbh;
+  // s^2 gradients of an unfused attention.
+  bytes += c_s2_transient(tr.attention) * g.a * g.s * g.s * g.b / g.t;
+  // Unfused RMSNorm forward: fp32 x^2 and fp32 x * rsqrt temporaries (4 + 4).
+  if (!g.gpt && !tr.fused_rmsnorm) bytes += 8.0 * sbh / g.nd;
+  // CP ring (§4.6): double-buffered bf16 K,V blocks (2 x 4 s' b h k/a / t) plus the dK,dV
+  // accumulator in fp32 (8 s' b h k/a / t) [derived; accumulator dtype unconfirmed].
+  if (l.cp > 1) bytes += 16.0 * sbh * g.kv / g.t;
+  return bytes;
+}
+
+/// F24-code's per-layer activation (§4.1 "Eq. 12"): s' b h (12 + 4 k/a + 8 h_ffn/h) / t.
+double fujii_layer(const llama::Model& m, const llama::Training& tr, const llama::Layout& l) {
+  const Geometry g = geometry(m, tr, l);
+  return g.s * g.b * g.h * (12.0 + 4.0 * g.kv + 8.0 * g.f / g.h) / g.t;
+}
+
+/// Bytes per parameter of weights, gradients and optimizer states (§3).
+struct StateBytes {
+  double w = 2, g = 4, o = 12;
+};
+
+StateBytes state_bytes(const llama::Training& tr) {
+  StateBytes s;
+  s.w = llama::bytes_of(tr.precision);
+  s.g = llama::bytes_of(tr.grad_dtype);
+  if (tr.precision == llama::Precision::fp32) {
+    s.o = 8.0;  // Adam moments; the weights are the master copy (MLM dist_optimizer doc: 16)
+  } else {
+    s.o = 12.0;  // fp32 master weights + exp_avg + exp_avg_sq
+    // fp16 with fp16 gradients: Megatron keeps an fp32 copy of the gradients (20 B/param).
+    if (tr.precision == llama::Precision::fp16 && tr.grad_dtype != llama::Precision::fp32)
+      s.o += 4.0;
+  }
+  return s;
+}
+
+int micro_batch_count(const llama::Layout& l, const llama::Training& tr) {
+  return std::max(llama::micro_batches(l, tr), 1);
+}
+
+}  // namespace
+
+double StageMemory::static_bytes() const noexcept {
+  return params_bytes + grads_bytes + optimizer_bytes + buffers_bytes +
+         fragmentation_fraction * transient_bytes;
+}
+
+double reserved_with_activations(const StageMemory& stage, double activation_bytes,
+                                 const MemoryOptions& options) {
+  return stage.static_bytes() + (1.0 + options.fragmentation) * activation_bytes;
+}
+
+double activation_bytes_per_layer_no_recompute(const llama::Model& model,
+                                               const llama::Training& training,
+                                               const llama::Layout& layout) {
+  return layer_saved_full(model, training, layout, false);
+}
+
+double activation_bytes_per_layer(const llama::Model& model, const llama::Training& training,
+                                  const llama::Layout& layout) {
+  switch (layout.recompute) {
+    case llama::Recompute::none:
+      return layer_saved_full(model, training, layout, false);
+    case llama::Recompute::selective:
+      // MLM selective recompute: core attention is recomputed, only the s^2 terms go (§4.4).
+      return layer_saved_full(model, training, layout, true);
+    case llama::Recompute::full: {
+      // Only the layer input is stored: 2 s' b h, the SP shard with SP (§4.5, K22).
+      const Geometry g = geometry(model, training, layout);
+      return 2.0 * g.s * g.b * g.h / g.nd;
+    }
+  }
+  return 0.0;
+}
+
+double inflight_micro_batches(const llama::Layout& layout, int micro_batches, int stage) {
+  const double m = std::max(micro_batches, 1);
+  const int p = std::max(layout.pp, 1);
+  const int r = std::clamp(stage, 0, p - 1);
+  switch (layout.schedule) {
+    case llama::Schedule::gpipe:
+    case llama::Schedule::layered:
+      // GPipe: every micro-batch's forward before any backward (N21 section 2.2); layered
+      // gradient accumulation keeps all m of a chunk (papers.md section B).
+      return m;
+    case llama::Schedule::one_f_one_b:
+    case llama::Schedule::zb_h1:
+      // MLM schedules.py: warm-up p - r - 1 (capped at m), peak = warm-up + 1; ZB-H1 equals
+      // 1F1B (ZB Table 2).
+      return std::min(static_cast<double>(p - r), m);
+    case llama::Schedule::interleaved: {
+      // MLM get_pp_rank_microbatches: min(m v, 2 (p - r - 1) + (v - 1) G + 1) chunk
+      // micro-batches with G = p, each L/(p v) layers, i.e. / v stage micro-batches (§5).
+      const double v = std::max(layout.vp, 1);
+      const double chunks = std::min(m * v, 2.0 * (p - r - 1) + (v - 1.0) * p + 1.0);
+      return chunks / v;
+    }
+  }
+  return std::min(static_cast<double>(p - r), m);
+}
+
+MemoryReport estimate_memory(const llama::Model& model, const hw::Cluster& cluster,
+                             const llama::Training& training, const llama::Layout& layout,
+                             const MemoryOptions& options) {
+  MemoryReport report;
+  report.capacity_bytes = cluster.gpu.memory_bytes;
+  report.usable_bytes = cluster.gpu.memory_bytes * options.memory_fraction;
+
+  const Habits hab = habits_of(training.framework);
+  const Geometry g = geometry(model, training, layout);
+  const StateBytes sb = state_bytes(training);
+  const int p = std::max(layout.pp, 1);
+  const double t = g.t;
+  const double c = std::max(layout.cp, 1);
+  const double d = std::max(layout.dp, 1);
+  const double shard = d * c;  // ZeRO / distributed-optimizer group: DP x CP (§3)
+  const int m = micro_batch_count(layout, training);
+  const double vocab = static_cast<double>(llama::padded_vocab(model, layout.tp));
+  const double h = model.hidden;
+  const bool fujii = options.fujii_compat;
+  const double frag = fujii ? 0.0 : options.fragmentation;
+
+  const std::vector<llama::StageParams> sp = llama::stage_params(model, layout, training.seq_len);
+
+  // Per-layer quantities (§4).
+  const double a_layer = fujii ? fujii_layer(model, training, layout)
+                               : activation_bytes_per_layer(model, training, layout);
+  const double a_layer_full = layer_saved_full(model, training, layout, false);
+  double transient_layer = fujii ? 0.0 : layer_transient(model, training, layout);
+  if (!fujii && layout.recompute == llama::Recompute::full) {
+    // The recomputed layer is rebuilt one at a time during backward (§4.5 working set).
+    transient_layer += a_layer_full;
+  }
+
+  // Communicators with more than one rank (§7): TP, CP, PP, DP; the DP x CP group that the
+  // distributed optimizer reduces over when c > 1; the embedding group of tied embeddings.
+  int communicators = 0;
+  communicators += layout.tp > 1 ? 1 : 0;
+  communicators += layout.cp > 1 ? 1 : 0;
+  communicators += p > 1 ? 1 : 0;
+  communicators += layout.dp > 1 ? 1 : 0;
+  communicators += (layout.cp > 1 && layout.dp > 1) ? 1 : 0;
+  communicators += (model.tied_embeddings && p > 1) ? 1 : 0;
+  const double comm_bytes = fujii ? 0.0 : communicators * kNcclCommunicatorBytes;
+  const double runtime_bytes =
+      fujii ? 0.0 : kCudaContextBytes + cublas_workspace_bytes(cluster.gpu.compute_capability);
+
+  const bool logits_all_live =
+      layout.schedule == llama::Schedule::gpipe || layout.schedule == llama::Schedule::layered;
+
+  double peak = -1.0;
+  for (const llama::StageParams& st : sp) {
+    StageMemory s;
+    s.stage = st.stage;
+    s.layers = st.layers;
+    s.fragmentation_fraction = frag;
+    double phi = static_cast<double>(st.params);
+    if (fujii && st.stage == 0) {
+      // Final-code variant (§2.2): ((P_layers - h)/p + h V)/t, plus the head when p = 1.
+      const double p_layers =
+          static_cast<double>(model.layers) * static_cast<double>(llama::params_per_layer(model)) + h;
+      phi = ((p_layers - h) / p + h * vocab) / t;
+      if (!model.tied_embeddings && p == 1) phi += h * vocab / t + h;
+    }
+
+    // Model states (§3; ZeRO stages 2/3 idealised over N = d c).
+    switch (std::clamp(training.zero_stage, 0, 3)) {
+      case 0:
+        s.params_bytes = phi * sb.w;
+        s.grads_bytes = phi * sb.g;
+        s.optimizer_bytes = phi * sb.o;
+        break;
+      case 1:
+        s.params_bytes = phi * sb.w;
+        s.grads_bytes = phi * sb.g;
+        s.optimizer_bytes = phi * sb.o / shard;
+        break;
+      case 2:
+        s.params_bytes = phi * sb.w;
+        s.grads_bytes = phi * sb.g / shard;
+        s.optimizer_bytes = phi * sb.o / shard;
+        break;
+      default: {
+        // ZeRO-3 / FSDP: everything sharded, plus the gathered weights of the layer being
+        // computed and the one prefetched: 2 x P_layer / t in the training dtype [assumed §3].
+        const double gathered =
+            fujii ? 0.0
+                  : 2.0 * static_cast<double>(llama::params_per_layer(model)) / t * sb.w;
+        s.params_bytes = phi * sb.w / shard + gathered;
+        s.grads_bytes = phi * sb.g / shard;
+        s.optimizer_bytes = phi * sb.o / shard;
+        break;
+      }
+    }
+
+    // In-flight micro-batches (§5), or the simulator's count.
+    const std::size_t idx = static_cast<std::size_t>(st.stage);
+    double inflight = idx < options.inflight.size() ? options.inflight[idx]
+                                                     : inflight_micro_batches(layout, m, st.stage);
+    if (fujii) inflight = static_cast<double>(p - st.stage);  // F24-code never discounts by m
+    s.inflight = inflight;
+
+    // Saved activations of the stage's layers (§8).
+    s.layer_activations_bytes = inflight * st.layers * a_layer;
+    // Stage output kept for backward by pipeline engines that do not free it (§5 note).
+    if (!fujii && !hab.frees_stage_output && st.stage < p - 1)
+      s.layer_activations_bytes += inflight * 2.0 * g.s * g.b * h / g.nd;
+
+    // Embedding input (§6).
+    if (st.has_embedding) {
+      if (fujii) {
+        // F24-code: 8 s' b h p / t (int64 ids times h, §6 discrepancy).
+        s.embedding_bytes = 8.0 * g.s * g.b * h * p / t;
+      } else {
+        // int64 token ids (and labels on the last stage) of the in-flight micro-batches.
+        s.embedding_bytes = inflight * 8.0 * g.s * g.b;
+      }
+    }
+
+    // Logits of the last stage (§6).
+    double logits_transient = 0.0;
+    if (st.has_head) {
+      if (fujii) {
+        if (p == 1) s.logits_bytes = 4.0 * g.s * g.b * (h + vocab) / t;
+      } else {
+        const double live = logits_all_live ? static_cast<double>(m) : 1.0;
+        if (hab.vocab_parallel_loss) {
+          // MLM cross_entropy.py: fp32 softmax of the local shard held until backward, plus
+          // the LM-head input shard; bf16 logits / logit gradient transient.
+          s.logits_bytes = live * (4.0 * g.s * g.b * vocab / t + 2.0 * g.s * g.b * h / g.nd);
+          logits_transient = 2.0 * g.s * g.b * vocab / t;
+        } else {
+          // Gathered logits: bf16 full-vocabulary logits (2) and the fp32 log-softmax saved
+          // by cross_entropy (4) held; in backward the fp32 NLL gradient (4) and the
+          // log-softmax gradient (4) on top: 14 bytes per token and vocabulary entry at the
+          // peak, on every TP rank [derived from AAS losses/cross_entropy.py + PT autograd].
+          s.logits_bytes = live * 6.0 * g.s * g.b * vocab;
+          logits_transient = 8.0 * g.s * g.b * vocab;
+        }
+      }
+    }
+    s.activations_bytes = s.layer_activations_bytes + s.embedding_bytes + s.logits_bytes;
+
+    // Transients of the activation phase: one layer's backward or the loss backward.
+    double transient = fujii ? 0.0 : std::max(transient_layer, logits_transient);
+    // Optimizer phase (activations freed): fp32 gradient partition of DeepSpeed-style ZeRO
+    // and the foreach-Adam temporary of the shard.
+    const double opt_shard = training.zero_stage >= 1 ? shard : 1.0;
+    double step_extra = 0.0;
+    if (!fujii && !hab.fused_adam) {
+      step_extra = 4.0 * phi / opt_shard;                   // fp32 grads of the owned shard
+      if (training.zero_stage >= 1) step_extra += 4.0 * phi / opt_shard;  // Adam temporary
+    }
+    s.optimizer_step_bytes = s.params_bytes + s.grads_bytes + s.optimizer_bytes + step_extra +
+                             comm_bytes + runtime_bytes;
+    const double act_phase = s.activations_bytes + transient;
+    if (step_extra > act_phase) {
+      transient = step_extra - s.activations_bytes;  // the optimizer phase sets the peak
+    }
+    s.transient_bytes = transient;
+    s.communication_bytes = comm_bytes;
+    s.runtime_bytes = runtime_bytes;
+    s.buffers_bytes = transient + comm_bytes + runtime_bytes;
+    s.allocated_bytes = s.params_bytes + s.grads_bytes + s.optimizer_bytes +
+                        s.activations_bytes + s.buffers_bytes;
+    // Caching allocator (§7): fragmentation of the blocks allocated and freed every
+    // micro-batch (activations and transients).
+    s.fragmentation_bytes = frag * (s.activations_bytes + transient);
+    s.reserved_bytes = s.allocated_bytes + s.fragmentation_bytes;
+
+    if (s.reserved_bytes > peak) {
+      peak = s.reserved_bytes;
+      report.peak_stage = s.stage;
+    }
+    report.stages.push_back(s);
+  }
+  report.peak_bytes = std::max(peak, 0.0);
+  report.fits = report.peak_bytes <= report.capacity_bytes;
+  return report;
+}
+
+}  // namespace tetra::costmodel

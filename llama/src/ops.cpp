@@ -1,1 +1,551 @@
-// (to be written)
+// Op list of one layer / stage on one rank. Shapes: Megatron-LM column/row-parallel linears
+// (`NVIDIA/Megatron-LM: megatron/core/tensor_parallel/layers.py`); collectives:
+// reference/costmodels.md section 5; byte counts of memory-bound kernels: section 6.3.
+#include "tetra/llama/ops.hpp"
+
+#include <algorithm>
+
+#include "tetra/llama/params.hpp"
+
+namespace tetra::llama {
+namespace {
+
+/// Everything the builders need, resolved once per call.
+struct Dims {
+  long long b = 1;      // micro-batch (sequences)
+  long long s = 0;      // full sequence
+  long long sr = 0;     // sequence on this CP rank, s / c
+  long long t = 1;      // tp
+  long long c = 1;      // cp
+  long long h = 0;
+  long long f = 0;      // ffn hidden
+  long long nq = 0, nkv = 0, dh = 0;
+  long long tokens = 0;     // T = b·s/c : tokens a column-parallel GEMM sees
+  long long tokens_sp = 0;  // tokens a replicated (norm / residual) kernel sees: T/t with SP
+  double act = 2;           // activation dtype bytes
+  bool sp = false;
+  bool gated = true;
+  bool llama = true;
+};
+
+Dims dims_of(const Model& m, const Training& tr, const Layout& l) {
+  Dims d;
+  d.b = std::max(1, l.mbs);
+  d.s = std::max(1, tr.seq_len);
+  d.t = std::max(1, l.tp);
+  d.c = std::max(1, l.cp);
+  d.sr = d.s / d.c;
+  d.h = m.hidden;
+  d.f = m.ffn_hidden;
+  d.nq = m.heads;
+  d.nkv = m.kv_heads > 0 ? m.kv_heads : m.heads;
+  d.dh = m.head_dim();
+  d.tokens = d.b * d.sr;
+  d.sp = l.sp && d.t > 1;
+  d.tokens_sp = d.sp ? d.tokens / d.t : d.tokens;
+  d.act = bytes_of(tr.precision);
+  d.gated = m.gated_mlp();
+  d.llama = m.arch == Arch::llama;
+  return d;
+}
+
+Op gemm(Pass pass, const char* name, long long m, long long n, long long k) {
+  Op op;
+  op.kind = OpKind::gemm;
+  op.pass = pass;
+  op.name = name;
+  op.m = m;
+  op.n = n;
+  op.k = k;
+  op.flops = 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
+  return op;
+}
+
+Op mem(Pass pass, const char* name, MemoryKernel kernel, double bytes) {
+  Op op;
+  op.kind = OpKind::memory_bound;
+  op.pass = pass;
+  op.name = name;
+  op.mem = kernel;
+  op.bytes = bytes;
+  return op;
+}
+
+Op coll(Pass pass, const char* name, CollectiveKind kind, CommDim dim, int group, double bytes,
+        bool async = false) {
+  Op op;
+  op.kind = OpKind::collective;
+  op.pass = pass;
+  op.name = name;
+  op.coll = kind;
+  op.dim = dim;
+  op.group = group;
+  op.bytes = bytes;
+  op.async = async;
+  return op;
+}
+
+Op p2p(Pass pass, const char* name, CommDim dim, double bytes, int count, bool async) {
+  Op op;
+  op.kind = OpKind::p2p;
+  op.pass = pass;
+  op.name = name;
+  op.coll = CollectiveKind::send_recv;
+  op.dim = dim;
+  op.group = 2;
+  op.bytes = bytes;
+  op.count = count;
+  op.async = async;
+  return op;
+}
+
+/// Forward core-attention FLOPs of one call: 4·b·s_q·s_kv·heads·d (QK^T and AV), halved when
+/// causal (Megatron current master; flash-attention benchmarks use the same count).
+double attention_fwd_flops(const AttentionShape& a) {
+  const double f = 4.0 * a.batch * static_cast<double>(a.seq_q) * static_cast<double>(a.seq_kv) *
+                   a.heads * a.head_dim;
+  return a.causal ? f / 2.0 : f;
+}
+
+Op attention(Pass pass, const char* name, const Dims& d, AttentionKernel kernel, bool causal,
+             long long seq_q, long long seq_kv, int count) {
+  Op op;
+  op.kind = OpKind::attention;
+  op.pass = pass;
+  op.name = name;
+  op.attn.kernel = kernel;
+  op.attn.causal = causal;
+  op.attn.batch = static_cast<int>(d.b);
+  op.attn.seq_q = seq_q;
+  op.attn.seq_kv = seq_kv;
+  op.attn.heads = static_cast<int>(d.nq / d.t);
+  op.attn.kv_heads = static_cast<int>(std::max(1LL, d.nkv / d.t));
+  op.attn.head_dim = static_cast<int>(d.dh);
+  op.count = count;
+  const double fwd = attention_fwd_flops(op.attn);
+  op.flops = pass == Pass::forward ? fwd : 2.0 * fwd;  // Megatron: backward = 2 x forward
+  return op;
+}
+
+/// The TP collective after a row-parallel linear in forward (RS with SP, AR without).
+void tp_row_forward(std::vector<Op>& ops, const Dims& d, Pass pass, bool recompute) {
+  if (d.t <= 1) return;
+  const double bytes = d.act * static_cast<double>(d.tokens * d.h);  // S = 2·s'·b·h
+  Op op = d.sp ? coll(pass, "tp_rs", CollectiveKind::reduce_scatter, CommDim::tp,
+                      static_cast<int>(d.t), bytes)
+               : coll(pass, "tp_ar", CollectiveKind::all_reduce, CommDim::tp,
+                      static_cast<int>(d.t), bytes);
+  op.recompute = recompute;
+  ops.push_back(op);
+}
+
+/// The SP all-gather before a column-parallel linear in forward.
+void tp_column_forward(std::vector<Op>& ops, const Dims& d, Pass pass, bool recompute) {
+  if (d.t <= 1 || !d.sp) return;
+  Op op = coll(pass, "tp_ag", CollectiveKind::all_gather, CommDim::tp, static_cast<int>(d.t),
+               d.act * static_cast<double>(d.tokens * d.h));
+  op.recompute = recompute;
+  ops.push_back(op);
+}
+
+double norm_fwd_bytes(const Dims& d) {
+  // read x, write y (bf16), one row of h per token: 2·(T_sp·h)·act (section 6.3)
+  return 2.0 * d.act * static_cast<double>(d.tokens_sp * d.h);
+}
+double norm_bwd_bytes(const Dims& d) {
+  // read x and dy, write dx
+  return 3.0 * d.act * static_cast<double>(d.tokens_sp * d.h);
+}
+double residual_bytes(const Dims& d) {
+  // read two operands, write one
+  return 3.0 * d.act * static_cast<double>(d.tokens_sp * d.h);
+}
+MemoryKernel norm_kernel(const Dims& d) {
+  return d.llama ? MemoryKernel::rmsnorm : MemoryKernel::layernorm;
+}
+
+/// Core attention of the forward pass (plain, or the CP ring of TE's AttnFuncWithCPAndKVP2P:
+/// step 0 causal on the two local chunks, c − 1 steps of half an s'×s' block without mask,
+/// with the KV of the previous step sent on while the current one computes).
+void attention_forward(std::vector<Op>& ops, const Dims& d, const Training& tr, bool recompute) {
+  const AttentionKernel kernel = tr.attention;
+  const bool unfused = kernel == AttentionKernel::fused || kernel == AttentionKernel::torch;
+  auto push = [&](Op op) {
+    op.recompute = recompute;
+    ops.push_back(op);
+  };
+  if (d.c <= 1) {
+    push(attention(Pass::forward, "core_attention", d, kernel, true, d.sr, d.sr, 1));
+  } else {
+    const double kv_bytes = 2.0 * d.act * static_cast<double>(d.b * d.sr) *
+                            static_cast<double>(std::max(1LL, d.nkv / d.t) * d.dh);
+    push(attention(Pass::forward, "core_attention", d, kernel, true, d.sr, d.sr, 1));
+    push(p2p(Pass::forward, "cp_kv", CommDim::cp, kv_bytes, static_cast<int>(d.c - 1), true));
+    push(attention(Pass::forward, "core_attention_ring", d, kernel, false, d.sr, d.sr / 2,
+                   static_cast<int>(d.c - 1)));
+  }
+  if (unfused) {
+    // Unfused attention materialises the s_q × s_kv scores: softmax reads and writes them
+    // (fp32 scores in torch, bf16 in the fused path; counted at the activation dtype).
+    const double scores = static_cast<double>(d.b) * static_cast<double>(d.nq / d.t) *
+                          static_cast<double>(d.sr) * static_cast<double>(d.s);
+    push(mem(Pass::forward, "softmax", MemoryKernel::softmax, 2.0 * d.act * scores));
+  }
+}
+
+void attention_backward(std::vector<Op>& ops, const Dims& d, const Training& tr) {
+  const AttentionKernel kernel = tr.attention;
+  const bool unfused = kernel == AttentionKernel::fused || kernel == AttentionKernel::torch;
+  if (unfused) {
+    const double scores = static_cast<double>(d.b) * static_cast<double>(d.nq / d.t) *
+                          static_cast<double>(d.sr) * static_cast<double>(d.s);
+    ops.push_back(mem(Pass::backward_input, "softmax_bwd", MemoryKernel::softmax,
+                      3.0 * d.act * scores));
+  }
+  if (d.c <= 1) {
+    ops.push_back(attention(Pass::backward_input, "core_attention_bwd", d, kernel, true, d.sr,
+                            d.sr, 1));
+    return;
+  }
+  // Backward ring: KV at step 0, KV + dKV at steps 1..c−2, dKV at step c−1: 2(c−1)·KV in all.
+  const double kv_bytes = 2.0 * d.act * static_cast<double>(d.b * d.sr) *
+                          static_cast<double>(std::max(1LL, d.nkv / d.t) * d.dh);
+  ops.push_back(attention(Pass::backward_input, "core_attention_bwd", d, kernel, true, d.sr, d.sr, 1));
+  ops.push_back(p2p(Pass::backward_input, "cp_kv_dkv", CommDim::cp, 2.0 * kv_bytes,
+                    static_cast<int>(d.c - 1), true));
+  ops.push_back(attention(Pass::backward_input, "core_attention_ring_bwd", d, kernel, false, d.sr,
+                          d.sr / 2, static_cast<int>(d.c - 1)));
+}
+
+/// The forward of one layer (used for the forward pass and, marked, for full recompute).
+void layer_forward(std::vector<Op>& ops, const Dims& d, const Training& tr, bool recompute) {
+  const Pass fw = Pass::forward;
+  auto push = [&](Op op) {
+    op.recompute = recompute;
+    ops.push_back(op);
+  };
+  const long long qkv_out = (d.nq + 2 * d.nkv) * d.dh / d.t;
+  const long long q_in = d.nq * d.dh / d.t;
+  const long long fc1_out = d.f * (d.gated ? 2 : 1) / d.t;
+  const long long fc2_in = d.f / d.t;
+
+  push(mem(fw, "input_norm", norm_kernel(d), norm_fwd_bytes(d)));
+  tp_column_forward(ops, d, fw, recompute);
+  push(gemm(fw, "qkv", d.tokens, qkv_out, d.h));
+  if (d.llama) {
+    // RoPE on q and k: read + write (nq + nkv)/t heads of dh per token
+    push(mem(fw, "rope", MemoryKernel::rope,
+             2.0 * d.act * static_cast<double>(d.tokens * (d.nq + d.nkv) / d.t * d.dh)));
+  }
+  attention_forward(ops, d, tr, recompute);
+  push(gemm(fw, "attn_proj", d.tokens, d.h, q_in));
+  tp_row_forward(ops, d, fw, recompute);
+  push(mem(fw, "residual_add", MemoryKernel::residual_add, residual_bytes(d)));
+  push(mem(fw, "mlp_norm", norm_kernel(d), norm_fwd_bytes(d)));
+  tp_column_forward(ops, d, fw, recompute);
+  push(gemm(fw, "fc1", d.tokens, fc1_out, d.h));
+  if (d.gated) {
+    // SwiGLU: read gate and up (2·T·F/t), write T·F/t
+    push(mem(fw, "swiglu", MemoryKernel::swiglu, 3.0 * d.act * static_cast<double>(d.tokens * fc2_in)));
+  } else {
+    push(mem(fw, "gelu", MemoryKernel::gelu, 2.0 * d.act * static_cast<double>(d.tokens * fc2_in)));
+  }
+  push(gemm(fw, "fc2", d.tokens, d.h, fc2_in));
+  tp_row_forward(ops, d, fw, recompute);
+  push(mem(fw, "residual_add", MemoryKernel::residual_add, residual_bytes(d)));
+}
+
+/// Backward of a row-parallel linear: SP all-gather of the output gradient (blocking), dgrad,
+/// wgrad.
+void row_backward(std::vector<Op>& ops, const Dims& d, const char* dname, const char* wname,
+                  long long in, long long out) {
+  if (d.t > 1 && d.sp) {
+    ops.push_back(coll(Pass::backward_input, "tp_ag_grad", CollectiveKind::all_gather, CommDim::tp,
+                       static_cast<int>(d.t), d.act * static_cast<double>(d.tokens * d.h)));
+  }
+  ops.push_back(gemm(Pass::backward_input, dname, d.tokens, in, out));
+  ops.push_back(gemm(Pass::backward_weight, wname, out, in, d.tokens));
+}
+
+/// Backward of a column-parallel linear: with SP the input is re-gathered (async, under the
+/// dgrad GEMM); the input gradient is reduce-scattered (SP) or all-reduced (async, under the
+/// wgrad GEMM).
+void column_backward(std::vector<Op>& ops, const Dims& d, const char* dname, const char* wname,
+                     long long in, long long out) {
+  const double bytes = d.act * static_cast<double>(d.tokens * d.h);
+  const int t = static_cast<int>(d.t);
+  if (d.t > 1 && d.sp) {
+    ops.push_back(coll(Pass::backward_input, "tp_ag_input", CollectiveKind::all_gather, CommDim::tp,
+                       t, bytes, true));
+  }
+  ops.push_back(gemm(Pass::backward_input, dname, d.tokens, in, out));
+  if (d.t > 1) {
+    ops.push_back(d.sp ? coll(Pass::backward_input, "tp_rs_dgrad", CollectiveKind::reduce_scatter,
+                              CommDim::tp, t, bytes, true)
+                       : coll(Pass::backward_input, "tp_ar_dgrad", CollectiveKind::all_reduce,
+                              CommDim::tp, t, bytes, true));
+  }
+  ops.push_back(gemm(Pass::backward_weight, wname, out, in, d.tokens));
+}
+
+/// Bytes of one layer's parameters on this rank in bf16 (ZeRO-3 gathers).
+double layer_param_bytes(const Model& m, const Dims& d) {
+  return d.act * static_cast<double>(params_per_layer(m)) / static_cast<double>(d.t);
+}
+
+}  // namespace
+
+std::vector<Op> layer_ops(const Model& model, const Training& training, const Layout& layout) {
+  const Dims d = dims_of(model, training, layout);
+  std::vector<Op> ops;
+  ops.reserve(64);
+  const int dpc = std::max(1, layout.dp) * std::max(1, layout.cp);
+  const bool zero3 = training.zero_stage >= 3 && dpc > 1;
+  if (zero3) {
+    ops.push_back(coll(Pass::forward, "zero3_param_ag", CollectiveKind::all_gather, CommDim::dp_cp,
+                       dpc, layer_param_bytes(model, d), true));
+  }
+  layer_forward(ops, d, training, false);
+
+  if (layout.recompute == Recompute::full) {
+    layer_forward(ops, d, training, true);
+  }
+  if (zero3) {
+    ops.push_back(coll(Pass::backward_input, "zero3_param_ag", CollectiveKind::all_gather,
+                       CommDim::dp_cp, dpc, layer_param_bytes(model, d), true));
+  }
+
+  const long long qkv_out = (d.nq + 2 * d.nkv) * d.dh / d.t;
+  const long long q_in = d.nq * d.dh / d.t;
+  const long long fc1_out = d.f * (d.gated ? 2 : 1) / d.t;
+  const long long fc2_in = d.f / d.t;
+  const Pass bi = Pass::backward_input;
+
+  // MLP block, reverse order.
+  ops.push_back(mem(bi, "residual_add_bwd", MemoryKernel::residual_add, residual_bytes(d)));
+  row_backward(ops, d, "fc2_dgrad", "fc2_wgrad", fc2_in, d.h);
+  if (d.gated) {
+    // read dy and both inputs (3·T·F/t), write both input gradients (2·T·F/t)
+    ops.push_back(mem(bi, "swiglu_bwd", MemoryKernel::swiglu,
+                      5.0 * d.act * static_cast<double>(d.tokens * fc2_in)));
+  } else {
+    ops.push_back(mem(bi, "gelu_bwd", MemoryKernel::gelu,
+                      3.0 * d.act * static_cast<double>(d.tokens * fc2_in)));
+  }
+  column_backward(ops, d, "fc1_dgrad", "fc1_wgrad", d.h, fc1_out);
+  ops.push_back(mem(bi, "mlp_norm_bwd", norm_kernel(d), norm_bwd_bytes(d)));
+  // Attention block.
+  ops.push_back(mem(bi, "residual_add_bwd", MemoryKernel::residual_add, residual_bytes(d)));
+  row_backward(ops, d, "attn_proj_dgrad", "attn_proj_wgrad", q_in, d.h);
+  if (layout.recompute == Recompute::selective) {
+    attention_forward(ops, d, training, true);
+  }
+  attention_backward(ops, d, training);
+  if (d.llama) {
+    ops.push_back(mem(bi, "rope_bwd", MemoryKernel::rope,
+                      2.0 * d.act * static_cast<double>(d.tokens * (d.nq + d.nkv) / d.t * d.dh)));
+  }
+  column_backward(ops, d, "qkv_dgrad", "qkv_wgrad", d.h, qkv_out);
+  ops.push_back(mem(bi, "input_norm_bwd", norm_kernel(d), norm_bwd_bytes(d)));
+  return ops;
+}
+
+std::vector<Op> embedding_ops(const Model& model, const Training& training, const Layout& layout) {
+  const Dims d = dims_of(model, training, layout);
+  std::vector<Op> ops;
+  // Vocab-parallel lookup writes [s', b, h] (rows outside the rank's vocabulary slice are
+  // zeroed) and reads the gathered rows.
+  ops.push_back(mem(Pass::forward, "embedding", MemoryKernel::embedding,
+                    2.0 * d.act * static_cast<double>(d.tokens * d.h)));
+  tp_row_forward(ops, d, Pass::forward, false);
+  if (d.t > 1 && d.sp) {
+    ops.push_back(coll(Pass::backward_input, "tp_ag_grad", CollectiveKind::all_gather, CommDim::tp,
+                       static_cast<int>(d.t), d.act * static_cast<double>(d.tokens * d.h)));
+  }
+  // Scatter-add of the gradient rows into the fp32 main_grad of the embedding.
+  ops.push_back(mem(Pass::backward_weight, "embedding_bwd", MemoryKernel::embedding,
+                    (d.act + 2.0 * 4.0) * static_cast<double>(d.tokens * d.h)));
+  return ops;
+}
+
+std::vector<Op> head_ops(const Model& model, const Training& training, const Layout& layout) {
+  const Dims d = dims_of(model, training, layout);
+  const long long vocab_rank = padded_vocab(model, static_cast<int>(d.t)) / d.t;
+  std::vector<Op> ops;
+  ops.push_back(mem(Pass::forward, "final_norm", norm_kernel(d), norm_fwd_bytes(d)));
+  tp_column_forward(ops, d, Pass::forward, false);
+  ops.push_back(gemm(Pass::forward, "lm_head", d.tokens, vocab_rank, d.h));
+  // Vocab-parallel cross entropy: read the bf16 logits slice, compute in fp32 (max, sum of
+  // exponentials, target logit), writing the fp32 softmax kept for backward.
+  const double logits = static_cast<double>(d.tokens) * static_cast<double>(vocab_rank);
+  ops.push_back(mem(Pass::forward, "cross_entropy", MemoryKernel::cross_entropy,
+                    (d.act + 4.0) * logits));
+  if (d.t > 1) {
+    // Three all-reduces of one fp32 value per token (max, sum-exp, predicted logit):
+    // `megatron/core/tensor_parallel/cross_entropy.py`.
+    Op ar = coll(Pass::forward, "tp_ar_loss", CollectiveKind::all_reduce, CommDim::tp,
+                 static_cast<int>(d.t), 4.0 * static_cast<double>(d.tokens));
+    ar.count = 3;
+    ops.push_back(ar);
+  }
+  ops.push_back(mem(Pass::backward_input, "cross_entropy_bwd", MemoryKernel::cross_entropy,
+                    (4.0 + d.act) * logits));
+  column_backward(ops, d, "lm_head_dgrad", "lm_head_wgrad", d.h, vocab_rank);
+  ops.push_back(mem(Pass::backward_input, "final_norm_bwd", norm_kernel(d), norm_bwd_bytes(d)));
+  return ops;
+}
+
+double pp_boundary_bytes(const Model& model, const Training& training,
+                         const Layout& layout) noexcept {
+  const Dims d = dims_of(model, training, layout);
+  return d.act * static_cast<double>(d.tokens_sp) * static_cast<double>(d.h);
+}
+
+Op pp_boundary_op(const Model& model, const Training& training, const Layout& layout, Pass pass) {
+  return p2p(pass, pass == Pass::forward ? "pp_send_act" : "pp_send_grad", CommDim::pp,
+             pp_boundary_bytes(model, training, layout), 1, false);
+}
+
+std::vector<Op> dp_gradient_ops(const Model& model, const Training& training, const Layout& layout,
+                                int stage) {
+  std::vector<Op> ops;
+  const int dpc = std::max(1, layout.dp) * std::max(1, layout.cp);
+  if (dpc <= 1) return ops;
+  const auto stages = stage_params(model, layout, training.seq_len);
+  if (stage < 0 || stage >= static_cast<int>(stages.size())) return ops;
+  const StageParams& sp = stages[static_cast<std::size_t>(stage)];
+  const double grad_bytes = bytes_of(training.grad_dtype);
+  const double param_bytes = bytes_of(training.precision);
+  const CommDim dim = layout.cp > 1 ? CommDim::dp_cp : CommDim::dp;
+
+  if (training.zero_stage >= 3) {
+    // Per-layer gradient reduce-scatter (FSDP / ZeRO-3), plus the embedding / head shards.
+    const double layer_params = static_cast<double>(params_per_layer(model)) / std::max(1, layout.tp);
+    Op rs = coll(Pass::optimizer, "zero3_grad_rs", CollectiveKind::reduce_scatter, dim, dpc,
+                 grad_bytes * layer_params, true);
+    rs.count = std::max(1, sp.layers);
+    ops.push_back(rs);
+    const double rest = static_cast<double>(sp.params) - layer_params * sp.layers;
+    if (rest > 0) {
+      ops.push_back(coll(Pass::optimizer, "zero3_grad_rs_rest", CollectiveKind::reduce_scatter, dim,
+                         dpc, grad_bytes * rest, true));
+    }
+    return ops;
+  }
+  // Megatron bucket size: max(40M, 1M·dp) parameters (distributed_data_parallel_config.py),
+  // dp here is the gradient group (DP x CP).
+  const double bucket = std::max(40e6, 1e6 * dpc);
+  const double total = static_cast<double>(sp.params);
+  const bool one_bucket = !training.overlap_grad_reduce;
+  const long long full = one_bucket ? 0 : static_cast<long long>(total / bucket);
+  const double last = one_bucket ? total : total - static_cast<double>(full) * bucket;
+  const bool dist = training.zero_stage >= 1;
+  auto push_buckets = [&](CollectiveKind kind, const char* name, double elem_bytes, Pass pass,
+                          bool async) {
+    if (full > 0) {
+      Op op = coll(pass, name, kind, dim, dpc, elem_bytes * bucket, async);
+      op.count = static_cast<int>(full);
+      ops.push_back(op);
+    }
+    if (last > 0.5) ops.push_back(coll(pass, name, kind, dim, dpc, elem_bytes * last, async));
+  };
+  if (dist) {
+    push_buckets(CollectiveKind::reduce_scatter, "dp_grad_rs", grad_bytes, Pass::optimizer,
+                 training.overlap_grad_reduce);
+    push_buckets(CollectiveKind::all_gather, "dp_param_ag", param_bytes, Pass::optimizer,
+                 training.overlap_param_gather);
+  } else {
+    push_buckets(CollectiveKind::all_reduce, "dp_grad_ar", grad_bytes, Pass::optimizer,
+                 training.overlap_grad_reduce);
+  }
+  return ops;
+}
+
+std::vector<Op> optimizer_ops(const Model& model, const Training& training, const Layout& layout,
+                              int stage) {
+  std::vector<Op> ops;
+  const auto stages = stage_params(model, layout, training.seq_len);
+  if (stage < 0 || stage >= static_cast<int>(stages.size())) return ops;
+  double params = static_cast<double>(stages[static_cast<std::size_t>(stage)].params);
+  const int dpc = std::max(1, layout.dp) * std::max(1, layout.cp);
+  if (training.zero_stage >= 1) params /= dpc;
+  // Gradient norm: read the fp32 (or bf16) gradient shard once.
+  ops.push_back(mem(Pass::optimizer, "grad_norm", MemoryKernel::grad_norm,
+                    bytes_of(training.grad_dtype) * params));
+  // Fused Adam: read fp32 param, grad, m, v; write param, m, v and the bf16 copy (~30 B/param).
+  ops.push_back(mem(Pass::optimizer, "adam", MemoryKernel::adam,
+                    (4.0 * 4.0 + 3.0 * 4.0 + bytes_of(training.precision)) * params));
+  return ops;
+}
+
+double sum_flops(const std::vector<Op>& ops, bool include_recompute) noexcept {
+  double s = 0;
+  for (const Op& op : ops) {
+    if (op.recompute && !include_recompute) continue;
+    s += op.total_flops();
+  }
+  return s;
+}
+
+const char* to_string(OpKind k) noexcept {
+  switch (k) {
+    case OpKind::gemm: return "gemm";
+    case OpKind::attention: return "attention";
+    case OpKind::memory_bound: return "memory_bound";
+    case OpKind::collective: return "collective";
+    case OpKind::p2p: return "p2p";
+  }
+  return "?";
+}
+
+const char* to_string(Pass p) noexcept {
+  switch (p) {
+    case Pass::forward: return "forward";
+    case Pass::backward_input: return "backward_input";
+    case Pass::backward_weight: return "backward_weight";
+    case Pass::optimizer: return "optimizer";
+  }
+  return "?";
+}
+
+const char* to_string(MemoryKernel k) noexcept {
+  switch (k) {
+    case MemoryKernel::copy: return "copy";
+    case MemoryKernel::rmsnorm: return "rmsnorm";
+    case MemoryKernel::layernorm: return "layernorm";
+    case MemoryKernel::rope: return "rope";
+    case MemoryKernel::swiglu: return "swiglu";
+    case MemoryKernel::gelu: return "gelu";
+    case MemoryKernel::residual_add: return "residual_add";
+    case MemoryKernel::softmax: return "softmax";
+    case MemoryKernel::embedding: return "embedding";
+    case MemoryKernel::cross_entropy: return "cross_entropy";
+    case MemoryKernel::grad_norm: return "grad_norm";
+    case MemoryKernel::adam: return "adam";
+  }
+  return "?";
+}
+
+const char* to_string(CollectiveKind k) noexcept {
+  switch (k) {
+    case CollectiveKind::all_reduce: return "all_reduce";
+    case CollectiveKind::all_gather: return "all_gather";
+    case CollectiveKind::reduce_scatter: return "reduce_scatter";
+    case CollectiveKind::send_recv: return "send_recv";
+    case CollectiveKind::all_to_all: return "all_to_all";
+  }
+  return "?";
+}
+
+const char* to_string(CommDim d) noexcept {
+  switch (d) {
+    case CommDim::tp: return "tp";
+    case CommDim::cp: return "cp";
+    case CommDim::pp: return "pp";
+    case CommDim::dp: return "dp";
+    case CommDim::dp_cp: return "dp_cp";
+  }
+  return "?";
+}
+
+}  // namespace tetra::llama

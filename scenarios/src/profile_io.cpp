@@ -1,1 +1,369 @@
-// (to be written)
+// Calibration profile TOML (SPEC section 3); see profile_io.hpp for the format.
+#include "tetra/scenarios/profile_io.hpp"
+
+#include <array>
+#include <cmath>
+#include <cstdio>
+#include <initializer_list>
+#include <sstream>
+
+#include "loader.hpp"
+#include "tetra/hw/error.hpp"
+#include "tetra/hw/units.hpp"
+#include "toml.hpp"
+
+namespace tetra::scenarios {
+namespace {
+
+using detail::Doc;
+using detail::fail;
+
+/// One table being read: its document, display name ("[[gemm]] #3", "[meta]") and node.
+struct Section {
+  const Doc& doc;
+  std::string name;
+  const toml::table& table;
+
+  [[nodiscard]] std::string key(std::string_view k) const { return name + "." + std::string(k); }
+};
+
+void check_keys(const Section& s, std::initializer_list<std::string_view> allowed) {
+  for (const auto& [k, node] : s.table) {
+    (void)node;
+    bool ok = false;
+    for (std::string_view a : allowed) ok = ok || k.str() == a;
+    if (!ok) {
+      std::string list;
+      for (std::string_view a : allowed) list += (list.empty() ? "" : ", ") + std::string(a);
+      fail(s.doc, k.source(), s.key(k.str()), "unknown key (expected one of: " + list + ")");
+    }
+  }
+}
+
+const toml::node* get(const Section& s, std::string_view k, bool required) {
+  const toml::node* n = s.table.get(k);
+  if (n == nullptr && required) fail(s.doc, s.table.source(), s.key(k), "missing key");
+  return n;
+}
+
+std::string get_string(const Section& s, std::string_view k, bool required, std::string fallback = "") {
+  const toml::node* n = get(s, k, required);
+  if (n == nullptr) return fallback;
+  if (!n->is_string()) fail(s.doc, n->source(), s.key(k), "expected a string");
+  return std::string(n->as_string()->get());
+}
+
+double get_number(const Section& s, std::string_view k, bool required, double fallback = 0,
+                  bool positive = false) {
+  const toml::node* n = get(s, k, required);
+  if (n == nullptr) return fallback;
+  double v = 0;
+  if (n->is_integer()) {
+    v = static_cast<double>(n->as_integer()->get());
+  } else if (n->is_floating_point()) {
+    v = n->as_floating_point()->get();
+  } else {
+    fail(s.doc, n->source(), s.key(k), "expected a number");
+  }
+  if (!std::isfinite(v) || v < 0 || (positive && v <= 0)) {
+    fail(s.doc, n->source(), s.key(k), positive ? "expected a positive number" : "expected a number >= 0");
+  }
+  return v;
+}
+
+long long get_int(const Section& s, std::string_view k, bool required, long long fallback = 0,
+                  bool positive = true) {
+  const toml::node* n = get(s, k, required);
+  if (n == nullptr) return fallback;
+  if (!n->is_integer()) fail(s.doc, n->source(), s.key(k), "expected an integer");
+  const long long v = n->as_integer()->get();
+  if (v < 0 || (positive && v == 0) || v > (1LL << 50)) {
+    fail(s.doc, n->source(), s.key(k), positive ? "expected a positive integer" : "expected an integer >= 0");
+  }
+  return v;
+}
+
+bool get_bool(const Section& s, std::string_view k, bool required, bool fallback) {
+  const toml::node* n = get(s, k, required);
+  if (n == nullptr) return fallback;
+  if (!n->is_boolean()) fail(s.doc, n->source(), s.key(k), "expected true or false");
+  return n->as_boolean()->get();
+}
+
+template <std::size_t N>
+std::string get_choice(const Section& s, std::string_view k, bool required,
+                       const std::array<std::string_view, N>& choices) {
+  const std::string v = get_string(s, k, required);
+  if (v.empty() && !required) return v;
+  for (std::string_view c : choices) {
+    if (v == c) return v;
+  }
+  std::string list;
+  for (std::string_view c : choices) list += (list.empty() ? "" : ", ") + std::string(c);
+  fail(s.doc, s.table.get(k)->source(), s.key(k), "unknown value \"" + v + "\" (expected one of: " + list + ")");
+}
+
+constexpr std::array<std::string_view, 5> kCollectiveOps = {
+    "all_reduce", "all_gather", "reduce_scatter", "send_recv", "all_to_all"};
+constexpr std::array<std::string_view, 12> kMemoryKernels = {
+    "copy", "rmsnorm", "layernorm", "swiglu", "gelu", "rope", "residual_add", "softmax", "embedding",
+    "cross_entropy", "grad_norm", "adam"};
+constexpr std::array<std::string_view, 2> kPasses = {"fwd", "bwd"};
+
+/// The array-of-tables `name` (or nothing); anything else under that key is an error.
+template <typename F>
+void for_each_row(const Doc& doc, const toml::table& parent, std::string_view name, const std::string& display,
+                  F&& f) {
+  const toml::node* n = parent.get(name);
+  if (n == nullptr) return;
+  const toml::array* arr = n->as_array();
+  if (arr == nullptr) fail(doc, n->source(), display, "expected an array of tables ([[" + display + "]])");
+  int i = 0;
+  for (const toml::node& row : *arr) {
+    ++i;
+    const toml::table* t = row.as_table();
+    if (t == nullptr) fail(doc, row.source(), display, "expected a table in [[" + display + "]]");
+    f(Section{doc, "[[" + display + "]] #" + std::to_string(i), *t});
+  }
+}
+
+costmodel::Profile load(const Doc& doc, const toml::table& root) {
+  costmodel::Profile p;
+  for (const auto& [k, node] : root) {
+    const std::string_view key = k.str();
+    if (key != "meta" && key != "gemm" && key != "attention" && key != "memory_bound" &&
+        key != "collective" && key != "fit") {
+      fail(doc, k.source(), std::string(key),
+           "unknown table (expected meta, gemm, attention, memory_bound, collective, fit)");
+    }
+  }
+  if (const toml::node* m = root.get("meta")) {
+    const toml::table* t = m->as_table();
+    if (t == nullptr) fail(doc, m->source(), "[meta]", "expected a table");
+    const Section s{doc, "[meta]", *t};
+    check_keys(s, {"gpu", "driver", "cuda", "cublas", "cudnn", "nccl", "date", "source", "hosts",
+                   "gpus_per_node", "device_memory", "sms"});
+    p.meta.gpu = get_string(s, "gpu", false);
+    p.meta.driver = get_string(s, "driver", false);
+    p.meta.cuda = get_string(s, "cuda", false);
+    p.meta.cublas = get_string(s, "cublas", false);
+    p.meta.cudnn = get_string(s, "cudnn", false);
+    p.meta.nccl = get_string(s, "nccl", false);
+    p.meta.date = get_string(s, "date", false);
+    p.meta.source = get_string(s, "source", false);
+    p.meta.hosts = static_cast<int>(get_int(s, "hosts", false, 1));
+    p.meta.gpus_per_node = static_cast<int>(get_int(s, "gpus_per_node", false, 8));
+    p.meta.sms = static_cast<int>(get_int(s, "sms", false, 0, false));
+    if (const toml::node* dm = t->get("device_memory")) {
+      if (dm->is_string()) {
+        try {
+          p.meta.device_memory_bytes = hw::parse_bytes(dm->as_string()->get());
+        } catch (const std::invalid_argument& e) {
+          fail(doc, dm->source(), s.key("device_memory"), e.what());
+        }
+      } else {
+        p.meta.device_memory_bytes = get_number(s, "device_memory", false);
+      }
+    }
+  }
+  for_each_row(doc, root, "gemm", "gemm", [&](const Section& s) {
+    check_keys(s, {"m", "n", "k", "dtype", "seconds"});
+    costmodel::GemmRow r;
+    r.m = get_int(s, "m", true);
+    r.n = get_int(s, "n", true);
+    r.k = get_int(s, "k", true);
+    r.dtype = get_string(s, "dtype", false, "bf16");
+    r.seconds = get_number(s, "seconds", true, 0, true);
+    p.gemm.push_back(r);
+  });
+  for_each_row(doc, root, "attention", "attention", [&](const Section& s) {
+    check_keys(s, {"batch", "seq", "heads", "kv_heads", "head_dim", "causal", "pass", "seconds"});
+    costmodel::AttentionRow r;
+    r.batch = static_cast<int>(get_int(s, "batch", false, 1));
+    r.seq = static_cast<int>(get_int(s, "seq", true));
+    r.heads = static_cast<int>(get_int(s, "heads", true));
+    r.kv_heads = static_cast<int>(get_int(s, "kv_heads", false, r.heads));
+    r.head_dim = static_cast<int>(get_int(s, "head_dim", true));
+    r.causal = get_bool(s, "causal", false, true);
+    r.pass = get_choice(s, "pass", true, kPasses) == "bwd" ? costmodel::AttentionPass::bwd
+                                                                  : costmodel::AttentionPass::fwd;
+    r.seconds = get_number(s, "seconds", true, 0, true);
+    p.attention.push_back(r);
+  });
+  for_each_row(doc, root, "memory_bound", "memory_bound", [&](const Section& s) {
+    check_keys(s, {"kernel", "bytes", "seconds"});
+    costmodel::MemoryBoundRow r;
+    r.kernel = get_choice(s, "kernel", true, kMemoryKernels);
+    r.bytes = get_number(s, "bytes", true, 0, true);
+    r.seconds = get_number(s, "seconds", true, 0, true);
+    p.memory_bound.push_back(r);
+  });
+  for_each_row(doc, root, "collective", "collective", [&](const Section& s) {
+    check_keys(s, {"op", "ranks", "ranks_per_node", "bytes", "seconds", "algorithm", "protocol"});
+    costmodel::CollectiveRow r;
+    r.op = get_choice(s, "op", true, kCollectiveOps);
+    r.ranks = static_cast<int>(get_int(s, "ranks", true));
+    r.ranks_per_node = static_cast<int>(get_int(s, "ranks_per_node", false, r.ranks));
+    r.bytes = get_number(s, "bytes", true, 0, true);
+    r.seconds = get_number(s, "seconds", true, 0, true);
+    r.algorithm = get_string(s, "algorithm", false);  // NCCL_ALGO of the sweep, free form
+    r.protocol = get_string(s, "protocol", false);    // NCCL_PROTO of the sweep, free form
+    if (r.ranks_per_node > r.ranks) {
+      fail(doc, s.table.get("ranks_per_node")->source(), s.key("ranks_per_node"), "exceeds ranks");
+    }
+    p.collective.push_back(r);
+  });
+  if (const toml::node* fn = root.get("fit")) {
+    const toml::table* t = fn->as_table();
+    if (t == nullptr) fail(doc, fn->source(), "[fit]", "expected a table");
+    const Section s{doc, "[fit]", *t};
+    check_keys(s, {"gemm_peak_flops", "gemm_launch_s", "gemm_wave_s", "gemm_tile_m", "gemm_tile_n",
+                   "attention_fwd_flops", "attention_bwd_flops", "hbm_Bps", "kernel_launch_s",
+                   "collective", "memory_bound"});
+    costmodel::ProfileFit& f = p.fit;
+    f.valid = true;
+    f.gemm_peak_flops = get_number(s, "gemm_peak_flops", false);
+    f.gemm_launch_s = get_number(s, "gemm_launch_s", false);
+    f.gemm_wave_s = get_number(s, "gemm_wave_s", false);
+    f.gemm_tile_m = static_cast<int>(get_int(s, "gemm_tile_m", false, 128, false));
+    f.gemm_tile_n = static_cast<int>(get_int(s, "gemm_tile_n", false, 128, false));
+    f.attention_fwd_flops = get_number(s, "attention_fwd_flops", false);
+    f.attention_bwd_flops = get_number(s, "attention_bwd_flops", false);
+    f.hbm_Bps = get_number(s, "hbm_Bps", false);
+    f.kernel_launch_s = get_number(s, "kernel_launch_s", false);
+    for_each_row(doc, *t, "collective", "fit.collective", [&](const Section& r) {
+      check_keys(r, {"op", "ranks", "ranks_per_node", "latency_s", "busbw_Bps", "algorithm", "protocol"});
+      costmodel::CollectiveFit c;
+      c.op = get_choice(r, "op", true, kCollectiveOps);
+      c.ranks = static_cast<int>(get_int(r, "ranks", true));
+      c.ranks_per_node = static_cast<int>(get_int(r, "ranks_per_node", false, c.ranks));
+      c.latency_s = get_number(r, "latency_s", true);
+      c.busbw_Bps = get_number(r, "busbw_Bps", true, 0, true);
+      c.algorithm = get_string(r, "algorithm", false);
+      c.protocol = get_string(r, "protocol", false);
+      f.collectives.push_back(c);
+    });
+    for_each_row(doc, *t, "memory_bound", "fit.memory_bound", [&](const Section& r) {
+      check_keys(r, {"kernel", "launch_s", "Bps"});
+      costmodel::MemoryBoundFit m;
+      m.kernel = get_choice(r, "kernel", true, kMemoryKernels);
+      m.launch_s = get_number(r, "launch_s", true);
+      m.Bps = get_number(r, "Bps", true, 0, true);
+      f.memory_bound.push_back(m);
+    });
+  }
+  return p;
+}
+
+// ---- writing ----
+
+std::string num(double v) {
+  if (!std::isfinite(v)) v = 0;
+  char buf[40];
+  std::snprintf(buf, sizeof buf, "%.17g", v);
+  std::string s = buf;
+  // Keep floats floats in TOML (an integral double prints without a dot).
+  if (s.find_first_of(".eEn") == std::string::npos) s += ".0";
+  return s;
+}
+
+std::string quoted(std::string_view s) {
+  std::string out = "\"";
+  for (char c : s) {
+    switch (c) {
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      case '\n': out += "\\n"; break;
+      case '\t': out += "\\t"; break;
+      case '\r': out += "\\r"; break;
+      default:
+        if (static_cast<unsigned char>(c) < 0x20) {
+          char buf[8];
+          std::snprintf(buf, sizeof buf, "\\u%04x", static_cast<unsigned>(c));
+          out += buf;
+        } else {
+          out += c;
+        }
+    }
+  }
+  return out + "\"";
+}
+
+}  // namespace
+
+costmodel::Profile parse_profile(std::string_view text, const std::string& origin) {
+  const toml::table root = detail::parse_toml_text(text, origin);
+  const Doc doc{origin, {}, 0, false, ""};
+  return load(doc, root);
+}
+
+costmodel::Profile read_profile(const std::string& path) {
+  return parse_profile(detail::read_text_file(path), path);
+}
+
+std::string format_profile(const costmodel::Profile& p) {
+  std::ostringstream os;
+  os << "# tetrasim calibration profile (SPEC section 3). Times in seconds, sizes in bytes,\n"
+        "# rates in FLOP/s or bytes/s as the key names say.\n\n";
+  os << "[meta]\n";
+  os << "gpu = " << quoted(p.meta.gpu) << "\n";
+  os << "driver = " << quoted(p.meta.driver) << "\n";
+  os << "cuda = " << quoted(p.meta.cuda) << "\n";
+  os << "cublas = " << quoted(p.meta.cublas) << "\n";
+  os << "cudnn = " << quoted(p.meta.cudnn) << "\n";
+  os << "nccl = " << quoted(p.meta.nccl) << "\n";
+  os << "date = " << quoted(p.meta.date) << "\n";
+  os << "source = " << quoted(p.meta.source) << "\n";
+  os << "hosts = " << p.meta.hosts << "\n";
+  os << "gpus_per_node = " << p.meta.gpus_per_node << "\n";
+  if (p.meta.sms > 0) os << "sms = " << p.meta.sms << "\n";
+  if (p.meta.device_memory_bytes > 0) {
+    char buf[48];
+    std::snprintf(buf, sizeof buf, "%.17gB", p.meta.device_memory_bytes);
+    os << "device_memory = " << quoted(buf) << "\n";
+  }
+  for (const auto& r : p.gemm) {
+    os << "\n[[gemm]]\nm = " << r.m << "\nn = " << r.n << "\nk = " << r.k << "\ndtype = " << quoted(r.dtype)
+       << "\nseconds = " << num(r.seconds) << "\n";
+  }
+  for (const auto& r : p.attention) {
+    os << "\n[[attention]]\nbatch = " << r.batch << "\nseq = " << r.seq << "\nheads = " << r.heads
+       << "\nkv_heads = " << r.kv_heads << "\nhead_dim = " << r.head_dim
+       << "\ncausal = " << (r.causal ? "true" : "false")
+       << "\npass = " << quoted(r.pass == costmodel::AttentionPass::bwd ? "bwd" : "fwd")
+       << "\nseconds = " << num(r.seconds) << "\n";
+  }
+  for (const auto& r : p.memory_bound) {
+    os << "\n[[memory_bound]]\nkernel = " << quoted(r.kernel) << "\nbytes = " << num(r.bytes)
+       << "\nseconds = " << num(r.seconds) << "\n";
+  }
+  for (const auto& r : p.collective) {
+    os << "\n[[collective]]\nop = " << quoted(r.op) << "\nranks = " << r.ranks
+       << "\nranks_per_node = " << r.ranks_per_node << "\nbytes = " << num(r.bytes)
+       << "\nseconds = " << num(r.seconds) << "\n";
+    if (!r.algorithm.empty()) os << "algorithm = " << quoted(r.algorithm) << "\n";
+    if (!r.protocol.empty()) os << "protocol = " << quoted(r.protocol) << "\n";
+  }
+  if (p.fit.valid) {
+    const auto& f = p.fit;
+    os << "\n[fit]\ngemm_peak_flops = " << num(f.gemm_peak_flops) << "\ngemm_launch_s = " << num(f.gemm_launch_s)
+       << "\ngemm_wave_s = " << num(f.gemm_wave_s) << "\ngemm_tile_m = " << f.gemm_tile_m
+       << "\ngemm_tile_n = " << f.gemm_tile_n << "\nattention_fwd_flops = " << num(f.attention_fwd_flops)
+       << "\nattention_bwd_flops = " << num(f.attention_bwd_flops) << "\nhbm_Bps = " << num(f.hbm_Bps)
+       << "\nkernel_launch_s = " << num(f.kernel_launch_s) << "\n";
+    for (const auto& c : f.collectives) {
+      os << "\n[[fit.collective]]\nop = " << quoted(c.op) << "\nranks = " << c.ranks
+         << "\nranks_per_node = " << c.ranks_per_node << "\nlatency_s = " << num(c.latency_s)
+         << "\nbusbw_Bps = " << num(c.busbw_Bps) << "\n";
+      if (!c.algorithm.empty()) os << "algorithm = " << quoted(c.algorithm) << "\n";
+      if (!c.protocol.empty()) os << "protocol = " << quoted(c.protocol) << "\n";
+    }
+    for (const auto& m : f.memory_bound) {
+      os << "\n[[fit.memory_bound]]\nkernel = " << quoted(m.kernel) << "\nlaunch_s = " << num(m.launch_s)
+         << "\nBps = " << num(m.Bps) << "\n";
+    }
+  }
+  return os.str();
+}
+
+}  // namespace tetra::scenarios

@@ -23,6 +23,24 @@ struct StageMemory {
   double inflight = 0;           ///< micro-batches (of the whole stage) whose activations are held
   double allocated_bytes = 0;    ///< sum of the above (what torch.cuda.max_memory_allocated sees)
   double reserved_bytes = 0;     ///< allocated plus allocator fragmentation (what decides OOM)
+
+  // Parts of the totals above, for breakdowns and for a simulator that tracks activations
+  // itself (see static_bytes()).
+  double layer_activations_bytes = 0;  ///< saved tensors of the transformer layers (in flight)
+  double logits_bytes = 0;             ///< held last-stage logits/softmax (part of activations)
+  double embedding_bytes = 0;          ///< first-stage input terms (part of activations)
+  double transient_bytes = 0;          ///< largest working set of one step phase (part of buffers)
+  double communication_bytes = 0;      ///< NCCL buffers of the communicators (part of buffers)
+  double runtime_bytes = 0;            ///< CUDA context + cuBLAS workspace (part of buffers)
+  double fragmentation_bytes = 0;      ///< reserved - allocated
+  double optimizer_step_bytes = 0;     ///< peak of the optimizer phase (activations freed)
+  double fragmentation_fraction = 0;   ///< MemoryOptions::fragmentation used for this stage
+
+  /// Everything that does not scale with the number of in-flight micro-batches: model
+  /// states, buffers (with the fragmentation share of the transients). A simulator that
+  /// tracks live activation bytes A(t) on this stage gets its reserved memory as
+  /// static_bytes() + (1 + fragmentation) * A(t) (see reserved_with_activations()).
+  [[nodiscard]] double static_bytes() const noexcept;
 };
 
 struct MemoryReport {
@@ -41,6 +59,15 @@ struct MemoryOptions {
   /// (units: stage micro-batches, fractional for interleaved chunks). Empty: use the
   /// schedule's warm-up rule (reference/memory.md section 5).
   std::vector<double> inflight;
+  /// Caching-allocator fragmentation: reserved - allocated as a fraction of the activation
+  /// and transient bytes (the blocks that are allocated and freed every micro-batch).
+  /// Fitted once over the whole Hagemann et al. file (costmodel/README.md); the same value
+  /// for every source.
+  double fragmentation = 0.25;
+  /// Reproduce F24-code's estimator (reference/memory.md section 10) bit for bit on the
+  /// first stage: norm weights divided by t, the final-code parameter variant of section 2.2,
+  /// A_embed_in = 8 s' b h p / t, the p = 1 head term, and no buffers or fragmentation.
+  bool fujii_compat = false;
 };
 
 /// Per-stage memory of the layout. Precondition: the layout was validated.
@@ -51,8 +78,25 @@ struct MemoryOptions {
 
 /// Activation bytes saved for backward by one transformer layer for one micro-batch on one GPU
 /// (reference/memory.md section 4), for the layout's attention kernel, recompute mode, SP and CP.
+/// With full recompute this is the stored layer input only; the rebuilt layer is a transient.
 [[nodiscard]] double activation_bytes_per_layer(const llama::Model& model,
                                                 const llama::Training& training,
                                                 const llama::Layout& layout);
+
+/// Saved activations of one layer for one micro-batch without recomputation (the working set
+/// that full recompute rebuilds during backward), bytes (reference/memory.md sections 4.1-4.7).
+[[nodiscard]] double activation_bytes_per_layer_no_recompute(const llama::Model& model,
+                                                             const llama::Training& training,
+                                                             const llama::Layout& layout);
+
+/// Micro-batches whose activations stage `stage` holds at its peak under the layout's
+/// schedule (reference/memory.md section 5), in units of whole-stage micro-batches.
+[[nodiscard]] double inflight_micro_batches(const llama::Layout& layout, int micro_batches,
+                                            int stage);
+
+/// Reserved bytes of a stage whose live activations are `activation_bytes`:
+/// static_bytes() + (1 + fragmentation) * activation_bytes.
+[[nodiscard]] double reserved_with_activations(const StageMemory& stage, double activation_bytes,
+                                               const MemoryOptions& options = {});
 
 }  // namespace tetra::costmodel

@@ -20,6 +20,7 @@ struct ProfileMeta {
   int hosts = 1;
   int gpus_per_node = 8;
   double device_memory_bytes = 0;
+  int sms = 0;                   ///< streaming multiprocessors (cudaDeviceProp::multiProcessorCount); 0 unknown
 };
 
 /// One cuBLASLt GEMM: C[m,n] = A[m,k] B[k,n], CUPTI kernel time (median of runs).
@@ -53,6 +54,8 @@ struct CollectiveRow {
   int ranks_per_node = 0;
   double bytes = 0;
   double seconds = 0;
+  std::string algorithm;         ///< NCCL_ALGO forced for the sweep (ring, tree, nvls, ...); "" = NCCL's choice
+  std::string protocol;          ///< NCCL_PROTO forced for the sweep (ll, ll128, simple); "" = NCCL's choice
 };
 
 /// t(S) = latency + S * f / busbw for one collective op at one group shape
@@ -63,6 +66,16 @@ struct CollectiveFit {
   int ranks_per_node = 0;
   double latency_s = 0;
   double busbw_Bps = 0;
+  std::string algorithm;         ///< as in CollectiveRow; "" = NCCL's choice
+  std::string protocol;          ///< as in CollectiveRow; "" = NCCL's choice
+};
+
+/// t(bytes) = launch_s + bytes / Bps for one memory-bound kernel kind (reference/costmodels.md
+/// section 6.3), fitted on its own rows.
+struct MemoryBoundFit {
+  std::string kernel;
+  double launch_s = 0;
+  double Bps = 0;
 };
 
 /// Parameters fitted from the tables; recomputed on load when absent (`valid == false`).
@@ -75,6 +88,14 @@ struct ProfileFit {
   double hbm_Bps = 0;              ///< achieved streaming bandwidth of memory-bound kernels
   double kernel_launch_s = 0;      ///< fixed cost per memory-bound kernel
   std::vector<CollectiveFit> collectives;
+  /// Wave-quantised GEMM model the fit assumes (reference/costmodels.md section 6.1):
+  /// t = gemm_launch_s + waves * (gemm_wave_s + tile_m * tile_n * 2K * sms / gemm_peak_flops),
+  /// waves = ceil(ceil(M/tile_m) * ceil(N/tile_n) / sms).
+  double gemm_wave_s = 0;          ///< fixed cost per wave of output tiles (prologue/epilogue)
+  int gemm_tile_m = 128;           ///< output tile rows the fit assumed (0: the compute model
+                                   ///< searches its own tile set, as built-in profiles do)
+  int gemm_tile_n = 128;           ///< output tile columns the fit assumed (0: as gemm_tile_m)
+  std::vector<MemoryBoundFit> memory_bound;  ///< per-kernel fits, sorted by kernel name
 };
 
 struct Profile {

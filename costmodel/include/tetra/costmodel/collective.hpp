@@ -1,0 +1,160 @@
+#pragma once
+/// Communication cost model (DESIGN section 3): NCCL's own performance model
+/// (`NVIDIA/nccl: src/graph/tuning.cc` ncclTopoTuneModel / ncclTopoGetAlgoTime and
+/// `src/enqueue.cc` topoGetAlgoInfo; reference/costmodels.md section 1) for a group of ranks
+/// placed on nodes, with the algorithm and protocol NCCL would pick, converted to nccl-tests'
+/// algbw / busbw (`NVIDIA/nccl-tests: doc/PERFORMANCE.md`, costmodels.md section 2.1).
+///
+/// Inputs NCCL takes from its topology search — channels and per-channel bandwidth of the
+/// ring/tree graph (nChannels, bwIntra, bwInter) and of the NVLS graph — are derived from the
+/// node's links by `ring_graph` / `tree_graph` / `nvls_graph` the way `src/graph/search.cc`
+/// would find them; a calibration profile's measured collective rows or fits replace the model.
+
+#include <vector>
+
+#include "tetra/costmodel/profile.hpp"
+#include "tetra/hw/cluster.hpp"
+#include "tetra/llama/layout.hpp"
+#include "tetra/llama/ops.hpp"
+
+namespace tetra::costmodel {
+
+/// NCCL releases whose tuning constants the model carries (costmodels.md sections 1.1, 1.5).
+enum class NcclVersion { v2_21_5, v2_27_7, v2_30_7 };
+
+/// NCCL algorithms and protocols (indices as `src/include/plugin/nccl_tuner.h`).
+enum class NcclAlgo { tree = 0, ring = 1, collnet_direct = 2, collnet_chain = 3, nvls = 4, nvls_tree = 5, pat = 6 };
+enum class NcclProto { ll = 0, ll128 = 1, simple = 2 };
+
+/// "2.21.5" / "2.27.7" / "2.30.7" (and other versions mapped to the nearest older one with
+/// the same constants); empty or unknown -> the newest.
+[[nodiscard]] NcclVersion parse_nccl_version(const std::string& text) noexcept;
+[[nodiscard]] const char* to_string(NcclVersion v) noexcept;
+[[nodiscard]] const char* to_string(NcclAlgo a) noexcept;
+[[nodiscard]] const char* to_string(NcclProto p) noexcept;
+
+/// What NCCL's topology search reports for one graph (`Pattern .., nChannels N, bw I/O`).
+struct GraphInfo {
+  int channels = 0;          ///< graph->nChannels (before the post-set duplication)
+  double bw_intra_GBps = 0;  ///< graph->bwIntra, GB/s per channel
+  double bw_inter_GBps = 0;  ///< graph->bwInter, GB/s per channel
+};
+
+/// The links a communicator's topology search sees, in NCCL's units (GB/s = 1e9 B/s):
+/// per-GPU NVLink bandwidth = links x per-link (`src/graph/topo.h`: SM80_NVLINK_BW 20.0 x 12
+/// links on A100, SM90_NVLINK_BW 20.6 x 18 on H100/H200), NIC = speed_Mbps / 8000
+/// (`src/graph/topo.cc`: 200 Gb/s HDR -> 25, 400 Gb/s NDR -> 50).
+struct NcclTopology {
+  int compute_capability = 90;
+  bool nvlink = true;          ///< intra-node links are NVLink (else PCI latencies/bandwidth)
+  bool nvls = false;           ///< NVLink SHARP (third-generation NVSwitch)
+  bool cpu_amd = false;        ///< llMaxBws row and net overhead (x86 AMD)
+  double nvlink_GBps = 370.8;  ///< NCCL's intra-node bandwidth of one GPU (all its links)
+  double pci_GBps = 12.0;      ///< PCI_BW
+  double nic_GBps = 50.0;      ///< one NIC
+  int nics_per_node = 8;
+  int gpus_per_node = 8;
+  double p2p_intra_Bps = 0;    ///< achievable GPU pair copy inside a node
+  double p2p_inter_Bps = 0;    ///< achievable GPU-to-GPU across nodes (one NIC)
+  double p2p_intra_lat_s = 0;
+  double p2p_inter_lat_s = 0;
+  double alltoall_intra_busbw_Bps = 0;  ///< measured intra-node all-to-all busbw (0: derive)
+};
+
+/// The graph NCCL's search (`src/graph/search.cc` ncclTopoCompute, ncclTopoDupChannels)
+/// would find for a group placement, derived from the links:
+///  - candidate per-channel speeds from `speedArrayIntra` / `sm90SpeedArrayIntra` (one node) or
+///    `speedArrayInter` / `sm90SpeedArrayInter` (several nodes), highest first, continuing while
+///    the next speed is > 0.49 of the best found; channels per speed = how many fit into the
+///    NVLink bandwidth (and, across nodes, into the NICs the group's ranks own on a node:
+///    ranks_per_node x nics_per_node / gpus_per_node, each NIC carrying floor(nic/speed));
+///    the first speed with the largest channels x speed wins (at most 32 channels);
+///  - ncclTopoDupChannels: channels x2 and speed /2 when speed >= 25 (on cc > 80 only if
+///    speed >= 50 or channels <= 4);
+///  - pass 2 raises the speed with the same channels while it still fits (ring), or raises
+///    bwIntra up to 2 x bwInter (tree).
+/// NVLS: one channel per GPU of the node (the NVLS heads), the highest intra speed with
+/// channels x speed within the NVLink bandwidth; across nodes bwInter is the NIC speed.
+/// DGX A100 one node: 12 channels at 20 GB/s (6 at 40, duplicated); DGX H100: 12 at 30 (6 at
+/// 60, duplicated), NVLS 8 at 40; across nodes: 8 at 24 (A100, HDR) / 8 at 48 (H100, NDR).
+/// `NCCL_DEBUG=INFO` prints the real values (`Pattern .., nChannels .., bw ../..`); a profile's
+/// measured rows take precedence.
+[[nodiscard]] GraphInfo ring_graph(const NcclTopology& t, int ranks_per_node, int nodes) noexcept;
+[[nodiscard]] GraphInfo tree_graph(const NcclTopology& t, int ranks_per_node, int nodes) noexcept;
+[[nodiscard]] GraphInfo nvls_graph(const NcclTopology& t, int ranks_per_node, int nodes) noexcept;
+
+/// Everything the collective model needs for one cluster.
+struct CommParams {
+  NcclVersion version = NcclVersion::v2_30_7;
+  NcclTopology topo;
+  bool allow_nvls = true;    ///< NCCL_NVLS_ENABLE (only effective where topo.nvls has channels)
+  bool allow_tree = true;
+  bool allow_ll = true;
+  bool allow_ll128 = true;
+  /// Measured rows / fits of a profile: where a (op, ranks, ranks_per_node) matches, they
+  /// replace the model (rows interpolated in log size, fits t = lat + S·f/busbw).
+  std::vector<CollectiveRow> rows;   ///< sorted by (op, ranks, ranks_per_node, bytes)
+  std::vector<CollectiveFit> fits;
+};
+
+/// How a group of ranks lies on the nodes (from the layout's rank_order).
+struct GroupPlacement {
+  int ranks = 1;
+  int ranks_per_node = 1;    ///< ranks of the group sharing one node (NVLink peers)
+  int nodes = 1;             ///< nodes the group spans
+};
+
+/// Placement of a group of dimension `dim` under `layout.rank_order` (innermost first, e.g.
+/// "tp-cp-dp-pp"): the group's stride is the product of the sizes of the dimensions inside
+/// it; ranks_per_node = clamp(gpus_per_node / stride, 1, size) when the stride divides the
+/// node, else 1; nodes = size / ranks_per_node. dp_cp is the fused DP x CP group (contiguous
+/// when cp and dp are adjacent in the order); pp is a pair of neighbouring stages.
+[[nodiscard]] GroupPlacement place_group(const llama::Layout& layout, llama::CommDim dim,
+                                         int gpus_per_node);
+
+/// One priced collective.
+struct CollectiveEstimate {
+  double seconds = 0;
+  double algbw_Bps = 0;      ///< S / t (nccl-tests)
+  double busbw_Bps = 0;      ///< algbw x bus factor (nccl-tests)
+  NcclAlgo algo = NcclAlgo::ring;
+  NcclProto proto = NcclProto::simple;
+  bool measured = false;     ///< taken from a profile's rows / fits
+};
+
+/// nccl-tests' bus factor: 2(n−1)/n for all-reduce, (n−1)/n for all-gather / reduce-scatter /
+/// all-to-all, 1 for send/recv.
+[[nodiscard]] double bus_factor(llama::CollectiveKind kind, int ranks) noexcept;
+
+/// NCCL's (latency µs, bandwidth GB/s) for one (collective, algorithm, protocol) on a group,
+/// as ncclTopoTuneModel computes them; bandwidth 0 = not eligible. `bw` is NCCL's algorithm
+/// bandwidth (after the bus -> algorithm conversion).
+struct NcclLatBw {
+  double lat_us = 0;
+  double bw_GBps = 0;
+};
+[[nodiscard]] NcclLatBw nccl_lat_bw(llama::CollectiveKind kind, NcclAlgo algo, NcclProto proto,
+                                    const GroupPlacement& g, const CommParams& p) noexcept;
+
+/// NCCL's time of one call (ncclTopoGetAlgoTime) in seconds for `bytes` = nBytes as NCCL
+/// counts them (the whole buffer for all-gather / reduce-scatter); < 0 when disabled.
+[[nodiscard]] double nccl_algo_seconds(llama::CollectiveKind kind, NcclAlgo algo, NcclProto proto,
+                                       double bytes, const GroupPlacement& g,
+                                       const CommParams& p) noexcept;
+
+/// The collective at nccl-tests size `bytes` (S of costmodels.md section 2.1) on group `g`:
+/// measured rows / fits when the profile has them, else the fastest eligible (algorithm,
+/// protocol) of NCCL's model. send_recv is priced as `p2p_seconds` across the slower link.
+/// A group of one rank costs 0.
+[[nodiscard]] CollectiveEstimate collective(llama::CollectiveKind kind, double bytes,
+                                            const GroupPlacement& g, const CommParams& p) noexcept;
+
+/// Point-to-point transfer of `bytes` between two GPUs, inside a node (NVLink) or across
+/// nodes (the GPU's NIC), at the slower link of the pair.
+[[nodiscard]] double p2p_seconds(double bytes, bool same_node, const CommParams& p) noexcept;
+
+/// Time of one repetition of a communication op of the op list under `layout`.
+[[nodiscard]] double comm_op_seconds(const llama::Op& op, const llama::Layout& layout,
+                                     const CommParams& p) noexcept;
+
+}  // namespace tetra::costmodel

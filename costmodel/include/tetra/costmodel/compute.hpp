@@ -1,0 +1,117 @@
+#pragma once
+/// Compute cost model (DESIGN section 3, reference/costmodels.md section 6): the time of one
+/// GEMM, attention call or memory-bound kernel on one GPU.
+///
+/// - GEMM: a wave-quantised roofline over thread-block tile shapes (NVIDIA *Matrix
+///   Multiplication Background User's Guide*, "Tile/Wave Quantization"; costmodels.md 6.1):
+///     tiles = ceil(M/tm)·ceil(N/tn), waves = ceil(tiles / SMs)
+///     t_math = waves·(wave_s + tm·tn·2K / (eff_tile · peak / SMs))
+///     t_mem  = (MK + KN + MN)·dtype / hbm
+///     t      = max(t_math, t_mem) + launch, minimised over the tile shapes
+///   with `peak` the measured best-shape rate (MAMF, hardware.md section 2), not the datasheet.
+/// - Attention: FlashAttention kernels priced from published (or measured) achieved TFLOP/s in
+///   FlashAttention's FLOP convention (forward f = 4·b·s_q·s_kv·heads·d, halved when causal;
+///   backward 2.5·f; `Dao-AILab/flash-attention: benchmarks/benchmark_flash_attention.py`),
+///   interpolated in log(sequence) and log(head_dim); fused/torch (unfused) attention as the
+///   batched GEMMs QKᵀ and AV over the full s² (no causal saving; softmax is a separate
+///   memory-bound op in the op list).
+/// - Memory-bound kernels: bytes / achieved HBM bandwidth + launch (costmodels.md 6.3).
+/// - Measured rows of a calibration profile override the analytical value (see
+///   `make_compute_params` and each function for the interpolation rule).
+///
+/// All functions are pure; `ComputeParams` is built once per (cluster, profile) and shared
+/// read-only.
+
+#include <vector>
+
+#include "tetra/costmodel/profile.hpp"
+#include "tetra/hw/cluster.hpp"
+#include "tetra/llama/ops.hpp"
+
+namespace tetra::costmodel {
+
+/// One GEMM C[M,N] = A[M,K]·B[K,N].
+struct GemmShape {
+  long long m = 0, n = 0, k = 0;
+  int dtype_bytes = 2;   ///< bf16
+  int batch = 1;         ///< independent GEMMs of the same shape in one batched call
+};
+
+/// A thread-block output tile the GEMM kernel may use, with its per-SM efficiency relative to
+/// the best tile (smaller tiles reuse each loaded operand less).
+struct GemmTile {
+  int m = 128;
+  int n = 128;
+  double efficiency = 1.0;
+};
+
+/// Published or measured achieved attention rate at one point (FlashAttention FLOP count).
+enum class AttentionRatePass { fwd, bwd, fwd_bwd };
+struct AttentionRate {
+  llama::AttentionKernel kernel = llama::AttentionKernel::flash2;
+  AttentionRatePass pass = AttentionRatePass::fwd_bwd;
+  int head_dim = 128;
+  bool causal = true;
+  long long seq = 0;     ///< sequence length of the benchmark point
+  double flops = 0;      ///< achieved FLOP/s
+};
+
+/// Everything the compute model needs for one GPU kind.
+struct ComputeParams {
+  int sms = 132;                       ///< streaming multiprocessors
+  double dense_peak_flops = 989e12;    ///< datasheet dense bf16 (reporting only)
+  double gemm_peak_flops = 794.5e12;   ///< achievable GEMM rate (MAMF)
+  double gemm_launch_s = 0;            ///< fixed cost per GEMM call
+  double gemm_wave_s = 0;              ///< fixed cost per wave of tiles
+  double hbm_Bps = 0;                  ///< achieved streaming bandwidth
+  double kernel_launch_s = 0;          ///< fixed cost per memory-bound kernel
+  std::vector<GemmTile> tiles;         ///< candidate tiles; empty = {128x128, 1.0}
+  std::vector<AttentionRate> attention_rates;  ///< published tables (sorted by build)
+  // Measured tables (override the analytical value where present).
+  std::vector<GemmRow> gemm_rows;              ///< sorted by (n, k, m)
+  std::vector<AttentionRow> attention_rows;
+  std::vector<MemoryBoundRow> memory_rows;     ///< sorted by (kernel, bytes)
+  std::vector<MemoryBoundFit> memory_fits;
+};
+
+/// Analytical GEMM estimate with the tile that won.
+struct GemmEstimate {
+  double seconds = 0;
+  int tile_m = 0, tile_n = 0;
+  long long tiles = 0;
+  long long waves = 0;
+  bool memory_bound = false;
+};
+
+/// Wave-quantised roofline only (no measured rows).
+[[nodiscard]] GemmEstimate gemm_roofline(const GemmShape& shape, const ComputeParams& p) noexcept;
+
+/// GEMM time. With measured rows: an exact (m, n, k) row is used as is; otherwise rows with the
+/// same (n, k) (the same weight, other token counts) are interpolated linearly in
+/// (log m, log t) between the two nearest bracketing m, and a shape outside their range (or with
+/// no same-(n, k) rows) takes the analytical time scaled by the measured/analytical ratio of
+/// the row nearest in log FLOPs. Without rows: `gemm_roofline`.
+[[nodiscard]] double gemm_seconds(const GemmShape& shape, const ComputeParams& p) noexcept;
+
+/// Achieved FLOP/s the attention model uses for one call (FlashAttention FLOP count).
+[[nodiscard]] double attention_rate_flops(const llama::AttentionShape& a, bool backward,
+                                          const ComputeParams& p) noexcept;
+
+/// FlashAttention's FLOP count of one call: forward 4·b·s_q·s_kv·heads·d (/2 causal),
+/// backward 2.5 × forward.
+[[nodiscard]] double attention_kernel_flops(const llama::AttentionShape& a, bool backward) noexcept;
+
+/// Time of one attention call (forward, or backward when `backward`), one repetition.
+[[nodiscard]] double attention_seconds(const llama::AttentionShape& a, bool backward,
+                                       const ComputeParams& p) noexcept;
+
+/// Time of one memory-bound kernel moving `bytes` (read + write). Measured rows of the same
+/// kernel are interpolated in (log bytes, log t); a per-kernel fit is used next; else
+/// bytes / hbm_Bps + kernel_launch_s.
+[[nodiscard]] double memory_bound_seconds(llama::MemoryKernel kernel, double bytes,
+                                          const ComputeParams& p) noexcept;
+
+/// Time of one repetition of a compute op (gemm, attention or memory_bound); 0 for others.
+[[nodiscard]] double op_seconds(const llama::Op& op, const ComputeParams& p) noexcept;
+
+}  // namespace tetra::costmodel

@@ -1,0 +1,200 @@
+#pragma once
+/// The op list of one training step on one rank (DESIGN section 2, step 2): the GEMMs,
+/// attention calls, memory-bound kernels and collectives that a layout puts into one
+/// transformer layer for one micro-batch, plus the embedding (first stage), LM head (last
+/// stage), pipeline boundary, data-parallel gradient buckets and the optimizer step.
+///
+/// Shapes follow Megatron-LM's column/row-parallel linears
+/// (`NVIDIA/Megatron-LM: megatron/core/tensor_parallel/layers.py`, reference/costmodels.md
+/// section 4.3): with `T` tokens on the rank (after the SP all-gather),
+///   forward `Y = X W^T`  : M = T,   N = out, K = in
+///   dgrad   `dX = dY W`  : M = T,   N = in,  K = out
+///   wgrad   `dW = dY^T X`: M = out, N = in,  K = T
+/// Collectives follow reference/costmodels.md section 5 (TP with/without SP, CP ring of
+/// TransformerEngine's AttnFuncWithCPAndKVP2P, PP boundary, DP buckets).
+///
+/// FLOP convention (`Op::flops`): Megatron's model FLOPs (reference/costmodels.md section 4.1):
+/// a GEMM counts 2·M·N·K, core attention forward 4·b·s_q·s_kv·heads·head_dim (halved when
+/// causal), its backward twice the forward; memory-bound kernels and communication count 0;
+/// ops re-run by activation recomputation carry `recompute = true` and are not model FLOPs.
+/// Summed over all ranks and micro-batches of a step the non-recompute FLOPs equal
+/// `megatron_step_flops` (flops.hpp), the SPEC's MFU numerator.
+///
+/// Overlap (what the framework overlaps; the simulator honours `Op::async`):
+///   - an op with `async = true` is issued on its communication stream and the compute stream
+///     runs on: it overlaps the next compute op in the list and must finish before the compute
+///     op after that one. This models
+///       * the SP all-gather that re-gathers a column-parallel input in backward (overlapped
+///         with the dgrad GEMM, needed by the wgrad GEMM),
+///       * the SP reduce-scatter (or the all-reduce without SP) of a column-parallel dgrad,
+///         overlapped with the wgrad GEMM,
+///       * the CP ring KV exchange: a `p2p` op with `count = c − 1` directly before the
+///         attention-step op with the same count; repetition i of the exchange overlaps
+///         repetition i of the attention step,
+///       * ZeRO-3 parameter all-gathers (prefetched under the previous layer's compute).
+///   - every other collective (TP all-gather / reduce-scatter / all-reduce on the forward path
+///     and the row-parallel backward all-gather) blocks the compute stream.
+///   - DP gradient buckets (`dp_gradient_ops`) are issued when the last micro-batch's backward
+///     has produced them (Megatron's `overlap_grad_reduce`); parameter all-gathers after the
+///     optimizer (`overlap_param_gather` overlaps them with the next step's forward).
+///
+/// Everything here is a pure function of value types; no strings are built per op
+/// (`Op::name` points at a static literal). One `std::vector<Op>` per call.
+
+#include <cstdint>
+#include <vector>
+
+#include "tetra/llama/layout.hpp"
+#include "tetra/llama/model.hpp"
+
+namespace tetra::llama {
+
+/// What an op does to the machine.
+enum class OpKind : std::uint8_t {
+  gemm,          ///< dense matrix multiply (cuBLASLt), fields m, n, k
+  attention,     ///< core attention kernel, field attn
+  memory_bound,  ///< elementwise / reduction kernel, fields mem and bytes
+  collective,    ///< NCCL collective, fields coll, dim, group, bytes
+  p2p,           ///< point-to-point send/recv (CP ring, PP boundary), fields dim, group, bytes
+};
+
+/// Which pass an op belongs to. Recomputed forward ops keep `forward` and set `recompute`.
+enum class Pass : std::uint8_t {
+  forward,
+  backward_input,   ///< activation gradients (dgrad, attention backward, kernel backwards)
+  backward_weight,  ///< weight gradients (wgrad); ZB-H1 may defer these
+  optimizer,        ///< optimizer step and DP gradient / parameter communication
+};
+
+/// Memory-bound kernels (names match the `[[memory_bound]]` rows of a profile where they exist).
+enum class MemoryKernel : std::uint8_t {
+  copy,           ///< plain copy / cast
+  rmsnorm,        ///< RMSNorm (llama), fwd or bwd
+  layernorm,      ///< LayerNorm (gpt), fwd or bwd
+  rope,           ///< rotary embedding on q and k
+  swiglu,         ///< SwiGLU activation (gated MLP)
+  gelu,           ///< GeLU activation (gpt MLP)
+  residual_add,   ///< residual add (bias-dropout-add without bias)
+  softmax,        ///< unfused attention softmax over s^2 scores (attention = fused | torch)
+  embedding,      ///< embedding lookup (fwd) or scatter-add of its gradient (bwd)
+  cross_entropy,  ///< vocab-parallel cross entropy over the logits (fwd or bwd)
+  grad_norm,      ///< gradient-norm reduction before clipping
+  adam,           ///< fused Adam step over the local (sharded) parameters
+};
+
+/// NCCL collective, named as nccl-tests names its tests.
+enum class CollectiveKind : std::uint8_t { all_reduce, all_gather, reduce_scatter, send_recv, all_to_all };
+
+/// The process group a communication op runs over.
+enum class CommDim : std::uint8_t {
+  tp,     ///< tensor-parallel group (size tp)
+  cp,     ///< context-parallel ring (size cp)
+  pp,     ///< neighbouring pipeline stages (pair)
+  dp,     ///< data-parallel group (size dp)
+  dp_cp,  ///< gradient group of DP x CP ranks (size dp·cp); equals dp when cp == 1
+};
+
+/// One core-attention call on one rank (per repetition when `Op::count > 1`).
+struct AttentionShape {
+  AttentionKernel kernel = AttentionKernel::flash2;
+  bool causal = true;        ///< causal mask over this block (half the FLOPs)
+  int batch = 1;             ///< sequences (micro-batch size)
+  long long seq_q = 0;       ///< query positions in this call
+  long long seq_kv = 0;      ///< key/value positions in this call
+  int heads = 0;             ///< query heads on this rank (heads / tp)
+  int kv_heads = 0;          ///< kv heads on this rank (kv_heads / tp)
+  int head_dim = 0;
+};
+
+/// One op of the op list (a flat value type; fields that do not apply to `kind` stay 0).
+struct Op {
+  OpKind kind = OpKind::gemm;
+  Pass pass = Pass::forward;
+  const char* name = "";     ///< static label, e.g. "qkv", "fc1", "tp_ag", "core_attention"
+  // gemm
+  long long m = 0, n = 0, k = 0;
+  // attention
+  AttentionShape attn;
+  // memory_bound
+  MemoryKernel mem = MemoryKernel::copy;
+  /// memory_bound: bytes read + written; collective: nccl-tests' size S (the whole
+  /// gathered / scattered buffer for all-gather / reduce-scatter, the buffer for all-reduce);
+  /// p2p: bytes sent by this rank per repetition.
+  double bytes = 0;
+  // collective / p2p
+  CollectiveKind coll = CollectiveKind::all_reduce;
+  CommDim dim = CommDim::tp;
+  int group = 1;             ///< ranks in the group (2 for a p2p pair)
+  /// Model FLOPs of one repetition (see the header comment); 0 for non-compute ops.
+  double flops = 0;
+  bool recompute = false;    ///< re-run of a forward op under activation recomputation
+  bool async = false;        ///< overlapped with the next compute op (header comment)
+  int count = 1;             ///< repetitions of this op back to back
+
+  [[nodiscard]] bool is_compute() const noexcept {
+    return kind == OpKind::gemm || kind == OpKind::attention || kind == OpKind::memory_bound;
+  }
+  [[nodiscard]] bool is_comm() const noexcept { return !is_compute(); }
+  /// FLOPs of all repetitions.
+  [[nodiscard]] double total_flops() const noexcept { return flops * count; }
+};
+
+/// Ops of one transformer layer, one micro-batch, one rank, in program order: forward,
+/// then (under recompute) the re-run forward ops marked `recompute`, then the backward with
+/// input-gradient and weight-gradient ops interleaved as Megatron issues them (dgrad, then
+/// wgrad of the same linear). Selective recompute re-runs core attention forward; full
+/// recompute re-runs the whole layer forward with its TP collectives. Under ZeRO-3 the
+/// layer's parameter all-gathers (forward, and again in backward) are included.
+[[nodiscard]] std::vector<Op> layer_ops(const Model& model, const Training& training,
+                                        const Layout& layout);
+
+/// Ops of the input embedding on the first stage for one micro-batch: lookup (vocab-parallel)
+/// and its TP reduction (all-reduce, or reduce-scatter with SP), and their backward.
+[[nodiscard]] std::vector<Op> embedding_ops(const Model& model, const Training& training,
+                                            const Layout& layout);
+
+/// Ops of the last stage's head for one micro-batch: final norm, LM head GEMMs (forward,
+/// dgrad, wgrad over the padded vocabulary / tp), vocab-parallel cross entropy with its small
+/// TP all-reduces, and the backward TP reduction of the head's input gradient.
+[[nodiscard]] std::vector<Op> head_ops(const Model& model, const Training& training,
+                                       const Layout& layout);
+
+/// Bytes of the activation (forward) or its gradient (backward) sent across one pipeline
+/// boundary per micro-batch: `[s/c (/t with SP), b, h]` in the activation dtype
+/// (reference/costmodels.md section 5.3).
+[[nodiscard]] double pp_boundary_bytes(const Model& model, const Training& training,
+                                       const Layout& layout) noexcept;
+
+/// The boundary send as an op (kind p2p, dim pp, group 2) for the given pass
+/// (Pass::forward or Pass::backward_input).
+[[nodiscard]] Op pp_boundary_op(const Model& model, const Training& training, const Layout& layout,
+                                Pass pass);
+
+/// Data-parallel gradient communication of pipeline rank `stage` once per step
+/// (reference/costmodels.md section 5.4): buckets of `max(40e6, 1e6·dp·cp)` parameters over the
+/// stage's local parameters, the last one partial; gradients in `training.grad_dtype`.
+/// zero_stage 0: an all-reduce per bucket (pass optimizer, issued during the last backward);
+/// zero_stage 1/2: a reduce-scatter per bucket, then after the optimizer an all-gather of the
+/// bf16 parameters per bucket; zero_stage 3: one gradient reduce-scatter per layer
+/// (`count` = layers on the stage) plus the embedding/head shards. Group dp_cp.
+/// Empty when dp·cp == 1.
+[[nodiscard]] std::vector<Op> dp_gradient_ops(const Model& model, const Training& training,
+                                              const Layout& layout, int stage);
+
+/// The optimizer step of pipeline rank `stage`: gradient-norm reduction and the fused Adam
+/// kernel over the parameters this rank updates (sharded over dp·cp for zero_stage >= 1):
+/// about 30 bytes per parameter (reference/costmodels.md section 6.3).
+[[nodiscard]] std::vector<Op> optimizer_ops(const Model& model, const Training& training,
+                                            const Layout& layout, int stage);
+
+/// Sum of `total_flops()` over ops; `include_recompute` adds the re-run forward ops
+/// (hardware FLOPs).
+[[nodiscard]] double sum_flops(const std::vector<Op>& ops, bool include_recompute = false) noexcept;
+
+[[nodiscard]] const char* to_string(OpKind k) noexcept;
+[[nodiscard]] const char* to_string(Pass p) noexcept;
+[[nodiscard]] const char* to_string(MemoryKernel k) noexcept;
+[[nodiscard]] const char* to_string(CollectiveKind k) noexcept;
+[[nodiscard]] const char* to_string(CommDim d) noexcept;
+
+}  // namespace tetra::llama

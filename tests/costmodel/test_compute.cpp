@@ -1,0 +1,127 @@
+// Compute model (costmodel/include/tetra/costmodel/compute.hpp; reference/costmodels.md 6,
+// hardware.md 2-3, 5).
+#include <doctest/doctest.h>
+
+#include <cmath>
+
+#include "tetra/costmodel/builtin_profiles.hpp"
+#include "tetra/costmodel/compute.hpp"
+#include "tetra/hw/presets.hpp"
+
+using namespace tetra;
+using namespace tetra::costmodel;
+
+namespace {
+
+hw::Cluster cluster(const char* name) {
+  auto c = hw::find_cluster_preset(name);
+  REQUIRE(c);
+  return *c;
+}
+
+ComputeParams builtin_params(const char* name) {
+  const hw::Cluster c = cluster(name);
+  return make_compute_params(c, builtin_profile(c));
+}
+
+double rate(const GemmShape& s, double seconds) {
+  return 2.0 * static_cast<double>(s.m) * static_cast<double>(s.n) * static_cast<double>(s.k) / seconds;
+}
+
+}  // namespace
+
+TEST_SUITE("costmodel") {
+  TEST_CASE("Wave quantisation by hand: one tile shape, 132 SMs (NVIDIA Matmul Background Guide)") {
+    ComputeParams p;
+    p.sms = 132;
+    p.gemm_peak_flops = 794.5e12;
+    p.hbm_Bps = 1e18;  // no memory term
+    p.tiles = {GemmTile{128, 128, 1.0}};
+    // M = 1536 = 12 tiles, N = 1408 = 11 tiles: 132 tiles = 1 wave.
+    // One wave: 2*128*128*4096 FLOP / (794.5e12/132) = 134,217,728 / 6.01894e12 = 22.299 us.
+    const GemmEstimate one = gemm_roofline(GemmShape{1536, 1408, 4096, 2, 1}, p);
+    CHECK(one.tiles == 132);
+    CHECK(one.waves == 1);
+    CHECK(one.seconds == doctest::Approx(22.299e-6).epsilon(1e-3));
+    // One more tile row: 13 x 11 = 143 tiles = 2 waves, twice the time for 8 % more work.
+    const GemmEstimate two = gemm_roofline(GemmShape{1537, 1408, 4096, 2, 1}, p);
+    CHECK(two.waves == 2);
+    CHECK(two.seconds == doctest::Approx(2 * 22.299e-6).epsilon(1e-3));
+  }
+
+  TEST_CASE("Wave quantisation is visible for small shapes with the built-in tile set") {
+    const ComputeParams p = builtin_params("dgx-h100");
+    const GemmShape full{3072, 1408, 4096, 2, 1};   // 12 x 11 tiles of 256x128 = 132: one wave
+    const GemmShape tail{3200, 1408, 4096, 2, 1};   // 4 % more rows, a nearly empty extra wave
+    const double r_full = rate(full, gemm_seconds(full, p));
+    const double r_tail = rate(tail, gemm_seconds(tail, p));
+    CHECK(r_tail < 0.75 * r_full);
+  }
+
+  TEST_CASE("Large square bf16 GEMM runs at the published MAMF (hardware.md 2)") {
+    // stas00/ml-engineering MAMF table: H100 SXM 794.5, A100 SXM 271.2 TFLOP/s.
+    const GemmShape s{16384, 16384, 16384, 2, 1};
+    const double h100 = rate(s, gemm_seconds(s, builtin_params("dgx-h100")));
+    const double a100 = rate(s, gemm_seconds(s, builtin_params("dgx-a100-80gb")));
+    CHECK(h100 == doctest::Approx(794.5e12).epsilon(0.05));
+    CHECK(a100 == doctest::Approx(271.2e12).epsilon(0.05));
+    CHECK(h100 <= 794.5e12);
+  }
+
+  TEST_CASE("Measured GEMM rows override the roofline (log-space interpolation)") {
+    ComputeParams p = builtin_params("dgx-h100");
+    p.gemm_rows = {GemmRow{1024, 4096, 4096, "bf16", 10e-6}, GemmRow{4096, 4096, 4096, "bf16", 40e-6}};
+    CHECK(gemm_seconds(GemmShape{1024, 4096, 4096, 2, 1}, p) == doctest::Approx(10e-6));
+    // m = 2048 halfway in log m between 1024 and 4096: exp(mid of ln 10us, ln 40us) = 20 us.
+    CHECK(gemm_seconds(GemmShape{2048, 4096, 4096, 2, 1}, p) == doctest::Approx(20e-6));
+    // Outside the rows: roofline scaled by the nearest row's measured/model ratio.
+    const GemmShape big{8192, 4096, 4096, 2, 1};
+    const double model_big = gemm_roofline(big, p).seconds;
+    const double model_row = gemm_roofline(GemmShape{4096, 4096, 4096, 2, 1}, p).seconds;
+    CHECK(gemm_seconds(big, p) == doctest::Approx(model_big * 40e-6 / model_row));
+  }
+
+  TEST_CASE("FlashAttention-2 time from the published fwd+bwd rate (hardware.md 3)") {
+    const ComputeParams p = builtin_params("dgx-h100");
+    // H100, head dim 128, causal, 8k: 308 TFLOP/s. f = 4*1*8192^2*64*128/2 = 1.09951e12 FLOP.
+    llama::AttentionShape a{llama::AttentionKernel::flash2, true, 1, 8192, 8192, 64, 8, 128};
+    CHECK(attention_kernel_flops(a, false) == doctest::Approx(1.09951e12).epsilon(1e-5));
+    // forward: 1.09951e12 / 308e12 = 3.5698 ms (+ 2 us launch); backward 2.5x the FLOPs.
+    CHECK(attention_seconds(a, false, p) == doctest::Approx(3.5698e-3 + 2e-6).epsilon(1e-4));
+    CHECK(attention_seconds(a, true, p) == doctest::Approx(2.5 * 3.5698e-3 + 2e-6).epsilon(1e-4));
+    // s = 3000 between 2k (265) and 4k (294): 265 + 29 * ln(3000/2048)/ln 2 = 280.97 TFLOP/s.
+    a.seq_q = a.seq_kv = 3000;
+    CHECK(attention_rate_flops(a, false, p) == doctest::Approx(280.97e12).epsilon(1e-4));
+    // A100 has no FlashAttention-3: flash3 runs at the FA2 rate (hd 128 causal 8k: 182).
+    const ComputeParams pa = builtin_params("dgx-a100-80gb");
+    a.kernel = llama::AttentionKernel::flash3;
+    a.seq_q = a.seq_kv = 8192;
+    CHECK(attention_rate_flops(a, false, pa) == doctest::Approx(182e12));
+    // H100 FA3 forward, hd 128 causal 8k: 602 TFLOP/s.
+    CHECK(attention_rate_flops(a, false, p) == doctest::Approx(602e12));
+  }
+
+  TEST_CASE("Unfused attention is priced as GEMMs over the full s^2") {
+    const ComputeParams p = builtin_params("dgx-h100");
+    llama::AttentionShape a{llama::AttentionKernel::torch, true, 1, 4096, 4096, 32, 8, 128};
+    const double t = attention_seconds(a, false, p);
+    const double qk = gemm_roofline(GemmShape{4096, 4096, 128, 2, 32}, p).seconds;
+    const double pv = gemm_roofline(GemmShape{4096, 128, 4096, 2, 32}, p).seconds;
+    CHECK(t == doctest::Approx(qk + pv));
+    CHECK(attention_seconds(a, true, p) == doctest::Approx(2 * t));
+  }
+
+  TEST_CASE("Memory-bound kernels: bytes / achieved HBM + launch (costmodels.md 6.3)") {
+    const ComputeParams h = builtin_params("dgx-h100");
+    // 1 GB at 0.9 x 3.35 TB/s = 3.015 TB/s -> 331.67 us, + 2 us launch.
+    CHECK(memory_bound_seconds(llama::MemoryKernel::rmsnorm, 1e9, h) == doctest::Approx(333.67e-6).epsilon(1e-4));
+    // A100 80GB: gpu-stream triad 1794 GB/s -> 557.41 us + 2 us.
+    const ComputeParams a = builtin_params("dgx-a100-80gb");
+    CHECK(memory_bound_seconds(llama::MemoryKernel::adam, 1e9, a) == doctest::Approx(559.41e-6).epsilon(1e-4));
+    // Measured rows of the kernel win: 1 MB 10 us, 100 MB 100 us -> 10 MB at 31.623 us (log-log).
+    ComputeParams m = h;
+    m.memory_rows = {MemoryBoundRow{"swiglu", 1e6, 10e-6}, MemoryBoundRow{"swiglu", 1e8, 100e-6}};
+    CHECK(memory_bound_seconds(llama::MemoryKernel::swiglu, 1e7, m) == doctest::Approx(31.623e-6).epsilon(1e-4));
+    CHECK(memory_bound_seconds(llama::MemoryKernel::rope, 1e9, m) == doctest::Approx(333.67e-6).epsilon(1e-4));
+  }
+}

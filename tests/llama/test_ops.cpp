@@ -1,0 +1,332 @@
+// Op list of one layer on one rank (llama/include/tetra/llama/ops.hpp): shapes from Megatron's
+// column/row-parallel linears (reference/costmodels.md 4.3), collectives (section 5), and the
+// step FLOPs checked against Megatron's formula (section 4.1).
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <string_view>
+
+#include "tetra/llama/flops.hpp"
+#include "tetra/llama/ops.hpp"
+#include "tetra/llama/params.hpp"
+#include "tetra/llama/presets.hpp"
+
+using namespace tetra::llama;
+
+namespace {
+
+Model preset(const char* name) {
+  auto m = find_model_preset(name);
+  REQUIRE(m);
+  return *m;
+}
+
+const Op* find(const std::vector<Op>& ops, std::string_view name, Pass pass, bool recompute = false) {
+  for (const Op& op : ops) {
+    if (name == op.name && op.pass == pass && op.recompute == recompute) return &op;
+  }
+  return nullptr;
+}
+
+int count(const std::vector<Op>& ops, CollectiveKind kind, Pass pass, bool recompute = false) {
+  int n = 0;
+  for (const Op& op : ops) {
+    if (op.kind == OpKind::collective && op.coll == kind && op.pass == pass && op.recompute == recompute) {
+      n += op.count;
+    }
+  }
+  return n;
+}
+
+/// FLOPs of the op list over one step, summed over every rank: each of the tp·cp·dp ranks of a
+/// stage runs `micro_batches` x (its layers x layer FLOPs + head FLOPs on the last stage).
+double step_flops_from_ops(const Model& m, const Training& tr, const Layout& l, bool r060) {
+  const auto layer = layer_ops(m, tr, l);
+  const auto head = head_ops(m, tr, l);
+  auto sum = [&](const std::vector<Op>& ops) {
+    double s = 0;
+    for (const Op& op : ops) {
+      if (op.recompute) continue;
+      // r0.6.0 counts the full s x s attention matrix: twice the causal-halved count (also
+      // for the CP ring's half blocks, which make up the causal share of the matrix).
+      const double f = op.total_flops();
+      s += (r060 && op.kind == OpKind::attention) ? 2.0 * f : f;
+    }
+    return s;
+  };
+  const auto stages = stage_layers(m, l);
+  const double ranks_per_stage = static_cast<double>(l.tp) * l.cp * l.dp;
+  const double mb = micro_batches(l, tr);
+  double total = 0;
+  for (std::size_t i = 0; i < stages.size(); ++i) {
+    double per_mb = stages[i] * sum(layer);
+    if (i + 1 == stages.size()) per_mb += sum(head);
+    total += ranks_per_stage * mb * per_mb;
+  }
+  return total;
+}
+
+}  // namespace
+
+TEST_SUITE("llama") {
+  TEST_CASE("Step FLOPs of the op list equal Megatron's formula (costmodels.md 4.1)") {
+    struct Case {
+      const char* model;
+      Layout layout;
+      int seq;
+      int gbs;
+    };
+    auto layout = [](int tp, int cp, int pp, int dp, int mbs, bool sp, Recompute rc) {
+      Layout l;
+      l.tp = tp;
+      l.cp = cp;
+      l.pp = pp;
+      l.dp = dp;
+      l.mbs = mbs;
+      l.sp = sp;
+      l.recompute = rc;
+      return l;
+    };
+    const Case cases[] = {
+        {"llama3.1-8b", layout(1, 1, 1, 8, 1, false, Recompute::none), 8192, 64},
+        {"llama3.1-8b", layout(2, 2, 2, 2, 2, true, Recompute::selective), 8192, 32},
+        {"llama3.1-70b", layout(8, 1, 4, 4, 1, true, Recompute::none), 4096, 128},
+        {"llama3.1-70b", layout(8, 4, 2, 1, 1, true, Recompute::full), 32768, 8},
+        {"llama2-7b", layout(4, 1, 2, 2, 4, false, Recompute::none), 4096, 64},
+        {"llama3.1-405b", layout(8, 2, 8, 2, 1, true, Recompute::none), 8192, 32},
+        {"gpt3-175b", layout(8, 1, 8, 2, 1, true, Recompute::selective), 2048, 64},
+    };
+    for (const Case& c : cases) {
+      CAPTURE(c.model);
+      CAPTURE(c.layout.tp);
+      CAPTURE(c.layout.cp);
+      const Model m = preset(c.model);
+      Training tr;
+      tr.seq_len = c.seq;
+      tr.global_batch = c.gbs;
+      // Megatron multiplies by the padded vocabulary (memory.md 2.3).
+      const long long v = padded_vocab(m, c.layout.tp);
+      CHECK(step_flops_from_ops(m, tr, c.layout, false) ==
+            doctest::Approx(megatron_step_flops(m, c.seq, c.gbs, v)).epsilon(1e-9));
+      CHECK(step_flops_from_ops(m, tr, c.layout, true) ==
+            doctest::Approx(megatron_r060_step_flops(m, c.seq, c.gbs, v)).epsilon(1e-9));
+    }
+  }
+
+  TEST_CASE("Llama-3.1-70B, TP 8 + SP: GEMM shapes (costmodels.md 4.3)") {
+    const Model m = preset("llama3.1-70b");  // h 8192, F 28672, 64 heads, 8 kv heads, d 128
+    Training tr;
+    tr.seq_len = 8192;
+    Layout l;
+    l.tp = 8;
+    l.sp = true;
+    const auto ops = layer_ops(m, tr, l);
+    // T = s·b = 8192 tokens after the SP all-gather.
+    const Op* qkv = find(ops, "qkv", Pass::forward);
+    REQUIRE(qkv);
+    CHECK(qkv->m == 8192);
+    CHECK(qkv->n == (64 + 2 * 8) * 128 / 8);  // 1280
+    CHECK(qkv->k == 8192);
+    CHECK(qkv->flops == doctest::Approx(2.0 * 8192 * 1280 * 8192));
+    const Op* fc1 = find(ops, "fc1", Pass::forward);
+    REQUIRE(fc1);
+    CHECK(fc1->n == 2 * 28672 / 8);  // gated: 7168
+    const Op* fc2_dgrad = find(ops, "fc2_dgrad", Pass::backward_input);
+    REQUIRE(fc2_dgrad);
+    CHECK(fc2_dgrad->m == 8192);
+    CHECK(fc2_dgrad->n == 28672 / 8);
+    CHECK(fc2_dgrad->k == 8192);
+    const Op* fc2_wgrad = find(ops, "fc2_wgrad", Pass::backward_weight);
+    REQUIRE(fc2_wgrad);
+    CHECK(fc2_wgrad->m == 8192);       // out = h
+    CHECK(fc2_wgrad->n == 28672 / 8);  // in = F/t
+    CHECK(fc2_wgrad->k == 8192);       // T
+    const Op* attn = find(ops, "core_attention", Pass::forward);
+    REQUIRE(attn);
+    CHECK(attn->attn.heads == 8);
+    CHECK(attn->attn.kv_heads == 1);
+    CHECK(attn->attn.seq_q == 8192);
+    // 4·b·s²·heads·d / 2 = 4 * 8192^2 * 8 * 128 / 2
+    CHECK(attn->flops == doctest::Approx(4.0 * 8192.0 * 8192.0 * 8 * 128 / 2));
+    // Norms and residual adds run on the SP shard: RMSNorm reads + writes 2·(s/t)·h bf16.
+    const Op* norm = find(ops, "input_norm", Pass::forward);
+    REQUIRE(norm);
+    CHECK(norm->bytes == doctest::Approx(2.0 * 2.0 * 1024 * 8192));
+  }
+
+  TEST_CASE("TP collectives with and without SP (costmodels.md 5.1)") {
+    const Model m = preset("llama3.1-8b");
+    Training tr;
+    tr.seq_len = 4096;
+    Layout l;
+    l.tp = 4;
+    l.mbs = 2;
+    SUBCASE("with SP: fwd 2 AG + 2 RS; bwd 4 AG + 2 RS") {
+      l.sp = true;
+      const auto ops = layer_ops(m, tr, l);
+      CHECK(count(ops, CollectiveKind::all_gather, Pass::forward) == 2);
+      CHECK(count(ops, CollectiveKind::reduce_scatter, Pass::forward) == 2);
+      CHECK(count(ops, CollectiveKind::all_gather, Pass::backward_input) == 4);
+      CHECK(count(ops, CollectiveKind::reduce_scatter, Pass::backward_input) == 2);
+      CHECK(count(ops, CollectiveKind::all_reduce, Pass::forward) == 0);
+      // S = 2·s·b·h bytes (the full gathered buffer).
+      const Op* ag = find(ops, "tp_ag", Pass::forward);
+      REQUIRE(ag);
+      CHECK(ag->bytes == doctest::Approx(2.0 * 4096 * 2 * 4096));
+      CHECK(ag->group == 4);
+      CHECK_FALSE(ag->async);
+      // Column dgrad reduce-scatter overlaps the wgrad GEMM that follows it.
+      const Op* rs = find(ops, "tp_rs_dgrad", Pass::backward_input);
+      REQUIRE(rs);
+      CHECK(rs->async);
+      const auto it = std::find_if(ops.begin(), ops.end(), [&](const Op& o) { return &o == rs; });
+      REQUIRE(it + 1 != ops.end());
+      CHECK(std::string_view((it + 1)->name).find("wgrad") != std::string_view::npos);
+    }
+    SUBCASE("without SP: 2 AR forward, 2 AR backward") {
+      l.sp = false;
+      const auto ops = layer_ops(m, tr, l);
+      CHECK(count(ops, CollectiveKind::all_reduce, Pass::forward) == 2);
+      CHECK(count(ops, CollectiveKind::all_reduce, Pass::backward_input) == 2);
+      CHECK(count(ops, CollectiveKind::all_gather, Pass::forward) == 0);
+    }
+    SUBCASE("full recompute repeats the forward collectives") {
+      l.sp = true;
+      l.recompute = Recompute::full;
+      const auto ops = layer_ops(m, tr, l);
+      CHECK(count(ops, CollectiveKind::all_gather, Pass::forward, true) == 2);
+      CHECK(count(ops, CollectiveKind::reduce_scatter, Pass::forward, true) == 2);
+      CHECK(sum_flops(ops, true) == doctest::Approx(sum_flops(ops) * 4.0 / 3.0).epsilon(1e-12));
+    }
+    SUBCASE("selective recompute re-runs the core attention forward only") {
+      l.sp = true;
+      l.recompute = Recompute::selective;
+      const auto ops = layer_ops(m, tr, l);
+      const Op* re = find(ops, "core_attention", Pass::forward, true);
+      REQUIRE(re);
+      const Op* fw = find(ops, "core_attention", Pass::forward);
+      REQUIRE(fw);
+      CHECK(sum_flops(ops, true) - sum_flops(ops) == doctest::Approx(fw->flops));
+    }
+  }
+
+  TEST_CASE("CP ring: c − 1 KV exchanges of 2·b·s'·(n_kv/t)·d·2 bytes (costmodels.md 5.2)") {
+    const Model m = preset("llama3.1-70b");
+    Training tr;
+    tr.seq_len = 32768;
+    Layout l;
+    l.tp = 8;
+    l.cp = 4;
+    l.sp = true;
+    const auto ops = layer_ops(m, tr, l);
+    const Op* kv = find(ops, "cp_kv", Pass::forward);
+    REQUIRE(kv);
+    CHECK(kv->count == 3);
+    CHECK(kv->async);
+    // s' = 8192, n_kv/t = 1: 2 (K and V) * 8192 * 1 * 128 * 2 bytes = 4 MiB
+    CHECK(kv->bytes == doctest::Approx(2.0 * 8192 * 128 * 2));
+    const Op* bwd = find(ops, "cp_kv_dkv", Pass::backward_input);
+    REQUIRE(bwd);
+    CHECK(bwd->bytes * bwd->count == doctest::Approx(2.0 * kv->bytes * kv->count));
+    // Causal work per rank = total / c: step 0 causal s'², then c − 1 half blocks.
+    const double total = 4.0 * 32768.0 * 32768.0 * 8 * 128 / 2;
+    double per_rank = 0;
+    for (const Op& op : ops) {
+      if (op.kind == OpKind::attention && op.pass == Pass::forward) per_rank += op.total_flops();
+    }
+    CHECK(per_rank == doctest::Approx(total / 4));
+  }
+
+  TEST_CASE("PP boundary and DP gradient buckets (costmodels.md 5.3, 5.4)") {
+    const Model m = preset("llama3.1-8b");
+    Training tr;
+    tr.seq_len = 8192;
+    Layout l;
+    l.tp = 2;
+    l.pp = 2;
+    l.dp = 8;
+    l.sp = true;
+    // [s/t, b, h] bf16: 4096 * 4096 * 2
+    CHECK(pp_boundary_bytes(m, tr, l) == doctest::Approx(4096.0 * 4096 * 2));
+    const auto stages = stage_params(m, l, tr.seq_len);
+    const double p0 = static_cast<double>(stages[0].params);
+    SUBCASE("distributed optimizer: RS of fp32 grads + AG of bf16 params in 40M buckets") {
+      const auto ops = dp_gradient_ops(m, tr, l, 0);
+      double rs = 0, ag = 0;
+      int buckets = 0;
+      for (const Op& op : ops) {
+        CHECK(op.group == 8);
+        if (op.coll == CollectiveKind::reduce_scatter) {
+          rs += op.bytes * op.count;
+          buckets += op.count;
+        }
+        if (op.coll == CollectiveKind::all_gather) ag += op.bytes * op.count;
+      }
+      CHECK(rs == doctest::Approx(4.0 * p0));
+      CHECK(ag == doctest::Approx(2.0 * p0));
+      // bucket = max(40e6, 1e6·8) = 40e6 parameters
+      CHECK(buckets == static_cast<int>((p0 + 40e6 - 1) / 40e6));
+    }
+    SUBCASE("no distributed optimizer: all-reduce, bf16 when grad_dtype = bf16") {
+      tr.zero_stage = 0;
+      tr.grad_dtype = Precision::bf16;
+      const auto ops = dp_gradient_ops(m, tr, l, 1);
+      double ar = 0;
+      for (const Op& op : ops) {
+        CHECK(op.coll == CollectiveKind::all_reduce);
+        ar += op.bytes * op.count;
+      }
+      CHECK(ar == doctest::Approx(2.0 * static_cast<double>(stages[1].params)));
+    }
+    SUBCASE("optimizer: ~30 bytes per local parameter shard") {
+      const auto ops = optimizer_ops(m, tr, l, 0);
+      REQUIRE(ops.size() == 2);
+      CHECK(ops[1].bytes == doctest::Approx(30.0 * p0 / 8));
+    }
+  }
+}
+
+TEST_SUITE("llama") {
+  TEST_CASE("Embedding and LM head ops (first / last stage)") {
+    const Model m = preset("llama3.1-8b");
+    Training tr;
+    tr.seq_len = 4096;
+    Layout l;
+    l.tp = 8;
+    l.sp = true;
+    const auto head = head_ops(m, tr, l);
+    const Op* lm = find(head, "lm_head", Pass::forward);
+    REQUIRE(lm);
+    // padded vocab 128256 -> 129024 at t = 8 (memory.md 2.3): 16128 columns per rank.
+    CHECK(lm->n == 129024 / 8);
+    CHECK(lm->m == 4096);
+    CHECK(lm->k == 4096);
+    CHECK(find(head, "lm_head_wgrad", Pass::backward_weight) != nullptr);
+    CHECK(count(head, CollectiveKind::all_reduce, Pass::forward) == 3);  // max, sum-exp, target
+    const auto emb = embedding_ops(m, tr, l);
+    // Vocab-parallel embedding with SP: reduce-scatter of [s, b, h] in forward.
+    CHECK(count(emb, CollectiveKind::reduce_scatter, Pass::forward) == 1);
+    CHECK(sum_flops(emb) == 0);
+  }
+
+  TEST_CASE("ZeRO-3 gathers each layer's parameters in forward and backward") {
+    const Model m = preset("llama3.1-8b");
+    Training tr;
+    tr.seq_len = 4096;
+    tr.zero_stage = 3;
+    Layout l;
+    l.dp = 8;
+    const auto ops = layer_ops(m, tr, l);
+    const Op* ag = find(ops, "zero3_param_ag", Pass::forward);
+    REQUIRE(ag);
+    CHECK(ag->dim == CommDim::dp_cp);
+    CHECK(ag->group == 8);
+    // bf16 parameters of one layer: 2 * 218,112,000 bytes
+    CHECK(ag->bytes == doctest::Approx(2.0 * 218112000));
+    CHECK(find(ops, "zero3_param_ag", Pass::backward_input) != nullptr);
+    const auto grads = dp_gradient_ops(m, tr, l, 0);
+    REQUIRE_FALSE(grads.empty());
+    CHECK(grads[0].coll == CollectiveKind::reduce_scatter);
+    CHECK(grads[0].count == 32);
+  }
+}

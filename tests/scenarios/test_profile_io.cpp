@@ -1,0 +1,89 @@
+// Calibration profile TOML (SPEC section 3): round trip and file:line:col errors.
+#include <doctest/doctest.h>
+
+#include <string>
+
+#include "tetra/costmodel/builtin_profiles.hpp"
+#include "tetra/hw/error.hpp"
+#include "tetra/hw/presets.hpp"
+#include "tetra/scenarios/profile_io.hpp"
+
+using namespace tetra;
+using namespace tetra::scenarios;
+
+namespace {
+
+std::string error_of(const std::string& text) {
+  try {
+    (void)parse_profile(text, "p.toml");
+  } catch (const UserError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+}  // namespace
+
+TEST_SUITE("scenarios") {
+  TEST_CASE("profile: format then parse gives the same profile, byte for byte") {
+    auto c = hw::find_cluster_preset("dgx-h100");
+    REQUIRE(c);
+    costmodel::Profile p = costmodel::builtin_profile(*c);
+    p.meta.driver = "550.54.15";
+    p.meta.date = "2026-11-22 \"quoted\"";
+    p.gemm.push_back({8192, 1280, 8192, "bf16", 1.2345678901234567e-4});
+    p.attention.push_back({1, 8192, 8, 1, 128, true, costmodel::AttentionPass::bwd, 3.25e-3});
+    p.memory_bound.push_back({"rmsnorm", 33554432, 1.5e-5});
+    p.collective.push_back({"all_reduce", 8, 8, 1073741824, 4.0e-3, "", ""});
+    p.collective.push_back({"all_gather", 16, 8, 1048576, 5.0e-5, "ring", "simple"});
+    p.fit.collectives.push_back({"all_reduce", 8, 8, 2.5e-5, 4.8e11, "", ""});
+    p.fit.memory_bound.push_back({"adam", 2e-6, 3.0e12});
+    const std::string text = format_profile(p);
+    const costmodel::Profile q = parse_profile(text, "round.toml");
+    CHECK(format_profile(q) == text);
+    CHECK(q.meta.nccl == "2.30.7");
+    CHECK(q.meta.date == p.meta.date);
+    CHECK(q.meta.device_memory_bytes == p.meta.device_memory_bytes);
+    REQUIRE(q.gemm.size() == 1);
+    CHECK(q.gemm[0].seconds == p.gemm[0].seconds);  // 17 digits: exact
+    CHECK(q.attention[0].pass == costmodel::AttentionPass::bwd);
+    CHECK(q.collective[1].algorithm == "ring");
+    CHECK(q.fit.valid);
+    CHECK(q.fit.gemm_peak_flops == doctest::Approx(794.5e12));
+    CHECK(q.fit.collectives.size() == 1);
+    CHECK(q.fit.memory_bound[0].Bps == doctest::Approx(3.0e12));
+  }
+
+  TEST_CASE("profile: no [fit] loads with fit.valid == false") {
+    const auto p = parse_profile("[meta]\ngpu = \"H100\"\n\n[[gemm]]\nm = 1\nn = 2\nk = 3\nseconds = 1e-6\n", "p.toml");
+    CHECK_FALSE(p.fit.valid);
+    CHECK(p.gemm.size() == 1);
+    CHECK(p.gemm[0].dtype == "bf16");
+  }
+
+  TEST_CASE("profile: errors name file, line, column and key") {
+    // unknown key on line 3, column 1
+    CHECK(error_of("[meta]\ngpu = \"x\"\ncolour = 1\n") == "p.toml:3:1: [meta].colour: unknown key (expected one of: "
+                                                           "gpu, driver, cuda, cublas, cudnn, nccl, date, source, hosts, "
+                                                           "gpus_per_node, device_memory, sms)");
+    // wrong type
+    CHECK(error_of("[[gemm]]\nm = 1\nn = \"two\"\nk = 3\nseconds = 1.0\n").find("p.toml:3:5: [[gemm]] #1.n: expected an integer") == 0);
+    // missing key: reported at the row's table
+    CHECK(error_of("[[gemm]]\nm = 1\nn = 2\nseconds = 1.0\n").find("p.toml:1:1: [[gemm]] #1.k: missing key") == 0);
+    // bad enum value
+    CHECK(error_of("[[collective]]\nop = \"allreduce\"\nranks = 8\nbytes = 1.0\nseconds = 1.0\n")
+              .find("[[collective]] #1.op: unknown value \"allreduce\"") != std::string::npos);
+    // non-positive time
+    CHECK(error_of("[[memory_bound]]\nkernel = \"adam\"\nbytes = 10\nseconds = 0\n")
+              .find("p.toml:4:11: [[memory_bound]] #1.seconds: expected a positive number") == 0);
+    // unknown table
+    const std::string table_error = error_of("[gpu]\nx = 1\n");
+    CAPTURE(table_error);
+    CHECK(table_error.find("p.toml:1:") == 0);
+    CHECK(table_error.find(": gpu: unknown table") != std::string::npos);
+    // TOML syntax error keeps the parser's position
+    CHECK(error_of("[meta]\ngpu = \n").find("p.toml:2:") == 0);
+    // reading a file that does not exist names it
+    CHECK_THROWS_AS((void)read_profile("/nonexistent/profile.toml"), UserError);
+  }
+}
