@@ -1,11 +1,133 @@
-// tetrasim calibrate (to be written)
+// tetrasim calibrate [--out PROFILE] [--gemm] [--attention] [--memory] [--nccl] [--quick]
+//                    [--import-trace FILE] [--tables FILE] [--sms N] [--json]
+// Measures this node (or a job of nodes under mpirun / srun), or takes the rows from a trace
+// of a real run or from recorded tables, fits them and writes a calibration profile (SPEC
+// section 3). Without a GPU the measuring path says so on one line and exits 1.
+
+#include <iostream>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
 #include "commands.hpp"
+#include "output.hpp"
+#include "tetra/calib/fit.hpp"
+#include "tetra/calib/runner.hpp"
+#include "tetra/calib/tables.hpp"
+#include "tetra/calib/trace_import.hpp"
+#include "tetra/hw/error.hpp"
+#include "tetra/scenarios/profile_io.hpp"
 
 namespace tetra::cli {
 
+namespace {
+
+struct CalibrateArgs {
+  std::string out = "tetrasim.profile.toml";
+  bool gemm = false, attention = false, memory = false, nccl = false, quick = false, json = false;
+  std::string import_trace;
+  std::string tables;
+  int sms = 0;
+};
+
+nlohmann::json rows_json(const costmodel::Profile& p) {
+  return {{"gemm", p.gemm.size()},
+          {"attention", p.attention.size()},
+          {"memory_bound", p.memory_bound.size()},
+          {"collective", p.collective.size()}};
+}
+
+nlohmann::json fit_json(const costmodel::ProfileFit& f) {
+  nlohmann::json j;
+  j["gemm_peak_flops"] = f.gemm_peak_flops;
+  j["gemm_launch_s"] = f.gemm_launch_s;
+  j["gemm_wave_s"] = f.gemm_wave_s;
+  j["attention_fwd_flops"] = f.attention_fwd_flops;
+  j["attention_bwd_flops"] = f.attention_bwd_flops;
+  j["hbm_Bps"] = f.hbm_Bps;
+  j["kernel_launch_s"] = f.kernel_launch_s;
+  j["collectives"] = nlohmann::json::array();
+  for (const auto& c : f.collectives) {
+    j["collectives"].push_back({{"op", c.op},
+                                {"ranks", c.ranks},
+                                {"ranks_per_node", c.ranks_per_node},
+                                {"latency_s", c.latency_s},
+                                {"busbw_Bps", c.busbw_Bps}});
+  }
+  return j;
+}
+
+int run_calibrate(const CalibrateArgs& args) {
+  if (!args.import_trace.empty() && !args.tables.empty()) {
+    throw UserError("calibrate: give either --import-trace or --tables, not both");
+  }
+  costmodel::Profile profile;
+  nlohmann::json report;
+  if (!args.import_trace.empty()) {
+    const auto imp = calib::import_trace(args.import_trace);
+    profile = imp.profile;
+    report["kernels"] = imp.kernels;
+    report["used"] = imp.used;
+    report["skipped"] = imp.skipped;  // std::map: sorted keys
+  } else if (!args.tables.empty()) {
+    profile = calib::read_tables_csv(args.tables);
+  } else {
+    calib::CalibrationOptions options;
+    const bool any = args.gemm || args.attention || args.memory || args.nccl;
+    options.gemm = !any || args.gemm;
+    options.attention = !any || args.attention;
+    options.memory = !any || args.memory;
+    options.nccl = !any || args.nccl;
+    options.quick = args.quick;
+    options.progress = [](const std::string& line) { std::cerr << "calibrate: " << line << '\n'; };
+    const int rank = calib::run_calibration(options, profile);
+    if (rank != 0) return 0;  // rank 0 holds every row and writes the profile
+  }
+  if (profile.gemm.empty() && profile.attention.empty() && profile.memory_bound.empty() &&
+      profile.collective.empty()) {
+    throw UserError("calibrate: nothing to fit: no usable row was measured or found");
+  }
+  calib::ProfileFitOptions fit_options;
+  fit_options.sms = args.sms;
+  profile.fit = calib::fit_profile(profile, fit_options);
+  write_file_atomic(args.out, scenarios::format_profile(profile));
+
+  if (args.json) {
+    report["out"] = args.out;
+    report["gpu"] = profile.meta.gpu;
+    report["source"] = profile.meta.source;
+    report["rows"] = rows_json(profile);
+    report["fit"] = fit_json(profile.fit);
+    print_json(report);
+  } else {
+    std::cout << "wrote " << args.out << ": " << profile.gemm.size() << " gemm, " << profile.attention.size()
+              << " attention, " << profile.memory_bound.size() << " memory-bound, " << profile.collective.size()
+              << " collective rows\n"
+              << calib::describe_fit(profile.fit);
+  }
+  return 0;
+}
+
+}  // namespace
+
 void register_calibrate(CLI::App& app, Action& action) {
-  auto* cmd = app.add_subcommand("calibrate", "(not yet available)");
-  cmd->callback([&action] { action = [] { return 2; }; });
+  auto args = std::make_shared<CalibrateArgs>();
+  auto* cmd = app.add_subcommand(
+      "calibrate",
+      "measure this GPU node (GEMM, attention, memory-bound kernels, NCCL) and write a calibration profile; "
+      "under mpirun/srun also across nodes");
+  cmd->add_option("--out", args->out, "profile file to write (TOML, SPEC section 3)");
+  cmd->add_flag("--gemm", args->gemm, "cuBLASLt bf16 GEMM sweep (layer op-list shapes, square shapes)");
+  cmd->add_flag("--attention", args->attention, "cuDNN fused attention, forward and backward");
+  cmd->add_flag("--memory", args->memory, "memory-bound kernels: copy, RMSNorm, SwiGLU, RoPE, Adam, cross entropy");
+  cmd->add_flag("--nccl", args->nccl, "NCCL sweeps 8 B .. 8 GiB over the job's process groups");
+  cmd->add_flag("--quick", args->quick, "reduced sweep (under 2 minutes on one 8-GPU node)");
+  cmd->add_option("--import-trace", args->import_trace,
+                  "take kernel times from a torch.profiler (Kineto) or Nsight Systems JSON trace; no GPU needed");
+  cmd->add_option("--tables", args->tables, "fit recorded tables (CSV, calib/README.md) instead of measuring");
+  cmd->add_option("--sms", args->sms, "SM count for the GEMM fit when the source does not say")->check(CLI::Range(1, 100000));
+  cmd->add_flag("--json", args->json, "print the summary as JSON");
+  cmd->callback([args, &action] { action = [args] { return run_calibrate(*args); }; });
 }
 
 }  // namespace tetra::cli
