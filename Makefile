@@ -8,7 +8,7 @@ SCENARIO ?= scenarios/default.toml
 PACKAGES := cmake g++ make libboost-graph-dev libeigen3-dev libtomlplusplus-dev doctest-dev \
             libbenchmark-dev libcli11-dev nlohmann-json3-dev
 
-.PHONY: all deps configure build run test bench clean
+.PHONY: all deps configure build run test bench clean asan fuzz fuzz-long
 
 all: build
 
@@ -42,3 +42,27 @@ bench: build
 
 clean:
 	@rm -rf $(BUILD)
+
+# Robustness: the whole test suite under AddressSanitizer + UndefinedBehaviorSanitizer, and
+# libFuzzer over every input reader (tests/fuzz/README.md).
+ASAN_BUILD ?= build-asan
+FUZZ_BUILD ?= build-fuzz
+FUZZ_SECONDS ?= 60
+
+asan: deps
+	@cmake -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTETRASIM_SANITIZE=ON \
+	  -DTETRASIM_BUILD_BENCHMARKS=OFF $(CMAKE_FLAGS) >/dev/null
+	@cmake --build $(ASAN_BUILD) -j $(JOBS)
+	@cd $(ASAN_BUILD) && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
+	  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 ctest --output-on-failure -j $(JOBS)
+
+fuzz:
+	@$(MAKE) --no-print-directory deps PACKAGES="$(PACKAGES) clang libclang-rt-14-dev"
+	@cmake -S . -B $(FUZZ_BUILD) -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+	  -DTETRASIM_FUZZ=ON -DTETRASIM_BUILD_TESTS=OFF -DTETRASIM_BUILD_BENCHMARKS=OFF \
+	  -DTETRASIM_WITH_CUDA=OFF $(CMAKE_FLAGS) >/dev/null
+	@cmake --build $(FUZZ_BUILD) -j $(JOBS) --target fuzz_targets
+	@tests/fuzz/run.sh $(FUZZ_BUILD) $(FUZZ_SECONDS)
+
+fuzz-long:
+	@$(MAKE) --no-print-directory fuzz FUZZ_SECONDS=600

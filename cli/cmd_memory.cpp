@@ -1,11 +1,147 @@
-// tetrasim memory (to be written)
+// tetrasim memory SCENARIO [--layout L] [--json]: the per-stage memory of one GPU of every
+// pipeline rank and the fit verdict (SPEC section 1). Not fitting is a verdict, not an error.
+
+#include <cmath>
+#include <iostream>
+#include <memory>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
 #include "commands.hpp"
+#include "output.hpp"
+#include "tetra/costmodel/memory.hpp"
+#include "tetra/hw/units.hpp"
+#include "tetra/llama/layout.hpp"
+#include "tetra/scenarios/scenario.hpp"
 
 namespace tetra::cli {
 
+namespace {
+
+struct MemoryArgs {
+  std::string scenario;
+  std::string layout;
+  bool json = false;
+};
+
+double gib(double bytes) { return bytes / hw::kGiB; }
+
+/// Rounds to 1/1000 GiB (about 1 MB) so that JSON carries no float noise.
+double gib3(double bytes) { return static_cast<double>(std::llround(gib(bytes) * 1000.0)) / 1000.0; }
+
+nlohmann::json layout_json(const llama::Layout& l) {
+  nlohmann::json j;
+  j["tp"] = l.tp;
+  j["cp"] = l.cp;
+  j["pp"] = l.pp;
+  j["dp"] = l.dp;
+  j["vp"] = l.vp;
+  j["mbs"] = l.mbs;
+  j["sp"] = l.sp;
+  j["recompute"] = llama::to_string(l.recompute);
+  j["schedule"] = llama::to_string(l.schedule);
+  j["rank_order"] = l.rank_order;
+  if (l.first_stage_layers > 0) j["first_stage_layers"] = l.first_stage_layers;
+  if (l.last_stage_layers > 0) j["last_stage_layers"] = l.last_stage_layers;
+  return j;
+}
+
+int run_memory(const MemoryArgs& args) {
+  const scenarios::Scenario sc = scenarios::load_scenario(args.scenario, args.layout, true);
+  costmodel::MemoryOptions options;
+  options.memory_fraction = sc.search.memory_fraction;
+  const costmodel::MemoryReport rep =
+      costmodel::estimate_memory(sc.model, sc.cluster, sc.training, sc.layout, options);
+
+  if (args.json) {
+    nlohmann::json j;
+    j["scenario"] = sc.path;
+    j["model"] = sc.model.name;
+    j["cluster"] = sc.cluster.name;
+    j["gpus"] = sc.cluster.total_gpus();
+    j["layout"] = layout_json(sc.layout);
+    j["micro_batches"] = llama::micro_batches(sc.layout, sc.training);
+    j["capacity_gib"] = gib3(rep.capacity_bytes);
+    j["usable_gib"] = gib3(rep.usable_bytes);
+    j["memory_fraction"] = options.memory_fraction;
+    j["fits"] = rep.fits;
+    j["peak_gib"] = gib3(rep.peak_bytes);
+    j["peak_stage"] = rep.peak_stage;
+    nlohmann::json stages = nlohmann::json::array();
+    for (const auto& s : rep.stages) {
+      nlohmann::json st;
+      st["stage"] = s.stage;
+      st["layers"] = s.layers;
+      st["params_gib"] = gib3(s.params_bytes);
+      st["grads_gib"] = gib3(s.grads_bytes);
+      st["optimizer_gib"] = gib3(s.optimizer_bytes);
+      st["activations_gib"] = gib3(s.activations_bytes);
+      st["buffers_gib"] = gib3(s.buffers_bytes);
+      st["inflight_micro_batches"] = s.inflight;
+      st["allocated_gib"] = gib3(s.allocated_bytes);
+      st["reserved_gib"] = gib3(s.reserved_bytes);
+      st["total_gib"] = gib3(s.reserved_bytes);
+      stages.push_back(std::move(st));
+    }
+    j["stages"] = std::move(stages);
+    print_json(j);
+    return 0;
+  }
+
+  std::cout << "scenario  " << sc.path << '\n'
+            << "model     " << sc.model.name << ": " << sc.model.layers << " layers, hidden "
+            << sc.model.hidden << ", " << sc.model.heads << " heads (" << sc.model.kv_heads
+            << " KV), vocab " << sc.model.vocab << '\n'
+            << "cluster   " << sc.cluster.name << ": " << sc.cluster.nodes << " x "
+            << sc.cluster.gpus_per_node << " " << sc.cluster.gpu.name << " ("
+            << sc.cluster.total_gpus() << " GPUs)\n"
+            << "layout    " << scenarios::format_layout(sc.layout) << '\n'
+            << "training  seq " << sc.training.seq_len << ", global batch "
+            << sc.training.global_batch << ", " << llama::micro_batches(sc.layout, sc.training)
+            << " micro-batches per step, zero_stage " << sc.training.zero_stage << ", "
+            << llama::to_string(sc.training.attention) << "\n\n";
+
+  std::vector<std::vector<std::string>> rows;
+  for (const auto& s : rep.stages) {
+    rows.push_back({std::to_string(s.stage), std::to_string(s.layers), fixed(gib(s.params_bytes), 2),
+                    fixed(gib(s.grads_bytes), 2), fixed(gib(s.optimizer_bytes), 2),
+                    fixed(gib(s.activations_bytes), 2), fixed(gib(s.buffers_bytes), 2),
+                    fixed(gib(s.allocated_bytes), 2), fixed(gib(s.reserved_bytes), 2)});
+  }
+  std::cout << "memory of one GPU per pipeline stage, GiB\n"
+            << format_table({"stage", "layers", "params", "grads", "optimizer", "activations",
+                             "buffers", "allocated", "reserved"},
+                            rows)
+            << '\n';
+  std::cout << "capacity  " << fixed(gib(rep.capacity_bytes), 2) << " GiB\n"
+            << "usable    " << fixed(gib(rep.usable_bytes), 2) << " GiB ("
+            << fixed(options.memory_fraction * 100.0, 0) << "% planning margin)\n"
+            << "peak      " << fixed(gib(rep.peak_bytes), 2) << " GiB reserved on stage "
+            << rep.peak_stage << '\n';
+  if (!rep.fits) {
+    std::cout << "fits      no: stage " << rep.peak_stage << " needs "
+              << fixed(gib(rep.peak_bytes), 2) << " GiB of " << fixed(gib(rep.capacity_bytes), 2)
+              << " (out of memory)\n";
+  } else if (rep.peak_bytes > rep.usable_bytes) {
+    std::cout << "fits      yes, but above the " << fixed(options.memory_fraction * 100.0, 0)
+              << "% planning margin\n";
+  } else {
+    std::cout << "fits      yes\n";
+  }
+  return 0;
+}
+
+}  // namespace
+
 void register_memory(CLI::App& app, Action& action) {
-  auto* cmd = app.add_subcommand("memory", "(not yet available)");
-  cmd->callback([&action] { action = [] { return 2; }; });
+  auto args = std::make_shared<MemoryArgs>();
+  auto* cmd = app.add_subcommand("memory", "per-stage memory breakdown and the fit verdict");
+  cmd->add_option("scenario", args->scenario, "scenario TOML file (SPEC section 2)")->required();
+  cmd->add_option("--layout", args->layout,
+                  "override [layout] keys, e.g. tp=2,pp=4,mbs=1,recompute=selective");
+  cmd->add_flag("--json", args->json, "machine-readable output on stdout");
+  cmd->callback([&action, args] { action = [args] { return run_memory(*args); }; });
 }
 
 }  // namespace tetra::cli

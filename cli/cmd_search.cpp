@@ -1,11 +1,230 @@
-// tetrasim search (to be written)
+// tetrasim search SCENARIO [--top N] [--csv FILE] [--threads N] [--json]: every valid layout of
+// the scenario's [search] space, pruned by memory, simulated and ranked by tokens/s (SPEC
+// section 1). A progress bar goes to stderr when stderr is a terminal.
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <iostream>
+#include <memory>
+#include <sstream>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
 #include "commands.hpp"
+#include "output.hpp"
+#include "tetra/hw/error.hpp"
+#include "tetra/hw/units.hpp"
+#include "tetra/llama/layout.hpp"
+#include "tetra/scenarios/scenario.hpp"
+#include "tetra/search/search.hpp"
 
 namespace tetra::cli {
 
+namespace {
+
+struct SearchArgs {
+  std::string scenario;
+  int top = -1;        // -1: 10 for the table, all for --json / --csv
+  std::string csv;
+  int threads = 0;
+  bool json = false;
+};
+
+double gib(double bytes) { return bytes / hw::kGiB; }
+
+/// Rounds to 1/1000 GiB so that JSON carries no float noise.
+double gib3(double bytes) { return static_cast<double>(std::llround(gib(bytes) * 1000.0)) / 1000.0; }
+
+/// Draws "search [=====>    ] 123/456" on stderr, overwriting the line.
+void draw_progress(std::size_t done, std::size_t total) {
+  constexpr int kWidth = 40;
+  const int filled = total > 0 ? static_cast<int>(kWidth * done / total) : kWidth;
+  std::string bar(static_cast<std::size_t>(kWidth), ' ');
+  for (int i = 0; i < filled; ++i) bar[static_cast<std::size_t>(i)] = '=';
+  if (filled < kWidth) bar[static_cast<std::size_t>(filled)] = '>';
+  std::fprintf(stderr, "\rsimulating [%s] %zu/%zu", bar.c_str(), done, total);
+  std::fflush(stderr);
+}
+
+nlohmann::json layout_row(const search::RankedLayout& r) {
+  const llama::Layout& l = r.layout;
+  nlohmann::json j;
+  j["tp"] = l.tp;
+  j["cp"] = l.cp;
+  j["pp"] = l.pp;
+  j["dp"] = l.dp;
+  j["vp"] = l.vp;
+  j["mbs"] = l.mbs;
+  j["recompute"] = llama::to_string(l.recompute);
+  j["schedule"] = llama::to_string(l.schedule);
+  j["sp"] = l.sp;
+  if (l.first_stage_layers > 0) j["first_stage_layers"] = l.first_stage_layers;
+  if (l.last_stage_layers > 0) j["last_stage_layers"] = l.last_stage_layers;
+  j["micro_batches"] = r.micro_batches;
+  j["step_time_s"] = r.step_time_s;
+  j["tokens_per_s"] = r.tokens_per_s;
+  j["tflops_per_gpu"] = r.tflops_per_gpu;
+  j["mfu"] = r.mfu;
+  j["bubble_fraction"] = r.bubble_fraction;
+  j["peak_gib"] = gib3(r.peak_bytes);
+  j["estimate_peak_gib"] = gib3(r.estimate_peak_bytes);
+  return j;
+}
+
+std::string csv_text(const std::vector<search::RankedLayout>& rows, std::size_t n) {
+  std::ostringstream os;
+  os.precision(17);
+  os << "rank,tp,cp,pp,dp,vp,mbs,recompute,schedule,sp,first_stage_layers,last_stage_layers,"
+        "micro_batches,step_time_s,tokens_per_s,tflops_per_gpu,mfu,bubble_fraction,peak_gib,"
+        "estimate_peak_gib\n";
+  for (std::size_t i = 0; i < n; ++i) {
+    const auto& r = rows[i];
+    const auto& l = r.layout;
+    os << i + 1 << ',' << l.tp << ',' << l.cp << ',' << l.pp << ',' << l.dp << ',' << l.vp << ','
+       << l.mbs << ',' << llama::to_string(l.recompute) << ',' << llama::to_string(l.schedule)
+       << ',' << (l.sp ? 1 : 0) << ',' << l.first_stage_layers << ',' << l.last_stage_layers << ','
+       << r.micro_batches << ',' << r.step_time_s << ',' << r.tokens_per_s << ','
+       << r.tflops_per_gpu << ',' << r.mfu << ',' << r.bubble_fraction << ','
+       << fixed(gib(r.peak_bytes), 3) << ',' << fixed(gib(r.estimate_peak_bytes), 3) << '\n';
+  }
+  return os.str();
+}
+
+int run_search(const SearchArgs& args) {
+  if (args.threads < 0) {
+    throw UserError(SourceLocation{"--threads"}, "threads", "must be 0 (all cores) or more");
+  }
+  const auto start = std::chrono::steady_clock::now();
+  const scenarios::Scenario sc = scenarios::load_scenario(args.scenario, "", false);
+
+  search::SearchInput in;
+  in.model = &sc.model;
+  in.cluster = &sc.cluster;
+  in.training = &sc.training;
+  in.space = &sc.search;
+  in.base.rank_order = sc.layout.rank_order;
+  in.profile = sc.profile ? &*sc.profile : nullptr;
+  search::SearchOptions options;
+  options.threads = args.threads;
+  const bool tty = isatty(STDERR_FILENO) != 0;
+  if (tty) options.progress = draw_progress;
+  const search::SearchResult res = search::run_search(in, options);
+  if (tty) std::fputs("\r\033[K", stderr);
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const auto& s = res.summary;
+
+  const std::size_t all = res.layouts.size();
+  const std::size_t listed = args.top >= 0 ? std::min<std::size_t>(static_cast<std::size_t>(args.top), all) : all;
+  if (!args.csv.empty()) write_file_atomic(args.csv, csv_text(res.layouts, listed));
+
+  if (args.json) {
+    nlohmann::json j;
+    j["scenario"] = sc.path;
+    j["model"] = sc.model.name;
+    j["cluster"] = sc.cluster.name;
+    j["gpus"] = sc.cluster.total_gpus();
+    j["evaluated"] = s.valid;
+    j["feasible"] = s.feasible;
+    j["seconds"] = std::round(seconds * 1000.0) / 1000.0;
+    nlohmann::json summary;
+    summary["enumerated"] = s.enumerated;
+    summary["invalid"] = s.invalid;
+    nlohmann::json by_rule = nlohmann::json::object();
+    for (const auto& [rule, count] : s.invalid_by_rule) by_rule[rule] = count;
+    summary["invalid_by_rule"] = std::move(by_rule);
+    summary["valid"] = s.valid;
+    summary["pruned_by_memory"] = s.pruned_by_memory;
+    summary["simulated"] = s.simulated;
+    summary["over_budget_simulated"] = s.over_budget_simulated;
+    summary["feasible"] = s.feasible;
+    summary["layer_shapes"] = s.layer_shapes;
+    summary["capacity_gib"] = gib3(s.capacity_bytes);
+    summary["budget_gib"] = gib3(s.budget_bytes);
+    summary["memory_fraction"] = sc.search.memory_fraction;
+    j["summary"] = std::move(summary);
+    nlohmann::json rows = nlohmann::json::array();
+    for (std::size_t i = 0; i < listed; ++i) rows.push_back(layout_row(res.layouts[i]));
+    j["layouts"] = std::move(rows);
+    print_json(j);
+    return 0;
+  }
+
+  const std::size_t shown = args.top >= 0 ? listed : std::min<std::size_t>(10, all);
+  std::cout << "scenario  " << sc.path << '\n'
+            << "model     " << sc.model.name << ": " << sc.model.layers << " layers, hidden "
+            << sc.model.hidden << '\n'
+            << "cluster   " << sc.cluster.name << ": " << sc.cluster.total_gpus() << " GPUs, "
+            << fixed(gib(s.capacity_bytes), 1) << " GiB each, budget "
+            << fixed(gib(s.budget_bytes), 1) << " GiB ("
+            << fixed(sc.search.memory_fraction * 100.0, 0) << "%)\n"
+            << "training  seq " << sc.training.seq_len << ", global batch "
+            << sc.training.global_batch << "\n\n";
+  std::cout << "layouts   " << s.enumerated << " enumerated, " << s.invalid << " invalid, "
+            << s.pruned_by_memory << " pruned by memory, " << s.simulated << " simulated, "
+            << s.feasible << " ranked (" << s.layer_shapes << " layer shapes priced)";
+  if (s.over_budget_simulated > 0) {
+    std::cout << " (" << s.over_budget_simulated << " over budget after simulation)";
+  }
+  std::cout << '\n';
+  if (!s.invalid_by_rule.empty()) {
+    std::cout << "invalid   ";
+    bool first = true;
+    for (const auto& [rule, count] : s.invalid_by_rule) {
+      std::cout << (first ? "" : ", ") << rule << ' ' << count;
+      first = false;
+    }
+    std::cout << '\n';
+  }
+  std::cout << "time      " << fixed(seconds, 2) << " s\n\n";
+  if (shown == 0) {
+    std::cout << "no layout fits the memory budget\n";
+    return 0;
+  }
+  std::vector<std::vector<std::string>> rows;
+  for (std::size_t i = 0; i < shown; ++i) {
+    const auto& r = res.layouts[i];
+    const auto& l = r.layout;
+    std::string pp = std::to_string(l.pp);
+    if (l.first_stage_layers > 0 || l.last_stage_layers > 0) {
+      pp += " (" + std::to_string(l.first_stage_layers) + "/" + std::to_string(l.last_stage_layers) + ")";
+    }
+    rows.push_back({std::to_string(i + 1), std::to_string(l.tp), std::to_string(l.cp), pp,
+                    std::to_string(l.dp), std::to_string(l.vp), std::to_string(l.mbs),
+                    l.sp ? "on" : "off", llama::to_string(l.recompute),
+                    llama::to_string(l.schedule), fixed(r.step_time_s, 3),
+                    fixed(r.tokens_per_s / 1e6, 3), fixed(r.tflops_per_gpu, 0),
+                    fixed(r.mfu * 100.0, 1), fixed(std::max(0.0, r.bubble_fraction) * 100.0, 1),
+                    fixed(gib(r.peak_bytes), 1)});
+  }
+  std::cout << format_table({"rank", "tp", "cp", "pp", "dp", "vp", "mbs", "sp", "recompute",
+                             "schedule", "step s", "Mtok/s", "TFLOP/s", "MFU %", "bubble %",
+                             "peak GiB"},
+                            rows);
+  return 0;
+}
+
+}  // namespace
+
 void register_search(CLI::App& app, Action& action) {
-  auto* cmd = app.add_subcommand("search", "(not yet available)");
-  cmd->callback([&action] { action = [] { return 2; }; });
+  auto args = std::make_shared<SearchArgs>();
+  auto* cmd = app.add_subcommand(
+      "search", "enumerate every valid layout, prune by memory, simulate and rank by tokens/s");
+  cmd->add_option("scenario", args->scenario, "scenario TOML file with a [search] table")
+      ->required();
+  cmd->add_option("--top", args->top,
+                  "list the N best layouts (default 10 in the table, all with --json / --csv)")
+      ->check(CLI::Range(0, 1000000000));
+  cmd->add_option("--csv", args->csv, "also write the ranked layouts to this CSV file");
+  cmd->add_option("--threads", args->threads, "worker threads (default: all cores)")
+      ->check(CLI::Range(0, 1000000000));
+  cmd->add_flag("--json", args->json, "machine-readable output on stdout");
+  cmd->callback([&action, args] { action = [args] { return run_search(*args); }; });
 }
 
 }  // namespace tetra::cli

@@ -1,11 +1,154 @@
-// tetrasim simulate (to be written)
+// tetrasim simulate SCENARIO [--layout L] [--trace FILE] [--json]: one training step simulated
+// (SPEC section 1): step time, throughput, MFU, bubble, exposed communication, memory peaks;
+// --trace writes a Chrome / Perfetto trace (written whole or not at all).
+
+#include <cmath>
+#include <iostream>
+#include <memory>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
 #include "commands.hpp"
+#include "output.hpp"
+#include "tetra/costmodel/builtin_profiles.hpp"
+#include "tetra/hw/units.hpp"
+#include "tetra/llama/layout.hpp"
+#include "tetra/scenarios/scenario.hpp"
+#include "tetra/sim/simulator.hpp"
 
 namespace tetra::cli {
 
+namespace {
+
+struct SimulateArgs {
+  std::string scenario;
+  std::string layout;
+  std::string trace;
+  bool json = false;
+};
+
+/// Rounds to `digits` significant decimals so that JSON carries no float noise.
+double round_to(double x, int decimals) {
+  const double k = std::pow(10.0, decimals);
+  return static_cast<double>(std::llround(x * k)) / k;
+}
+double gib3(double bytes) { return round_to(bytes / hw::kGiB, 3); }
+
+nlohmann::json layout_json(const llama::Layout& l) {
+  nlohmann::json j;
+  j["tp"] = l.tp;
+  j["cp"] = l.cp;
+  j["pp"] = l.pp;
+  j["dp"] = l.dp;
+  j["vp"] = l.vp;
+  j["mbs"] = l.mbs;
+  j["sp"] = l.sp;
+  j["recompute"] = llama::to_string(l.recompute);
+  j["schedule"] = llama::to_string(l.schedule);
+  j["rank_order"] = l.rank_order;
+  return j;
+}
+
+int run_simulate(const SimulateArgs& args) {
+  const scenarios::Scenario sc = scenarios::load_scenario(args.scenario, args.layout, true);
+  const costmodel::Profile profile = sc.profile ? *sc.profile : costmodel::builtin_profile(sc.cluster);
+  const costmodel::ComputeParams compute = costmodel::make_compute_params(sc.cluster, profile);
+  const costmodel::CommParams comm = costmodel::make_comm_params(sc.cluster, profile);
+  sim::SimInput in;
+  in.model = &sc.model;
+  in.cluster = &sc.cluster;
+  in.training = &sc.training;
+  in.layout = sc.layout;
+  in.compute = &compute;
+  in.comm = &comm;
+  sim::SimOptions options;
+  options.record_trace = !args.trace.empty();
+  options.memory_fraction = sc.search.memory_fraction;
+  sim::Simulator simulator;
+  const sim::Result r = simulator.run(in, options);
+  if (!args.trace.empty()) write_file_atomic(args.trace, simulator.chrome_trace());
+
+  if (args.json) {
+    nlohmann::json j;
+    j["scenario"] = sc.path;
+    j["model"] = sc.model.name;
+    j["cluster"] = sc.cluster.name;
+    j["gpus"] = sc.cluster.total_gpus();
+    j["step_time_s"] = round_to(r.step_time_s, 6);
+    j["tokens_per_s"] = round_to(r.tokens_per_s, 1);
+    j["tokens_per_s_per_gpu"] = round_to(r.tokens_per_s_per_gpu, 2);
+    j["tflops_per_gpu"] = round_to(r.tflops_per_gpu, 2);
+    j["mfu"] = round_to(r.mfu, 4);
+    j["bubble_fraction"] = round_to(r.bubble_fraction, 4);
+    j["exposed_comm_s"] = {{"tp", round_to(r.exposed.tp, 6)},
+                           {"cp", round_to(r.exposed.cp, 6)},
+                           {"pp", round_to(r.exposed.pp, 6)},
+                           {"dp", round_to(r.exposed.dp, 6)}};
+    j["fits"] = r.fits;
+    j["peak_gib"] = gib3(r.peak_bytes);
+    j["capacity_gib"] = gib3(r.memory.capacity_bytes);
+    j["micro_batches"] = r.micro_batches;
+    j["layer_forward_s"] = round_to(r.layer_forward_s, 9);
+    j["layer_backward_s"] = round_to(r.layer_backward_s, 9);
+    nlohmann::json stages = nlohmann::json::array();
+    for (const auto& s : r.stages) {
+      stages.push_back({{"stage", s.stage},
+                        {"layers", s.layers},
+                        {"peak_gib", gib3(s.peak_bytes)},
+                        {"busy_s", round_to(s.busy_s, 6)},
+                        {"idle_s", round_to(s.idle_s, 6)},
+                        {"inflight_micro_batches", round_to(s.inflight, 4)}});
+    }
+    j["stages"] = std::move(stages);
+    j["layout"] = layout_json(r.layout);
+    j["events"] = r.events;
+    print_json(j);
+    return 0;
+  }
+  const auto& l = r.layout;
+  std::cout << "scenario  " << sc.path << '\n'
+            << "model     " << sc.model.name << " on " << sc.cluster.name << " ("
+            << sc.cluster.total_gpus() << " GPUs)\n"
+            << "layout    tp " << l.tp << ", cp " << l.cp << ", pp " << l.pp << ", dp " << l.dp
+            << ", vp " << l.vp << ", mbs " << l.mbs << (l.sp ? ", sp" : "") << ", recompute "
+            << llama::to_string(l.recompute) << ", " << llama::to_string(l.schedule) << ", "
+            << r.micro_batches << " micro-batches\n\n";
+  std::vector<std::vector<std::string>> rows{
+      {"step time", fixed(r.step_time_s, 3) + " s"},
+      {"tokens/s", fixed(r.tokens_per_s, 0)},
+      {"tokens/s per GPU", fixed(r.tokens_per_s_per_gpu, 1)},
+      {"TFLOP/s per GPU", fixed(r.tflops_per_gpu, 1)},
+      {"MFU", fixed(r.mfu * 100.0, 1) + " %"},
+      {"pipeline bubble", fixed(r.bubble_fraction * 100.0, 1) + " %"},
+      {"exposed TP comm", fixed(r.exposed.tp, 3) + " s"},
+      {"exposed CP comm", fixed(r.exposed.cp, 3) + " s"},
+      {"exposed PP comm", fixed(r.exposed.pp, 3) + " s"},
+      {"exposed DP comm", fixed(r.exposed.dp, 3) + " s"},
+      {"peak memory", fixed(r.peak_bytes / hw::kGiB, 2) + " GiB of " +
+                          fixed(r.memory.capacity_bytes / hw::kGiB, 2) + (r.fits ? " (fits)" : " (does not fit)")}};
+  std::cout << format_table({"metric", "value"}, rows) << '\n';
+  std::vector<std::vector<std::string>> st;
+  for (const auto& s : r.stages) {
+    st.push_back({std::to_string(s.stage), std::to_string(s.layers), fixed(s.busy_s, 3), fixed(s.idle_s, 3),
+                  fixed(s.inflight, 2), fixed(s.peak_bytes / hw::kGiB, 2)});
+  }
+  std::cout << format_table({"stage", "layers", "busy s", "idle s", "in flight", "peak GiB"}, st);
+  if (!args.trace.empty()) std::cout << "\ntrace     " << args.trace << '\n';
+  return 0;
+}
+
+}  // namespace
+
 void register_simulate(CLI::App& app, Action& action) {
-  auto* cmd = app.add_subcommand("simulate", "(not yet available)");
-  cmd->callback([&action] { action = [] { return 2; }; });
+  auto args = std::make_shared<SimulateArgs>();
+  auto* cmd = app.add_subcommand("simulate", "simulate one training step: time, throughput, MFU, "
+                                             "bubble, exposed communication, memory peaks");
+  cmd->add_option("scenario", args->scenario, "scenario TOML file")->required();
+  cmd->add_option("--layout", args->layout, "layout overrides, e.g. tp=2,pp=4,schedule=interleaved");
+  cmd->add_option("--trace", args->trace, "write a Chrome/Perfetto trace JSON to FILE");
+  cmd->add_flag("--json", args->json, "machine-readable output on stdout");
+  cmd->callback([&action, args] { action = [args] { return run_simulate(*args); }; });
 }
 
 }  // namespace tetra::cli

@@ -19,6 +19,16 @@ namespace {
 
 using nlohmann::json;
 
+/// json::parse without exceptions. nlohmann still throws out_of_range for a number beyond a
+/// double ("1e616") even with exceptions off; that text is invalid too (discarded).
+json parse_quiet(std::string_view text) {
+  try {
+    return json::parse(text, nullptr, false);
+  } catch (const json::exception&) {
+    return json(json::value_t::discarded);
+  }
+}
+
 std::string lower(std::string s) {
   std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
   return s;
@@ -402,7 +412,7 @@ void import_nsys_lines(std::string_view text, TraceImport& out) {
     pos = nl == std::string_view::npos ? text.size() : nl + 1;
     ++line_no;
     if (line.find_first_not_of(" \t\r") == std::string_view::npos) continue;
-    json obj = json::parse(line, nullptr, false);
+    json obj = parse_quiet(line);
     if (obj.is_discarded()) {
       throw UserError(SourceLocation{out.profile.meta.source, line_no, 0}, "", "not a JSON object");
     }
@@ -475,7 +485,7 @@ TraceImport import_trace_text(std::string_view text, const std::string& origin) 
   if (text.size() >= 2 && static_cast<unsigned char>(text[0]) == 0x1f && static_cast<unsigned char>(text[1]) == 0x8b) {
     fail(origin, "the trace is gzip-compressed; decompress it first (gunzip)");
   }
-  json doc = json::parse(text, nullptr, false);
+  json doc = parse_quiet(text);
   if (!doc.is_discarded() && (doc.is_array() || (doc.is_object() && doc.contains("traceEvents")))) {
     import_chrome(doc, out);
   } else if (text[first] == '{' && text.find('\n', first) != std::string_view::npos) {
@@ -483,7 +493,7 @@ TraceImport import_trace_text(std::string_view text, const std::string& origin) 
   } else if (doc.is_discarded()) {
     try {
       const json again = json::parse(text);
-    } catch (const json::parse_error& e) {
+    } catch (const json::exception& e) {
       fail(origin, std::string("not valid JSON (") + e.what() + ")");
     }
     fail(origin, "not valid JSON");

@@ -162,6 +162,18 @@ Model model_from_hf_config_text(std::string_view json_text, const std::string& o
       detail = detail.substr(colon + 2);
     }
     throw UserError(locate(json_text, origin, offset), "", "invalid JSON: " + detail);
+  } catch (const json::exception& e) {
+    // A number beyond a double ("1e999") is out_of_range 406: "number overflow parsing 'TEXT'".
+    std::string detail = e.what();
+    std::size_t offset = 0;
+    const auto open = detail.find('\'');
+    const auto close = open == std::string::npos ? open : detail.find('\'', open + 1);
+    if (close != std::string::npos) {
+      const auto at = json_text.find(detail.substr(open + 1, close - open - 1));
+      if (at != std::string_view::npos) offset = at;
+    }
+    if (const auto colon = detail.find("] "); colon != std::string::npos) detail = detail.substr(colon + 2);
+    throw UserError(locate(json_text, origin, offset), "", "invalid JSON: " + detail);
   }
   if (!root.is_object()) {
     throw UserError(SourceLocation{origin, 1, 1}, "",

@@ -65,6 +65,16 @@ std::int64_t padded_vocab(const Model& m, int tp) noexcept {
   return ceil_div(m.vocab, multiple) * multiple;
 }
 
+std::optional<UnevenSplit> uneven_split(int layers, int pp) noexcept {
+  if (pp < 2 || layers < pp || layers % pp == 0) return std::nullopt;
+  if (pp == 2) return UnevenSplit{layers / 2, layers - layers / 2};  // no middle ranks
+  const int k = (layers + pp - 1) / pp;
+  const long long rest = static_cast<long long>(layers) - static_cast<long long>(pp - 2) * k;
+  if (rest < 2) return std::nullopt;
+  const int first = static_cast<int>(rest / 2);
+  return UnevenSplit{first, static_cast<int>(rest) - first};
+}
+
 std::vector<int> stage_layers(const Model& m, const Layout& layout) {
   const int pp = std::max(layout.pp, 1);
   std::vector<int> out(static_cast<std::size_t>(pp), 0);

@@ -193,6 +193,20 @@ std::optional<LayoutIssue> check_layout(const Model& model, long long world,
   }
   // zb-h1 with pp == 1 is not an error: it runs as 1f1b (nothing to overlap).
 
+  // 10b. A step small enough to replay: micro-batches per DP rank times model chunks (pp*vp)
+  // at most kMaxPasses. Real runs stay far below (gbs 4096, dp 1, pp 32, vp 4: 524,288);
+  // beyond it a simulation would run for minutes and exhaust memory.
+  {
+    constexpr double kMaxPasses = 1e6;
+    const double passes = static_cast<double>(training.global_batch / per_step) * layout.pp * layout.vp;
+    if (passes > kMaxPasses) {
+      return issue("global_batch", "step-too-large",
+                   "global_batch/(mbs*dp) * pp * vp = " + str(training.global_batch / per_step) + " * " +
+                       str(layout.pp) + " * " + str(layout.vp) +
+                       " micro-batch passes per step; at most 1000000 can be simulated");
+    }
+  }
+
   // 11. Rank order.
   if (!valid_rank_order(layout.rank_order)) {
     return issue("rank_order", "rank-order",

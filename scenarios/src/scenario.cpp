@@ -1,1 +1,177 @@
-// (to be written)
+#include "tetra/scenarios/scenario.hpp"
+
+#include <algorithm>
+#include <filesystem>
+#include <sstream>
+
+#include "loader.hpp"
+#include "tetra/hw/error.hpp"
+#include "tetra/llama/validate.hpp"
+#include "tetra/scenarios/profile_io.hpp"
+
+namespace tetra::scenarios {
+
+namespace fs = std::filesystem;
+using detail::Doc;
+using detail::KeyOrigins;
+
+namespace {
+
+const toml::table* table_or_fail(const Doc& doc, const toml::table& root, std::string_view name) {
+  const toml::node* n = root.get(name);
+  if (n == nullptr) return nullptr;
+  const auto* t = n->as_table();
+  if (t == nullptr) {
+    detail::fail(doc, n->source(), "[" + std::string(name) + "]",
+                 "expected a table ([" + std::string(name) + "]), got a value");
+  }
+  return t;
+}
+
+void check_top_level(const Doc& doc, const toml::table& root) {
+  static const std::vector<std::string_view> known{"model", "cluster", "training", "layout", "search"};
+  const toml::key* first = nullptr;
+  for (auto&& [k, v] : root) {
+    (void)v;
+    if (std::find(known.begin(), known.end(), k.str()) != known.end()) continue;
+    if (first == nullptr || k.source().begin.line < first->source().begin.line) first = &k;
+  }
+  if (first != nullptr) {
+    detail::fail(doc, first->source(), std::string(first->str()),
+                 "unknown table or key (a scenario has [model], [cluster], [training], [layout] "
+                 "and [search])");
+  }
+}
+
+/// Turns a broken layout rule into an error at the position of the key it blames.
+[[noreturn]] void fail_issue(const Doc& doc, const toml::table* layout_table,
+                             const toml::table* training_table, const KeyOrigins& origins,
+                             const llama::LayoutIssue& issue) {
+  if (auto it = origins.find(issue.key); it != origins.end()) {
+    throw UserError(it->second.where, it->second.name, issue.message);
+  }
+  if (issue.key.empty()) {
+    // dp could not be derived: blame a factor given on the command line, if any.
+    for (const char* k : {"tp", "cp", "pp"}) {
+      auto it = origins.find(k);
+      if (it != origins.end() && it->second.where.file == "--layout") {
+        throw UserError(it->second.where, it->second.name, issue.message);
+      }
+    }
+  }
+  const bool training_key = std::find(detail::training_keys().begin(), detail::training_keys().end(),
+                                       issue.key) != detail::training_keys().end();
+  const toml::table* table = training_key && training_table != nullptr ? training_table : layout_table;
+  const std::string section = training_key ? "training" : "layout";
+  const SourceLocation loc = table != nullptr ? detail::where(doc, table->source())
+                                              : SourceLocation{doc.file};
+  throw UserError(loc, detail::key_name(doc, section, issue.key), issue.message);
+}
+
+/// The calibration profile named by [cluster].profile (a path relative to the scenario).
+/// A missing file is reported at the key; errors inside the profile name the profile file.
+costmodel::Profile load_profile(const Doc& doc, const toml::table& cluster,
+                                const std::string& path) {
+  std::error_code ec;
+  if (!fs::is_regular_file(path, ec)) {
+    const toml::node* n = cluster.get("profile");
+    detail::fail(doc, n != nullptr ? n->source() : cluster.source(), "[cluster].profile",
+                 "cannot read \"" + path + "\": no such file");
+  }
+  return read_profile(path);
+}
+
+}  // namespace
+
+void apply_layout_string(llama::Layout& layout, std::string_view text, const std::string& origin) {
+  const Doc doc{origin, fs::current_path(), 0, true, ""};
+  const toml::table table = detail::parse_key_values(text, ',', doc);
+  KeyOrigins origins;
+  detail::apply_layout(doc, table, layout, origins);
+}
+
+std::string format_layout(const llama::Layout& l) {
+  std::ostringstream os;
+  os << "tp=" << l.tp << ",cp=" << l.cp << ",pp=" << l.pp << ",dp=" << l.dp << ",vp=" << l.vp
+     << ",mbs=" << l.mbs << ",sp=" << (l.sp ? "true" : "false")
+     << ",recompute=" << llama::to_string(l.recompute)
+     << ",schedule=" << llama::to_string(l.schedule) << ",rank_order=" << l.rank_order;
+  if (l.first_stage_layers > 0) os << ",first_stage_layers=" << l.first_stage_layers;
+  if (l.last_stage_layers > 0) os << ",last_stage_layers=" << l.last_stage_layers;
+  return os.str();
+}
+
+Scenario load_scenario_text(std::string_view toml_text, const std::string& origin,
+                            std::string_view layout_override, bool require_layout) {
+  const toml::table root = detail::parse_toml_text(toml_text, origin);
+  const Doc doc{origin, fs::path(origin).parent_path(), 0, false, ""};
+  check_top_level(doc, root);
+
+  Scenario sc;
+  sc.path = origin;
+  const toml::table* model = table_or_fail(doc, root, "model");
+  const toml::table* cluster = table_or_fail(doc, root, "cluster");
+  const toml::table* training = table_or_fail(doc, root, "training");
+  const toml::table* layout = table_or_fail(doc, root, "layout");
+  const toml::table* search = table_or_fail(doc, root, "search");
+  if (model == nullptr) {
+    throw UserError(SourceLocation{origin}, "[model]",
+                    "missing table (give preset = \"name\", hf_config = \"config.json\" or the shape)");
+  }
+  if (cluster == nullptr) {
+    throw UserError(SourceLocation{origin}, "[cluster]",
+                    "missing table (give preset = \"name\" and nodes, or the hardware)");
+  }
+  if (training == nullptr) {
+    throw UserError(SourceLocation{origin}, "[training]",
+                    "missing table (seq_len and global_batch are required)");
+  }
+  sc.model = detail::load_model(doc, *model);
+  sc.cluster = detail::load_cluster(doc, *cluster);
+
+  KeyOrigins origins;
+  detail::apply_training(doc, *training, sc.training, origins);
+  for (std::string_view k : {"seq_len", "global_batch"}) {
+    if (origins.find(k) == origins.end()) {
+      detail::fail(doc, training->source(), detail::key_name(doc, "training", k),
+                   "missing (required)");
+    }
+  }
+  if (search != nullptr) {
+    sc.search = detail::load_search(doc, *search);
+    sc.has_search = true;
+  }
+
+  if (layout != nullptr) detail::apply_layout(doc, *layout, sc.layout, origins);
+  if (!layout_override.empty()) {
+    const Doc over{"--layout", fs::current_path(), 0, true, ""};
+    const toml::table t = detail::parse_key_values(layout_override, ',', over);
+    detail::apply_layout(over, t, sc.layout, origins);
+  }
+  const bool given = layout != nullptr || !layout_override.empty();
+  if (!given && require_layout) {
+    throw UserError(SourceLocation{origin}, "[layout]",
+                    "missing table (this command needs a layout: add [layout] or pass --layout)");
+  }
+  const bool dp_given = origins.find("dp") != origins.end();
+  const auto issue = detail::resolve_layout(sc.model, sc.cluster.total_gpus(), sc.training,
+                                            sc.layout, dp_given);
+  if (issue) {
+    if (require_layout) fail_issue(doc, layout, training, origins, *issue);
+    sc.has_layout = false;
+  } else {
+    sc.has_layout = given;
+  }
+
+  if (!sc.cluster.profile_path.empty()) {
+    sc.profile = load_profile(doc, *cluster, sc.cluster.profile_path);
+  }
+  return sc;
+}
+
+Scenario load_scenario(const std::string& path, std::string_view layout_override,
+                       bool require_layout) {
+  return load_scenario_text(detail::read_text_file(path), path, layout_override, require_layout);
+}
+
+}  // namespace tetra::scenarios

@@ -1,1 +1,184 @@
-// (to be written)
+// Memory pruning, parallel simulation and ranking for `tetrasim search` (DESIGN section 2).
+
+#include "tetra/search/search.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <exception>
+#include <mutex>
+#include <thread>
+
+#include "tetra/costmodel/builtin_profiles.hpp"
+#include "tetra/costmodel/memory.hpp"
+#include "tetra/hw/error.hpp"
+#include "tetra/sim/layer_cache.hpp"
+#include "tetra/sim/simulator.hpp"
+
+namespace tetra::search {
+
+namespace {
+
+int resolve_threads(int requested) {
+  if (requested > 0) return requested;
+  const unsigned hc = std::thread::hardware_concurrency();
+  return hc > 0 ? static_cast<int>(hc) : 1;
+}
+
+/// Runs fn(worker, index) for index in [0, n) on `threads` workers that pull indices from a
+/// shared counter. The first exception (by index) is rethrown after every worker stopped.
+/// `progress`, when set, is called from the calling thread while the workers run.
+template <typename Fn>
+void parallel_for(std::size_t n, int threads, Fn&& fn, const ProgressFn& progress) {
+  if (n == 0) {
+    if (progress) progress(0, 0);
+    return;
+  }
+  const int workers = static_cast<int>(std::min<std::size_t>(static_cast<std::size_t>(threads), n));
+  std::atomic<std::size_t> next{0};
+  std::atomic<std::size_t> done{0};
+  std::mutex error_mutex;
+  std::size_t error_index = n;
+  std::exception_ptr error;
+  auto work = [&](int worker) {
+    for (;;) {
+      const std::size_t i = next.fetch_add(1, std::memory_order_relaxed);
+      if (i >= n) return;
+      try {
+        fn(worker, i);
+      } catch (...) {
+        const std::lock_guard<std::mutex> lock(error_mutex);
+        if (i < error_index) {
+          error_index = i;
+          error = std::current_exception();
+        }
+        next.store(n, std::memory_order_relaxed);  // stop handing out work
+      }
+      done.fetch_add(1, std::memory_order_release);
+    }
+  };
+  if (workers == 1 && !progress) {
+    work(0);
+  } else {
+    std::vector<std::jthread> pool;
+    pool.reserve(static_cast<std::size_t>(workers));
+    for (int w = 0; w < workers; ++w) pool.emplace_back(work, w);
+    if (progress) {
+      while (done.load(std::memory_order_acquire) < n && !error) {
+        progress(done.load(std::memory_order_acquire), n);
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        if (next.load(std::memory_order_relaxed) >= n &&
+            done.load(std::memory_order_acquire) >= n) {
+          break;
+        }
+      }
+    }
+    pool.clear();  // joins
+    if (progress) progress(done.load(), n);
+  }
+  if (error) std::rethrow_exception(error);
+}
+
+}  // namespace
+
+bool ranks_before(const RankedLayout& a, const RankedLayout& b) {
+  if (a.tokens_per_s != b.tokens_per_s) return a.tokens_per_s > b.tokens_per_s;
+  if (a.peak_bytes != b.peak_bytes) return a.peak_bytes < b.peak_bytes;
+  return layout_key(a.layout) < layout_key(b.layout);
+}
+
+SearchResult run_search(const SearchInput& in, const SearchOptions& options) {
+  const llama::Model& model = *in.model;
+  const hw::Cluster& cluster = *in.cluster;
+  const llama::Training& training = *in.training;
+  const SearchSpace& space = *in.space;
+  const int threads = resolve_threads(options.threads);
+
+  SearchResult out;
+  SearchSummary& sum = out.summary;
+
+  // 1. Enumerate and check the rules.
+  Enumeration en = enumerate_layouts(model, cluster.total_gpus(), training, space, in.base);
+  sum.enumerated = en.enumerated;
+  sum.invalid = en.invalid;
+  sum.invalid_by_rule = std::move(en.invalid_by_rule);
+  sum.valid = en.valid.size();
+
+  // 2. Analytical memory peak (schedule-rule in-flight counts), pruned against the budget.
+  costmodel::MemoryOptions mem_options;
+  mem_options.memory_fraction = space.memory_fraction;
+  const std::size_t n_valid = en.valid.size();
+  std::vector<double> estimate(n_valid, 0.0);
+  parallel_for(
+      n_valid, threads,
+      [&](int, std::size_t i) {
+        const costmodel::MemoryReport rep =
+            costmodel::estimate_memory(model, cluster, training, en.valid[i], mem_options);
+        estimate[i] = rep.peak_bytes;
+      },
+      nullptr);
+  sum.capacity_bytes = cluster.gpu.memory_bytes;
+  sum.budget_bytes = sum.capacity_bytes * space.memory_fraction;
+  std::vector<std::size_t> survivors;
+  survivors.reserve(n_valid);
+  for (std::size_t i = 0; i < n_valid; ++i) {
+    if (estimate[i] <= sum.budget_bytes) {
+      survivors.push_back(i);
+    } else {
+      ++sum.pruned_by_memory;
+    }
+  }
+
+  // 3. Simulate the survivors: one Simulator per worker, results by index.
+  const costmodel::Profile profile =
+      in.profile != nullptr ? *in.profile : costmodel::builtin_profile(cluster);
+  const costmodel::ComputeParams compute = costmodel::make_compute_params(cluster, profile);
+  const costmodel::CommParams comm = costmodel::make_comm_params(cluster, profile);
+  std::vector<sim::Simulator> sims(static_cast<std::size_t>(threads));
+  std::vector<RankedLayout> simulated(survivors.size());
+  sim::LayerCache layer_cache;  // one per search: model, training, cluster and params fixed
+  sim::SimOptions sim_options;
+  sim_options.memory_fraction = space.memory_fraction;
+  sim_options.layer_cache = options.share_layer_tables ? &layer_cache : nullptr;
+  parallel_for(
+      survivors.size(), threads,
+      [&](int worker, std::size_t k) {
+        const llama::Layout& layout = en.valid[survivors[k]];
+        sim::SimInput si;
+        si.model = &model;
+        si.cluster = &cluster;
+        si.training = &training;
+        si.layout = layout;
+        si.compute = &compute;
+        si.comm = &comm;
+        const sim::Result r = sims[static_cast<std::size_t>(worker)].run(si, sim_options);
+        RankedLayout& rl = simulated[k];
+        rl.layout = layout;
+        rl.step_time_s = r.step_time_s;
+        rl.tokens_per_s = r.tokens_per_s;
+        rl.tflops_per_gpu = r.tflops_per_gpu;
+        rl.mfu = r.mfu;
+        rl.bubble_fraction = r.bubble_fraction;
+        rl.peak_bytes = r.peak_bytes;
+        rl.estimate_peak_bytes = estimate[survivors[k]];
+        rl.micro_batches = r.micro_batches;
+      },
+      options.progress);
+  sum.simulated = survivors.size();
+  sum.layer_shapes = layer_cache.size();
+
+  // 4. Rank what fits the budget at the simulated in-flight counts.
+  out.layouts.reserve(simulated.size());
+  for (auto& rl : simulated) {
+    if (rl.peak_bytes <= sum.budget_bytes) {
+      out.layouts.push_back(std::move(rl));
+    } else {
+      ++sum.over_budget_simulated;
+    }
+  }
+  std::sort(out.layouts.begin(), out.layouts.end(), ranks_before);
+  sum.feasible = out.layouts.size();
+  return out;
+}
+
+}  // namespace tetra::search

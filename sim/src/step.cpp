@@ -1,1 +1,450 @@
-// (to be written)
+// Step level: the pipeline task graph of one training step (DESIGN §2.4).
+
+#include "tetra/sim/step.hpp"
+
+#include <algorithm>
+#include <string>
+
+namespace tetra::sim {
+
+namespace {
+
+constexpr std::uint32_t kNone = 0xffffffffu;
+
+struct Builder {
+  Builder(const StepSpec& s, TaskGraph& graph) : spec(s), g(graph) {}
+  const StepSpec& spec;
+  TaskGraph& g;
+  int V = 1;  // virtual stages
+  // per virtual stage x micro-batch
+  std::vector<std::uint32_t> fwd_first, fwd_last, bwd_first, bwd_last, send_fwd, send_bwd;
+  std::vector<std::uint32_t> links;  // per stage: nic_tx, nic_rx, nvl_tx, nvl_rx
+  std::uint32_t name_f = 0, name_b = 0, name_bi = 0, name_w = 0, name_sf = 0, name_sb = 0,
+                name_dp = 0, name_opt = 0, name_ag = 0;
+  std::vector<ScheduleItem> order;
+
+  [[nodiscard]] std::size_t idx(int vs, int mb) const {
+    return static_cast<std::size_t>(vs) * static_cast<std::size_t>(spec.m) + static_cast<std::size_t>(mb);
+  }
+  [[nodiscard]] std::uint32_t link(int stage, int which) const {
+    return links[static_cast<std::size_t>(stage) * 4 + static_cast<std::size_t>(which)];
+  }
+};
+
+// Adds a chain of pieces on the compute stream of `stage` whose durations split `total` by
+// `fractions`; returns the ids of the pieces.
+void add_pieces(Builder& b, TaskSpec proto, Duration total, const std::vector<double>& fractions,
+                std::vector<std::uint32_t>& ids) {
+  ids.clear();
+  std::int64_t used = 0;
+  double acc = 0;
+  const auto alloc = proto.alloc_bytes;
+  const auto fr = proto.free_bytes;
+  for (std::size_t k = 0; k < fractions.size(); ++k) {
+    acc += fractions[k];
+    std::int64_t upto = (k + 1 == fractions.size())
+                            ? total.count_ps()
+                            : static_cast<std::int64_t>(static_cast<double>(total.count_ps()) * acc);
+    upto = std::clamp<std::int64_t>(upto, used, total.count_ps());
+    TaskSpec t = proto;
+    t.duration = Duration::ps(upto - used);
+    t.alloc_bytes = k == 0 ? alloc : 0;
+    t.free_bytes = k + 1 == fractions.size() ? fr : 0;
+    used = upto;
+    const auto id = b.g.add_task(t);
+    if (!ids.empty()) b.g.add_dep(ids.back(), id);
+    ids.push_back(id);
+  }
+}
+
+}  // namespace
+
+StepOutcome simulate_step(const StepSpec& spec, TaskGraph& g, Engine& engine, EventQueue& queue) {
+  g.clear();
+  const int p = std::max(spec.p, 1);
+  const int v = std::max(spec.v, 1);
+  const int m = std::max(spec.m, 1);
+  Builder b(spec, g);
+  b.V = p * v;
+  const std::size_t n_vm = static_cast<std::size_t>(b.V) * static_cast<std::size_t>(m);
+  b.fwd_first.assign(n_vm, kNone);
+  b.fwd_last.assign(n_vm, kNone);
+  b.bwd_first.assign(n_vm, kNone);
+  b.bwd_last.assign(n_vm, kNone);
+  b.send_fwd.assign(n_vm, kNone);
+  b.send_bwd.assign(n_vm, kNone);
+  b.name_f = g.intern("F");
+  b.name_b = g.intern("B");
+  b.name_bi = g.intern("B (input grad)");
+  b.name_w = g.intern("W (weight grad)");
+  b.name_sf = g.intern("send activation");
+  b.name_sb = g.intern("send gradient");
+  b.name_dp = g.intern("dp grad reduce");
+  b.name_opt = g.intern("optimizer");
+  b.name_ag = g.intern("dp param gather");
+
+  for (int r = 0; r < p; ++r) {
+    const std::string s = "stage " + std::to_string(r);
+    g.add_stream("compute", r);
+    g.add_stream("pp", r);
+    g.add_stream("dp", r);
+    b.links.push_back(g.add_link(s + " nic tx", spec.free_links));
+    b.links.push_back(g.add_link(s + " nic rx", spec.free_links));
+    b.links.push_back(g.add_link(s + " nvlink tx", spec.free_links));
+    b.links.push_back(g.add_link(s + " nvlink rx", spec.free_links));
+  }
+  auto zero_if_free = [&](Duration d) { return spec.free_links ? Duration{} : d; };
+
+  std::vector<std::uint32_t> pieces;
+  std::vector<std::uint32_t> stage_last_compute(static_cast<std::size_t>(p), kNone);
+  std::vector<std::vector<std::uint32_t>> stage_dp_tasks(static_cast<std::size_t>(p));
+  std::vector<std::uint32_t> compute_seq;  // this stage's compute tasks in stream order
+
+  for (int r = 0; r < p; ++r) {
+    const StageSpec& st = spec.stages.at(static_cast<std::size_t>(r));
+    const std::uint32_t cs = static_cast<std::uint32_t>(r) * kStepStreams + kStreamCompute;
+    const std::uint32_t ps = static_cast<std::uint32_t>(r) * kStepStreams + kStreamPp;
+    const std::uint32_t ds = static_cast<std::uint32_t>(r) * kStepStreams + kStreamDp;
+    pipeline_order(spec.schedule, p, v, m, r, b.order);
+    // Last backward-producing task of each chunk (where its gradients complete).
+    std::vector<int> last_grad_item(static_cast<std::size_t>(v), -1);
+    std::vector<int> first_fwd_item(static_cast<std::size_t>(v), -1);
+    for (int i = 0; i < static_cast<int>(b.order.size()); ++i) {
+      const auto& it = b.order[static_cast<std::size_t>(i)];
+      const auto c = static_cast<std::size_t>(it.chunk);
+      if (it.pass == StepPass::backward || it.pass == StepPass::backward_weight) last_grad_item[c] = i;
+      if (it.pass == StepPass::forward && first_fwd_item[c] < 0) first_fwd_item[c] = i;
+    }
+    const bool has_dp = !st.buckets.empty();
+    // Parameter all-gathers of this step, overlapped with the first forwards (issued at
+    // the start on the DP stream in forward order).
+    std::vector<std::vector<std::uint32_t>> gathers(static_cast<std::size_t>(v));
+    const bool gather_overlapped = has_dp && spec.overlap_param_gather;
+    if (gather_overlapped) {
+      for (int c = 0; c < v; ++c) {
+        const auto& bk = st.buckets[static_cast<std::size_t>(c)];
+        // Forward order is the reverse of the backward (bucket) order.
+        for (auto it = bk.rbegin(); it != bk.rend(); ++it) {
+          if (it->gather.count_ps() <= 0) continue;
+          TaskSpec t;
+          t.stream = ds;
+          t.role = TaskRole::param_gather;
+          t.stage = r;
+          t.chunk = c;
+          t.name = b.name_ag;
+          t.work_s = zero_if_free(it->gather).seconds();
+          t.sm_group = t.stage;
+          t.sm_share = spec.comm_sm_share;
+          const int base = st.dp_inter_node ? 0 : 2;
+          gathers[static_cast<std::size_t>(c)].push_back(
+              g.add_task(t, {b.link(r, base), b.link(r, base + 1)}));
+        }
+      }
+    }
+    compute_seq.clear();
+    for (int i = 0; i < static_cast<int>(b.order.size()); ++i) {
+      const auto& it = b.order[static_cast<std::size_t>(i)];
+      const int vs = it.chunk * p + r;
+      const auto c = static_cast<std::size_t>(it.chunk);
+      const ChunkCost& cc = st.chunks.at(c);
+      TaskSpec t;
+      t.stream = cs;
+      t.stage = r;
+      t.micro_batch = it.micro_batch;
+      t.chunk = it.chunk;
+      t.pool = r;
+      t.sm_group = r;
+      std::vector<double> fr{1.0};
+      Duration dur;
+      switch (it.pass) {
+        case StepPass::forward:
+          t.role = TaskRole::forward;
+          t.name = b.name_f;
+          dur = cc.forward;
+          t.alloc_bytes = cc.activation_bytes;
+          if (i == first_fwd_item[c] && !gathers[c].empty()) {
+            fr.assign(gathers[c].size(), 1.0 / static_cast<double>(gathers[c].size()));
+          }
+          break;
+        case StepPass::backward:
+          t.role = TaskRole::backward;
+          t.name = b.name_b;
+          dur = cc.backward;
+          t.free_bytes = cc.activation_bytes;
+          break;
+        case StepPass::backward_input:
+          t.role = TaskRole::backward_input;
+          t.name = b.name_bi;
+          dur = cc.backward_input;
+          t.free_bytes = cc.activation_bytes * (1.0 - cc.weight_keep_fraction);
+          break;
+        case StepPass::backward_weight:
+          t.role = TaskRole::backward_weight;
+          t.name = b.name_w;
+          dur = cc.backward_weight;
+          t.free_bytes = cc.activation_bytes * cc.weight_keep_fraction;
+          break;
+      }
+      const bool grads_done = i == last_grad_item[c];
+      if (grads_done && has_dp && spec.overlap_grad_reduce) {
+        fr.clear();
+        for (const auto& bk : st.buckets[c]) fr.push_back(bk.params_fraction);
+        if (fr.empty()) fr.push_back(1.0);
+      }
+      add_pieces(b, t, dur, fr, pieces);
+      // Blocking PP: this task waits for the sends of the previous task.
+      if (!compute_seq.empty()) g.add_dep(compute_seq.back(), pieces.front());
+      compute_seq.push_back(pieces.back());
+      if (it.pass == StepPass::forward && i == first_fwd_item[c]) {
+        const auto& ag = gathers[c];
+        for (std::size_t k = 0; k < ag.size() && k < pieces.size(); ++k) g.add_dep(ag[k], pieces[k]);
+      }
+      const std::size_t key = b.idx(vs, it.micro_batch);
+      if (it.pass == StepPass::forward) {
+        b.fwd_first[key] = pieces.front();
+        b.fwd_last[key] = pieces.back();
+        if (vs + 1 < b.V) {
+          TaskSpec s;
+          s.stream = ps;
+          s.role = TaskRole::send_forward;
+          s.stage = r;
+          s.micro_batch = it.micro_batch;
+          s.chunk = it.chunk;
+          s.name = b.name_sf;
+          s.work_s = zero_if_free(spec.pp_forward).seconds();
+          s.sm_group = s.stage;
+          s.sm_share = spec.comm_sm_share;
+          const int dst = (r + 1) % p;
+          const bool inter = spec.pp_inter_node.empty() ? true
+                                                        : spec.pp_inter_node[static_cast<std::size_t>(r)] != 0;
+          const int base = inter ? 0 : 2;
+          const auto sid = g.add_task(s, {b.link(r, base), b.link(dst, base + 1)});
+          g.add_dep(pieces.back(), sid);
+          b.send_fwd[key] = sid;
+        }
+      } else if (it.pass != StepPass::backward_weight) {
+        b.bwd_first[key] = pieces.front();
+        b.bwd_last[key] = pieces.back();
+        if (vs > 0) {
+          TaskSpec s;
+          s.stream = ps;
+          s.role = TaskRole::send_backward;
+          s.stage = r;
+          s.micro_batch = it.micro_batch;
+          s.chunk = it.chunk;
+          s.name = b.name_sb;
+          s.work_s = zero_if_free(spec.pp_backward).seconds();
+          s.sm_group = s.stage;
+          s.sm_share = spec.comm_sm_share;
+          const int dst = (r + p - 1) % p;
+          const bool inter = spec.pp_inter_node.empty()
+                                 ? true
+                                 : spec.pp_inter_node[static_cast<std::size_t>(dst)] != 0;
+          const int base = inter ? 0 : 2;
+          const auto sid = g.add_task(s, {b.link(r, base), b.link(dst, base + 1)});
+          g.add_dep(pieces.back(), sid);
+          b.send_bwd[key] = sid;
+        }
+        // A backward needs its own forward.
+        const auto f = b.fwd_last[key];
+        if (f != kNone) g.add_dep(f, pieces.front());
+      } else {
+        const auto bi = b.bwd_last[key];
+        if (bi != kNone) g.add_dep(bi, pieces.front());
+      }
+      // DP buckets as the last micro-batch's backward produces them.
+      if (grads_done && has_dp && spec.overlap_grad_reduce) {
+        const auto& bk = st.buckets[c];
+        for (std::size_t k = 0; k < bk.size(); ++k) {
+          TaskSpec d;
+          d.stream = ds;
+          d.role = TaskRole::dp_reduce;
+          d.stage = r;
+          d.chunk = it.chunk;
+          d.name = b.name_dp;
+          d.work_s = zero_if_free(bk[k].reduce).seconds();
+          d.sm_group = d.stage;
+          d.sm_share = spec.comm_sm_share;
+          const int base = st.dp_inter_node ? 0 : 2;
+          const auto id = g.add_task(d, {b.link(r, base), b.link(r, base + 1)});
+          g.add_dep(pieces[std::min(k, pieces.size() - 1)], id);
+          stage_dp_tasks[static_cast<std::size_t>(r)].push_back(id);
+        }
+      }
+    }
+    stage_last_compute[static_cast<std::size_t>(r)] = compute_seq.empty() ? kNone : compute_seq.back();
+    if (has_dp && !spec.overlap_grad_reduce) {
+      for (int c = 0; c < v; ++c) {
+        for (const auto& bk : st.buckets[static_cast<std::size_t>(c)]) {
+          TaskSpec d;
+          d.stream = ds;
+          d.role = TaskRole::dp_reduce;
+          d.stage = r;
+          d.chunk = c;
+          d.name = b.name_dp;
+          d.work_s = zero_if_free(bk.reduce).seconds();
+          d.sm_group = d.stage;
+          d.sm_share = spec.comm_sm_share;
+          const int base = st.dp_inter_node ? 0 : 2;
+          const auto id = g.add_task(d, {b.link(r, base), b.link(r, base + 1)});
+          if (!compute_seq.empty()) g.add_dep(compute_seq.back(), id);
+          stage_dp_tasks[static_cast<std::size_t>(r)].push_back(id);
+        }
+      }
+    }
+  }
+  // Cross-stage edges: a forward needs the previous virtual stage's activation, a backward
+  // the next virtual stage's gradient.
+  for (int vs = 0; vs < b.V; ++vs) {
+    for (int mb = 0; mb < m; ++mb) {
+      const auto key = b.idx(vs, mb);
+      if (vs > 0) {
+        const auto sf = b.send_fwd[b.idx(vs - 1, mb)];
+        if (sf != kNone && b.fwd_first[key] != kNone) g.add_dep(sf, b.fwd_first[key]);
+      }
+      if (vs + 1 < b.V) {
+        const auto sb = b.send_bwd[b.idx(vs + 1, mb)];
+        if (sb != kNone && b.bwd_first[key] != kNone) g.add_dep(sb, b.bwd_first[key]);
+      }
+    }
+  }
+  // Blocking sends: the sender's next compute task waits for the send to finish.
+  if (spec.pp_blocking) {
+    // The task after each producer on the same compute stream: found through the stream order.
+    std::vector<std::uint32_t> next_on_stream(g.tasks().size(), kNone);
+    std::vector<std::uint32_t> last(static_cast<std::size_t>(p) * kStepStreams, kNone);
+    for (std::uint32_t i = 0; i < g.tasks().size(); ++i) {
+      const auto s = g.tasks()[i].stream;
+      if (s == kNoStream || s % kStepStreams != kStreamCompute) continue;
+      if (last[s] != kNone) next_on_stream[last[s]] = i;
+      last[s] = i;
+    }
+    for (std::size_t k = 0; k < n_vm; ++k) {
+      for (auto sid : {b.send_fwd[k], b.send_bwd[k]}) {
+        if (sid == kNone) continue;
+        const auto producer = (sid == b.send_fwd[k]) ? b.fwd_last[k] : b.bwd_last[k];
+        const auto next = next_on_stream[producer];
+        if (next != kNone) g.add_dep(sid, next);
+      }
+    }
+  }
+  // Optimizer: after every stage's gradients are reduced (the gradient-norm all-reduce over
+  // the model-parallel group synchronises the ranks), then the parameter all-gather.
+  std::vector<std::uint32_t> opt(static_cast<std::size_t>(p));
+  for (int r = 0; r < p; ++r) {
+    const StageSpec& st = spec.stages[static_cast<std::size_t>(r)];
+    TaskSpec t;
+    t.stream = static_cast<std::uint32_t>(r) * kStepStreams + kStreamCompute;
+    t.role = TaskRole::optimizer;
+    t.stage = r;
+    t.name = b.name_opt;
+    t.sm_group = r;
+    t.duration = st.optimizer;
+    opt[static_cast<std::size_t>(r)] = g.add_task(t);
+  }
+  for (int r = 0; r < p; ++r) {
+    for (int q = 0; q < p; ++q) {
+      const auto lc = stage_last_compute[static_cast<std::size_t>(q)];
+      if (lc != kNone) g.add_dep(lc, opt[static_cast<std::size_t>(r)]);
+      for (auto d : stage_dp_tasks[static_cast<std::size_t>(q)]) g.add_dep(d, opt[static_cast<std::size_t>(r)]);
+    }
+  }
+  for (int r = 0; r < p; ++r) {
+    const StageSpec& st = spec.stages[static_cast<std::size_t>(r)];
+    if (st.buckets.empty() || spec.overlap_param_gather) continue;
+    for (int c = 0; c < v; ++c) {
+      for (const auto& bk : st.buckets[static_cast<std::size_t>(c)]) {
+        if (bk.gather.count_ps() <= 0) continue;
+        TaskSpec t;
+        t.stream = static_cast<std::uint32_t>(r) * kStepStreams + kStreamDp;
+        t.role = TaskRole::param_gather;
+        t.stage = r;
+        t.chunk = c;
+        t.name = b.name_ag;
+        t.work_s = zero_if_free(bk.gather).seconds();
+        t.sm_group = t.stage;
+        t.sm_share = spec.comm_sm_share;
+        const int base = st.dp_inter_node ? 0 : 2;
+        const auto id = g.add_task(t, {b.link(r, base), b.link(r, base + 1)});
+        g.add_dep(opt[static_cast<std::size_t>(r)], id);
+      }
+    }
+  }
+
+  engine.run(queue, g, p, spec.record_memory);
+
+  // ---- metrics
+  StepOutcome out;
+  out.events = queue.executed();
+  out.step_time_s = engine.makespan().seconds();
+  out.stages.assign(static_cast<std::size_t>(p), StageOutcome{});
+  const auto& tasks = g.tasks();
+  const auto& tm = engine.timings();
+  double span_lo = 1e300, span_hi = 0;
+  // Latest-ending dependency per task, for exposure attribution.
+  std::vector<std::uint32_t> last_dep(tasks.size(), kNone);
+  for (std::size_t e = 0; e < g.num_deps(); ++e) {
+    const auto from = g.dep_from()[e], to = g.dep_to()[e];
+    if (last_dep[to] == kNone || tm[from].end > tm[last_dep[to]].end) last_dep[to] = from;
+  }
+  // Producer of each send (its only dependency).
+  std::vector<Time> prev_end(static_cast<std::size_t>(p) * kStepStreams, Time::zero());
+  for (std::uint32_t i = 0; i < tasks.size(); ++i) {
+    const TaskSpec& t = tasks[i];
+    if (t.stream == kNoStream || t.stream % kStepStreams != kStreamCompute) continue;
+    auto& so = out.stages[static_cast<std::size_t>(t.stage)];
+    const double d = (tm[i].end - tm[i].start).seconds();
+    so.busy_s += d;
+    const bool pipe = t.role != TaskRole::optimizer;
+    if (pipe) {
+      so.pipeline_busy_s += d;
+      span_lo = std::min(span_lo, tm[i].start.seconds());
+      span_hi = std::max(span_hi, tm[i].end.seconds());
+      so.last_compute_end_s = std::max(so.last_compute_end_s, tm[i].end.seconds());
+    }
+    const Time pe = prev_end[t.stream];
+    prev_end[t.stream] = tm[i].end;
+    if (tm[i].start <= pe || last_dep[i] == kNone) continue;
+    const auto dep = last_dep[i];
+    const TaskSpec& dt = tasks[dep];
+    if (dt.role == TaskRole::send_forward || dt.role == TaskRole::send_backward) {
+      // The wait beyond the producer's end is the transfer's share (the rest is bubble).
+      const Time producer_end = tm[dep].start;
+      const Time from = std::max(pe, producer_end);
+      if (tm[i].start > from) so.exposed_pp_s += (tm[i].start - from).seconds();
+    } else if (t.role != TaskRole::optimizer &&
+               (dt.role == TaskRole::dp_reduce || dt.role == TaskRole::param_gather)) {
+      so.exposed_dp_s += (tm[i].start - pe).seconds();
+    }
+  }
+  out.pipeline_span_s = span_hi > span_lo ? span_hi - span_lo : 0;
+  double bubble = 0;
+  for (int r = 0; r < p; ++r) {
+    auto& so = out.stages[static_cast<std::size_t>(r)];
+    so.idle_s = std::max(0.0, out.step_time_s - so.busy_s);
+    if (out.pipeline_span_s > 0) bubble += (out.pipeline_span_s - so.pipeline_busy_s) / out.pipeline_span_s;
+    // DP exposure after the pipeline: this rank's reductions still running after its last
+    // backward (waiting for other ranks at the optimizer barrier is pipeline imbalance).
+    const auto o = opt[static_cast<std::size_t>(r)];
+    double dp_end = 0;
+    for (auto d : stage_dp_tasks[static_cast<std::size_t>(r)]) dp_end = std::max(dp_end, tm[d].end.seconds());
+    so.exposed_dp_s += std::max(0.0, dp_end - so.last_compute_end_s);
+    // Non-overlapped parameter gathers after the optimizer.
+    so.exposed_dp_s += std::max(0.0, out.step_time_s - tm[o].end.seconds());
+    so.peak_activation_bytes = engine.pool_peak_bytes()[static_cast<std::size_t>(r)];
+    double per_mb = 0;
+    for (const auto& c : spec.stages[static_cast<std::size_t>(r)].chunks) per_mb += c.activation_bytes;
+    so.inflight = per_mb > 0 ? so.peak_activation_bytes / per_mb : 0;
+  }
+  out.bubble_fraction = p > 0 ? bubble / p : 0;
+  return out;
+}
+
+StepOutcome simulate_step(const StepSpec& spec) {
+  TaskGraph g;
+  Engine e;
+  EventQueue q;
+  return simulate_step(spec, g, e, q);
+}
+
+}  // namespace tetra::sim

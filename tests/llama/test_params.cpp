@@ -200,3 +200,32 @@ TEST_SUITE("llama") {
     }
   }
 }
+
+TEST_CASE("uneven_split follows the Megatron first/last rule") {
+  // Llama 3 405B: 126 layers on 16 stages -> middle ranks ceil(126/16) = 8 each,
+  // the ends share 126 - 14*8 = 14 -> 7 and 7 (arXiv 2407.21783 section 3.3.2).
+  const auto s405 = tetra::llama::uneven_split(126, 16);
+  REQUIRE(s405.has_value());
+  CHECK(s405->first_stage_layers == 7);
+  CHECK(s405->last_stage_layers == 7);
+  // 60 layers on 8 stages: k = 8, rest 60 - 6*8 = 12 -> 6 and 6.
+  const auto s60 = tetra::llama::uneven_split(60, 8);
+  REQUIRE(s60.has_value());
+  CHECK(s60->first_stage_layers == 6);
+  CHECK(s60->last_stage_layers == 6);
+  // 60 on 16: k = 4, rest 60 - 14*4 = 4 -> 2 and 2.
+  CHECK(tetra::llama::uneven_split(60, 16)->first_stage_layers == 2);
+  // Divisible counts and single stages need no split.
+  CHECK_FALSE(tetra::llama::uneven_split(80, 8).has_value());
+  CHECK_FALSE(tetra::llama::uneven_split(7, 1).has_value());
+  // The split always sums back to the layer count through stage_layers.
+  tetra::llama::Model m;
+  m.layers = 126;
+  tetra::llama::Layout l;
+  l.pp = 16;
+  l.first_stage_layers = s405->first_stage_layers;
+  l.last_stage_layers = s405->last_stage_layers;
+  int sum = 0;
+  for (int n : tetra::llama::stage_layers(m, l)) sum += n;
+  CHECK(sum == 126);
+}

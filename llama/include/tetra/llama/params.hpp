@@ -3,6 +3,7 @@
 /// (reference/memory.md section 2).
 
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "tetra/llama/layout.hpp"
@@ -25,6 +26,21 @@ namespace tetra::llama {
 /// layout with the remaining layers spread evenly over the middle ranks.
 /// Precondition: the layout was validated (scenarios checks divisibility).
 [[nodiscard]] std::vector<int> stage_layers(const Model& m, const Layout& layout);
+
+/// Layers of the first and the last pipeline rank of an uneven split.
+struct UnevenSplit {
+  int first_stage_layers = 0;
+  int last_stage_layers = 0;
+};
+
+/// The uneven split used where `pp` does not divide `layers` (Megatron-LM
+/// `--decoder-first-pipeline-num-layers` / `--decoder-last-pipeline-num-layers`; Llama 3
+/// "reduce one Transformer layer each from the first and the last stages", arXiv 2407.21783
+/// section 3.3.2): the pp-2 middle ranks hold k = ceil(layers/pp) layers each, the first and
+/// the last rank share the rest, the first taking the smaller half. Nothing when pp divides
+/// layers, pp < 2, or the rest leaves no layer on one end.
+/// Example: 126 layers, pp 16 -> k = 8, rest 126 - 14*8 = 14 -> first 7, last 7.
+[[nodiscard]] std::optional<UnevenSplit> uneven_split(int layers, int pp) noexcept;
 
 /// What pipeline rank `stage` holds on one GPU.
 struct StageParams {

@@ -37,7 +37,8 @@ struct LayoutIssue {
 ///  ranks), layers-divide (pp, or vp when vp > 1);
 ///  vp-needs-pp (vp), vp-needs-interleaved (vp), interleaved-needs-vp (schedule),
 ///  interleaved-microbatches (global_batch: Megatron's interleaved schedule needs the
-///  micro-batch count to be a multiple of pp); rank-order (rank_order).
+///  micro-batch count to be a multiple of pp); step-too-large (global_batch: at most 10^6
+///  micro-batch passes, global_batch/(mbs*dp) * pp * vp, per step); rank-order (rank_order).
 /// zb-h1 with pp == 1 is not an error (nothing to overlap; it runs as 1f1b).
 [[nodiscard]] std::optional<LayoutIssue> check_layout(const Model& model, long long world,
                                                       const Training& training,

@@ -2,8 +2,11 @@
 /// Measurement files (SPEC section 4): one measured value per CSV row, each resolved into the
 /// model, cluster, training and layout it was measured with.
 
+#include <array>
 #include <map>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "tetra/hw/cluster.hpp"
@@ -12,15 +15,28 @@
 
 namespace tetra::scenarios {
 
+/// What a row measured. step_time_s: seconds per optimizer step; tokens_per_s_per_gpu;
+/// mfu: fraction of the dense bf16 peak; outcome: ran (ok) or ran out of memory (oom);
+/// peak_alloc_gib / peak_reserved_gib: the largest torch.cuda.max_memory_allocated /
+/// max_memory_reserved over the ranks, GiB.
 enum class Metric { step_time_s, tokens_per_s_per_gpu, mfu, outcome, peak_alloc_gib, peak_reserved_gib };
 
-[[nodiscard]] const char* to_string(Metric m) noexcept;
+/// Every metric, in the order reports list them.
+inline constexpr std::array<Metric, 6> kMetrics{Metric::step_time_s,    Metric::tokens_per_s_per_gpu,
+                                                Metric::mfu,            Metric::outcome,
+                                                Metric::peak_alloc_gib, Metric::peak_reserved_gib};
 
+/// The column spelling of a metric ("step_time_s", ...).
+[[nodiscard]] const char* to_string(Metric m) noexcept;
+/// Inverse of to_string; nothing for an unknown name.
+[[nodiscard]] std::optional<Metric> parse_metric(std::string_view name) noexcept;
+
+/// One measured value and everything needed to predict it.
 struct MeasurementRow {
   int line = 0;                       ///< 1-based line in the CSV
-  std::string id;
-  std::string source;
-  std::string group;
+  std::string id;                     ///< unique row id
+  std::string source;                 ///< citation key
+  std::string group;                  ///< rows measured in one sweep
   Metric metric = Metric::step_time_s;
   double value = 0;                   ///< measured value (outcome: 1 = ok, 0 = oom)
   std::map<std::string, std::string> columns;  ///< every raw cell by header name (--group-by)
@@ -28,14 +44,34 @@ struct MeasurementRow {
   /// layout, ...). Such rows are listed as skipped by validate.
   std::string skip_reason;
   llama::Model model;
-  hw::Cluster cluster;
-  llama::Training training;
-  llama::Layout layout;
+  hw::Cluster cluster;                ///< nodes (and gpus_per_node below one node) set to n_gpus
+  llama::Training training;           ///< seq_len, gbs and options over the defaults
+  llama::Layout layout;               ///< dp derived from n_gpus; vp > 1 implies interleaved
 };
 
 /// Reads a measurement CSV. Model and cluster cells are presets or TOML paths relative to the
 /// CSV. Throws UserError (file:line, column name) for a malformed file; rows that are well
 /// formed but cannot be simulated come back with a skip_reason.
+/// Required columns: id, model, cluster, n_gpus, tp, pp, mbs, gbs, seq_len, metric, value;
+/// source, group, cp, vp, sp, recompute and options may be absent (defaults: empty, 1, 1, 0,
+/// none, none); other columns are ignored. A blank tp/cp/pp/vp/mbs/sp/recompute cell skips
+/// the row ("layout cell 'mbs' is blank").
 [[nodiscard]] std::vector<MeasurementRow> read_measurements(const std::string& csv_path);
+
+/// Same, from text already read; `origin` names it in errors and is the base of relative paths.
+[[nodiscard]] std::vector<MeasurementRow> read_measurements_text(std::string_view csv_text,
+                                                                 const std::string& origin);
+
+/// One CSV record: its fields (quotes removed) and the line it starts on.
+struct CsvRecord {
+  int line = 0;
+  std::vector<std::string> fields;
+};
+
+/// RFC 4180 CSV: comma-separated, fields in double quotes may hold commas, line breaks and
+/// doubled quotes; LF or CRLF line ends; a leading UTF-8 byte-order mark is dropped; blank
+/// lines are skipped. Throws UserError (origin:line) for an unterminated quote or text after
+/// a closing quote.
+[[nodiscard]] std::vector<CsvRecord> parse_csv(std::string_view text, const std::string& origin);
 
 }  // namespace tetra::scenarios

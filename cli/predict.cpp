@@ -1,0 +1,69 @@
+#include "predict.hpp"
+
+#include <algorithm>
+
+#include "tetra/costmodel/builtin_profiles.hpp"
+#include "tetra/costmodel/memory.hpp"
+#include "tetra/hw/units.hpp"
+#include "tetra/sim/simulator.hpp"
+
+namespace tetra::cli {
+
+namespace {
+
+Prediction predict_memory(const scenarios::MeasurementRow& row) {
+  const costmodel::MemoryReport rep =
+      costmodel::estimate_memory(row.model, row.cluster, row.training, row.layout);
+  double allocated = 0;
+  double reserved = 0;
+  for (const auto& s : rep.stages) {
+    allocated = std::max(allocated, s.allocated_bytes);
+    reserved = std::max(reserved, s.reserved_bytes);
+  }
+  switch (row.metric) {
+    case scenarios::Metric::outcome:
+      return {reserved <= rep.capacity_bytes ? 1.0 : 0.0, {}};
+    case scenarios::Metric::peak_alloc_gib:
+      return {allocated / hw::kGiB, {}};
+    default:
+      return {reserved / hw::kGiB, {}};
+  }
+}
+
+// step_time_s / tokens_per_s_per_gpu / mfu from one simulated step (SPEC section 1 MFU).
+Prediction predict_step(const scenarios::MeasurementRow& row) {
+  const costmodel::Profile profile = costmodel::builtin_profile(row.cluster);
+  const costmodel::ComputeParams compute = costmodel::make_compute_params(row.cluster, profile);
+  const costmodel::CommParams comm = costmodel::make_comm_params(row.cluster, profile);
+  sim::SimInput in;
+  in.model = &row.model;
+  in.cluster = &row.cluster;
+  in.training = &row.training;
+  in.layout = row.layout;
+  in.compute = &compute;
+  in.comm = &comm;
+  const sim::Result r = sim::simulate(in);
+  switch (row.metric) {
+    case scenarios::Metric::tokens_per_s_per_gpu: return {r.tokens_per_s_per_gpu, {}};
+    case scenarios::Metric::mfu: return {r.mfu, {}};
+    default: return {r.step_time_s, {}};
+  }
+}
+
+}  // namespace
+
+Prediction predict(const scenarios::MeasurementRow& row) {
+  switch (row.metric) {
+    case scenarios::Metric::outcome:
+    case scenarios::Metric::peak_alloc_gib:
+    case scenarios::Metric::peak_reserved_gib:
+      return predict_memory(row);
+    case scenarios::Metric::step_time_s:
+    case scenarios::Metric::tokens_per_s_per_gpu:
+    case scenarios::Metric::mfu:
+      return predict_step(row);
+  }
+  return {0, "unknown metric"};
+}
+
+}  // namespace tetra::cli

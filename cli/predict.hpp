@@ -1,0 +1,23 @@
+#pragma once
+// The prediction tetrasim validate compares with one measured row (SPEC section 4).
+
+#include <string>
+
+#include "tetra/scenarios/measurements.hpp"
+
+namespace tetra::cli {
+
+/// A value in the unit of the row's metric (outcome: 1 = fits, 0 = out of memory), or the
+/// reason the row cannot be predicted.
+struct Prediction {
+  double value = 0;
+  std::string skip_reason;  ///< empty when `value` holds a prediction
+};
+
+/// Predicts one row whose skip_reason is empty. outcome: fits iff the peak reserved memory of
+/// every stage is at most the GPU's capacity (SPEC section 4: the whole memory, not the
+/// planning margin); peak_alloc_gib / peak_reserved_gib: the largest stage of the memory model;
+/// step_time_s, tokens_per_s_per_gpu, mfu: the step simulator.
+[[nodiscard]] Prediction predict(const scenarios::MeasurementRow& row);
+
+}  // namespace tetra::cli

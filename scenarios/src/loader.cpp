@@ -1,0 +1,787 @@
+#include "loader.hpp"
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <fstream>
+#include <limits>
+#include <optional>
+#include <set>
+#include <sstream>
+#include <stdexcept>
+#include <system_error>
+
+#include "tetra/hw/presets.hpp"
+#include "tetra/hw/units.hpp"
+#include "tetra/llama/presets.hpp"
+
+namespace tetra::scenarios::detail {
+
+namespace fs = std::filesystem;
+
+// ---------------------------------------------------------------------------------------------
+// Locations and errors
+
+std::string key_name(const Doc& doc, std::string_view section, std::string_view key) {
+  if (doc.bare_keys) return doc.key_prefix + std::string(key);
+  std::string out = "[" + std::string(section) + "]";
+  if (!key.empty()) out += "." + std::string(key);
+  return out;
+}
+
+SourceLocation where(const Doc& doc, const toml::source_region& region) {
+  if (region.begin.line > 0) {
+    return SourceLocation{doc.file, static_cast<int>(region.begin.line),
+                          static_cast<int>(region.begin.column)};
+  }
+  return SourceLocation{doc.file, doc.fixed_line, 0};
+}
+
+void fail(const Doc& doc, const toml::source_region& region, const std::string& key,
+          const std::string& message) {
+  throw UserError(where(doc, region), key, message);
+}
+
+namespace {
+
+constexpr std::uintmax_t kMaxFileBytes = 64ull * 1024 * 1024;
+
+}  // namespace
+
+std::string read_text_file(const std::string& path) {
+  std::error_code ec;
+  const fs::file_status st = fs::status(path, ec);
+  if (ec || !fs::exists(st)) throw UserError(SourceLocation{path}, "", "no such file");
+  if (fs::is_directory(st)) throw UserError(SourceLocation{path}, "", "is a directory, not a file");
+  const auto size = fs::file_size(path, ec);
+  if (!ec && size > kMaxFileBytes) {
+    throw UserError(SourceLocation{path}, "", "file is larger than 64 MiB");
+  }
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw UserError(SourceLocation{path}, "", "cannot open the file for reading");
+  std::ostringstream buf;
+  buf << in.rdbuf();
+  if (in.bad()) throw UserError(SourceLocation{path}, "", "read error");
+  return buf.str();
+}
+
+namespace {
+
+/// What a node is, for "expected X, got Y" messages.
+std::string type_name(const toml::node& node) {
+  switch (node.type()) {
+    case toml::node_type::string: return "a string";
+    case toml::node_type::integer: return "an integer";
+    case toml::node_type::floating_point: return "a number with a fraction";
+    case toml::node_type::boolean: return "a boolean";
+    case toml::node_type::date: return "a date";
+    case toml::node_type::time: return "a time";
+    case toml::node_type::date_time: return "a date-time";
+    case toml::node_type::array: return "an array";
+    case toml::node_type::table: return "a table";
+    default: return "nothing";
+  }
+}
+
+std::string join(const std::vector<std::string>& items, std::string_view sep = ", ") {
+  std::string out;
+  for (std::size_t i = 0; i < items.size(); ++i) {
+    if (i > 0) out += sep;
+    out += items[i];
+  }
+  return out;
+}
+
+/// One table being read: remembers the document and the section name for messages.
+struct Section {
+  const Doc& doc;
+  std::string name;  ///< "model", "cluster.gpu", ...
+  const toml::table& table;
+
+  [[nodiscard]] std::string key(std::string_view k) const { return key_name(doc, name, k); }
+
+  [[noreturn]] void fail_at(const toml::node& node, std::string_view k, const std::string& msg) const {
+    fail(doc, node.source(), key(k), msg);
+  }
+
+  /// Rejects keys not in `known`, reporting the first unknown key in file order.
+  void check_keys(const std::vector<std::string_view>& known) const {
+    const toml::key* worst = nullptr;
+    for (auto&& [k, v] : table) {
+      (void)v;
+      if (std::find(known.begin(), known.end(), k.str()) != known.end()) continue;
+      const auto& pos = k.source().begin;
+      if (worst == nullptr || pos.line < worst->source().begin.line ||
+          (pos.line == worst->source().begin.line && pos.column < worst->source().begin.column)) {
+        worst = &k;
+      }
+    }
+    if (worst == nullptr) return;
+    std::vector<std::string> names;
+    for (auto n : known) names.emplace_back(n);
+    fail(doc, worst->source(), key(worst->str()),
+         "unknown key (known keys: " + join(names) + ")");
+  }
+
+  [[nodiscard]] const toml::node* get(std::string_view k) const { return table.get(k); }
+
+  [[nodiscard]] long long integer(const toml::node& node, std::string_view k, long long lo,
+                                  long long hi) const {
+    const auto* v = node.as_integer();
+    if (v == nullptr) fail_at(node, k, "expected an integer, got " + type_name(node));
+    const long long x = v->get();
+    if (x < lo || x > hi) {
+      fail_at(node, k, "must be between " + std::to_string(lo) + " and " + std::to_string(hi) +
+                           ", got " + std::to_string(x));
+    }
+    return x;
+  }
+
+  [[nodiscard]] int int_value(const toml::node& node, std::string_view k, long long lo,
+                              long long hi) const {
+    return static_cast<int>(integer(node, k, lo, hi));
+  }
+
+  [[nodiscard]] bool boolean(const toml::node& node, std::string_view k) const {
+    const auto* v = node.as_boolean();
+    if (v == nullptr) fail_at(node, k, "expected true or false, got " + type_name(node));
+    return v->get();
+  }
+
+  [[nodiscard]] double number(const toml::node& node, std::string_view k, double lo, double hi) const {
+    double x = 0;
+    if (const auto* f = node.as_floating_point()) {
+      x = f->get();
+    } else if (const auto* i = node.as_integer()) {
+      x = static_cast<double>(i->get());
+    } else {
+      fail_at(node, k, "expected a number, got " + type_name(node));
+    }
+    if (!std::isfinite(x) || x < lo || x > hi) {
+      std::ostringstream os;
+      os << "must be a number between " << lo << " and " << hi << ", got " << x;
+      fail_at(node, k, os.str());
+    }
+    return x;
+  }
+
+  [[nodiscard]] std::string string(const toml::node& node, std::string_view k) const {
+    const auto* v = node.as_string();
+    if (v == nullptr) fail_at(node, k, "expected a string, got " + type_name(node));
+    return v->get();
+  }
+
+  /// A quantity with a unit ("80GiB"), parsed by one of the hw unit parsers; must be positive
+  /// (or zero when allowed) and between `lo` and `hi` in base units.
+  template <class Parser>
+  [[nodiscard]] double quantity(const toml::node& node, std::string_view k, Parser parse,
+                                std::string_view example, double hi, bool allow_zero = false,
+                                double lo = 0) const {
+    const auto* v = node.as_string();
+    if (v == nullptr) {
+      fail_at(node, k, "expected a string with a unit such as \"" + std::string(example) +
+                           "\", got " + type_name(node));
+    }
+    double x = 0;
+    try {
+      x = parse(v->get());
+    } catch (const std::exception& e) {
+      fail_at(node, k, e.what());
+    }
+    if (!std::isfinite(x) || x < 0 || (x == 0 && !allow_zero)) {
+      fail_at(node, k, std::string(allow_zero ? "must not be negative" : "must be greater than zero") +
+                           ", got \"" + v->get() + "\"");
+    }
+    if (x > hi) fail_at(node, k, "\"" + v->get() + "\" is beyond any real hardware");
+    if (x < lo) fail_at(node, k, "\"" + v->get() + "\" is too small for any real hardware");
+    return x;
+  }
+
+  [[nodiscard]] const toml::table& subtable(const toml::node& node, std::string_view k) const {
+    const auto* t = node.as_table();
+    if (t == nullptr) fail_at(node, k, "expected a table, got " + type_name(node));
+    return *t;
+  }
+};
+
+// ---------------------------------------------------------------------------------------------
+// Enumerations: names come from the owning library's to_string/parse_* pair.
+
+template <class E>
+std::vector<std::string> enum_names(std::initializer_list<E> values) {
+  std::vector<std::string> out;
+  for (E e : values) out.emplace_back(to_string(e));
+  return out;
+}
+
+template <class E, class Parse>
+E enum_value(const Section& s, const toml::node& node, std::string_view k, Parse parse,
+             std::initializer_list<E> values) {
+  const std::string text = s.string(node, k);
+  const std::optional<E> e = parse(text);
+  if (!e) {
+    s.fail_at(node, k, "unknown value \"" + text + "\" (expected one of: " +
+                           join(enum_names(values)) + ")");
+  }
+  return *e;
+}
+
+constexpr std::initializer_list<llama::Recompute> kRecompute{
+    llama::Recompute::none, llama::Recompute::selective, llama::Recompute::full};
+constexpr std::initializer_list<llama::Schedule> kSchedule{
+    llama::Schedule::gpipe, llama::Schedule::one_f_one_b, llama::Schedule::interleaved,
+    llama::Schedule::zb_h1, llama::Schedule::layered};
+constexpr std::initializer_list<llama::AttentionKernel> kAttention{
+    llama::AttentionKernel::flash2, llama::AttentionKernel::flash3, llama::AttentionKernel::flash1,
+    llama::AttentionKernel::fused, llama::AttentionKernel::torch};
+constexpr std::initializer_list<llama::Precision> kPrecision{
+    llama::Precision::bf16, llama::Precision::fp16, llama::Precision::fp32};
+constexpr std::initializer_list<llama::Framework> kFramework{
+    llama::Framework::megatron, llama::Framework::deepspeed, llama::Framework::fsdp};
+constexpr std::initializer_list<llama::Optimizer> kOptimizer{llama::Optimizer::adam};
+constexpr std::initializer_list<llama::Arch> kArch{llama::Arch::llama, llama::Arch::gpt};
+constexpr std::initializer_list<hw::IntraKind> kIntraKind{
+    hw::IntraKind::nvswitch, hw::IntraKind::nvlink_mesh, hw::IntraKind::pcie};
+
+// Sanity bounds: far beyond any real model or cluster, small enough that products stay exact.
+constexpr long long kMaxLayers = 100000;
+constexpr long long kMaxWidth = 10'000'000;      // hidden, ffn_hidden
+constexpr long long kMaxHeads = 100000;
+constexpr long long kMaxVocab = 100'000'000;
+constexpr long long kMaxNodes = 1'000'000;
+constexpr long long kMaxGpusPerNode = 1024;
+constexpr long long kMaxSms = 100000;
+constexpr long long kMaxParallel = 1'000'000;    // tp, cp, pp, dp, vp
+constexpr long long kMaxMbs = 1'000'000;
+constexpr long long kMaxSeq = 100'000'000;
+constexpr long long kMaxBatch = 1'000'000'000;
+constexpr double kMaxBytes = 1e15;               // 1 PB of memory on one GPU
+constexpr double kMinGpuBytes = 1024.0 * 1024.0; // 1 MiB: less cannot hold one layer
+constexpr double kMaxBandwidth = 1e16;           // 10 PB/s
+constexpr double kMaxFlops = 1e19;               // 10 EFLOP/s
+constexpr double kMaxLatency = 10.0;             // seconds
+
+std::string preset_names_models() {
+  std::vector<std::string> names;
+  for (const auto& m : llama::model_presets()) names.push_back(m.name);
+  return join(names);
+}
+std::string preset_names_clusters() {
+  std::vector<std::string> names;
+  for (const auto& c : hw::cluster_presets()) names.push_back(c.name);
+  return join(names);
+}
+std::string preset_names_gpus() {
+  std::vector<std::string> names;
+  for (const auto& g : hw::gpu_presets()) names.push_back(g.name);
+  return join(names);
+}
+
+void record(KeyOrigins& origins, const Section& s, std::string_view k, const toml::node& node) {
+  origins.insert_or_assign(std::string(k), KeyOrigin{where(s.doc, node.source()), s.key(k)});
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------
+// Parsing
+
+toml::table parse_toml_text(std::string_view text, const std::string& origin) {
+  try {
+    return toml::parse(text, origin);
+  } catch (const toml::parse_error& e) {
+    const auto& pos = e.source().begin;
+    throw UserError(SourceLocation{origin, static_cast<int>(pos.line), static_cast<int>(pos.column)},
+                    "", std::string(e.description()));
+  }
+}
+
+toml::table parse_toml_file(const std::string& path) {
+  return parse_toml_text(read_text_file(path), path);
+}
+
+toml::table parse_key_values(std::string_view text, char separator, const Doc& doc) {
+  toml::table out;
+  auto trim = [](std::string_view s) {
+    while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
+    while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
+    return s;
+  };
+  const SourceLocation loc{doc.file, doc.fixed_line, 0};
+  if (trim(text).empty()) return out;
+  std::size_t start = 0;
+  while (start <= text.size()) {
+    std::size_t end = text.find(separator, start);
+    if (end == std::string_view::npos) end = text.size();
+    const std::string_view item = trim(text.substr(start, end - start));
+    start = end + 1;
+    if (item.empty()) {
+      throw UserError(loc, doc.key_prefix.empty() ? "" : doc.key_prefix.substr(0, doc.key_prefix.find(':')),
+                      std::string("empty entry (expected key=value") + separator + "key=value)");
+    }
+    const std::size_t eq = item.find('=');
+    if (eq == std::string_view::npos) {
+      throw UserError(loc, doc.key_prefix + std::string(item), "expected key=value");
+    }
+    const std::string key(trim(item.substr(0, eq)));
+    const std::string value(trim(item.substr(eq + 1)));
+    if (key.empty()) throw UserError(loc, "", "empty key in \"" + std::string(item) + "\"");
+    if (out.contains(key)) throw UserError(loc, doc.key_prefix + key, "given twice");
+    if (value.empty()) throw UserError(loc, doc.key_prefix + key, "empty value");
+    if (value == "true" || value == "false") {
+      out.insert(key, value == "true");
+      continue;
+    }
+    long long i = 0;
+    const char* b = value.data();
+    const char* e = value.data() + value.size();
+    const char* ib = (*b == '+') ? b + 1 : b;
+    if (auto r = std::from_chars(ib, e, i); r.ptr == e) {
+      if (r.ec != std::errc{}) {
+        throw UserError(loc, doc.key_prefix + key, "integer " + value + " is out of range");
+      }
+      out.insert(key, static_cast<std::int64_t>(i));
+      continue;
+    }
+    double d = 0;
+    if (auto r = std::from_chars(ib, e, d); r.ec == std::errc{} && r.ptr == e && std::isfinite(d)) {
+      out.insert(key, d);
+      continue;
+    }
+    out.insert(key, value);
+  }
+  return out;
+}
+
+// ---------------------------------------------------------------------------------------------
+// [model]
+
+llama::Model load_model(const Doc& doc, const toml::table& table) {
+  const Section s{doc, "model", table};
+  s.check_keys({"preset", "hf_config", "arch", "layers", "hidden", "ffn_hidden", "heads",
+                "kv_heads", "vocab", "tied_embeddings"});
+  llama::Model m;
+  m.name = "custom";
+  bool base = false;
+  const toml::node* preset = s.get("preset");
+  const toml::node* hf = s.get("hf_config");
+  if (preset != nullptr && hf != nullptr) {
+    s.fail_at(*hf, "hf_config", "give either preset or hf_config, not both");
+  }
+  if (preset != nullptr) {
+    const std::string name = s.string(*preset, "preset");
+    const auto found = llama::find_model_preset(name);
+    if (!found) {
+      s.fail_at(*preset, "preset",
+                "unknown model preset \"" + name + "\" (built-ins: " + preset_names_models() + ")");
+    }
+    m = *found;
+    base = true;
+  }
+  if (hf != nullptr) {
+    const std::string rel = s.string(*hf, "hf_config");
+    if (rel.empty()) s.fail_at(*hf, "hf_config", "empty path");
+    const fs::path p = fs::path(rel).is_absolute() ? fs::path(rel) : doc.dir / rel;
+    std::error_code ec;
+    if (!fs::is_regular_file(p, ec)) {
+      s.fail_at(*hf, "hf_config", "cannot read \"" + p.generic_string() + "\": no such file");
+    }
+    m = llama::model_from_hf_config(p.generic_string());
+    base = true;
+  }
+  // Explicit keys, beside a preset or alone.
+  if (const auto* n = s.get("arch")) {
+    m.arch = enum_value(s, *n, "arch", llama::parse_arch, kArch);
+  }
+  struct IntKey {
+    std::string_view key;
+    int* field;
+    long long hi;
+  };
+  const IntKey ints[] = {{"layers", &m.layers, kMaxLayers},   {"hidden", &m.hidden, kMaxWidth},
+                         {"ffn_hidden", &m.ffn_hidden, kMaxWidth}, {"heads", &m.heads, kMaxHeads},
+                         {"kv_heads", &m.kv_heads, kMaxHeads}, {"vocab", &m.vocab, kMaxVocab}};
+  for (const auto& ik : ints) {
+    if (const auto* n = s.get(ik.key)) *ik.field = s.int_value(*n, ik.key, 1, ik.hi);
+  }
+  if (const auto* n = s.get("tied_embeddings")) m.tied_embeddings = s.boolean(*n, "tied_embeddings");
+  if (!base) {
+    for (const auto& ik : ints) {
+      if (ik.key == "kv_heads") continue;
+      if (s.get(ik.key) == nullptr) {
+        fail(doc, table.source(), s.key(""),
+             "missing key '" + std::string(ik.key) +
+                 "' (give preset = \"name\", hf_config = \"config.json\", or every shape key)");
+      }
+    }
+    if (s.get("kv_heads") == nullptr) m.kv_heads = m.heads;
+  }
+  // Shape consistency.
+  auto blame = [&](std::string_view k) -> const toml::node& {
+    if (const auto* n = s.get(k)) return *n;
+    return table;
+  };
+  if (m.hidden % m.heads != 0) {
+    s.fail_at(blame("heads"), "heads",
+              "hidden (" + std::to_string(m.hidden) + ") must be divisible by heads (" +
+                  std::to_string(m.heads) + ")");
+  }
+  if (m.kv_heads > m.heads || m.heads % m.kv_heads != 0) {
+    s.fail_at(blame("kv_heads"), "kv_heads",
+              "heads (" + std::to_string(m.heads) + ") must be a multiple of kv_heads (" +
+                  std::to_string(m.kv_heads) + ")");
+  }
+  return m;
+}
+
+// ---------------------------------------------------------------------------------------------
+// [cluster]
+
+hw::Cluster load_cluster(const Doc& doc, const toml::table& table) {
+  const Section s{doc, "cluster", table};
+  s.check_keys({"preset", "gpus_per_node", "nodes", "profile", "gpu", "intra_node", "inter_node"});
+  hw::Cluster c;
+  c.name = "custom";
+  c.gpu = hw::Gpu{};
+  c.intra = hw::IntraNode{};
+  c.inter = hw::InterNode{};
+  bool base = false;
+  if (const auto* n = s.get("preset")) {
+    const std::string name = s.string(*n, "preset");
+    const auto found = hw::find_cluster_preset(name);
+    if (!found) {
+      s.fail_at(*n, "preset",
+                "unknown cluster preset \"" + name + "\" (built-ins: " + preset_names_clusters() + ")");
+    }
+    c = *found;
+    base = true;
+  }
+  if (const auto* n = s.get("gpus_per_node")) {
+    c.gpus_per_node = s.int_value(*n, "gpus_per_node", 1, kMaxGpusPerNode);
+  }
+  if (const auto* n = s.get("nodes")) c.nodes = s.int_value(*n, "nodes", 1, kMaxNodes);
+  if (const auto* n = s.get("profile")) {
+    const std::string rel = s.string(*n, "profile");
+    if (rel.empty()) s.fail_at(*n, "profile", "empty path");
+    c.profile_path = (fs::path(rel).is_absolute() ? fs::path(rel) : doc.dir / rel).generic_string();
+  }
+
+  // [cluster.gpu]
+  const toml::source_region* gpu_region = &table.source();
+  if (const auto* n = s.get("gpu")) {
+    const Section g{doc, "cluster.gpu", s.subtable(*n, "gpu")};
+    gpu_region = &g.table.source();
+    g.check_keys({"preset", "memory", "bf16_peak", "hbm_bandwidth", "sms"});
+    if (const auto* p = g.get("preset")) {
+      const std::string name = g.string(*p, "preset");
+      const auto found = hw::find_gpu_preset(name);
+      if (!found) {
+        g.fail_at(*p, "preset",
+                  "unknown GPU preset \"" + name + "\" (built-ins: " + preset_names_gpus() + ")");
+      }
+      c.gpu = *found;
+    }
+    if (const auto* v = g.get("memory")) {
+      c.gpu.memory_bytes =
+          g.quantity(*v, "memory", hw::parse_bytes, "80GiB", kMaxBytes, false, kMinGpuBytes);
+    }
+    if (const auto* v = g.get("bf16_peak")) {
+      c.gpu.bf16_peak_flops = g.quantity(*v, "bf16_peak", hw::parse_flop_rate, "989TFLOP/s", kMaxFlops);
+    }
+    if (const auto* v = g.get("hbm_bandwidth")) {
+      c.gpu.hbm_bandwidth_Bps =
+          g.quantity(*v, "hbm_bandwidth", hw::parse_bandwidth, "3.35TB/s", kMaxBandwidth);
+    }
+    if (const auto* v = g.get("sms")) c.gpu.sms = g.int_value(*v, "sms", 1, kMaxSms);
+  }
+  if (c.gpu.name.empty()) c.gpu.name = "custom";
+
+  // [cluster.intra_node]
+  const toml::source_region* intra_region = &table.source();
+  if (const auto* n = s.get("intra_node")) {
+    const Section g{doc, "cluster.intra_node", s.subtable(*n, "intra_node")};
+    intra_region = &g.table.source();
+    g.check_keys({"kind", "bandwidth", "latency", "nvls"});
+    if (const auto* v = g.get("kind")) c.intra.kind = enum_value(g, *v, "kind", hw::parse_intra_kind, kIntraKind);
+    if (const auto* v = g.get("bandwidth")) {
+      c.intra.bandwidth_Bps = g.quantity(*v, "bandwidth", hw::parse_bandwidth, "450GB/s", kMaxBandwidth);
+    }
+    if (const auto* v = g.get("latency")) {
+      c.intra.latency_s = g.quantity(*v, "latency", hw::parse_duration, "1us", kMaxLatency, true);
+    }
+    if (const auto* v = g.get("nvls")) c.intra.nvls = g.boolean(*v, "nvls");
+  }
+
+  // [cluster.inter_node]
+  const toml::source_region* inter_region = &table.source();
+  if (const auto* n = s.get("inter_node")) {
+    const Section g{doc, "cluster.inter_node", s.subtable(*n, "inter_node")};
+    inter_region = &g.table.source();
+    g.check_keys({"nics_per_node", "nic_bandwidth", "latency"});
+    if (const auto* v = g.get("nics_per_node")) {
+      c.inter.nics_per_node = g.int_value(*v, "nics_per_node", 1, kMaxGpusPerNode);
+    }
+    if (const auto* v = g.get("nic_bandwidth")) {
+      c.inter.nic_bandwidth_Bps =
+          g.quantity(*v, "nic_bandwidth", hw::parse_bandwidth, "400Gb/s", kMaxBandwidth);
+    }
+    if (const auto* v = g.get("latency")) {
+      c.inter.latency_s = g.quantity(*v, "latency", hw::parse_duration, "5us", kMaxLatency, true);
+    }
+  }
+
+  // Without presets every number must be given.
+  auto need = [&](bool ok, const toml::source_region& region, std::string_view section,
+                  std::string_view key, std::string_view example) {
+    if (ok) return;
+    fail(doc, region, key_name(doc, section, key),
+         "missing (give a preset or the value, e.g. " + std::string(key) + " = " +
+             std::string(example) + ")");
+  };
+  need(c.gpu.memory_bytes > 0, *gpu_region, "cluster.gpu", "memory", "\"80GiB\"");
+  need(c.gpu.bf16_peak_flops > 0, *gpu_region, "cluster.gpu", "bf16_peak", "\"989TFLOP/s\"");
+  need(c.gpu.hbm_bandwidth_Bps > 0, *gpu_region, "cluster.gpu", "hbm_bandwidth", "\"3.35TB/s\"");
+  need(c.gpu.sms > 0, *gpu_region, "cluster.gpu", "sms", "132");
+  if (c.gpus_per_node > 1) {
+    need(c.intra.bandwidth_Bps > 0, *intra_region, "cluster.intra_node", "bandwidth", "\"450GB/s\"");
+  }
+  if (c.nodes > 1) {
+    need(c.inter.nics_per_node > 0, *inter_region, "cluster.inter_node", "nics_per_node", "8");
+    need(c.inter.nic_bandwidth_Bps > 0, *inter_region, "cluster.inter_node", "nic_bandwidth",
+         "\"400Gb/s\"");
+  }
+  (void)base;
+  return c;
+}
+
+// ---------------------------------------------------------------------------------------------
+// [training], [layout]
+
+const std::vector<std::string_view>& training_keys() {
+  static const std::vector<std::string_view> keys{
+      "seq_len",   "global_batch",  "precision",      "grad_dtype",          "optimizer", "zero_stage",
+      "attention", "fused_rmsnorm", "overlap_grad_reduce", "overlap_param_gather", "framework"};
+  return keys;
+}
+
+const std::vector<std::string_view>& layout_keys() {
+  static const std::vector<std::string_view> keys{
+      "tp",        "cp",       "pp",         "dp",         "vp",
+      "mbs",       "sp",       "recompute",  "schedule",   "rank_order",
+      "first_stage_layers", "last_stage_layers"};
+  return keys;
+}
+
+namespace {
+
+void set_training_key(const Section& s, std::string_view k, const toml::node& n, llama::Training& t) {
+  if (k == "seq_len") {
+    t.seq_len = s.int_value(n, k, 1, kMaxSeq);
+  } else if (k == "global_batch") {
+    t.global_batch = s.int_value(n, k, 1, kMaxBatch);
+  } else if (k == "precision") {
+    t.precision = enum_value(s, n, k, llama::parse_precision, kPrecision);
+  } else if (k == "grad_dtype") {
+    t.grad_dtype = enum_value(s, n, k, llama::parse_precision, kPrecision);
+  } else if (k == "optimizer") {
+    t.optimizer = enum_value(s, n, k, llama::parse_optimizer, kOptimizer);
+  } else if (k == "zero_stage") {
+    t.zero_stage = s.int_value(n, k, 0, 3);
+  } else if (k == "attention") {
+    t.attention = enum_value(s, n, k, llama::parse_attention, kAttention);
+  } else if (k == "fused_rmsnorm") {
+    t.fused_rmsnorm = s.boolean(n, k);
+  } else if (k == "overlap_grad_reduce") {
+    t.overlap_grad_reduce = s.boolean(n, k);
+  } else if (k == "overlap_param_gather") {
+    t.overlap_param_gather = s.boolean(n, k);
+  } else if (k == "framework") {
+    t.framework = enum_value(s, n, k, llama::parse_framework, kFramework);
+  }
+}
+
+void set_layout_key(const Section& s, std::string_view k, const toml::node& n, llama::Layout& l) {
+  if (k == "tp") {
+    l.tp = s.int_value(n, k, 1, kMaxParallel);
+  } else if (k == "cp") {
+    l.cp = s.int_value(n, k, 1, kMaxParallel);
+  } else if (k == "pp") {
+    l.pp = s.int_value(n, k, 1, kMaxParallel);
+  } else if (k == "dp") {
+    l.dp = s.int_value(n, k, 1, kMaxParallel);
+  } else if (k == "vp") {
+    l.vp = s.int_value(n, k, 1, kMaxParallel);
+  } else if (k == "mbs") {
+    l.mbs = s.int_value(n, k, 1, kMaxMbs);
+  } else if (k == "sp") {
+    l.sp = s.boolean(n, k);
+  } else if (k == "recompute") {
+    l.recompute = enum_value(s, n, k, llama::parse_recompute, kRecompute);
+  } else if (k == "schedule") {
+    l.schedule = enum_value(s, n, k, llama::parse_schedule, kSchedule);
+  } else if (k == "rank_order") {
+    const std::string order = s.string(n, k);
+    if (const std::string why = rank_order_problem(order); !why.empty()) s.fail_at(n, k, why);
+    l.rank_order = order;
+  } else if (k == "first_stage_layers") {
+    l.first_stage_layers = s.int_value(n, k, 1, kMaxLayers);
+  } else if (k == "last_stage_layers") {
+    l.last_stage_layers = s.int_value(n, k, 1, kMaxLayers);
+  }
+}
+
+bool is_in(const std::vector<std::string_view>& keys, std::string_view k) {
+  return std::find(keys.begin(), keys.end(), k) != keys.end();
+}
+
+}  // namespace
+
+void apply_training(const Doc& doc, const toml::table& table, llama::Training& training,
+                    KeyOrigins& origins) {
+  const Section s{doc, "training", table};
+  s.check_keys(training_keys());
+  for (auto k : training_keys()) {
+    if (const auto* n = s.get(k)) {
+      set_training_key(s, k, *n, training);
+      record(origins, s, k, *n);
+    }
+  }
+}
+
+void apply_layout(const Doc& doc, const toml::table& table, llama::Layout& layout,
+                  KeyOrigins& origins) {
+  const Section s{doc, "layout", table};
+  s.check_keys(layout_keys());
+  for (auto k : layout_keys()) {
+    if (const auto* n = s.get(k)) {
+      set_layout_key(s, k, *n, layout);
+      record(origins, s, k, *n);
+    }
+  }
+}
+
+void apply_option(const Doc& doc, const toml::table& table, llama::Training& training,
+                  llama::Layout& layout, KeyOrigins& origins) {
+  std::vector<std::string_view> known = training_keys();
+  known.insert(known.end(), layout_keys().begin(), layout_keys().end());
+  const Section s{doc, "options", table};
+  s.check_keys(known);
+  for (auto&& [key, node] : table) {
+    const std::string_view k = key.str();
+    if (is_in(training_keys(), k)) {
+      set_training_key(s, k, node, training);
+    } else {
+      set_layout_key(s, k, node, layout);
+    }
+    record(origins, s, k, node);
+  }
+}
+
+std::string rank_order_problem(std::string_view order) {
+  std::vector<std::string> parts;
+  std::size_t start = 0;
+  while (true) {
+    const std::size_t dash = order.find('-', start);
+    parts.emplace_back(order.substr(start, dash == std::string_view::npos ? dash : dash - start));
+    if (dash == std::string_view::npos) break;
+    start = dash + 1;
+  }
+  std::set<std::string> seen(parts.begin(), parts.end());
+  const std::set<std::string> want{"cp", "dp", "pp", "tp"};
+  if (parts.size() != 4 || seen != want) {
+    return "\"" + std::string(order) +
+           "\" must name tp, cp, dp and pp once each, joined by '-', innermost first (e.g. "
+           "\"tp-cp-dp-pp\")";
+  }
+  return {};
+}
+
+std::optional<llama::LayoutIssue> resolve_layout(const llama::Model& model, long long world,
+                                                 const llama::Training& training,
+                                                 llama::Layout& layout, bool dp_given) {
+  if (!dp_given) {
+    const long long inner = static_cast<long long>(layout.tp) * layout.cp * layout.pp;
+    if (inner <= 0 || world % inner != 0) {
+      return llama::LayoutIssue{
+          "", "world-size",
+          "tp*cp*pp = " + std::to_string(layout.tp) + "*" + std::to_string(layout.cp) + "*" +
+              std::to_string(layout.pp) + " = " + std::to_string(inner) + " does not divide the " +
+              std::to_string(world) + " GPUs of the cluster (dp is derived as GPUs / (tp*cp*pp))"};
+    }
+    layout.dp = static_cast<int>(world / inner);
+  }
+  if (std::string why = rank_order_problem(layout.rank_order); !why.empty()) {
+    return llama::LayoutIssue{"rank_order", "rank-order", why};
+  }
+  return llama::check_layout(model, world, training, layout);
+}
+
+// ---------------------------------------------------------------------------------------------
+// [search]
+
+namespace {
+
+template <class T, class Read>
+std::vector<T> list_of(const Section& s, const toml::node& node, std::string_view k, Read read) {
+  std::vector<T> out;
+  if (const auto* arr = node.as_array()) {
+    if (arr->empty()) s.fail_at(node, k, "empty list");
+    for (const auto& el : *arr) {
+      T v = read(el);
+      if (std::find(out.begin(), out.end(), v) != out.end()) {
+        s.fail_at(el, k, "value listed twice");
+      }
+      out.push_back(v);
+    }
+  } else {
+    out.push_back(read(node));
+  }
+  return out;
+}
+
+}  // namespace
+
+search::SearchSpace load_search(const Doc& doc, const toml::table& table) {
+  const Section s{doc, "search", table};
+  s.check_keys({"tp", "cp", "pp", "mbs", "vp", "recompute", "schedule", "sp", "memory_fraction"});
+  search::SearchSpace space;
+  auto ints = [&](std::string_view k, long long hi) {
+    return list_of<int>(s, *s.get(k), k,
+                        [&](const toml::node& n) { return s.int_value(n, k, 1, hi); });
+  };
+  if (s.get("tp")) space.tp = ints("tp", kMaxParallel);
+  if (s.get("cp")) space.cp = ints("cp", kMaxParallel);
+  if (const auto* n = s.get("pp")) {
+    if (const auto* str = n->as_string()) {
+      if (str->get() != "divisors") {
+        s.fail_at(*n, "pp", "expected \"divisors\" or a list of integers, got \"" + str->get() + "\"");
+      }
+      space.pp.clear();
+      space.pp_divisors = true;
+    } else {
+      space.pp = ints("pp", kMaxParallel);
+      space.pp_divisors = false;
+    }
+  }
+  if (s.get("mbs")) space.mbs = ints("mbs", kMaxMbs);
+  if (s.get("vp")) space.vp = ints("vp", kMaxParallel);
+  if (const auto* n = s.get("recompute")) {
+    space.recompute = list_of<llama::Recompute>(s, *n, "recompute", [&](const toml::node& el) {
+      return enum_value(s, el, "recompute", llama::parse_recompute, kRecompute);
+    });
+  }
+  if (const auto* n = s.get("schedule")) {
+    space.schedule = list_of<llama::Schedule>(s, *n, "schedule", [&](const toml::node& el) {
+      return enum_value(s, el, "schedule", llama::parse_schedule, kSchedule);
+    });
+  }
+  if (const auto* n = s.get("sp")) {
+    space.sp = list_of<bool>(s, *n, "sp", [&](const toml::node& el) { return s.boolean(el, "sp"); });
+  }
+  if (const auto* n = s.get("memory_fraction")) {
+    space.memory_fraction = s.number(*n, "memory_fraction", 0.01, 1.0);
+  }
+  return space;
+}
+
+}  // namespace tetra::scenarios::detail

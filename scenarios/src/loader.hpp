@@ -1,0 +1,94 @@
+#pragma once
+// Private to the scenarios library: the TOML table loaders shared by scenario files,
+// measurement files (model/cluster cells, options) and --layout overrides. Every error is a
+// tetra::UserError whose location comes from the offending node's source position.
+
+#include <filesystem>
+#include <map>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "tetra/hw/cluster.hpp"
+#include "tetra/hw/error.hpp"
+#include "tetra/llama/layout.hpp"
+#include "tetra/llama/model.hpp"
+#include "tetra/llama/validate.hpp"
+#include "tetra/search/space.hpp"
+#include "toml.hpp"
+
+namespace tetra::scenarios::detail {
+
+/// Where a table came from, for error messages and relative paths.
+struct Doc {
+  std::string file;             ///< shown in errors ("scenarios/x.toml", "--layout", "m.csv")
+  std::filesystem::path dir;    ///< base folder of relative paths given in the document
+  int fixed_line = 0;           ///< line used for nodes without a source position (0: none)
+  bool bare_keys = false;       ///< name keys "tp" instead of "[layout].tp"
+  std::string key_prefix;       ///< put in front of bare keys ("options." for CSV cells)
+};
+
+/// "[section].key" or, for bare documents, prefix + key.
+[[nodiscard]] std::string key_name(const Doc& doc, std::string_view section, std::string_view key);
+
+/// Source location of a node (or of the document when the node has none).
+[[nodiscard]] SourceLocation where(const Doc& doc, const toml::source_region& region);
+
+/// Throws a UserError at `region` for `key`.
+[[noreturn]] void fail(const Doc& doc, const toml::source_region& region, const std::string& key,
+                       const std::string& message);
+
+/// Reads a whole text file; a missing file, a folder or an unreadable file is a UserError
+/// naming the path.
+[[nodiscard]] std::string read_text_file(const std::string& path);
+
+/// Reads and parses a TOML file; a missing file or a syntax error is a UserError.
+[[nodiscard]] toml::table parse_toml_file(const std::string& path);
+/// Parses TOML text; `origin` names it in errors.
+[[nodiscard]] toml::table parse_toml_text(std::string_view text, const std::string& origin);
+
+/// Turns "k=v<sep>k=v" into a table of typed values (true/false -> boolean, integers,
+/// finite decimals, anything else a string). Keys must be non-empty and appear once.
+[[nodiscard]] toml::table parse_key_values(std::string_view text, char separator, const Doc& doc);
+
+/// Where each [training]/[layout] key was set, for errors found later (check_layout).
+struct KeyOrigin {
+  SourceLocation where;
+  std::string name;  ///< as shown in errors ("[layout].tp", "tp")
+};
+using KeyOrigins = std::map<std::string, KeyOrigin, std::less<>>;
+
+/// The [model] table: preset / hf_config / explicit keys, validated shape.
+[[nodiscard]] llama::Model load_model(const Doc& doc, const toml::table& table);
+/// The [cluster] table and its gpu / intra_node / inter_node sub-tables. `profile` is returned
+/// resolved against doc.dir in Cluster::profile_path and not read here.
+[[nodiscard]] hw::Cluster load_cluster(const Doc& doc, const toml::table& table);
+/// [training] keys over `training`.
+void apply_training(const Doc& doc, const toml::table& table, llama::Training& training,
+                    KeyOrigins& origins);
+/// [layout] keys over `layout`; records which keys were set (so dp can be derived).
+void apply_layout(const Doc& doc, const toml::table& table, llama::Layout& layout,
+                  KeyOrigins& origins);
+/// Applies one key that may be a [training] or a [layout] key (CSV options).
+void apply_option(const Doc& doc, const toml::table& table, llama::Training& training,
+                  llama::Layout& layout, KeyOrigins& origins);
+/// The [search] table.
+[[nodiscard]] search::SearchSpace load_search(const Doc& doc, const toml::table& table);
+
+/// Checks rank_order: a permutation of tp, cp, dp, pp joined by '-'. Empty when fine,
+/// otherwise what is wrong.
+[[nodiscard]] std::string rank_order_problem(std::string_view order);
+
+/// Derives dp from the world size when it was not given, then checks rank_order and every rule
+/// of llama::check_layout. An issue with an empty key blames the [layout] table as a whole.
+[[nodiscard]] std::optional<llama::LayoutIssue> resolve_layout(const llama::Model& model,
+                                                               long long world,
+                                                               const llama::Training& training,
+                                                               llama::Layout& layout, bool dp_given);
+
+/// Names of the [layout] keys, in SPEC order.
+[[nodiscard]] const std::vector<std::string_view>& layout_keys();
+/// Names of the [training] keys, in SPEC order.
+[[nodiscard]] const std::vector<std::string_view>& training_keys();
+
+}  // namespace tetra::scenarios::detail

@@ -1,0 +1,60 @@
+#pragma once
+/// Layout enumeration for `tetrasim search` (SPEC section 1, [search] of section 2): the
+/// cartesian product of the [search] lists, each candidate checked by llama::check_layout,
+/// the rejections counted per rule.
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "tetra/llama/layout.hpp"
+#include "tetra/llama/model.hpp"
+#include "tetra/search/space.hpp"
+
+namespace tetra::search {
+
+/// Layers of the first and the last pipeline stage of an uneven split.
+struct UnevenSplit {
+  int first_stage_layers = 0;
+  int last_stage_layers = 0;
+};
+
+/// Megatron-style uneven split of `layers` over `pp` ranks (Megatron-LM
+/// `--decoder-first-pipeline-num-layers` / `--decoder-last-pipeline-num-layers`; Llama 3
+/// "reduce one Transformer layer each from the first and the last stages", arXiv 2407.21783
+/// §3.3.2): the pp−2 middle ranks hold k = ceil(layers/pp) layers each, the first and the last
+/// rank share the rest, the first taking the smaller half. Nothing when pp divides layers,
+/// pp < 2, or the rest does not leave at least one layer on each end.
+/// Example: 126 layers, pp 16 → k = 8, rest 126 − 14·8 = 14 → first 7, last 7.
+[[nodiscard]] std::optional<UnevenSplit> uneven_split(int layers, int pp) noexcept;
+
+/// The pipeline sizes to try: the list of the space, or with `pp_divisors` every divisor of
+/// the layer count (ascending).
+[[nodiscard]] std::vector<int> pp_values(const SearchSpace& space, int layers);
+
+/// Outcome of the enumeration.
+struct Enumeration {
+  std::vector<llama::Layout> valid;       ///< candidates that pass every layout rule, in
+                                          ///< enumeration order
+  std::uint64_t enumerated = 0;           ///< candidates drawn from the space
+  std::uint64_t invalid = 0;              ///< enumerated − valid
+  std::map<std::string, std::uint64_t> invalid_by_rule;  ///< first broken rule → count
+};
+
+/// Enumerates tp × cp × pp × vp × mbs × recompute × schedule × sp (sp only where tp > 1; at
+/// tp = 1 a single sp = false candidate). dp is derived as world/(tp·cp·pp) (a size that does
+/// not divide the world is rejected by rule "world-size"). Where pp does not divide the layers
+/// and vp = 1 the candidate takes uneven_split(); other fields (rank_order) come from `base`.
+/// Each candidate is checked with llama::check_layout and rejected under the rule it breaks
+/// first. Complexity: one check per candidate, O(product of the list sizes).
+[[nodiscard]] Enumeration enumerate_layouts(const llama::Model& model, long long world,
+                                            const llama::Training& training,
+                                            const SearchSpace& space,
+                                            const llama::Layout& base = {});
+
+/// A total order key of a layout for deterministic tie-breaks ("tp=8,cp=1,pp=16,...").
+[[nodiscard]] std::string layout_key(const llama::Layout& layout);
+
+}  // namespace tetra::search

@@ -1,0 +1,85 @@
+#pragma once
+/// `tetrasim search` (SPEC section 1): enumerate every layout of a scenario's [search] space,
+/// prune by the analytical memory peak, simulate the survivors with the step simulator on a
+/// thread pool, and rank them by predicted tokens/s (DESIGN section 2).
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "tetra/costmodel/profile.hpp"
+#include "tetra/hw/cluster.hpp"
+#include "tetra/llama/layout.hpp"
+#include "tetra/llama/model.hpp"
+#include "tetra/search/enumerate.hpp"
+#include "tetra/search/space.hpp"
+
+namespace tetra::search {
+
+/// What to search. References must outlive the call.
+struct SearchInput {
+  const llama::Model* model = nullptr;
+  const hw::Cluster* cluster = nullptr;
+  const llama::Training* training = nullptr;
+  const SearchSpace* space = nullptr;
+  llama::Layout base;                          ///< fields the space does not vary (rank_order)
+  const costmodel::Profile* profile = nullptr; ///< calibration profile; null: built-in
+};
+
+/// Progress of the simulation phase: (layouts simulated so far, layouts to simulate).
+using ProgressFn = std::function<void(std::size_t done, std::size_t total)>;
+
+/// How to run.
+struct SearchOptions {
+  int threads = 0;                 ///< worker threads; 0 = std::thread::hardware_concurrency()
+  ProgressFn progress;             ///< called from the calling thread about 10 times a second
+  bool share_layer_tables = true;  ///< reuse priced layer tables between layouts of one shape
+};
+
+/// One simulated layout.
+struct RankedLayout {
+  llama::Layout layout;
+  double step_time_s = 0;
+  double tokens_per_s = 0;
+  double tflops_per_gpu = 0;
+  double mfu = 0;
+  double bubble_fraction = 0;
+  double peak_bytes = 0;           ///< simulated reserved peak of the fullest stage
+  double estimate_peak_bytes = 0;  ///< analytical (pruning) peak of the fullest stage
+  int micro_batches = 0;
+};
+
+/// How many candidates each phase kept.
+struct SearchSummary {
+  std::uint64_t enumerated = 0;         ///< drawn from the space
+  std::uint64_t invalid = 0;            ///< broke a layout rule
+  std::map<std::string, std::uint64_t> invalid_by_rule;
+  std::uint64_t valid = 0;              ///< passed every rule (memory estimated)
+  std::uint64_t pruned_by_memory = 0;   ///< analytical peak > memory_fraction × capacity
+  std::uint64_t simulated = 0;          ///< run through the step simulator
+  std::uint64_t over_budget_simulated = 0;  ///< simulated peak above the budget (not ranked)
+  std::uint64_t feasible = 0;           ///< ranked
+  std::uint64_t layer_shapes = 0;       ///< distinct per-layer shapes priced (0 unshared)
+  double capacity_bytes = 0;            ///< GPU memory
+  double budget_bytes = 0;              ///< memory_fraction × capacity
+};
+
+/// The outcome: feasible layouts best first, and the summary.
+struct SearchResult {
+  std::vector<RankedLayout> layouts;
+  SearchSummary summary;
+};
+
+/// The ranking order: higher tokens/s first; equal tokens/s: lower simulated peak first;
+/// then layout_key() ascending. A strict weak order (total on distinct layouts).
+[[nodiscard]] bool ranks_before(const RankedLayout& a, const RankedLayout& b);
+
+/// Runs the search. The result is identical for every `threads` value (each layout is
+/// simulated independently and written by index). Throws UserError when the space holds no
+/// values of a knob; sim::GraphError (a simulator bug) propagates.
+[[nodiscard]] SearchResult run_search(const SearchInput& in, const SearchOptions& options = {});
+
+}  // namespace tetra::search

@@ -1,0 +1,66 @@
+#pragma once
+/// Priced layer tables shared between simulations (DESIGN section 2: a search keeps "shared
+/// read-only cost tables"). The layer level of a step (the forward / backward passes of one
+/// transformer layer, the embedding and the head, replayed over the cost models) depends only
+/// on the per-layer shape of the layout, so layouts that differ in pp, vp, dp (without
+/// ZeRO-3), schedule or the stage split reuse one replay.
+///
+/// Contract: one cache serves one (model, training, cluster, cost-model parameters); the
+/// caller keeps those fixed. Thread-safe: many Simulators (one per thread) may share a cache.
+
+#include <compare>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+
+#include "tetra/llama/layout.hpp"
+#include "tetra/sim/layer.hpp"
+
+namespace tetra::sim {
+
+/// The per-layer shape of a layout: every layout field the layer, embedding and head op lists
+/// and their prices read.
+struct LayerKey {
+  int tp = 1;
+  int cp = 1;
+  int mbs = 1;
+  bool sp = false;
+  llama::Recompute recompute = llama::Recompute::none;
+  int dp_cp = 0;  ///< DP×CP group size when ZeRO-3 gathers parameters per layer, else 0
+  /// Placement (ranks, ranks per node, nodes) of the TP, CP and DP×CP groups on the nodes,
+  /// which decides the link class each collective is priced on.
+  int tp_ranks = 1, tp_per_node = 1, tp_nodes = 1;
+  int cp_ranks = 1, cp_per_node = 1, cp_nodes = 1;
+  int dpcp_ranks = 1, dpcp_per_node = 1, dpcp_nodes = 1;
+  friend auto operator<=>(const LayerKey&, const LayerKey&) = default;
+};
+
+/// The key of `layout` for a cluster with `gpus_per_node` GPUs per node.
+[[nodiscard]] LayerKey layer_key(const llama::Training& training, const llama::Layout& layout,
+                                 int gpus_per_node);
+
+/// The replayed passes of one transformer layer, the embedding and the head.
+struct LayerTables {
+  LayerTimes layer;
+  LayerTimes embedding;
+  LayerTimes head;
+};
+
+/// Map from per-layer shape to its tables.
+class LayerCache {
+ public:
+  /// The tables stored under `key`, or null.
+  [[nodiscard]] std::shared_ptr<const LayerTables> find(const LayerKey& key) const;
+  /// Stores `tables` under `key` unless an entry exists (then that one is kept: both are
+  /// replays of the same inputs); returns the stored entry.
+  std::shared_ptr<const LayerTables> insert(const LayerKey& key, LayerTables tables);
+  /// Distinct shapes stored.
+  [[nodiscard]] std::size_t size() const;
+
+ private:
+  mutable std::mutex mutex_;
+  std::map<LayerKey, std::shared_ptr<const LayerTables>> map_;
+};
+
+}  // namespace tetra::sim

@@ -1,0 +1,106 @@
+#pragma once
+/// Step level of the simulator (DESIGN §2.4): one task per (micro-batch, model chunk, pass)
+/// on each pipeline rank, in the order the schedule generator gives; PP activation and
+/// gradient transfers on the links between ranks; DP gradient buckets issued as the last
+/// micro-batch's backward produces them; the optimizer step; parameter all-gathers. One rank
+/// per stage is simulated (DP replicas and TP/CP peers are symmetric); the transfers a rank
+/// runs at once share its NIC / NVLink ports max-min fairly.
+///
+/// The inputs are durations already priced by the layer level and the cost models, so this
+/// level is testable with hand-made numbers (e.g. free communication).
+
+#include <cstdint>
+#include <vector>
+
+#include "tetra/llama/layout.hpp"
+#include "tetra/sim/engine.hpp"
+#include "tetra/sim/schedule.hpp"
+#include "tetra/sim/time.hpp"
+
+namespace tetra::sim {
+
+/// Times of one model chunk for one micro-batch on its rank.
+struct ChunkCost {
+  Duration forward;          ///< F
+  Duration backward;         ///< full backward (B + W replayed together, with their overlaps)
+  Duration backward_input;   ///< B of a split backward (+ recompute forward)
+  Duration backward_weight;  ///< W of a split backward
+  double activation_bytes = 0;  ///< saved for backward per micro-batch (allocated at F)
+  /// Share of the activations that the W pass still needs (freed at W, the rest at B).
+  /// [assumed] 0.5: W keeps the inputs of the weight GEMMs and the output gradients it
+  /// multiplies (reference/memory.md §5, ZB note); only split-backward schedules use it.
+  double weight_keep_fraction = 0.5;
+};
+
+/// One DP communication bucket of a chunk, in the order backward produces it.
+struct BucketCost {
+  double params_fraction = 0;  ///< share of the chunk's gradients in this bucket (sums to 1)
+  Duration reduce;             ///< reduce-scatter / all-reduce alone on the links, seconds
+  Duration gather;             ///< parameter all-gather alone (0 without ZeRO sharding)
+};
+
+/// One pipeline rank.
+struct StageSpec {
+  std::vector<ChunkCost> chunks;                ///< size v
+  std::vector<std::vector<BucketCost>> buckets; ///< per chunk; empty when dp·cp == 1
+  Duration optimizer;                           ///< grad-norm + Adam on this rank's shard
+  bool dp_inter_node = false;                   ///< DP group crosses nodes (uses the NIC)
+};
+
+/// Everything the step level needs.
+struct StepSpec {
+  llama::Schedule schedule = llama::Schedule::one_f_one_b;
+  int p = 1;   ///< pipeline ranks
+  int v = 1;   ///< chunks per rank
+  int m = 1;   ///< micro-batches per step
+  std::vector<StageSpec> stages;  ///< size p
+  Duration pp_forward;   ///< one activation transfer across a boundary, alone on its link
+  Duration pp_backward;  ///< one gradient transfer
+  /// Per boundary from rank r to rank (r+1) mod p: whether it crosses nodes (size p).
+  std::vector<char> pp_inter_node;
+  bool overlap_grad_reduce = true;
+  bool overlap_param_gather = true;
+  bool pp_blocking = true;   ///< a rank waits for its own send before its next task (Megatron)
+  bool free_links = false;   ///< every link unbounded and every transfer free (tests)
+  bool record_memory = false;  ///< keep memory samples (for traces)
+  /// Share of a GPU's SMs that a running DP / PP transfer occupies; the stage's compute runs
+  /// at 1 − the sum meanwhile (TaskSpec::sm_share).
+  double comm_sm_share = 0;
+};
+
+/// Per-rank outcome of a step.
+struct StageOutcome {
+  double busy_s = 0;            ///< compute stream busy (F/B/W + optimizer)
+  double idle_s = 0;            ///< step time − busy
+  double pipeline_busy_s = 0;   ///< F/B/W only
+  double exposed_pp_s = 0;      ///< compute stream waiting on PP transfers
+  double exposed_dp_s = 0;      ///< waiting on DP reductions / parameter gathers
+  double peak_activation_bytes = 0;  ///< timeline peak of saved activations
+  double inflight = 0;          ///< peak / (activation bytes of one micro-batch over all chunks)
+  double last_compute_end_s = 0;
+};
+
+/// Result of one step replay.
+struct StepOutcome {
+  double step_time_s = 0;
+  double pipeline_span_s = 0;   ///< first F start to last backward end over all ranks
+  double bubble_fraction = 0;   ///< mean over ranks of idle share of the pipeline span
+  std::vector<StageOutcome> stages;
+  std::uint64_t events = 0;     ///< events the engine executed
+};
+
+/// Builds and runs the step graph. `graph`, `engine` and `queue` are caller-owned so that a
+/// search can reuse their buffers; after the call they hold the replay (for traces).
+/// Throws GraphError on a schedule bug (cycle / task that never starts).
+StepOutcome simulate_step(const StepSpec& spec, TaskGraph& graph, Engine& engine, EventQueue& queue);
+
+/// Convenience overload with its own buffers.
+[[nodiscard]] StepOutcome simulate_step(const StepSpec& spec);
+
+/// Stream ids inside a step graph: stage·kStepStreams + one of these.
+inline constexpr std::uint32_t kStreamCompute = 0;
+inline constexpr std::uint32_t kStreamPp = 1;
+inline constexpr std::uint32_t kStreamDp = 2;
+inline constexpr std::uint32_t kStepStreams = 3;
+
+}  // namespace tetra::sim

@@ -1,0 +1,177 @@
+// Layer level: one layer's op DAG on compute and communication streams (DESIGN §2.4).
+
+#include "tetra/sim/layer.hpp"
+
+#include <algorithm>
+
+namespace tetra::sim {
+
+CommAxis axis_of(llama::CommDim dim) noexcept {
+  switch (dim) {
+    case llama::CommDim::tp: return CommAxis::tp;
+    case llama::CommDim::cp: return CommAxis::cp;
+    case llama::CommDim::pp: return CommAxis::pp;
+    case llama::CommDim::dp:
+    case llama::CommDim::dp_cp: return CommAxis::dp;
+  }
+  return CommAxis::tp;
+}
+
+namespace {
+constexpr std::uint32_t kNone = 0xffffffffu;
+constexpr std::uint32_t kCompute = 0;
+// Communication streams 1 + axis.
+}  // namespace
+
+PassTime replay_pass(const std::vector<const llama::Op*>& ops, const std::vector<double>& seconds,
+                     bool record, TaskGraph& g, Engine& engine, EventQueue& queue,
+                     double comm_sm_share) {
+  g.clear();
+  g.add_stream("compute", 0);
+  g.add_stream("tp", 0);
+  g.add_stream("cp", 0);
+  g.add_stream("pp", 0);
+  g.add_stream("dp", 0);
+  PassTime out;
+  std::uint32_t last_compute = kNone;
+  std::vector<std::uint32_t> blocking;    // must finish before the next compute op
+  std::vector<std::uint32_t> async_next;  // must finish before the compute op after the next
+  std::vector<std::uint32_t> async_later;
+  std::vector<std::uint32_t> op_of_task;
+  auto add_compute = [&](const llama::Op& op, double s) {
+    TaskSpec t;
+    t.stream = kCompute;
+    t.sm_group = 0;
+    t.duration = Duration::from_seconds(s);
+    const auto id = g.add_task(t);
+    op_of_task.push_back(kNone);
+    if (last_compute != kNone) g.add_dep(last_compute, id);
+    for (auto b : blocking) g.add_dep(b, id);
+    for (auto a : async_later) g.add_dep(a, id);
+    blocking.clear();
+    async_later.swap(async_next);
+    async_next.clear();
+    last_compute = id;
+    out.compute_s += s;
+    (void)op;
+  };
+  auto add_comm = [&](const llama::Op& op, double s, std::uint32_t index) {
+    TaskSpec t;
+    t.stream = 1 + static_cast<std::uint32_t>(axis_of(op.dim));
+    t.sm_group = 0;
+    t.sm_share = comm_sm_share;
+    t.duration = Duration::from_seconds(s);
+    const auto id = g.add_task(t);
+    op_of_task.push_back(index);
+    if (last_compute != kNone) g.add_dep(last_compute, id);
+    if (op.async) {
+      async_next.push_back(id);
+    } else {
+      blocking.push_back(id);
+    }
+  };
+  for (std::size_t i = 0; i < ops.size(); ++i) {
+    const llama::Op& op = *ops[i];
+    const double s = seconds[i];
+    const bool ring = op.kind == llama::OpKind::p2p && op.async && op.count > 1 &&
+                      i + 1 < ops.size() && ops[i + 1]->is_compute() &&
+                      ops[i + 1]->count == op.count;
+    if (ring) {
+      // CP ring: exchange i overlaps attention step i; step i+1 needs exchange i.
+      const llama::Op& next = *ops[i + 1];
+      for (int r = 0; r < op.count; ++r) {
+        add_comm(op, s, static_cast<std::uint32_t>(i));
+        add_compute(next, seconds[i + 1]);
+      }
+      ++i;
+      continue;
+    }
+    const double total = s * std::max(op.count, 1);
+    if (op.is_compute()) {
+      add_compute(op, total);
+    } else {
+      add_comm(op, total, static_cast<std::uint32_t>(i));
+    }
+  }
+  engine.run(queue, g);
+  const auto& tm = engine.timings();
+  out.seconds = engine.makespan().seconds();
+  out.compute_s = 0;
+  for (std::uint32_t i = 0; i < g.tasks().size(); ++i) {
+    if (g.tasks()[i].stream == kCompute) out.compute_s += (tm[i].end - tm[i].start).seconds();
+  }
+  // Blame each idle gap of the compute stream on the axis of the latest-ending dependency.
+  const auto& tasks = g.tasks();
+  std::vector<std::uint32_t> last_dep(tasks.size(), kNone);
+  for (std::size_t e = 0; e < g.num_deps(); ++e) {
+    const auto from = g.dep_from()[e], to = g.dep_to()[e];
+    if (last_dep[to] == kNone || tm[from].end > tm[last_dep[to]].end) last_dep[to] = from;
+  }
+  Time prev = Time::zero();
+  Time last_end = Time::zero();
+  for (std::uint32_t i = 0; i < tasks.size(); ++i) {
+    if (tasks[i].stream != kCompute) continue;
+    if (tm[i].start > prev && last_dep[i] != kNone && tasks[last_dep[i]].stream != kCompute) {
+      out.exposed_s[tasks[last_dep[i]].stream - 1] += (tm[i].start - prev).seconds();
+    } else if (tm[i].start > prev && last_dep[i] == kNone) {
+      // First compute op waited on nothing: cannot happen (starts at 0).
+    }
+    prev = tm[i].end;
+    last_end = tm[i].end;
+  }
+  // Communication still running after the last compute op is exposed too.
+  if (engine.makespan() > last_end) {
+    std::uint32_t latest = kNone;
+    for (std::uint32_t i = 0; i < tasks.size(); ++i) {
+      if (tasks[i].stream != kCompute && (latest == kNone || tm[i].end > tm[latest].end)) latest = i;
+    }
+    if (latest != kNone) out.exposed_s[tasks[latest].stream - 1] += (engine.makespan() - last_end).seconds();
+  }
+  if (record) {
+    for (std::uint32_t i = 0; i < tasks.size(); ++i) {
+      if (tasks[i].stream == kCompute || tm[i].end == tm[i].start) continue;
+      const auto* op = ops[op_of_task[i]];
+      out.comm.push_back({static_cast<CommAxis>(tasks[i].stream - 1), tm[i].start.seconds(),
+                          tm[i].end.seconds(), op->name});
+    }
+  }
+  return out;
+}
+
+LayerTimes replay_layer(const std::vector<llama::Op>& ops, const OpPricer& price, bool record,
+                        double comm_sm_share) {
+  TaskGraph g;
+  Engine e;
+  EventQueue q;
+  std::vector<double> secs(ops.size());
+  for (std::size_t i = 0; i < ops.size(); ++i) {
+    secs[i] = ops[i].pass == llama::Pass::optimizer ? 0.0 : price(ops[i]);
+  }
+  std::vector<const llama::Op*> list;
+  std::vector<double> s;
+  auto run = [&](auto&& keep) {
+    list.clear();
+    s.clear();
+    for (std::size_t i = 0; i < ops.size(); ++i) {
+      if (keep(ops[i])) {
+        list.push_back(&ops[i]);
+        s.push_back(secs[i]);
+      }
+    }
+    return replay_pass(list, s, record, g, e, q, comm_sm_share);
+  };
+  using llama::Pass;
+  LayerTimes lt;
+  lt.forward = run([](const llama::Op& o) { return o.pass == Pass::forward && !o.recompute; });
+  lt.backward = run([](const llama::Op& o) {
+    return (o.pass == Pass::forward && o.recompute) || o.pass == Pass::backward_input ||
+           o.pass == Pass::backward_weight;
+  });
+  lt.backward_input = run([](const llama::Op& o) {
+    return (o.pass == Pass::forward && o.recompute) || o.pass == Pass::backward_input;
+  });
+  lt.backward_weight = run([](const llama::Op& o) { return o.pass == Pass::backward_weight; });
+  return lt;
+}
+
+}  // namespace tetra::sim

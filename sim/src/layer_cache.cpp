@@ -1,0 +1,57 @@
+// Priced layer tables shared between simulations of one search.
+
+#include "tetra/sim/layer_cache.hpp"
+
+#include <algorithm>
+
+#include "tetra/costmodel/collective.hpp"
+
+namespace tetra::sim {
+
+LayerKey layer_key(const llama::Training& training, const llama::Layout& layout,
+                   int gpus_per_node) {
+  LayerKey k;
+  k.tp = layout.tp;
+  k.cp = layout.cp;
+  k.mbs = layout.mbs;
+  k.sp = layout.sp;
+  k.recompute = layout.recompute;
+  const int dpc = std::max(1, layout.dp) * std::max(1, layout.cp);
+  // llama::layer_ops adds per-layer parameter all-gathers over DP×CP only under ZeRO-3.
+  k.dp_cp = training.zero_stage >= 3 && dpc > 1 ? dpc : 0;
+  const int gpn = std::max(gpus_per_node, 1);
+  const auto tp = costmodel::place_group(layout, llama::CommDim::tp, gpn);
+  const auto cp = costmodel::place_group(layout, llama::CommDim::cp, gpn);
+  k.tp_ranks = tp.ranks;
+  k.tp_per_node = tp.ranks_per_node;
+  k.tp_nodes = tp.nodes;
+  k.cp_ranks = cp.ranks;
+  k.cp_per_node = cp.ranks_per_node;
+  k.cp_nodes = cp.nodes;
+  if (k.dp_cp > 0) {
+    const auto dc = costmodel::place_group(layout, llama::CommDim::dp_cp, gpn);
+    k.dpcp_ranks = dc.ranks;
+    k.dpcp_per_node = dc.ranks_per_node;
+    k.dpcp_nodes = dc.nodes;
+  }
+  return k;
+}
+
+std::shared_ptr<const LayerTables> LayerCache::find(const LayerKey& key) const {
+  const std::lock_guard<std::mutex> lock(mutex_);
+  const auto it = map_.find(key);
+  return it == map_.end() ? nullptr : it->second;
+}
+
+std::shared_ptr<const LayerTables> LayerCache::insert(const LayerKey& key, LayerTables tables) {
+  auto entry = std::make_shared<const LayerTables>(std::move(tables));
+  const std::lock_guard<std::mutex> lock(mutex_);
+  return map_.try_emplace(key, std::move(entry)).first->second;
+}
+
+std::size_t LayerCache::size() const {
+  const std::lock_guard<std::mutex> lock(mutex_);
+  return map_.size();
+}
+
+}  // namespace tetra::sim

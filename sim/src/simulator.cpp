@@ -1,0 +1,330 @@
+// The two levels wired to the op list and the cost models (DESIGN §2.4).
+
+#include "tetra/sim/simulator.hpp"
+
+#include <algorithm>
+#include <sstream>
+#include <string>
+
+#include "tetra/costmodel/collective.hpp"
+#include "tetra/costmodel/compute.hpp"
+#include "tetra/llama/flops.hpp"
+#include "tetra/llama/ops.hpp"
+#include "tetra/llama/params.hpp"
+
+namespace tetra::sim {
+
+namespace {
+
+// Product of the sizes of the dimensions placed inside `dim` in rank_order (innermost first).
+int stride_of(const llama::Layout& layout, const std::string& dim) {
+  int stride = 1;
+  std::stringstream ss(layout.rank_order);
+  std::string part;
+  while (std::getline(ss, part, '-')) {
+    if (part == dim) return stride;
+    if (part == "tp") stride *= layout.tp;
+    if (part == "cp") stride *= layout.cp;
+    if (part == "dp") stride *= layout.dp;
+    if (part == "pp") stride *= layout.pp;
+  }
+  return stride;
+}
+
+double pass_exposed(const PassTime& pt, CommAxis a) { return pt.exposed_s[static_cast<std::size_t>(a)]; }
+
+}  // namespace
+
+Result Simulator::run(const SimInput& in, const SimOptions& options) {
+  const llama::Model& model = *in.model;
+  const hw::Cluster& cluster = *in.cluster;
+  const llama::Training& training = *in.training;
+  const llama::Layout& layout = in.layout;
+  const costmodel::ComputeParams& cp = *in.compute;
+  const costmodel::CommParams& cm = *in.comm;
+  const bool record = options.record_trace;
+
+  // Communication prices of this run by op shape: comm_op_seconds reads only (kind, coll,
+  // dim, group, bytes), and the DP buckets of a stage and the middle stages repeat each
+  // other, so most DP prices repeat (the top hot spot of `tetrasim search`).
+  struct PricedComm {
+    llama::OpKind kind;
+    llama::CollectiveKind coll;
+    llama::CommDim dim;
+    int group;
+    double bytes;
+    double seconds;
+  };
+  std::vector<PricedComm> comm_memo;
+  const OpPricer price = [&](const llama::Op& op) {
+    if (op.is_compute()) return costmodel::op_seconds(op, cp);
+    for (const auto& c : comm_memo) {
+      if (c.kind == op.kind && c.coll == op.coll && c.dim == op.dim && c.group == op.group &&
+          c.bytes == op.bytes) {
+        return c.seconds;
+      }
+    }
+    const double s = costmodel::comm_op_seconds(op, layout, cm);
+    comm_memo.push_back({op.kind, op.coll, op.dim, op.group, op.bytes, s});
+    return s;
+  };
+  // SM sharing: NCCL runs one thread block per channel on the SMs of the GPU
+  // (`NVIDIA/nccl: src/enqueue.cc`, one CTA per channel), so compute overlapped with a
+  // collective runs on the remaining SMs (DESIGN §3: "a slowdown of compute when
+  // communication kernels share the SMs"). Channels as NCCL's search finds them.
+  const int gpn = std::max(cluster.gpus_per_node, 1);
+  const double sms = std::max(cp.sms, 1);
+  const auto intra = costmodel::ring_graph(cm.topo, gpn, 1);
+  const double intra_share = std::min(0.5, std::max(intra.channels, 0) / sms);
+  // Layer level: one replay per distinct op list.
+  // Shared with earlier runs of the same per-layer shape through options.layer_cache.
+  LayerCache* cache = record ? nullptr : options.layer_cache;
+  const LayerKey key = cache != nullptr ? layer_key(training, layout, gpn) : LayerKey{};
+  const auto shared = cache != nullptr ? cache->find(key) : nullptr;
+  if (shared) {
+    layer_ = shared->layer;
+    embedding_ = shared->embedding;
+    head_ = shared->head;
+  } else {
+    layer_ = replay_layer(llama::layer_ops(model, training, layout), price, record, intra_share);
+    embedding_ = replay_layer(llama::embedding_ops(model, training, layout), price, record, intra_share);
+    head_ = replay_layer(llama::head_ops(model, training, layout), price, record, intra_share);
+    if (cache != nullptr) cache->insert(key, LayerTables{layer_, embedding_, head_});
+  }
+
+  const int p = std::max(layout.pp, 1);
+  const int v = std::max(layout.vp, 1);
+  const int m = std::max(llama::micro_batches(layout, training), 1);
+  const int V = p * v;
+  p_ = p;
+  v_ = v;
+  const auto rank_layers = llama::stage_layers(model, layout);
+  const double act_layer = costmodel::activation_bytes_per_layer(model, training, layout);
+  const bool zb = splits_backward(layout.schedule);
+
+  spec_ = StepSpec{};
+  spec_.schedule = layout.schedule;
+  spec_.p = p;
+  spec_.v = v;
+  spec_.m = m;
+  spec_.overlap_grad_reduce = training.overlap_grad_reduce;
+  spec_.overlap_param_gather = training.overlap_param_gather;
+  spec_.record_memory = record;
+  chunk_layers_.assign(static_cast<std::size_t>(V), 0);
+
+  // Placement: PP neighbours and the DP x CP gradient group.
+  const int pp_stride = stride_of(layout, "pp");
+  spec_.pp_inter_node.assign(static_cast<std::size_t>(p), 1);
+  for (int r = 0; r < p; ++r) {
+    const long long a = static_cast<long long>(r) * pp_stride / gpn;
+    const long long b = static_cast<long long>((r + 1) % p) * pp_stride / gpn;
+    spec_.pp_inter_node[static_cast<std::size_t>(r)] = a != b ? 1 : 0;
+  }
+  const auto dp_place = costmodel::place_group(layout, llama::CommDim::dp_cp, gpn);
+  const auto dp_graph = costmodel::ring_graph(cm.topo, dp_place.ranks_per_node, dp_place.nodes);
+  spec_.comm_sm_share = std::min(0.5, std::max(dp_graph.channels, 0) / sms);
+  if (p > 1) {
+    const double bytes = llama::pp_boundary_bytes(model, training, layout);
+    const bool any_inter = std::any_of(spec_.pp_inter_node.begin(), spec_.pp_inter_node.begin() + (p - 1),
+                                       [](char c) { return c != 0; });
+    spec_.pp_forward = Duration::from_seconds(costmodel::p2p_seconds(bytes, !any_inter, cm));
+    spec_.pp_backward = spec_.pp_forward;
+  }
+
+  for (int r = 0; r < p; ++r) {
+    StageSpec st;
+    const int lr = rank_layers.at(static_cast<std::size_t>(r));
+    for (int c = 0; c < v; ++c) {
+      const int lc = lr / v + (c < lr % v ? 1 : 0);
+      const int vs = c * p + r;
+      chunk_layers_[static_cast<std::size_t>(vs)] = lc;
+      double f = lc * layer_.forward.seconds;
+      double bw = lc * layer_.backward.seconds;
+      double bi = lc * layer_.backward_input.seconds;
+      double w = lc * layer_.backward_weight.seconds;
+      if (vs == 0) {
+        f += embedding_.forward.seconds;
+        bw += embedding_.backward.seconds;
+        bi += embedding_.backward_input.seconds;
+        w += embedding_.backward_weight.seconds;
+      }
+      if (vs == V - 1) {
+        f += head_.forward.seconds;
+        bw += head_.backward.seconds;
+        bi += head_.backward_input.seconds;
+        w += head_.backward_weight.seconds;
+      }
+      ChunkCost cc;
+      cc.forward = Duration::from_seconds(f);
+      cc.backward = Duration::from_seconds(bw);
+      cc.backward_input = Duration::from_seconds(bi);
+      cc.backward_weight = Duration::from_seconds(w);
+      cc.activation_bytes = lc * act_layer;
+      st.chunks.push_back(cc);
+    }
+    // DP buckets of the stage (per chunk: each chunk has its own gradient buffer).
+    const auto dp_ops = llama::dp_gradient_ops(model, training, layout, r);
+    std::vector<llama::Op> reduces, gathers;
+    for (const auto& op : dp_ops) {
+      if (op.kind != llama::OpKind::collective) continue;
+      for (int k = 0; k < std::max(op.count, 1); ++k) {
+        llama::Op one = op;
+        one.count = 1;
+        one.bytes = op.bytes / v;
+        if (op.coll == llama::CollectiveKind::all_gather) {
+          gathers.push_back(one);
+        } else if (op.coll == llama::CollectiveKind::reduce_scatter ||
+                   op.coll == llama::CollectiveKind::all_reduce) {
+          reduces.push_back(one);
+        }
+      }
+    }
+    if (!reduces.empty()) {
+      double total = 0;
+      for (const auto& op : reduces) total += op.bytes;
+      double gather_total = 0;
+      for (const auto& op : gathers) gather_total += price(op);
+      std::vector<BucketCost> bk;
+      for (std::size_t k = 0; k < reduces.size(); ++k) {
+        BucketCost b;
+        b.params_fraction = total > 0 ? reduces[k].bytes / total : 1.0 / static_cast<double>(reduces.size());
+        b.reduce = Duration::from_seconds(price(reduces[k]));
+        if (gathers.size() == reduces.size()) {
+          b.gather = Duration::from_seconds(price(gathers[k]));
+        } else {
+          b.gather = Duration::from_seconds(gather_total * b.params_fraction);
+        }
+        bk.push_back(b);
+      }
+      st.buckets.assign(static_cast<std::size_t>(v), bk);
+    }
+    double opt = 0;
+    for (const auto& op : llama::optimizer_ops(model, training, layout, r)) {
+      opt += price(op) * std::max(op.count, 1);
+    }
+    st.optimizer = Duration::from_seconds(opt);
+    st.dp_inter_node = dp_place.nodes > 1;
+    spec_.stages.push_back(std::move(st));
+  }
+
+  if (m <= kMaxSimulatedMicroBatches) {
+    step_ = simulate_step(spec_, graph_, engine_, queue_);
+  } else {
+    // Long horizons are extrapolated (reference/style.md H3): replay two shorter steps of
+    // m1 < m2 micro-batches (multiples of the schedule's group) and extend the steady state
+    // linearly to m; warm-up, cool-down, DP and optimizer tails stay as simulated.
+    const int unit = layout.schedule == llama::Schedule::interleaved ? p : 1;
+    const int m2 = std::max(unit, (kMaxSimulatedMicroBatches / unit) * unit);
+    const int m1 = std::max(unit, (m2 / 2 / unit) * unit);
+    spec_.m = m1;
+    const StepOutcome a = simulate_step(spec_, graph_, engine_, queue_);
+    spec_.m = m2;
+    step_ = simulate_step(spec_, graph_, engine_, queue_);
+    const double k = static_cast<double>(m - m2) / static_cast<double>(m2 - m1);
+    auto ext = [k](double x1, double x2) { return x2 + (x2 - x1) * k; };
+    step_.step_time_s = ext(a.step_time_s, step_.step_time_s);
+    step_.pipeline_span_s = ext(a.pipeline_span_s, step_.pipeline_span_s);
+    double bubble = 0;
+    const bool all_in_flight = layout.schedule == llama::Schedule::gpipe ||
+                               layout.schedule == llama::Schedule::layered;
+    for (std::size_t r = 0; r < step_.stages.size(); ++r) {
+      auto& so = step_.stages[r];
+      const auto& sa = a.stages[r];
+      so.busy_s = ext(sa.busy_s, so.busy_s);
+      so.pipeline_busy_s = ext(sa.pipeline_busy_s, so.pipeline_busy_s);
+      so.exposed_pp_s = ext(sa.exposed_pp_s, so.exposed_pp_s);
+      so.idle_s = std::max(0.0, step_.step_time_s - so.busy_s);
+      if (all_in_flight) {
+        so.inflight = ext(sa.inflight, so.inflight);
+        so.peak_activation_bytes = ext(sa.peak_activation_bytes, so.peak_activation_bytes);
+      }
+      if (step_.pipeline_span_s > 0) bubble += (step_.pipeline_span_s - so.pipeline_busy_s) / step_.pipeline_span_s;
+    }
+    step_.bubble_fraction = step_.stages.empty() ? 0 : bubble / static_cast<double>(step_.stages.size());
+    spec_.m = m;
+  }
+  recorded_ = record;
+
+  Result res;
+  res.layout = layout;
+  res.micro_batches = m;
+  res.events = step_.events;
+  res.step_time_s = step_.step_time_s;
+  res.bubble_fraction = step_.bubble_fraction;
+  const double world = static_cast<double>(layout.world());
+  const double tokens = static_cast<double>(training.global_batch) * training.seq_len;
+  res.tokens_per_s = res.step_time_s > 0 ? tokens / res.step_time_s : 0;
+  res.tokens_per_s_per_gpu = world > 0 ? res.tokens_per_s / world : 0;
+  res.model_flops = llama::megatron_step_flops(model, training.seq_len, training.global_batch,
+                                               llama::padded_vocab(model, layout.tp));
+  if (res.step_time_s > 0 && world > 0) {
+    const double per_gpu = res.model_flops / res.step_time_s / world;
+    res.tflops_per_gpu = per_gpu / 1e12;
+    res.mfu = cluster.gpu.bf16_peak_flops > 0 ? per_gpu / cluster.gpu.bf16_peak_flops : 0;
+  }
+  res.layer_forward_s = layer_.forward.seconds;
+  res.layer_backward_s = layer_.backward.seconds;
+
+  // Exposed TP / CP: per stage, every pass of every task (the most exposed stage).
+  for (int r = 0; r < p; ++r) {
+    double tp = 0, cpx = 0;
+    for (int c = 0; c < v; ++c) {
+      const int vs = c * p + r;
+      const double lc = chunk_layers_[static_cast<std::size_t>(vs)];
+      for (CommAxis a : {CommAxis::tp, CommAxis::cp}) {
+        auto sum = [&](const LayerTimes& lt, double k) {
+          double x = pass_exposed(lt.forward, a);
+          x += zb ? pass_exposed(lt.backward_input, a) + pass_exposed(lt.backward_weight, a)
+                  : pass_exposed(lt.backward, a);
+          return k * x;
+        };
+        double x = sum(layer_, lc);
+        if (vs == 0) x += sum(embedding_, 1);
+        if (vs == V - 1) x += sum(head_, 1);
+        (a == CommAxis::tp ? tp : cpx) += m * x;
+      }
+    }
+    const auto& so = step_.stages[static_cast<std::size_t>(r)];
+    res.exposed.tp = std::max(res.exposed.tp, tp);
+    res.exposed.cp = std::max(res.exposed.cp, cpx);
+    res.exposed.pp = std::max(res.exposed.pp, so.exposed_pp_s);
+    res.exposed.dp = std::max(res.exposed.dp, so.exposed_dp_s);
+  }
+
+  // Memory: the memory model at the in-flight counts the timeline found.
+  costmodel::MemoryOptions mo;
+  mo.memory_fraction = options.memory_fraction;
+  for (const auto& so : step_.stages) mo.inflight.push_back(so.inflight);
+  res.memory = costmodel::estimate_memory(model, cluster, training, layout, mo);
+  res.fits = res.memory.fits;
+  res.peak_bytes = res.memory.peak_bytes;
+  static_bytes_.clear();
+  frag_.clear();
+  for (int r = 0; r < p; ++r) {
+    StageResult sr;
+    sr.stage = r;
+    sr.layers = rank_layers.at(static_cast<std::size_t>(r));
+    const auto& so = step_.stages[static_cast<std::size_t>(r)];
+    sr.busy_s = so.busy_s;
+    sr.idle_s = so.idle_s;
+    sr.inflight = so.inflight;
+    if (static_cast<std::size_t>(r) < res.memory.stages.size()) {
+      const auto& sm = res.memory.stages[static_cast<std::size_t>(r)];
+      sr.peak_bytes = sm.reserved_bytes;
+      static_bytes_.push_back(sm.static_bytes());
+      frag_.push_back(sm.fragmentation_fraction);
+    } else {
+      static_bytes_.push_back(0);
+      frag_.push_back(0);
+    }
+    res.stages.push_back(sr);
+  }
+  return res;
+}
+
+Result simulate(const SimInput& in, const SimOptions& options) {
+  Simulator s;
+  return s.run(in, options);
+}
+
+}  // namespace tetra::sim

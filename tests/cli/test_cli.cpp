@@ -1,0 +1,232 @@
+// End-to-end tests of the tetrasim executable: exit codes, the one-line error contract and
+// the JSON outputs of SPEC section 1. Each test runs the built binary from the source folder.
+
+#include <doctest/doctest.h>
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+namespace fs = std::filesystem;
+
+namespace {
+
+struct Result {
+  int code = -1;
+  std::string out;
+  std::string err;
+};
+
+std::string slurp(const fs::path& p) {
+  std::ifstream f(p, std::ios::binary);
+  std::ostringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+
+/// Runs `tetrasim ARGS` in the source folder, capturing stdout, stderr and the exit code.
+Result tetrasim(const std::string& args) {
+  static std::atomic<int> counter{0};
+  const fs::path dir = fs::path(TETRA_BINARY_DIR) / "tests" / "cli_scratch";
+  fs::create_directories(dir);
+  const std::string tag = std::to_string(::getpid()) + "_" + std::to_string(counter++);
+  const fs::path out = dir / ("out_" + tag);
+  const fs::path err = dir / ("err_" + tag);
+  const std::string bin = std::string(TETRA_BINARY_DIR) + "/cli/tetrasim";
+  const std::string cmd = "cd '" + std::string(TETRA_SOURCE_DIR) + "' && '" + bin + "' " + args +
+                          " >'" + out.string() + "' 2>'" + err.string() + "' </dev/null";
+  const int status = std::system(cmd.c_str());
+  Result r;
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  r.out = slurp(out);
+  r.err = slurp(err);
+  fs::remove(out);
+  fs::remove(err);
+  return r;
+}
+
+std::size_t count_lines(const std::string& s) {
+  std::size_t n = 0;
+  for (char c : s) n += c == '\n' ? 1 : 0;
+  return n;
+}
+
+/// A user error: exit 1, nothing on stdout, exactly one line on stderr starting with `prefix`.
+void check_user_error(const Result& r, const std::string& prefix) {
+  CAPTURE(r.err);
+  CHECK(r.code == 1);
+  CHECK(r.out.empty());
+  CHECK(count_lines(r.err) == 1);
+  CHECK(r.err.rfind("tetrasim: " + prefix, 0) == 0);
+}
+
+}  // namespace
+
+TEST_SUITE("cli") {
+
+TEST_CASE("malformed TOML: one line with file:line:col, exit 1") {
+  check_user_error(tetrasim("memory tests/data/scenarios/malformed.toml"),
+                   "tests/data/scenarios/malformed.toml:3:");
+}
+
+TEST_CASE("unknown key: file:line:col and the key") {
+  check_user_error(tetrasim("memory tests/data/scenarios/unknown_key.toml"),
+                   "tests/data/scenarios/unknown_key.toml:15:1: [layout].micro_batch: unknown key");
+}
+
+TEST_CASE("TP not dividing the heads: file:line:col of tp") {
+  check_user_error(tetrasim("memory tests/data/scenarios/tp_heads.toml"),
+                   "tests/data/scenarios/tp_heads.toml:14:6: [layout].tp: ");
+}
+
+TEST_CASE("world-size mismatch: file:line:col of the dp that does not match") {
+  check_user_error(tetrasim("memory tests/data/scenarios/world_size.toml"),
+                   "tests/data/scenarios/world_size.toml:16:6: [layout].dp: ");
+}
+
+TEST_CASE("missing file") {
+  check_user_error(tetrasim("memory tests/data/scenarios/does_not_exist.toml"),
+                   "tests/data/scenarios/does_not_exist.toml: no such file");
+  check_user_error(tetrasim("validate tests/data/does_not_exist.csv"),
+                   "tests/data/does_not_exist.csv: no such file");
+}
+
+TEST_CASE("bad unit: file:line:col of the value") {
+  check_user_error(tetrasim("memory tests/data/scenarios/bad_unit.toml"),
+                   "tests/data/scenarios/bad_unit.toml:10:10: [cluster.gpu].memory: ");
+}
+
+TEST_CASE("missing [model] names the table") {
+  check_user_error(tetrasim("memory tests/data/scenarios/no_model.toml"),
+                   "tests/data/scenarios/no_model.toml: [model]: missing table");
+}
+
+TEST_CASE("bad --layout names --layout and the key") {
+  check_user_error(tetrasim("memory scenarios/default.toml --layout tp=x"),
+                   "--layout: tp: expected an integer");
+  check_user_error(tetrasim("memory scenarios/default.toml --layout bogus=1"),
+                   "--layout: bogus: unknown key");
+  check_user_error(tetrasim("memory scenarios/default.toml --layout tp=3"), "--layout: tp: ");
+}
+
+TEST_CASE("usage errors exit 2") {
+  CHECK(tetrasim("memory").code == 2);
+  CHECK(tetrasim("no-such-command").code == 2);
+  CHECK(tetrasim("memory scenarios/default.toml --no-such-flag").code == 2);
+  CHECK(tetrasim("validate").code == 2);
+}
+
+TEST_CASE("memory --json has the SPEC keys and nothing else on stdout") {
+  const Result r = tetrasim("memory scenarios/default.toml --json");
+  CAPTURE(r.err);
+  REQUIRE(r.code == 0);
+  CHECK(r.err.empty());
+  const auto j = nlohmann::json::parse(r.out);  // throws (fails the test) on anything but JSON
+  for (const char* key : {"capacity_gib", "usable_gib", "fits", "peak_gib", "stages"}) {
+    CAPTURE(key);
+    CHECK(j.contains(key));
+  }
+  CHECK(j["fits"].is_boolean());
+  REQUIRE(j["stages"].is_array());
+  CHECK(j["stages"].size() == 4);  // pp = 4
+  for (const auto& s : j["stages"]) {
+    for (const char* key : {"stage", "params_gib", "grads_gib", "optimizer_gib", "activations_gib",
+                            "buffers_gib", "total_gib"}) {
+      CAPTURE(key);
+      CHECK(s.contains(key));
+    }
+  }
+  CHECK(j["layout"]["dp"] == 2);
+  // H100 SXM: 80 GB of HBM3 = 79.6 GiB.
+  CHECK(j["capacity_gib"].get<double>() > 79.0);
+  CHECK(j["capacity_gib"].get<double>() <= 80.0);
+  CHECK(j["usable_gib"].get<double>() == doctest::Approx(0.8 * j["capacity_gib"].get<double>()).epsilon(1e-3));
+  // Deterministic: the same input gives byte-identical output.
+  CHECK(tetrasim("memory scenarios/default.toml --json").out == r.out);
+}
+
+TEST_CASE("memory prints a table and the verdict; --layout overrides") {
+  const Result r = tetrasim("memory scenarios/default.toml --layout pp=8,tp=8");
+  CAPTURE(r.err);
+  REQUIRE(r.code == 0);
+  CHECK(r.err.empty());
+  CHECK(r.out.find("stage") != std::string::npos);
+  CHECK(r.out.find("fits ") != std::string::npos);
+  CHECK(r.out.find("tp=8,cp=1,pp=8,dp=1") != std::string::npos);
+  // Not fitting is a verdict, not an error.
+  const Result oom = tetrasim("memory tests/data/scenarios/oom.toml --json");
+  CHECK(oom.code == 0);
+  CHECK(nlohmann::json::parse(oom.out)["fits"].is_boolean());
+}
+
+TEST_CASE("validate --json has the SPEC keys") {
+  const Result r = tetrasim("validate tests/data/scenarios/measurements.csv --json");
+  CAPTURE(r.err);
+  REQUIRE(r.code == 0);
+  CHECK(r.err.empty());
+  const auto j = nlohmann::json::parse(r.out);
+  CHECK(j["rows"] == 5);
+  for (const char* key : {"rows", "skipped", "metrics", "outcome", "per_row"}) {
+    CAPTURE(key);
+    CHECK(j.contains(key));
+  }
+  const auto& o = j["outcome"];
+  CHECK(o["n"] == 2);
+  for (const char* key : {"fit_fit", "fit_oom", "oom_fit", "oom_oom"}) {
+    CAPTURE(key);
+    CHECK(o["confusion"].contains(key));
+  }
+  CHECK(o["confusion"]["fit_fit"].get<int>() + o["confusion"]["fit_oom"].get<int>() == 1);
+  CHECK(o["confusion"]["oom_fit"].get<int>() + o["confusion"]["oom_oom"].get<int>() == 1);
+  REQUIRE(j["skipped"].size() >= 2);
+  CHECK(j["skipped"][0]["id"] == "blank-mbs");
+  CHECK(j["skipped"][0]["reason"] == "layout cell 'mbs' is blank");
+  CHECK(j["skipped"][1]["id"] == "bad-tp");
+  CHECK(j["skipped"][1]["reason"].get<std::string>().find("tp") != std::string::npos);
+  REQUIRE(j["per_row"].size() >= 2);
+  CHECK(j["per_row"][0]["id"] == "fit-8b");
+  CHECK(j["per_row"][0]["measured"] == 1);
+  CHECK(j["per_row"][0]["ape"].is_null());  // outcome rows have no percentage error
+  for (const char* key : {"id", "metric", "measured", "predicted", "ape"}) {
+    CAPTURE(key);
+    CHECK(j["per_row"][0].contains(key));
+  }
+}
+
+TEST_CASE("validate prints the confusion matrix and accuracy") {
+  const Result r = tetrasim("validate tests/data/scenarios/measurements.csv");
+  CAPTURE(r.err);
+  REQUIRE(r.code == 0);
+  CHECK(r.out.find("accuracy") != std::string::npos);
+  CHECK(r.out.find("measured \\ predicted") != std::string::npos);
+  CHECK(r.out.find("layout cell 'mbs' is blank") != std::string::npos);
+  check_user_error(tetrasim("validate tests/data/scenarios/measurements.csv --group-by nope"),
+                   "--group-by: nope: no such column");
+}
+
+TEST_CASE("a malformed measurement row names file:line and the column") {
+  check_user_error(tetrasim("validate tests/data/scenarios/bad_measurements.csv"),
+                   "tests/data/scenarios/bad_measurements.csv:3: tp: expected an integer");
+}
+
+TEST_CASE("the shipped validation files run") {
+  for (const char* f : {"data/validation/hagemann2023.csv", "data/validation/megatron_selene.csv",
+                        "data/validation/megatron_h100.csv"}) {
+    CAPTURE(f);
+    const Result r = tetrasim(std::string("validate ") + f + " --json");
+    CAPTURE(r.err);
+    CHECK(r.code == 0);
+    CHECK(r.err.empty());
+    const auto j = nlohmann::json::parse(r.out, nullptr, false);
+    CHECK(j.is_object());
+  }
+}
+
+}  // TEST_SUITE

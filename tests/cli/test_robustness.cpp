@@ -1,0 +1,304 @@
+// End-to-end robustness of the tetrasim executable (SPEC section 1): absurd sizes give one
+// clear line naming file:line:col and the key, exit 1, within seconds (no overflow, no hang);
+// a failed command leaves no output file behind; JSON output is byte-identical across runs
+// and across --threads values.
+
+#include <doctest/doctest.h>
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+namespace fs = std::filesystem;
+
+namespace {
+
+struct Run {
+  int code = -1;
+  std::string out;
+  std::string err;
+};
+
+std::string slurp(const fs::path& p) {
+  std::ifstream f(p, std::ios::binary);
+  std::ostringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+
+fs::path scratch() {
+  const fs::path dir = fs::path(TETRA_BINARY_DIR) / "tests" / "robustness_scratch" / std::to_string(::getpid());
+  fs::create_directories(dir);
+  return dir;
+}
+
+/// Runs `tetrasim ARGS` from the source folder under a 120 s limit (exit 124 on a hang).
+Run tetrasim(const std::string& args) {
+  static std::atomic<int> counter{0};
+  const std::string tag = std::to_string(counter++);
+  const fs::path out = scratch() / ("out_" + tag);
+  const fs::path err = scratch() / ("err_" + tag);
+  const std::string bin = std::string(TETRA_BINARY_DIR) + "/cli/tetrasim";
+  const std::string cmd = "cd '" + std::string(TETRA_SOURCE_DIR) + "' && timeout 120 '" + bin + "' " + args +
+                          " >'" + out.string() + "' 2>'" + err.string() + "' </dev/null";
+  const int status = std::system(cmd.c_str());
+  Run r;
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  r.out = slurp(out);
+  r.err = slurp(err);
+  fs::remove(out);
+  fs::remove(err);
+  return r;
+}
+
+/// A small valid scenario (8 GPUs, llama3.1-8b) with one line replaced.
+std::string scenario_with(const std::string& from, const std::string& to) {
+  std::string text = R"([model]
+layers = 32
+hidden = 4096
+ffn_hidden = 14336
+heads = 32
+kv_heads = 8
+vocab = 128256
+
+[cluster]
+preset = "dgx-h100"
+nodes = 1
+
+[cluster.gpu]
+memory = "80GiB"
+
+[cluster.intra_node]
+bandwidth = "450GB/s"
+
+[cluster.inter_node]
+nic_bandwidth = "400Gb/s"
+
+[training]
+seq_len = 4096
+global_batch = 32
+
+[layout]
+tp = 2
+pp = 2
+mbs = 1
+)";
+  if (!from.empty()) {
+    const auto at = text.find(from);
+    REQUIRE(at != std::string::npos);
+    text.replace(at, from.size(), to);
+  }
+  return text;
+}
+
+fs::path write(const std::string& name, const std::string& text) {
+  const fs::path p = scratch() / name;
+  std::ofstream(p, std::ios::binary) << text;
+  return p;
+}
+
+int line_of(const std::string& text, const std::string& needle) {
+  const auto at = text.find(needle);
+  REQUIRE(at != std::string::npos);
+  int line = 1;
+  for (std::size_t i = 0; i < at; ++i) line += text[i] == '\n' ? 1 : 0;
+  return line;
+}
+
+std::size_t count_lines(const std::string& s) {
+  std::size_t n = 0;
+  for (char c : s) n += c == '\n' ? 1 : 0;
+  return n;
+}
+
+/// Exit 1, nothing on stdout, one line "tetrasim: FILE:LINE:COL: KEY: ..." on stderr.
+void check_located_error(const Run& r, const fs::path& file, int line, const std::string& key) {
+  CAPTURE(r.err);
+  CHECK(r.code == 1);
+  CHECK(r.out.empty());
+  CHECK(count_lines(r.err) == 1);
+  const std::string prefix = "tetrasim: " + file.string() + ":" + std::to_string(line) + ":";
+  CHECK(r.err.rfind(prefix, 0) == 0);
+  CHECK(r.err.find(key) != std::string::npos);
+}
+
+struct Absurd {
+  const char* name;
+  const char* from;
+  const char* to;
+  const char* key;
+};
+
+}  // namespace
+
+TEST_SUITE("cli") {
+
+TEST_CASE("robustness: the base scenario of the absurd-size tests is valid") {
+  const fs::path p = write("base.toml", scenario_with("", ""));
+  const Run r = tetrasim("memory '" + p.string() + "' --json");
+  CAPTURE(r.err);
+  CHECK(r.code == 0);
+}
+
+TEST_CASE("robustness: absurd sizes give one clear line naming file:line:col and the key") {
+  const Absurd cases[] = {
+      {"a trillion layers", "layers = 32", "layers = 1000000000000", "[model].layers"},
+      {"int64 max hidden", "hidden = 4096", "hidden = 9223372036854775807", "[model].hidden"},
+      {"negative heads", "heads = 32", "heads = -32", "[model].heads"},
+      {"zero vocab", "vocab = 128256", "vocab = 0", "[model].vocab"},
+      {"a trillion nodes", "nodes = 1", "nodes = 1000000000000", "[cluster].nodes"},
+      {"zero NVLink bandwidth", "bandwidth = \"450GB/s\"", "bandwidth = \"0GB/s\"", "[cluster.intra_node].bandwidth"},
+      {"zero NIC bandwidth", "nic_bandwidth = \"400Gb/s\"", "nic_bandwidth = \"0Gb/s\"",
+       "[cluster.inter_node].nic_bandwidth"},
+      {"negative bandwidth", "bandwidth = \"450GB/s\"", "bandwidth = \"-450GB/s\"", "[cluster.intra_node].bandwidth"},
+      {"infinite bandwidth", "bandwidth = \"450GB/s\"", "bandwidth = \"1e999GB/s\"", "[cluster.intra_node].bandwidth"},
+      {"a 1-byte GPU", "memory = \"80GiB\"", "memory = \"1B\"", "[cluster.gpu].memory"},
+      {"a zero-byte GPU", "memory = \"80GiB\"", "memory = \"0B\"", "[cluster.gpu].memory"},
+      {"a yottabyte GPU", "memory = \"80GiB\"", "memory = \"1000000000000TB\"", "[cluster.gpu].memory"},
+      {"a trillion-token sequence", "seq_len = 4096", "seq_len = 1000000000000", "[training].seq_len"},
+      {"zero batch", "global_batch = 32", "global_batch = 0", "[training].global_batch"},
+      {"a float where an integer belongs", "tp = 2", "tp = 2.5", "[layout].tp"},
+      {"a trillion-way TP", "tp = 2", "tp = 1000000000000", "[layout].tp"},
+      {"a billion micro-batch size", "mbs = 1", "mbs = 1000000000", "[layout].mbs"},
+  };
+  for (const auto& c : cases) {
+    CAPTURE(c.name);
+    const std::string text = scenario_with(c.from, c.to);
+    const fs::path p = write("absurd.toml", text);
+    check_located_error(tetrasim("memory '" + p.string() + "'"), p, line_of(text, c.to), c.key);
+    check_located_error(tetrasim("simulate '" + p.string() + "' --json"), p, line_of(text, c.to), c.key);
+  }
+}
+
+TEST_CASE("robustness: a step too large to simulate is refused at once, never hangs") {
+  // 1 billion sequences per step on 8 GPUs: 250 million micro-batches per pipeline rank.
+  const std::string text = scenario_with("global_batch = 32", "global_batch = 1000000000");
+  const fs::path p = write("huge.toml", text);
+  const int line = line_of(text, "global_batch = 1000000000");
+  check_located_error(tetrasim("memory '" + p.string() + "' --json"), p, line, "[training].global_batch");
+  check_located_error(tetrasim("simulate '" + p.string() + "' --json"), p, line, "[training].global_batch");
+  // The largest step allowed (10^6 micro-batch passes) still finishes well inside the limit.
+  const std::string big = scenario_with("global_batch = 32", "global_batch = 500000");
+  const fs::path q = write("big.toml", big);
+  const Run r = tetrasim("simulate '" + q.string() + "' --json");
+  CAPTURE(r.err);
+  CHECK(r.code == 0);
+}
+
+TEST_CASE("robustness: --layout with absurd values names --layout and the key") {
+  const fs::path p = write("base2.toml", scenario_with("", ""));
+  for (const char* bad : {"tp=1000000000000", "pp=-1", "mbs=0", "tp=2,tp=4", "schedule=warp", "tp", "=2",
+                          "tp=2,,pp=2", "vp=99999999999999999999999"}) {
+    CAPTURE(bad);
+    const Run r = tetrasim("memory '" + p.string() + "' --layout '" + bad + "'");
+    CAPTURE(r.err);
+    CHECK(r.code == 1);
+    CHECK(r.out.empty());
+    CHECK(count_lines(r.err) == 1);
+    CHECK(r.err.rfind("tetrasim: --layout", 0) == 0);
+  }
+}
+
+TEST_CASE("robustness: inputs that are not text give one line, exit 1") {
+  const fs::path bin = write("binary.toml", std::string("\x00\xff\xfe[model]\x00\n", 12));
+  const Run a = tetrasim("memory '" + bin.string() + "'");
+  CAPTURE(a.err);
+  CHECK(a.code == 1);
+  CHECK(count_lines(a.err) == 1);
+  const fs::path empty = write("empty.toml", "");
+  const Run b = tetrasim("simulate '" + empty.string() + "'");
+  CAPTURE(b.err);
+  CHECK(b.code == 1);
+  CHECK(count_lines(b.err) == 1);
+  const fs::path csv = write("binary.csv", std::string("id,\"model\n\x00\x01", 12));
+  const Run c = tetrasim("validate '" + csv.string() + "'");
+  CAPTURE(c.err);
+  CHECK(c.code == 1);
+  CHECK(count_lines(c.err) == 1);
+  const Run d = tetrasim("memory '" + scratch().string() + "'");  // a folder
+  CHECK(d.code == 1);
+  CHECK(count_lines(d.err) == 1);
+}
+
+TEST_CASE("robustness: a failed command leaves no output file behind") {
+  const fs::path bad = write("bad.toml", scenario_with("tp = 2", "tp = 3"));
+  const fs::path trace = scratch() / "trace.json";
+  const fs::path csv = scratch() / "ranking.csv";
+  fs::remove(trace);
+  fs::remove(csv);
+  const Run s = tetrasim("simulate '" + bad.string() + "' --trace '" + trace.string() + "'");
+  CHECK(s.code == 1);
+  CHECK_FALSE(fs::exists(trace));
+  // search ignores [layout]; a zero bandwidth fails it.
+  const fs::path bad_search = write("bad_search.toml", scenario_with("bandwidth = \"450GB/s\"", "bandwidth = \"0GB/s\""));
+  const Run q = tetrasim("search '" + bad_search.string() + "' --csv '" + csv.string() + "'");
+  CAPTURE(q.err);
+  CHECK(q.code == 1);
+  CHECK_FALSE(fs::exists(csv));
+  // An unwritable destination: exit 1 naming the path, no temporary left over.
+  const fs::path good = write("good.toml", scenario_with("", ""));
+  const fs::path nowhere = scratch() / "no_such_folder" / "trace.json";
+  const Run w = tetrasim("simulate '" + good.string() + "' --trace '" + nowhere.string() + "'");
+  CAPTURE(w.err);
+  CHECK(w.code == 1);
+  CHECK(count_lines(w.err) == 1);
+  CHECK(w.err.find(nowhere.string()) != std::string::npos);
+  // A successful write leaves exactly the file, no temporary beside it.
+  const Run ok = tetrasim("simulate '" + good.string() + "' --trace '" + trace.string() + "'");
+  CAPTURE(ok.err);
+  CHECK(ok.code == 0);
+  CHECK(fs::exists(trace));
+  for (const auto& e : fs::directory_iterator(scratch())) {
+    CHECK(e.path().extension() != ".tmp");
+  }
+}
+
+TEST_CASE("determinism: JSON output is byte-identical across runs") {
+  const fs::path p = write("det.toml", scenario_with("", ""));
+  for (const std::string cmd : {"memory", "simulate"}) {
+    CAPTURE(cmd);
+    const Run a = tetrasim(cmd + " '" + p.string() + "' --json");
+    const Run b = tetrasim(cmd + " '" + p.string() + "' --json");
+    CHECK(a.code == 0);
+    CHECK(a.out == b.out);
+    CHECK_FALSE(a.out.empty());
+  }
+}
+
+TEST_CASE("determinism: search JSON is byte-identical across runs and --threads values") {
+  // A small search space keeps this quick.
+  std::string text = scenario_with("", "");
+  text += "\n[search]\ntp = [1, 2, 4, 8]\ncp = [1, 2]\npp = \"divisors\"\nmbs = [1, 2]\nvp = [1, 2]\n"
+          "recompute = [\"none\", \"selective\", \"full\"]\nschedule = [\"1f1b\", \"interleaved\"]\n";
+  const fs::path p = write("search.toml", text);
+  // "seconds" is the wall time of the search, the one value allowed to differ.
+  auto normalized = [](const Run& r) {
+    CAPTURE(r.err);
+    REQUIRE(r.code == 0);
+    nlohmann::json j = nlohmann::json::parse(r.out);
+    j.erase("seconds");
+    return j.dump(1);
+  };
+  const std::string one = normalized(tetrasim("search '" + p.string() + "' --json --threads 1"));
+  const std::string two = normalized(tetrasim("search '" + p.string() + "' --json --threads 2"));
+  const std::string four = normalized(tetrasim("search '" + p.string() + "' --json --threads 4"));
+  const std::string again = normalized(tetrasim("search '" + p.string() + "' --json --threads 4"));
+  CHECK(one == two);
+  CHECK(one == four);
+  CHECK(four == again);
+  const fs::path c1 = scratch() / "rank1.csv";
+  const fs::path c3 = scratch() / "rank3.csv";
+  CHECK(tetrasim("search '" + p.string() + "' --threads 1 --csv '" + c1.string() + "'").code == 0);
+  CHECK(tetrasim("search '" + p.string() + "' --threads 3 --csv '" + c3.string() + "'").code == 0);
+  CHECK(slurp(c1) == slurp(c3));
+  CHECK_FALSE(slurp(c1).empty());
+}
+
+}  // TEST_SUITE

@@ -1,0 +1,141 @@
+#include "targets.hpp"
+
+// Relative paths in fuzzed inputs (model TOML files, hf_config, profiles) resolve here.
+#ifndef TETRA_FUZZ_DATA_DIR
+#define TETRA_FUZZ_DATA_DIR "."
+#endif
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
+#include "tetra/calib/trace_import.hpp"
+#include "tetra/costmodel/builtin_profiles.hpp"
+#include "tetra/costmodel/memory.hpp"
+#include "tetra/hw/error.hpp"
+#include "tetra/llama/layout.hpp"
+#include "tetra/llama/presets.hpp"
+#include "tetra/scenarios/measurements.hpp"
+#include "tetra/scenarios/profile_io.hpp"
+#include "tetra/scenarios/scenario.hpp"
+#include "tetra/sim/simulator.hpp"
+
+namespace tetra::fuzz {
+namespace {
+
+[[noreturn]] void die(const char* what, const std::string& detail) {
+  std::fprintf(stderr, "fuzz invariant broken: %s: %s\n", what, detail.c_str());
+  std::abort();
+}
+
+/// A user error must be one non-empty line.
+void check_message(const UserError& e) {
+  const std::string msg = e.what();
+  if (msg.empty()) die("empty error message", msg);
+  if (msg.find('\n') != std::string::npos || msg.find('\r') != std::string::npos) {
+    die("error message spans lines", msg);
+  }
+}
+
+template <class F>
+void guarded(F&& f) {
+  try {
+    f();
+  } catch (const UserError& e) {
+    check_message(e);
+  }
+}
+
+constexpr std::string_view kBaseScenario = R"([model]
+preset = "llama3.1-8b"
+[cluster]
+preset = "dgx-h100"
+nodes = 2
+[training]
+seq_len = 4096
+global_batch = 64
+[layout]
+tp = 2
+pp = 2
+)";
+
+/// A loaded scenario must give finite, non-negative memory numbers, and (when the step is
+/// small enough to simulate quickly) a finite positive step time.
+void check_models(const scenarios::Scenario& sc) {
+  if (!sc.has_layout) return;
+  const costmodel::MemoryReport m = costmodel::estimate_memory(sc.model, sc.cluster, sc.training, sc.layout);
+  if (!std::isfinite(m.peak_bytes) || m.peak_bytes < 0) die("memory peak", std::to_string(m.peak_bytes));
+  for (const auto& st : m.stages) {
+    if (!std::isfinite(st.reserved_bytes) || st.reserved_bytes < 0) {
+      die("stage memory", std::to_string(st.reserved_bytes));
+    }
+  }
+  const double steps = static_cast<double>(llama::micro_batches(sc.layout, sc.training)) * sc.layout.pp *
+                       sc.layout.vp;
+  if (steps > 4096 || sc.layout.pp * sc.layout.vp > 256 || sc.layout.tp * sc.layout.cp > 4096) return;
+  const costmodel::Profile profile = sc.profile ? *sc.profile : costmodel::builtin_profile(sc.cluster);
+  const costmodel::ComputeParams compute = costmodel::make_compute_params(sc.cluster, profile);
+  const costmodel::CommParams comm = costmodel::make_comm_params(sc.cluster, profile);
+  sim::SimInput in;
+  in.model = &sc.model;
+  in.cluster = &sc.cluster;
+  in.training = &sc.training;
+  in.layout = sc.layout;
+  in.compute = &compute;
+  in.comm = &comm;
+  const sim::Result r = sim::simulate(in);
+  if (!std::isfinite(r.step_time_s) || r.step_time_s <= 0) die("step time", std::to_string(r.step_time_s));
+}
+
+}  // namespace
+
+void scenario(std::string_view input) {
+  guarded([&] {
+    const scenarios::Scenario sc = scenarios::load_scenario_text(input, TETRA_FUZZ_DATA_DIR "/fuzz.toml");
+    check_models(sc);
+  });
+  guarded([&] { (void)scenarios::load_scenario_text(input, "fuzz.toml", {}, false); });
+}
+
+void layout(std::string_view input) {
+  guarded([&] {
+    llama::Layout l;
+    scenarios::apply_layout_string(l, input, "--layout");
+    const std::string text = scenarios::format_layout(l);
+    llama::Layout back;
+    scenarios::apply_layout_string(back, text, "format_layout");
+    if (scenarios::format_layout(back) != text) die("format_layout round trip", text);
+  });
+  guarded([&] { check_models(scenarios::load_scenario_text(kBaseScenario, "base.toml", input)); });
+}
+
+void hf_config(std::string_view input) {
+  guarded([&] { (void)llama::model_from_hf_config_text(input, "config.json"); });
+}
+
+void measurements(std::string_view input) {
+  guarded([&] { (void)scenarios::read_measurements_text(input, TETRA_FUZZ_DATA_DIR "/fuzz.csv"); });
+}
+
+void profile(std::string_view input) {
+  guarded([&] {
+    const costmodel::Profile p = scenarios::parse_profile(input, "fuzz_profile.toml");
+    const std::string text = scenarios::format_profile(p);
+    const costmodel::Profile back = scenarios::parse_profile(text, "formatted.toml");
+    if (scenarios::format_profile(back) != text) die("format_profile round trip", text);
+  });
+}
+
+void trace(std::string_view input) {
+  guarded([&] { (void)calib::import_trace_text(input, "trace.json"); });
+}
+
+const std::vector<Target>& targets() {
+  static const std::vector<Target> all{{"scenario", &scenario},         {"layout", &layout},
+                                       {"hf_config", &hf_config},       {"measurements", &measurements},
+                                       {"profile", &profile},           {"trace", &trace}};
+  return all;
+}
+
+}  // namespace tetra::fuzz

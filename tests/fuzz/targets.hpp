@@ -1,0 +1,35 @@
+#pragma once
+/// The input entry points that libFuzzer drives (tests/fuzz/fuzz_<name>.cpp) and that the
+/// regression test replays (tests/properties/test_fuzz_replay.cpp). Each one feeds `input` to
+/// one reader; a tetra::UserError with a one-line message is the only allowed failure. Any
+/// other exception escapes (and aborts the fuzzer); a malformed error message aborts.
+
+#include <string_view>
+#include <vector>
+
+namespace tetra::fuzz {
+
+/// One fuzz target: its name (corpus folder) and its entry point.
+struct Target {
+  const char* name;
+  void (*run)(std::string_view input);
+};
+
+/// Scenario TOML (scenarios::load_scenario_text), with and without a required layout.
+void scenario(std::string_view input);
+/// --layout strings: apply_layout_string, format_layout round trip, and the override applied
+/// to a fixed valid scenario.
+void layout(std::string_view input);
+/// Hugging Face config.json (llama::model_from_hf_config_text).
+void hf_config(std::string_view input);
+/// Measurement CSV (scenarios::read_measurements_text).
+void measurements(std::string_view input);
+/// Calibration profile TOML (scenarios::parse_profile) and its format/parse round trip.
+void profile(std::string_view input);
+/// Kineto / Nsight Systems trace JSON (calib::import_trace_text).
+void trace(std::string_view input);
+
+/// Every target, in a fixed order.
+[[nodiscard]] const std::vector<Target>& targets();
+
+}  // namespace tetra::fuzz

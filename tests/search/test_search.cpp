@@ -1,0 +1,391 @@
+// Layout search: enumeration counts computed by hand, rule counting, memory pruning against
+// costmodel::estimate_memory, ranking order and tie-breaks, and determinism across thread
+// counts (library and command line).
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <array>
+#include <cstdio>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "tetra/costmodel/memory.hpp"
+#include "tetra/hw/error.hpp"
+#include "tetra/hw/presets.hpp"
+#include "tetra/llama/params.hpp"
+#include "tetra/llama/presets.hpp"
+#include "tetra/llama/validate.hpp"
+#include "tetra/scenarios/scenario.hpp"
+#include "tetra/search/search.hpp"
+
+using namespace tetra;
+
+namespace {
+
+/// A small Llama: 12 layers, hidden 1024, 8 heads, 4 KV heads (so tp = 8 breaks
+/// tp-divides-heads), FFN 4096.
+llama::Model small_model() {
+  llama::Model m;
+  m.name = "small";
+  m.layers = 12;
+  m.hidden = 1024;
+  m.ffn_hidden = 4096;
+  m.heads = 8;
+  m.kv_heads = 4;
+  m.vocab = 32000;
+  return m;
+}
+
+hw::Cluster one_node() {
+  auto c = hw::find_cluster_preset("dgx-h100");
+  REQUIRE(c);
+  c->nodes = 1;  // 8 GPUs
+  return *c;
+}
+
+llama::Training small_training() {
+  llama::Training t;
+  t.seq_len = 2048;
+  t.global_batch = 16;
+  return t;
+}
+
+/// tp {1,2,8} × cp {1} × pp {1,2,5} × vp {1,2} × mbs {1,4} × recompute {none} ×
+/// schedule {1f1b, interleaved} × sp {true} = 3·1·3·2·2·1·2·1 = 72 candidates.
+search::SearchSpace small_space() {
+  search::SearchSpace s;
+  s.tp = {1, 2, 8};
+  s.cp = {1};
+  s.pp = {1, 2, 5};
+  s.pp_divisors = false;
+  s.vp = {1, 2};
+  s.mbs = {1, 4};
+  s.recompute = {llama::Recompute::none};
+  s.schedule = {llama::Schedule::one_f_one_b, llama::Schedule::interleaved};
+  s.sp = {true};
+  return s;
+}
+
+std::string run_cli(const std::string& args) {
+  const std::string cmd = std::string(TETRA_BINARY_DIR) + "/cli/tetrasim " + args;
+  std::string out;
+  FILE* p = popen(cmd.c_str(), "r");
+  REQUIRE(p != nullptr);
+  std::array<char, 4096> buf{};
+  std::size_t n = 0;
+  while ((n = std::fread(buf.data(), 1, buf.size(), p)) > 0) out.append(buf.data(), n);
+  CHECK(pclose(p) == 0);
+  return out;
+}
+
+/// Drops the line holding "seconds" (wall time is the one key that differs between runs).
+std::string without_seconds(const std::string& json) {
+  std::string out;
+  std::size_t start = 0;
+  while (start < json.size()) {
+    std::size_t end = json.find('\n', start);
+    if (end == std::string::npos) end = json.size();
+    const std::string line = json.substr(start, end - start);
+    if (line.find("\"seconds\"") == std::string::npos) out += line + '\n';
+    start = end + 1;
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_SUITE("search") {
+  TEST_CASE("uneven_split: middle ranks ceil(L/pp), the ends share the rest") {
+    // 126 layers (Llama-3.1-405B), pp 16: k = ceil(126/16) = 8, rest 126 − 14·8 = 14 → 7 / 7
+    // (arXiv 2407.21783 §3.3.2: one layer fewer on the first and the last stage).
+    auto s = search::uneven_split(126, 16);
+    REQUIRE(s);
+    CHECK(s->first_stage_layers == 7);
+    CHECK(s->last_stage_layers == 7);
+    // pp 32: k = 4, rest 126 − 30·4 = 6 → 3 / 3.  pp 8: k = 16, rest 126 − 6·16 = 30 → 15 / 15.
+    CHECK(search::uneven_split(126, 32)->first_stage_layers == 3);
+    CHECK(search::uneven_split(126, 8)->last_stage_layers == 15);
+    // pp 4: k = 32, rest 126 − 2·32 = 62 → 31 / 31.
+    CHECK(search::uneven_split(126, 4)->first_stage_layers == 31);
+    // 12 layers, pp 5: k = 3, rest 12 − 3·3 = 3 → first 1 (the smaller half), last 2.
+    CHECK(search::uneven_split(12, 5)->first_stage_layers == 1);
+    CHECK(search::uneven_split(12, 5)->last_stage_layers == 2);
+    // pp 2 with odd layers: no middle ranks, 7 → 3 / 4.
+    CHECK(search::uneven_split(7, 2)->first_stage_layers == 3);
+    CHECK(search::uneven_split(7, 2)->last_stage_layers == 4);
+    // Nothing where pp divides, pp < 2, pp > layers, or the ends would be empty
+    // (5 layers, pp 4: k = 2, rest 5 − 2·2 = 1 < 2).
+    CHECK_FALSE(search::uneven_split(126, 2));
+    CHECK_FALSE(search::uneven_split(126, 1));
+    CHECK_FALSE(search::uneven_split(4, 8));
+    CHECK_FALSE(search::uneven_split(5, 4));
+  }
+
+  TEST_CASE("uneven splits pass the layout rules and llama::stage_layers agrees") {
+    const auto m = llama::find_model_preset("llama3.1-405b");
+    REQUIRE(m);
+    llama::Training t;
+    t.seq_len = 8192;
+    t.global_batch = 2048;
+    for (const int pp : {4, 8, 16, 32}) {
+      CAPTURE(pp);
+      const auto s = search::uneven_split(m->layers, pp);
+      REQUIRE(s);
+      llama::Layout l;
+      l.tp = 8;
+      l.pp = pp;
+      l.dp = 16384 / (8 * pp);
+      l.sp = true;
+      l.first_stage_layers = s->first_stage_layers;
+      l.last_stage_layers = s->last_stage_layers;
+      CHECK_FALSE(llama::check_layout(*m, 16384, t, l));
+      const auto layers = llama::stage_layers(*m, l);
+      CHECK(layers.front() == s->first_stage_layers);
+      CHECK(layers.back() == s->last_stage_layers);
+      int total = 0;
+      for (const int x : layers) total += x;
+      CHECK(total == 126);
+    }
+  }
+
+  TEST_CASE("pp = \"divisors\": every divisor of the layer count") {
+    search::SearchSpace s;
+    s.pp_divisors = true;
+    // 126 = 2·3²·7: 1, 2, 3, 6, 7, 9, 14, 18, 21, 42, 63, 126.
+    CHECK(search::pp_values(s, 126) == std::vector<int>{1, 2, 3, 6, 7, 9, 14, 18, 21, 42, 63, 126});
+    s.pp_divisors = false;
+    s.pp = {4, 16};
+    CHECK(search::pp_values(s, 126) == std::vector<int>{4, 16});
+  }
+
+  TEST_CASE("enumeration counts and rejections per rule, computed by hand") {
+    const auto en = search::enumerate_layouts(small_model(), 8, small_training(), small_space());
+    // 72 candidates (small_space). Rules in check_layout order:
+    //  tp 8: kv_heads 4 % 8 != 0 → tp-divides-heads: 1 tp · 3 pp · 2 vp · 2 mbs · 2 sched = 24.
+    //  tp 1, 2 with pp 5: 8 GPUs are not a multiple of 5·tp → world-size: 2·1·2·2·2 = 16.
+    //  tp 1, pp 1 (dp 8), mbs 4: 16 % (4·8) != 0 → batch-divides: 2 vp · 2 sched = 4.
+    //  Left: (tp,pp,mbs) = (1,1,1) (2,1,1) (2,1,4) with pp 1, and (1,2,1) (1,2,4) (2,2,1)
+    //  (2,2,4) with pp 2; each with 4 (vp, schedule) pairs:
+    //   vp 1 + 1f1b: valid (7);  vp 1 + interleaved: interleaved-needs-vp (7);
+    //   vp 2 at pp 1: vp-needs-pp (3 combos · 2 schedules = 6);
+    //   vp 2 + 1f1b at pp 2: vp-needs-interleaved (4);
+    //   vp 2 + interleaved at pp 2: micro-batches 16/(mbs·dp) = 4, 1, 8, 2 must be a multiple
+    //   of pp 2 → (1,2,4) breaks interleaved-microbatches (1), 3 valid.
+    //  Valid 7 + 3 = 10; 24 + 16 + 4 + 7 + 6 + 4 + 1 + 10 = 72.
+    CHECK(en.enumerated == 72);
+    CHECK(en.valid.size() == 10);
+    CHECK(en.invalid == 62);
+    const std::map<std::string, std::uint64_t> want{{"tp-divides-heads", 24},
+                                                    {"world-size", 16},
+                                                    {"batch-divides", 4},
+                                                    {"interleaved-needs-vp", 7},
+                                                    {"vp-needs-pp", 6},
+                                                    {"vp-needs-interleaved", 4},
+                                                    {"interleaved-microbatches", 1}};
+    CHECK(en.invalid_by_rule == want);
+    for (const auto& l : en.valid) {
+      CHECK(l.world() == 8);
+      CHECK(l.sp == (l.tp > 1));
+      CHECK(l.first_stage_layers == 0);
+    }
+  }
+
+  TEST_CASE("sp: only sp = false at tp = 1; both values where tp > 1 when listed") {
+    auto space = small_space();
+    space.tp = {1, 2};
+    space.pp = {1};
+    space.vp = {1};
+    space.mbs = {1};
+    space.schedule = {llama::Schedule::one_f_one_b};
+    space.sp = {true, false};
+    const auto en = search::enumerate_layouts(small_model(), 8, small_training(), space);
+    // tp 1: one candidate (sp off); tp 2: sp on and off → 3 candidates, all valid.
+    CHECK(en.enumerated == 3);
+    CHECK(en.valid.size() == 3);
+  }
+
+  TEST_CASE("uneven pp in the enumeration: 405B at pp 16 takes the 7/8/.../8/7 split") {
+    const auto m = llama::find_model_preset("llama3.1-405b");
+    REQUIRE(m);
+    llama::Training t;
+    t.seq_len = 8192;
+    t.global_batch = 2048;
+    search::SearchSpace s;
+    s.tp = {8};
+    s.cp = {1};
+    s.pp = {16};
+    s.pp_divisors = false;
+    s.vp = {1, 2};
+    s.mbs = {1};
+    s.recompute = {llama::Recompute::none};
+    s.schedule = {llama::Schedule::one_f_one_b, llama::Schedule::interleaved};
+    const auto en = search::enumerate_layouts(*m, 16384, t, s);
+    // vp 1 + 1f1b: valid with first = last = 7; vp 1 + interleaved: interleaved-needs-vp;
+    // vp 2: 16·2 = 32 does not divide 126 → layers-divide (both schedules).
+    CHECK(en.enumerated == 4);
+    REQUIRE(en.valid.size() == 1);
+    CHECK(en.valid[0].first_stage_layers == 7);
+    CHECK(en.valid[0].last_stage_layers == 7);
+    CHECK(en.valid[0].dp == 128);
+    CHECK(en.invalid_by_rule.at("layers-divide") == 2);
+    CHECK(en.invalid_by_rule.at("interleaved-needs-vp") == 1);
+  }
+
+  TEST_CASE("an empty list is a user error") {
+    auto s = small_space();
+    s.mbs.clear();
+    CHECK_THROWS_AS((void)search::enumerate_layouts(small_model(), 8, small_training(), s),
+                    UserError);
+  }
+
+  TEST_CASE("ranking: tokens/s descending, then lower peak, then the layout key") {
+    auto make = [](int tp, double tokens, double peak) {
+      search::RankedLayout r;
+      r.layout.tp = tp;
+      r.tokens_per_s = tokens;
+      r.peak_bytes = peak;
+      return r;
+    };
+    std::vector<search::RankedLayout> v{make(1, 100, 5), make(4, 100, 3), make(2, 200, 9),
+                                        make(2, 100, 3)};
+    std::sort(v.begin(), v.end(), search::ranks_before);
+    // 200 first; the three at 100: peak 3 before peak 5; the two at peak 3 by key (tp 2 < tp 4).
+    CHECK(v[0].layout.tp == 2);
+    CHECK(v[0].tokens_per_s == 200);
+    CHECK(v[1].layout.tp == 2);
+    CHECK(v[2].layout.tp == 4);
+    CHECK(v[3].layout.tp == 1);
+    CHECK_FALSE(search::ranks_before(v[1], v[1]));
+    // The key orders numbers numerically (tp 10 after tp 9).
+    llama::Layout a, b;
+    a.tp = 9;
+    b.tp = 10;
+    CHECK(search::layout_key(a) < search::layout_key(b));
+  }
+
+  TEST_CASE("pruning agrees with estimate_memory; every survivor is simulated and ranked") {
+    const auto model = small_model();
+    const auto cluster = one_node();
+    const auto training = small_training();
+    auto space = small_space();
+    const auto en = search::enumerate_layouts(model, 8, training, space);
+    // Put the budget at the median analytical peak so that both sides are populated.
+    std::vector<double> peaks;
+    for (const auto& l : en.valid) {
+      peaks.push_back(costmodel::estimate_memory(model, cluster, training, l).peak_bytes);
+    }
+    std::vector<double> sorted = peaks;
+    std::sort(sorted.begin(), sorted.end());
+    space.memory_fraction = sorted[sorted.size() / 2] / cluster.gpu.memory_bytes;
+    const double budget = space.memory_fraction * cluster.gpu.memory_bytes;
+    std::uint64_t over = 0;
+    for (const double p : peaks) over += p > budget ? 1 : 0;
+    REQUIRE(over > 0);
+    REQUIRE(over < peaks.size());
+
+    search::SearchInput in{&model, &cluster, &training, &space, {}, nullptr};
+    search::SearchOptions opt;
+    opt.threads = 2;
+    const auto res = search::run_search(in, opt);
+    const auto& s = res.summary;
+    CHECK(s.enumerated == 72);
+    CHECK(s.valid == 10);
+    CHECK(s.pruned_by_memory == over);
+    CHECK(s.simulated == 10 - over);
+    CHECK(s.feasible + s.over_budget_simulated == s.simulated);
+    CHECK(s.feasible == res.layouts.size());
+    for (const auto& r : res.layouts) {
+      const auto rep = costmodel::estimate_memory(model, cluster, training, r.layout);
+      CHECK(r.estimate_peak_bytes == rep.peak_bytes);
+      CHECK(r.estimate_peak_bytes <= budget);
+      CHECK(r.peak_bytes <= budget);
+      CHECK(r.tokens_per_s > 0);
+      CHECK(r.step_time_s > 0);
+    }
+    CHECK(std::is_sorted(res.layouts.begin(), res.layouts.end(), search::ranks_before));
+  }
+
+  TEST_CASE("the result does not depend on the thread count") {
+    const auto model = small_model();
+    const auto cluster = one_node();
+    const auto training = small_training();
+    const auto space = small_space();
+    search::SearchInput in{&model, &cluster, &training, &space, {}, nullptr};
+    search::SearchOptions one, three;
+    one.threads = 1;
+    three.threads = 3;
+    const auto a = search::run_search(in, one);
+    const auto b = search::run_search(in, three);
+    REQUIRE(a.layouts.size() == b.layouts.size());
+    for (std::size_t i = 0; i < a.layouts.size(); ++i) {
+      CHECK(search::layout_key(a.layouts[i].layout) == search::layout_key(b.layouts[i].layout));
+      CHECK(a.layouts[i].step_time_s == b.layouts[i].step_time_s);
+      CHECK(a.layouts[i].peak_bytes == b.layouts[i].peak_bytes);
+    }
+    CHECK(a.summary.pruned_by_memory == b.summary.pruned_by_memory);
+  }
+
+  TEST_CASE("tetrasim search --json: byte-identical for --threads 1 and 2 apart from seconds") {
+    const std::string scenario = std::string(TETRA_SOURCE_DIR) + "/scenarios/default.toml";
+    const std::string a = run_cli("search " + scenario + " --json --threads 1");
+    const std::string b = run_cli("search " + scenario + " --json --threads 2");
+    REQUIRE(a.find("\"layouts\"") != std::string::npos);
+    CHECK(a.find("\"evaluated\"") != std::string::npos);
+    CHECK(a.find("\"feasible\"") != std::string::npos);
+    CHECK(a.find("\"seconds\"") != std::string::npos);
+    CHECK(without_seconds(a) == without_seconds(b));
+  }
+}
+
+TEST_SUITE("search") {
+  TEST_CASE("sharing priced layer tables changes no result") {
+    const auto model = small_model();
+    const auto cluster = one_node();
+    const auto training = small_training();
+    const auto space = small_space();
+    search::SearchInput in{&model, &cluster, &training, &space, {}, nullptr};
+    search::SearchOptions shared, fresh;
+    shared.threads = 2;
+    fresh.threads = 2;
+    fresh.share_layer_tables = false;
+    const auto a = search::run_search(in, shared);
+    const auto b = search::run_search(in, fresh);
+    REQUIRE(a.layouts.size() == b.layouts.size());
+    for (std::size_t i = 0; i < a.layouts.size(); ++i) {
+      CHECK(search::layout_key(a.layouts[i].layout) == search::layout_key(b.layouts[i].layout));
+      CHECK(a.layouts[i].step_time_s == b.layouts[i].step_time_s);
+      CHECK(a.layouts[i].peak_bytes == b.layouts[i].peak_bytes);
+    }
+    // 10 valid layouts over (tp, mbs) ∈ {(1,1), (2,1), (2,4), (1,4)}: at most 4 shapes, fewer
+    // than the layouts simulated; nothing shared when sharing is off.
+    CHECK(a.summary.layer_shapes > 0);
+    CHECK(a.summary.layer_shapes <= 4);
+    CHECK(a.summary.layer_shapes < a.summary.simulated);
+    CHECK(b.summary.layer_shapes == 0);
+  }
+}
+
+TEST_SUITE("search") {
+  TEST_CASE("405B / 16k scenario: the space and its rules") {
+    const auto sc = scenarios::load_scenario(
+        std::string(TETRA_SOURCE_DIR) + "/scenarios/llama3.1-405b-16k.toml", "", false);
+    CHECK(sc.cluster.total_gpus() == 16384);
+    const auto en = search::enumerate_layouts(sc.model, sc.cluster.total_gpus(), sc.training,
+                                              sc.search, sc.layout);
+    // tp 4 × cp 5 × pp 6 × vp 4 × mbs 3 × recompute 3 × schedule 3 × sp 1 = 12,960.
+    CHECK(en.enumerated == 12960);
+    CHECK(en.invalid + en.valid.size() == en.enumerated);
+    for (const auto& l : en.valid) {
+      // 126 = 2·3²·7: pp·vp divides it only at vp 1, so nothing interleaved survives.
+      CHECK(l.vp == 1);
+      CHECK(l.schedule != llama::Schedule::interleaved);
+      if (l.pp == 16) {
+        CHECK(l.first_stage_layers == 7);
+        CHECK(l.last_stage_layers == 7);
+      }
+      CHECK(l.world() == 16384);
+    }
+    CHECK(en.invalid_by_rule.count("layers-divide") == 1);
+  }
+}

@@ -1,0 +1,192 @@
+// Event queue order, cancellation, streams, shared links and graph errors.
+#include <doctest/doctest.h>
+
+#include <string>
+#include <vector>
+
+#include "tetra/sim/engine.hpp"
+
+using namespace tetra::sim;
+
+TEST_SUITE("sim") {
+  TEST_CASE("time: one conversion point rounding to the nearest picosecond") {
+    CHECK(Duration::from_seconds(1.5e-12).count_ps() == 2);
+    CHECK(Duration::from_seconds(2.5e-6) == Duration::ns(2500));
+    CHECK(Duration::from_seconds(1.0).count_ps() == 1000000000000LL);
+    CHECK_THROWS((void)Duration::from_seconds(1e300));
+    CHECK((Time::zero() + Duration::us(3)) - Time::zero() == Duration::us(3));
+  }
+
+  TEST_CASE("event queue: equal times run in insertion order and cancellation leaves a tombstone") {
+    EventQueue q;
+    std::string log;
+    q.schedule_at(Time::ps(10), [&] { log += 'b'; });
+    q.schedule_at(Time::ps(5), [&] { log += 'a'; });
+    auto c = q.schedule_at(Time::ps(10), [&] { log += 'X'; });
+    q.schedule_at(Time::ps(10), [&] { log += 'c'; });
+    q.schedule_at(Time::ps(10), [&] {
+      log += 'd';
+      q.schedule_in(Duration{}, [&] { log += 'e'; });  // same time, after everything queued
+    });
+    q.cancel(c);
+    q.run();
+    CHECK(log == "abcde");
+    CHECK(q.now() == Time::ps(10));
+    CHECK(q.executed() == 5);
+  }
+
+  TEST_CASE("event queue: run_until stops at the horizon") {
+    EventQueue q;
+    int n = 0;
+    q.schedule_at(Time::ps(1), [&] { ++n; });
+    q.schedule_at(Time::ps(100), [&] { ++n; });
+    q.run_until(Time::ps(50));
+    CHECK(n == 1);
+    CHECK(q.now() == Time::ps(50));
+    CHECK_FALSE(q.empty());
+  }
+
+  TEST_CASE("engine: stream FIFO order and dependencies") {
+    TaskGraph g;
+    const auto s0 = g.add_stream("compute", 0);
+    const auto s1 = g.add_stream("comm", 0);
+    TaskSpec a;
+    a.stream = s0;
+    a.duration = Duration::ps(10);
+    const auto t0 = g.add_task(a);
+    const auto t1 = g.add_task(a);  // after t0 on the stream
+    TaskSpec c;
+    c.stream = s1;
+    c.duration = Duration::ps(25);
+    const auto t2 = g.add_task(c);
+    g.add_dep(t0, t2);
+    TaskSpec d = a;
+    const auto t3 = g.add_task(d);
+    g.add_dep(t2, t3);
+    Engine e;
+    EventQueue q;
+    e.run(q, g);
+    CHECK(e.timings()[t1].start == Time::ps(10));
+    CHECK(e.timings()[t2].start == Time::ps(10));
+    CHECK(e.timings()[t2].end == Time::ps(35));
+    CHECK(e.timings()[t3].start == Time::ps(35));
+    CHECK(e.makespan() == Time::ps(45));
+  }
+
+  TEST_CASE("engine: two transfers on one link share it max-min fairly") {
+    // Two 1 s transfers on one link start together: each runs at half rate, both end at 2 s.
+    // A third transfer on another link is unaffected and ends at 1 s.
+    TaskGraph g;
+    const auto l0 = g.add_link("nic");
+    const auto l1 = g.add_link("other");
+    TaskSpec t;
+    t.work_s = 1.0;
+    const auto a = g.add_task(t, {l0});
+    const auto b = g.add_task(t, {l0});
+    const auto c = g.add_task(t, {l1});
+    Engine e;
+    EventQueue q;
+    e.run(q, g);
+    CHECK(e.timings()[a].end == Time::ps(2000000000000LL));
+    CHECK(e.timings()[b].end == Time::ps(2000000000000LL));
+    CHECK(e.timings()[c].end == Time::ps(1000000000000LL));
+  }
+
+  TEST_CASE("engine: a late transfer slows an earlier one only while they overlap") {
+    // A: 1 s of work from 0. B: 0.5 s of work joining at 0.5 s (latency). From 0.5 s both run
+    // at half rate: A has 0.5 left -> needs 1 s -> would end at 1.5; B has 0.5 -> also 1.5.
+    TaskGraph g;
+    const auto l = g.add_link("nic");
+    TaskSpec ta;
+    ta.work_s = 1.0;
+    TaskSpec tb;
+    tb.work_s = 0.5;
+    tb.duration = Duration::from_seconds(0.5);
+    const auto a = g.add_task(ta, {l});
+    const auto b = g.add_task(tb, {l});
+    Engine e;
+    EventQueue q;
+    e.run(q, g);
+    CHECK(e.timings()[a].end.seconds() == doctest::Approx(1.5));
+    CHECK(e.timings()[b].end.seconds() == doctest::Approx(1.5));
+  }
+
+  TEST_CASE("engine: memory pools track allocation at start and release at end") {
+    TaskGraph g;
+    const auto s = g.add_stream("compute", 0);
+    TaskSpec f;
+    f.stream = s;
+    f.duration = Duration::ps(5);
+    f.pool = 0;
+    f.alloc_bytes = 100;
+    g.add_task(f);
+    g.add_task(f);
+    TaskSpec b = f;
+    b.alloc_bytes = 0;
+    b.free_bytes = 100;
+    g.add_task(b);
+    g.add_task(b);
+    Engine e;
+    EventQueue q;
+    e.run(q, g, 1, true);
+    CHECK(e.pool_peak_bytes()[0] == doctest::Approx(200));
+    CHECK(e.pool_samples()[0].back().bytes == doctest::Approx(0));
+  }
+
+  TEST_CASE("engine: a cycle is reported naming stage and micro-batch and task") {
+    TaskGraph g;
+    const auto s = g.add_stream("compute", 2);
+    TaskSpec t;
+    t.stream = s;
+    t.duration = Duration::ps(1);
+    t.stage = 2;
+    t.micro_batch = 3;
+    t.role = TaskRole::backward;
+    t.name = g.intern("B");
+    const auto a = g.add_task(t);
+    t.micro_batch = 4;
+    t.name = g.intern("F");
+    const auto b = g.add_task(t);
+    g.add_dep(b, a);  // a before b on the stream, but a waits for b
+    Engine e;
+    EventQueue q;
+    CHECK_THROWS_AS(e.run(q, g), GraphError);
+    std::string msg;
+    try {
+      g.check_acyclic();
+    } catch (const GraphError& err) {
+      msg = err.what();
+    }
+    CHECK(msg.find("cycle") != std::string::npos);
+    CHECK(msg.find("stage 2") != std::string::npos);
+    CHECK(msg.find("micro-batch") != std::string::npos);
+    CHECK(msg.find("task") != std::string::npos);
+  }
+}
+
+TEST_SUITE("sim") {
+  TEST_CASE("engine: compute slows while a collective holds part of the SMs") {
+    // Compute of 1 s on GPU 0; a collective of 0.5 s taking 20 % of the SMs runs beside it
+    // from t = 0. Compute runs at 0.8 for 0.5 s (0.4 s of work), then 0.6 s at full rate:
+    // it ends at 1.1 s. The collective is not slowed.
+    TaskGraph g;
+    const auto c = g.add_stream("compute", 0);
+    const auto n = g.add_stream("comm", 0);
+    TaskSpec t;
+    t.stream = c;
+    t.sm_group = 0;
+    t.duration = Duration::from_seconds(1.0);
+    const auto a = g.add_task(t);
+    TaskSpec k;
+    k.stream = n;
+    k.sm_group = 0;
+    k.sm_share = 0.2;
+    k.duration = Duration::from_seconds(0.5);
+    const auto b = g.add_task(k);
+    Engine e;
+    EventQueue q;
+    e.run(q, g);
+    CHECK(e.timings()[b].end.seconds() == doctest::Approx(0.5));
+    CHECK(e.timings()[a].end.seconds() == doctest::Approx(1.1));
+  }
+}

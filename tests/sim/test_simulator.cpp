@@ -1,0 +1,154 @@
+// End-to-end simulation of one step from presets and the built-in profiles.
+#include <doctest/doctest.h>
+
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "tetra/costmodel/builtin_profiles.hpp"
+#include "tetra/hw/presets.hpp"
+#include "tetra/llama/presets.hpp"
+#include "tetra/sim/simulator.hpp"
+
+using namespace tetra;
+
+namespace {
+struct Fixture {
+  llama::Model model;
+  hw::Cluster cluster;
+  llama::Training training;
+  costmodel::ComputeParams compute;
+  costmodel::CommParams comm;
+  Fixture(const char* model_name, const char* cluster_name, int nodes) {
+    model = *llama::find_model_preset(model_name);
+    cluster = *hw::find_cluster_preset(cluster_name);
+    cluster.nodes = nodes;
+    const auto prof = costmodel::builtin_profile(cluster);
+    compute = costmodel::make_compute_params(cluster, prof);
+    comm = costmodel::make_comm_params(cluster, prof);
+  }
+  sim::SimInput input(const llama::Layout& l) const {
+    sim::SimInput in;
+    in.model = &model;
+    in.cluster = &cluster;
+    in.training = &training;
+    in.layout = l;
+    in.compute = &compute;
+    in.comm = &comm;
+    return in;
+  }
+};
+
+// The layout of scenarios/default.toml: Llama-3.1-70B, 8 x DGX H100, TP 8, PP 4, DP 2.
+llama::Layout default_layout() {
+  llama::Layout l;
+  l.tp = 8;
+  l.pp = 4;
+  l.dp = 2;
+  l.sp = true;
+  return l;
+}
+}  // namespace
+
+TEST_SUITE("sim") {
+  TEST_CASE("simulate: the default scenario gives a plausible step") {
+    Fixture f("llama3.1-70b", "dgx-h100", 8);
+    f.training.seq_len = 8192;
+    f.training.global_batch = 128;
+    const auto r = sim::simulate(f.input(default_layout()));
+    CAPTURE(r.step_time_s);
+    CAPTURE(r.mfu);
+    CHECK(r.step_time_s > 0);
+    CHECK(r.mfu > 0.25);  // published Megatron runs of this class: 35-50 % MFU
+    CHECK(r.mfu < 0.65);
+    CHECK(r.stages.size() == 4);
+    CHECK(r.bubble_fraction > 0.0);
+    CHECK(r.bubble_fraction < 0.1);  // (p-1)/(m+p-1) = 3/67 with 64 micro-batches
+    CHECK(r.exposed.tp > 0);        // TP all-gather / reduce-scatter on the forward path block
+    CHECK(r.stages[0].inflight == doctest::Approx(4.0));
+  }
+
+  TEST_CASE("simulate: the same input gives byte-identical traces and the trace is valid JSON") {
+    Fixture f("llama3.1-8b", "dgx-h100", 2);
+    f.training.seq_len = 4096;
+    f.training.global_batch = 32;
+    llama::Layout l;
+    l.tp = 2;
+    l.pp = 2;
+    l.dp = 4;
+    l.sp = true;
+    sim::SimOptions o;
+    o.record_trace = true;
+    sim::Simulator a, b;
+    const auto ra = a.run(f.input(l), o);
+    const auto rb = b.run(f.input(l), o);
+    CHECK(ra.step_time_s == rb.step_time_s);
+    const std::string ta = a.chrome_trace();
+    CHECK(ta == b.chrome_trace());
+    const auto j = nlohmann::json::parse(ta);
+    REQUIRE(j.contains("traceEvents"));
+    int processes = 0, counters = 0, slices = 0;
+    bool tp_thread = false;
+    for (const auto& e : j["traceEvents"]) {
+      const std::string ph = e["ph"];
+      if (ph == "M" && e["name"] == "process_name") ++processes;
+      if (ph == "M" && e["name"] == "thread_name" && e["args"]["name"] == "tp comm") tp_thread = true;
+      if (ph == "C") ++counters;
+      if (ph == "X") {
+        ++slices;
+        CHECK(e["dur"].get<double>() >= 0);
+      }
+    }
+    CHECK(processes == 2);
+    CHECK(tp_thread);
+    CHECK(counters > 0);
+    CHECK(slices > 0);
+  }
+
+  TEST_CASE("simulate: every schedule runs and interleaving / zb-h1 beat 1f1b on a deep pipeline") {
+    Fixture f("llama2-13b", "dgx-a100-80gb", 4);
+    f.training.seq_len = 4096;
+    f.training.global_batch = 64;
+    llama::Layout l;
+    l.tp = 4;
+    l.pp = 8;
+    l.dp = 1;
+    l.sp = true;
+    const auto base = sim::simulate(f.input(l));
+    l.schedule = llama::Schedule::zb_h1;
+    const auto zb = sim::simulate(f.input(l));
+    l.schedule = llama::Schedule::interleaved;
+    l.vp = 5;
+    const auto il = sim::simulate(f.input(l));
+    l.schedule = llama::Schedule::gpipe;
+    l.vp = 1;
+    const auto gp = sim::simulate(f.input(l));
+    CHECK(zb.step_time_s < base.step_time_s);
+    CHECK(il.step_time_s < base.step_time_s);
+    CHECK(gp.stages[0].inflight > base.stages[0].inflight);
+  }
+}
+
+TEST_SUITE("sim") {
+  TEST_CASE("simulate: steps longer than the replay cap are extrapolated linearly and stay fast") {
+    Fixture f("llama3.1-8b", "dgx-h100", 1);
+    f.training.seq_len = 2048;
+    llama::Layout l;
+    l.tp = 2;
+    l.pp = 4;
+    l.dp = 1;
+    l.sp = true;
+    f.training.global_batch = sim::kMaxSimulatedMicroBatches;  // replayed exactly
+    const auto exact = sim::simulate(f.input(l));
+    f.training.global_batch = 4 * sim::kMaxSimulatedMicroBatches;  // extrapolated
+    const auto big = sim::simulate(f.input(l));
+    f.training.global_batch = 1000000;
+    const auto huge = sim::simulate(f.input(l));
+    // 1F1B in steady state: time per extra micro-batch is constant.
+    const double per_mb = (big.step_time_s - exact.step_time_s) / (3.0 * sim::kMaxSimulatedMicroBatches);
+    CHECK(per_mb > 0);
+    CHECK(huge.step_time_s == doctest::Approx(exact.step_time_s + per_mb * (1000000 - sim::kMaxSimulatedMicroBatches)).epsilon(1e-6));
+    CHECK(huge.stages[0].inflight == doctest::Approx(4.0));
+    CHECK(huge.bubble_fraction < exact.bubble_fraction + 1e-9);
+  }
+}

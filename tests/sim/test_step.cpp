@@ -1,0 +1,114 @@
+// Step level against the closed forms it must reproduce with free communication
+// (reference/costmodels.md section 7), memory in flight, and DP bucket exposure.
+#include <doctest/doctest.h>
+
+#include "tetra/sim/step.hpp"
+
+using namespace tetra::sim;
+using tetra::llama::Schedule;
+
+namespace {
+// p ranks, v chunks, m micro-batches; per chunk F = tf/v, B = tb/v (split: B = tbi/v, W = tw/v).
+StepSpec make(Schedule s, int p, int v, int m, double tf, double tb, double tw_share = 0.5) {
+  StepSpec spec;
+  spec.schedule = s;
+  spec.p = p;
+  spec.v = v;
+  spec.m = m;
+  spec.free_links = true;
+  for (int r = 0; r < p; ++r) {
+    StageSpec st;
+    for (int c = 0; c < v; ++c) {
+      ChunkCost cc;
+      cc.forward = Duration::from_seconds(tf / v);
+      cc.backward = Duration::from_seconds(tb / v);
+      cc.backward_input = Duration::from_seconds(tb * (1 - tw_share) / v);
+      cc.backward_weight = Duration::from_seconds(tb * tw_share / v);
+      cc.activation_bytes = 1.0 / v;
+      st.chunks.push_back(cc);
+    }
+    spec.stages.push_back(st);
+  }
+  spec.pp_inter_node.assign(static_cast<std::size_t>(p), 1);
+  return spec;
+}
+}  // namespace
+
+TEST_SUITE("sim") {
+  TEST_CASE("1F1B with free communication: (m + p - 1)(t_f + t_b) and bubble (p - 1)/(m + p - 1)") {
+    for (int p : {1, 2, 4, 8}) {
+      for (int m : {1, 4, 8, 16}) {
+        CAPTURE(p);
+        CAPTURE(m);
+        const double tf = 0.010, tb = 0.020;
+        auto out = simulate_step(make(Schedule::one_f_one_b, p, 1, m, tf, tb));
+        CHECK(out.step_time_s == doctest::Approx((m + p - 1) * (tf + tb)).epsilon(1e-9));
+        CHECK(out.bubble_fraction == doctest::Approx(double(p - 1) / (m + p - 1)).epsilon(1e-9));
+      }
+    }
+  }
+
+  TEST_CASE("interleaving with v chunks shrinks the bubble time by v") {
+    const int p = 4, m = 8;
+    const double tf = 0.010, tb = 0.020;
+    auto base = simulate_step(make(Schedule::one_f_one_b, p, 1, m, tf, tb));
+    const double bubble_1 = base.step_time_s - m * (tf + tb);
+    for (int v : {2, 4}) {
+      CAPTURE(v);
+      auto il = simulate_step(make(Schedule::interleaved, p, v, m, tf, tb));
+      const double bubble_v = il.step_time_s - m * (tf + tb);
+      CHECK(bubble_v == doctest::Approx(bubble_1 / v).epsilon(1e-6));
+      CHECK(il.bubble_fraction < base.bubble_fraction);
+    }
+  }
+
+  TEST_CASE("ZB-H1 is faster than 1F1B and its bubble is (p - 1)(t_F + t_B - t_W)") {
+    const int p = 4, m = 8;
+    const double tf = 0.010, tb = 0.020;  // B = W = 0.010 when split evenly
+    auto a = simulate_step(make(Schedule::one_f_one_b, p, 1, m, tf, tb));
+    auto z = simulate_step(make(Schedule::zb_h1, p, 1, m, tf, tb));
+    CHECK(z.step_time_s < a.step_time_s);
+    const double ideal = m * (tf + tb);
+    CHECK(z.step_time_s - ideal == doctest::Approx((p - 1) * (tf + 0.010 - 0.010)).epsilon(1e-6));
+  }
+
+  TEST_CASE("GPipe holds m micro-batches of activations on stage 0 and 1F1B holds p") {
+    const int p = 4, m = 12;
+    auto g = simulate_step(make(Schedule::gpipe, p, 1, m, 0.01, 0.02));
+    auto o = simulate_step(make(Schedule::one_f_one_b, p, 1, m, 0.01, 0.02));
+    CHECK(g.stages[0].inflight == doctest::Approx(m));
+    CHECK(o.stages[0].inflight == doctest::Approx(p));
+    CHECK(o.stages[3].inflight == doctest::Approx(1));
+    // Interleaved stage 0: (v·p + p − 1) chunk-micro-batches = 1 + (p − 1)/(p·v) stage units
+    // (reference/memory.md §5).
+    auto il = simulate_step(make(Schedule::interleaved, p, 2, m, 0.01, 0.02));
+    CHECK(il.stages[0].inflight == doctest::Approx((2.0 * p + p - 1) / 2.0));
+  }
+
+  TEST_CASE("with overlap on only the last DP bucket is exposed when backward is long enough") {
+    auto spec = make(Schedule::one_f_one_b, 1, 1, 4, 0.10, 0.20);
+    spec.free_links = false;
+    spec.overlap_param_gather = false;
+    const double reduce = 0.02;  // < backward piece 0.05
+    auto& st = spec.stages[0];
+    st.dp_inter_node = true;
+    st.buckets.resize(1);
+    for (int k = 0; k < 4; ++k) st.buckets[0].push_back({0.25, Duration::from_seconds(reduce), {}});
+    auto on = simulate_step(spec);
+    CHECK(on.stages[0].exposed_dp_s == doctest::Approx(reduce).epsilon(1e-6));
+    CHECK(on.step_time_s == doctest::Approx(4 * 0.30 + reduce).epsilon(1e-6));
+    spec.overlap_grad_reduce = false;
+    auto off = simulate_step(spec);
+    CHECK(off.stages[0].exposed_dp_s == doctest::Approx(4 * reduce).epsilon(1e-6));
+  }
+
+  TEST_CASE("PP transfers are exposed and DP traffic on the same NIC slows them") {
+    auto spec = make(Schedule::one_f_one_b, 2, 1, 4, 0.010, 0.020);
+    spec.free_links = false;
+    spec.pp_forward = Duration::from_seconds(0.002);
+    spec.pp_backward = Duration::from_seconds(0.002);
+    auto base = simulate_step(spec);
+    CHECK(base.step_time_s > (4 + 1) * 0.030);
+    CHECK(base.stages[0].exposed_pp_s > 0);
+  }
+}
