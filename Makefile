@@ -32,7 +32,7 @@ build: configure
 	@cmake --build $(BUILD) -j $(JOBS)
 
 run: build
-	@./$(BUILD)/cli/tetrasim memory $(SCENARIO)
+	@./$(BUILD)/cli/tetrasim search $(SCENARIO) --top 10
 
 test: build
 	@cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
@@ -51,7 +51,7 @@ FUZZ_SECONDS ?= 60
 
 asan: deps
 	@cmake -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTETRASIM_SANITIZE=ON \
-	  -DTETRASIM_BUILD_BENCHMARKS=OFF $(CMAKE_FLAGS) >/dev/null
+	  -DTETRASIM_BUILD_BENCHMARKS=OFF -DTETRASIM_WITH_CUDA=OFF $(CMAKE_FLAGS) >/dev/null
 	@cmake --build $(ASAN_BUILD) -j $(JOBS)
 	@cd $(ASAN_BUILD) && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
 	  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 ctest --output-on-failure -j $(JOBS)

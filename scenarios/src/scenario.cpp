@@ -6,6 +6,7 @@
 
 #include "loader.hpp"
 #include "tetra/hw/error.hpp"
+#include "tetra/calib/fit.hpp"
 #include "tetra/llama/validate.hpp"
 #include "tetra/scenarios/profile_io.hpp"
 
@@ -71,14 +72,21 @@ void check_top_level(const Doc& doc, const toml::table& root) {
 /// The calibration profile named by [cluster].profile (a path relative to the scenario).
 /// A missing file is reported at the key; errors inside the profile name the profile file.
 costmodel::Profile load_profile(const Doc& doc, const toml::table& cluster,
-                                const std::string& path) {
+                                const std::string& path, int cluster_sms) {
   std::error_code ec;
   if (!fs::is_regular_file(path, ec)) {
     const toml::node* n = cluster.get("profile");
     detail::fail(doc, n != nullptr ? n->source() : cluster.source(), "[cluster].profile",
                  "cannot read \"" + path + "\": no such file");
   }
-  return read_profile(path);
+  costmodel::Profile profile = read_profile(path);
+  // SPEC section 3: the [fit] table is recomputed on load when absent.
+  if (!profile.fit.valid) {
+    calib::ProfileFitOptions options;
+    options.sms = profile.meta.sms > 0 ? profile.meta.sms : cluster_sms;
+    profile.fit = calib::fit_profile(profile, options);
+  }
+  return profile;
 }
 
 }  // namespace
@@ -164,7 +172,7 @@ Scenario load_scenario_text(std::string_view toml_text, const std::string& origi
   }
 
   if (!sc.cluster.profile_path.empty()) {
-    sc.profile = load_profile(doc, *cluster, sc.cluster.profile_path);
+    sc.profile = load_profile(doc, *cluster, sc.cluster.profile_path, sc.cluster.gpu.sms);
   }
   return sc;
 }

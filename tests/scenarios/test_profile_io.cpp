@@ -1,12 +1,16 @@
 // Calibration profile TOML (SPEC section 3): round trip and file:line:col errors.
 #include <doctest/doctest.h>
 
+#include <filesystem>
+#include <fstream>
 #include <string>
 
+#include "tetra/calib/tables.hpp"
 #include "tetra/costmodel/builtin_profiles.hpp"
 #include "tetra/hw/error.hpp"
 #include "tetra/hw/presets.hpp"
 #include "tetra/scenarios/profile_io.hpp"
+#include "tetra/scenarios/scenario.hpp"
 
 using namespace tetra;
 using namespace tetra::scenarios;
@@ -86,4 +90,34 @@ TEST_SUITE("scenarios") {
     // reading a file that does not exist names it
     CHECK_THROWS_AS((void)read_profile("/nonexistent/profile.toml"), UserError);
   }
+}
+
+TEST_SUITE("scenarios") {
+TEST_CASE("profile: a profile without [fit] is fitted when a scenario loads it (SPEC section 3)") {
+  // A measured table with no fit: the recorded synthetic H100 rows of tests/data/calib.
+  costmodel::Profile rows =
+      calib::read_tables_csv(std::string(TETRA_SOURCE_DIR) + "/tests/data/calib/synthetic_h100.csv");
+  rows.fit = {};
+  REQUIRE_FALSE(rows.fit.valid);
+  REQUIRE_FALSE(rows.gemm.empty());
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / "tetrasim_test_profile_refit";
+  std::filesystem::create_directories(dir);
+  {
+    std::ofstream(dir / "node.profile.toml") << format_profile(rows);
+    std::ofstream(dir / "s.toml") << "[model]\npreset = \"llama3.1-8b\"\n"
+                                     "[cluster]\npreset = \"dgx-h100\"\nnodes = 1\n"
+                                     "profile = \"node.profile.toml\"\n"
+                                     "[training]\nseq_len = 4096\nglobal_batch = 8\n"
+                                     "[layout]\ntp = 8\n";
+  }
+  CHECK(format_profile(rows).find("[fit]") == std::string::npos);
+  const Scenario sc = load_scenario((dir / "s.toml").string());
+  REQUIRE(sc.profile.has_value());
+  CHECK(sc.profile->fit.valid);
+  // The synthetic table was generated with a 760 TFLOP/s GEMM peak (tests/calib/synthetic.hpp);
+  // the refit recovers it within the 2% the calibration tests demand.
+  CHECK(sc.profile->fit.gemm_peak_flops == doctest::Approx(760e12).epsilon(0.02));
+  std::filesystem::remove_all(dir);
+}
 }
