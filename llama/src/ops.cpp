@@ -26,6 +26,16 @@ struct Dims {
   bool sp = false;
   bool gated = true;
   bool llama = true;
+  /// Eager PyTorch modules (framework deepspeed / fsdp): every elementwise step of norm,
+  /// rotary, SwiGLU, softmax and loss is its own kernel with fp32 intermediates.
+  bool eager = false;
+  /// RMSNorm as the eager fp32 chain (llama, eager, fused_rmsnorm = false).
+  bool eager_norm = false;
+  /// Megatron GPT dropout (attention and hidden, p = 0.1): `--attention-dropout` and
+  /// `--hidden-dropout` default to 0.1 (`NVIDIA/Megatron-LM: megatron/arguments.py`, 2021).
+  bool dropout = false;
+  /// GPT linears carry biases (Megatron `--add-bias-linear`, on by default); Llama has none.
+  bool bias = false;
 };
 
 Dims dims_of(const Model& m, const Training& tr, const Layout& l) {
@@ -46,6 +56,10 @@ Dims dims_of(const Model& m, const Training& tr, const Layout& l) {
   d.act = bytes_of(tr.precision);
   d.gated = m.gated_mlp();
   d.llama = m.arch == Arch::llama;
+  d.eager = tr.framework != Framework::megatron;
+  d.eager_norm = d.eager && d.llama && !tr.fused_rmsnorm;
+  d.dropout = !d.llama && tr.framework == Framework::megatron;
+  d.bias = !d.llama;
   return d;
 }
 
@@ -148,18 +162,35 @@ void tp_column_forward(std::vector<Op>& ops, const Dims& d, Pass pass, bool reco
   ops.push_back(op);
 }
 
+// Eager RMSNorm (`huggingface/transformers: models/llama/modeling_llama.py` LlamaRMSNorm, the
+// form of `Aleph-Alpha/scaling: src/scaling/core/nn/norm/rms_norm.py` without its kernel):
+// x.float() (act + 4), pow(2) (4 + 4), mean (4), x * rsqrt(var) (4 + 4), .to(act) (4 + act),
+// weight * y (2 act): 4·act + 28 bytes per element. Autograd runs the chain backwards:
+// weight grad and input grad of the last mul (2 act + 2 act), cast (act + 4), mul (4 + 4), the
+// reduction branch (4 + 4), pow backward (4 + 4 + 4), the add of both branches (4 + 4 + 4),
+// cast (4 + act): 6·act + 48 bytes per element [derived from the autograd graph].
+double eager_norm_fwd_per_elem(const Dims& d) { return 4.0 * d.act + 28.0; }
+double eager_norm_bwd_per_elem(const Dims& d) { return 6.0 * d.act + 48.0; }
+
 double norm_fwd_bytes(const Dims& d) {
   // read x, write y (bf16), one row of h per token: 2·(T_sp·h)·act (section 6.3)
-  return 2.0 * d.act * static_cast<double>(d.tokens_sp * d.h);
+  const double per = d.eager_norm ? eager_norm_fwd_per_elem(d) : 2.0 * d.act;
+  return per * static_cast<double>(d.tokens_sp * d.h);
 }
 double norm_bwd_bytes(const Dims& d) {
   // read x and dy, write dx
-  return 3.0 * d.act * static_cast<double>(d.tokens_sp * d.h);
+  const double per = d.eager_norm ? eager_norm_bwd_per_elem(d) : 3.0 * d.act;
+  return per * static_cast<double>(d.tokens_sp * d.h);
 }
 double residual_bytes(const Dims& d) {
-  // read two operands, write one
-  return 3.0 * d.act * static_cast<double>(d.tokens_sp * d.h);
+  // read two operands, write one; Megatron GPT's fused bias-dropout-add also writes (fwd) /
+  // reads (bwd) the 1-byte dropout mask.
+  return (3.0 * d.act + (d.dropout ? 1.0 : 0.0)) * static_cast<double>(d.tokens_sp * d.h);
 }
+/// Bytes per element of q / k for rotary: fused kernel read + write (2 act); eager
+/// q·cos + rotate_half(q)·sin (`modeling_llama.py` apply_rotary_pos_emb): mul (2 act), neg of
+/// one half (act), cat (2 act), mul (2 act), add (3 act) = 10 act, the same in backward.
+double rope_per_elem(const Dims& d) { return (d.eager ? 10.0 : 2.0) * d.act; }
 MemoryKernel norm_kernel(const Dims& d) {
   return d.llama ? MemoryKernel::rmsnorm : MemoryKernel::layernorm;
 }
@@ -185,11 +216,19 @@ void attention_forward(std::vector<Op>& ops, const Dims& d, const Training& tr, 
                    static_cast<int>(d.c - 1)));
   }
   if (unfused) {
-    // Unfused attention materialises the s_q × s_kv scores: softmax reads and writes them
-    // (fp32 scores in torch, bf16 in the fused path; counted at the activation dtype).
+    // Unfused attention materialises the s_q × s_kv scores. Fused (Megatron
+    // scaled_upper_triang_masked_softmax): read + write at the activation dtype. Torch:
+    // masked_fill with a 1-byte mask (2 act + 1), .float() (act + 4), softmax (4 + 4),
+    // .to(act) (4 + act): 4 act + 17 bytes per score.
     const double scores = static_cast<double>(d.b) * static_cast<double>(d.nq / d.t) *
                           static_cast<double>(d.sr) * static_cast<double>(d.s);
-    push(mem(Pass::forward, "softmax", MemoryKernel::softmax, 2.0 * d.act * scores));
+    const double per = kernel == AttentionKernel::torch ? 4.0 * d.act + 17.0 : 2.0 * d.act;
+    push(mem(Pass::forward, "softmax", MemoryKernel::softmax, per * scores));
+    if (d.dropout) {
+      // Attention dropout (Megatron core attention, p = 0.1): read the probabilities, write
+      // the scaled copy and the 1-byte mask.
+      push(mem(Pass::forward, "attention_dropout", MemoryKernel::copy, (2.0 * d.act + 1.0) * scores));
+    }
   }
 }
 
@@ -197,10 +236,17 @@ void attention_backward(std::vector<Op>& ops, const Dims& d, const Training& tr)
   const AttentionKernel kernel = tr.attention;
   const bool unfused = kernel == AttentionKernel::fused || kernel == AttentionKernel::torch;
   if (unfused) {
+    // Fused: read y and dy, write dx (3 act). Torch: cast back (act + 4), softmax backward
+    // (4 + 4 + 4), cast (4 + act), masked_fill backward (2 act + 1): 4 act + 21 bytes.
     const double scores = static_cast<double>(d.b) * static_cast<double>(d.nq / d.t) *
                           static_cast<double>(d.sr) * static_cast<double>(d.s);
-    ops.push_back(mem(Pass::backward_input, "softmax_bwd", MemoryKernel::softmax,
-                      3.0 * d.act * scores));
+    if (d.dropout) {
+      // read dy and the mask, write dx
+      ops.push_back(mem(Pass::backward_input, "attention_dropout_bwd", MemoryKernel::copy,
+                        (2.0 * d.act + 1.0) * scores));
+    }
+    const double per = kernel == AttentionKernel::torch ? 4.0 * d.act + 21.0 : 3.0 * d.act;
+    ops.push_back(mem(Pass::backward_input, "softmax_bwd", MemoryKernel::softmax, per * scores));
   }
   if (d.c <= 1) {
     ops.push_back(attention(Pass::backward_input, "core_attention_bwd", d, kernel, true, d.sr,
@@ -232,12 +278,24 @@ void layer_forward(std::vector<Op>& ops, const Dims& d, const Training& tr, bool
   push(mem(fw, "input_norm", norm_kernel(d), norm_fwd_bytes(d)));
   tp_column_forward(ops, d, fw, recompute);
   push(gemm(fw, "qkv", d.tokens, qkv_out, d.h));
+  if (d.bias) {
+    // The QKV linear keeps its bias (`megatron/model/transformer.py` ParallelAttention: no
+    // skip_bias_add): F.linear -> addmm writes the broadcast bias into the output and the GEMM
+    // reads it back (beta = 1): 2 act per output element. The other linears skip the bias
+    // into the fused bias-GeLU / bias-dropout-add kernels.
+    push(mem(fw, "qkv_bias", MemoryKernel::copy, 2.0 * d.act * static_cast<double>(d.tokens * qkv_out)));
+  }
   if (d.llama) {
     // RoPE on q and k: read + write (nq + nkv)/t heads of dh per token
     push(mem(fw, "rope", MemoryKernel::rope,
-             2.0 * d.act * static_cast<double>(d.tokens * (d.nq + d.nkv) / d.t * d.dh)));
+             rope_per_elem(d) * static_cast<double>(d.tokens * (d.nq + d.nkv) / d.t * d.dh)));
   }
   attention_forward(ops, d, tr, recompute);
+  if (d.bias && (tr.attention == AttentionKernel::fused || tr.attention == AttentionKernel::torch)) {
+    // Unfused core attention returns [b·np, s, hn]: permute(2, 0, 1, 3).contiguous() copies it
+    // to [s, b, h/t] (read + write).
+    push(mem(fw, "context_permute", MemoryKernel::copy, 2.0 * d.act * static_cast<double>(d.tokens * q_in)));
+  }
   push(gemm(fw, "attn_proj", d.tokens, d.h, q_in));
   tp_row_forward(ops, d, fw, recompute);
   push(mem(fw, "residual_add", MemoryKernel::residual_add, residual_bytes(d)));
@@ -245,8 +303,10 @@ void layer_forward(std::vector<Op>& ops, const Dims& d, const Training& tr, bool
   tp_column_forward(ops, d, fw, recompute);
   push(gemm(fw, "fc1", d.tokens, fc1_out, d.h));
   if (d.gated) {
-    // SwiGLU: read gate and up (2·T·F/t), write T·F/t
-    push(mem(fw, "swiglu", MemoryKernel::swiglu, 3.0 * d.act * static_cast<double>(d.tokens * fc2_in)));
+    // SwiGLU: read gate and up (2·T·F/t), write T·F/t; eager silu(gate) (2 act) then
+    // · up (3 act): 5 act per element
+    push(mem(fw, "swiglu", MemoryKernel::swiglu,
+             (d.eager ? 5.0 : 3.0) * d.act * static_cast<double>(d.tokens * fc2_in)));
   } else {
     push(mem(fw, "gelu", MemoryKernel::gelu, 2.0 * d.act * static_cast<double>(d.tokens * fc2_in)));
   }
@@ -325,9 +385,10 @@ std::vector<Op> layer_ops(const Model& model, const Training& training, const La
   ops.push_back(mem(bi, "residual_add_bwd", MemoryKernel::residual_add, residual_bytes(d)));
   row_backward(ops, d, "fc2_dgrad", "fc2_wgrad", fc2_in, d.h);
   if (d.gated) {
-    // read dy and both inputs (3·T·F/t), write both input gradients (2·T·F/t)
+    // read dy and both inputs (3·T·F/t), write both input gradients (2·T·F/t); eager: the
+    // mul's two gradients (3 act each) and silu backward (3 act): 9 act per element
     ops.push_back(mem(bi, "swiglu_bwd", MemoryKernel::swiglu,
-                      5.0 * d.act * static_cast<double>(d.tokens * fc2_in)));
+                      (d.eager ? 9.0 : 5.0) * d.act * static_cast<double>(d.tokens * fc2_in)));
   } else {
     ops.push_back(mem(bi, "gelu_bwd", MemoryKernel::gelu,
                       3.0 * d.act * static_cast<double>(d.tokens * fc2_in)));
@@ -337,16 +398,27 @@ std::vector<Op> layer_ops(const Model& model, const Training& training, const La
   // Attention block.
   ops.push_back(mem(bi, "residual_add_bwd", MemoryKernel::residual_add, residual_bytes(d)));
   row_backward(ops, d, "attn_proj_dgrad", "attn_proj_wgrad", q_in, d.h);
+  if (d.bias && (training.attention == AttentionKernel::fused ||
+                 training.attention == AttentionKernel::torch)) {
+    ops.push_back(mem(bi, "context_permute_bwd", MemoryKernel::copy,
+                      2.0 * d.act * static_cast<double>(d.tokens * q_in)));
+  }
   if (layout.recompute == Recompute::selective) {
     attention_forward(ops, d, training, true);
   }
   attention_backward(ops, d, training);
   if (d.llama) {
     ops.push_back(mem(bi, "rope_bwd", MemoryKernel::rope,
-                      2.0 * d.act * static_cast<double>(d.tokens * (d.nq + d.nkv) / d.t * d.dh)));
+                      rope_per_elem(d) * static_cast<double>(d.tokens * (d.nq + d.nkv) / d.t * d.dh)));
   }
   column_backward(ops, d, "qkv_dgrad", "qkv_wgrad", d.h, qkv_out);
   ops.push_back(mem(bi, "input_norm_bwd", norm_kernel(d), norm_bwd_bytes(d)));
+  if (d.bias) {
+    // Bias gradients: a column sum of each linear's output gradient (QKV and FC1 on this
+    // rank's columns, the row-parallel proj and FC2 over h), read once.
+    ops.push_back(mem(Pass::backward_weight, "bias_grad", MemoryKernel::copy,
+                      d.act * static_cast<double>(d.tokens * (qkv_out + fc1_out + 2 * d.h))));
+  }
   return ops;
 }
 
@@ -375,6 +447,25 @@ std::vector<Op> head_ops(const Model& model, const Training& training, const Lay
   ops.push_back(mem(Pass::forward, "final_norm", norm_kernel(d), norm_fwd_bytes(d)));
   tp_column_forward(ops, d, Pass::forward, false);
   ops.push_back(gemm(Pass::forward, "lm_head", d.tokens, vocab_rank, d.h));
+  if (d.eager) {
+    // Loss on the gathered full-vocabulary logits on every TP rank
+    // (`Aleph-Alpha/scaling: transformer/model/layers/lm_head.py` parallel_output=False,
+    // `losses/cross_entropy.py`): all-gather of the bf16 logits, .float() (act + 4),
+    // log_softmax (two reads and a write, 12), nll; backward: the nll gradient (4),
+    // log_softmax backward (12), cast (4 + act); the gather's backward is a local slice.
+    const double full = static_cast<double>(d.tokens) * static_cast<double>(vocab_rank * d.t);
+    if (d.t > 1) {
+      ops.push_back(coll(Pass::forward, "tp_ag_logits", CollectiveKind::all_gather, CommDim::tp,
+                         static_cast<int>(d.t), d.act * full));
+    }
+    ops.push_back(mem(Pass::forward, "cross_entropy", MemoryKernel::cross_entropy,
+                      (d.act + 16.0) * full));
+    ops.push_back(mem(Pass::backward_input, "cross_entropy_bwd", MemoryKernel::cross_entropy,
+                      (d.act + 20.0) * full));
+    column_backward(ops, d, "lm_head_dgrad", "lm_head_wgrad", d.h, vocab_rank);
+    ops.push_back(mem(Pass::backward_input, "final_norm_bwd", norm_kernel(d), norm_bwd_bytes(d)));
+    return ops;
+  }
   // Vocab-parallel cross entropy: read the bf16 logits slice, compute in fp32 (max, sum of
   // exponentials, target logit), writing the fp32 softmax kept for backward.
   const double logits = static_cast<double>(d.tokens) * static_cast<double>(vocab_rank);
@@ -432,6 +523,29 @@ std::vector<Op> dp_gradient_ops(const Model& model, const Training& training, co
     }
     return ops;
   }
+  if (training.framework == Framework::deepspeed) {
+    // Aleph Alpha's trainer (`Aleph-Alpha/scaling: src/scaling/core/optimizer/optimizer.py`
+    // step, `allreduce.py`): after the last backward, the full gradient is all-reduced over
+    // DP in buckets of 500M elements, each bucket cast to fp32 first
+    // (`allreduce_tensor_in_float32`), on the compute stream (no overlap); with ZeRO-1 the
+    // updated parameters are gathered after the optimizer step (counted as an all-gather in
+    // the parameter dtype).
+    const double ds_bucket = 500e6;
+    const double total = static_cast<double>(sp.params);
+    const long long full = static_cast<long long>(total / ds_bucket);
+    const double last = total - static_cast<double>(full) * ds_bucket;
+    auto push = [&](CollectiveKind kind, const char* name, double elem_bytes) {
+      if (full > 0) {
+        Op op = coll(Pass::optimizer, name, kind, dim, dpc, elem_bytes * ds_bucket, false);
+        op.count = static_cast<int>(full);
+        ops.push_back(op);
+      }
+      if (last > 0.5) ops.push_back(coll(Pass::optimizer, name, kind, dim, dpc, elem_bytes * last, false));
+    };
+    push(CollectiveKind::all_reduce, "dp_grad_ar_fp32", 4.0);
+    if (training.zero_stage >= 1) push(CollectiveKind::all_gather, "dp_param_ag", param_bytes);
+    return ops;
+  }
   // Megatron bucket size: max(40M, 1M·dp) parameters (distributed_data_parallel_config.py),
   // dp here is the gradient group (DP x CP).
   const double bucket = std::max(40e6, 1e6 * dpc);
@@ -468,6 +582,14 @@ std::vector<Op> optimizer_ops(const Model& model, const Training& training, cons
   if (stage < 0 || stage >= static_cast<int>(stages.size())) return ops;
   double params = static_cast<double>(stages[static_cast<std::size_t>(stage)].params);
   const int dpc = std::max(1, layout.dp) * std::max(1, layout.cp);
+  if (training.framework == Framework::deepspeed && dpc > 1 && training.zero_stage < 3) {
+    // `allreduce.py`: flatten the bf16 gradients (2 act), cast to fp32 (act + 4), divide
+    // (4 + 4), copy back after the all-reduce (4 + act), unflatten into the parameters'
+    // gradients (2 act): 6 act + 16 bytes per local parameter.
+    const double act = bytes_of(training.precision);
+    ops.push_back(mem(Pass::optimizer, "grad_flatten_cast", MemoryKernel::copy,
+                      (6.0 * act + 16.0) * params));
+  }
   if (training.zero_stage >= 1) params /= dpc;
   // Gradient norm: read the fp32 (or bf16) gradient shard once.
   ops.push_back(mem(Pass::optimizer, "grad_norm", MemoryKernel::grad_norm,

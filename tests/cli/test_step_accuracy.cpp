@@ -5,11 +5,11 @@
 // skipped with their reason.
 //
 // Target (the project's acceptance bar): step-time MAPE <= 10 % on each file and mean
-// Spearman inside sweeps >= 0.8. The bar is not met yet: the simulator runs the op list at the
-// cost models' kernel rates, which are above what these trainings sustained (see
-// sim/README.md "Accuracy"). The bounds below are what the simulator achieves today, so a
-// regression fails; the target case is marked should_fail and starts failing (telling the
-// maintainer to tighten the bounds) once the bar is reached.
+// Spearman inside sweeps >= 0.8. megatron_selene.csv meets it; hagemann2023.csv does not yet:
+// its predictions are still too fast, worst on the 30B rows at PP 1-2 and the 65B rows with
+// 1024 micro-batches (see sim/README.md "Accuracy"). The Hagemann bound below is what the
+// simulator achieves today, so a regression fails; its 10 % case is marked should_fail and
+// starts failing (telling the maintainer to make it a plain check) once the bar is reached.
 
 #include <doctest/doctest.h>
 
@@ -103,116 +103,15 @@ TEST_SUITE("cli") {
     CHECK(h.n + skipped_steps == 401);
     CHECK(s.n == 19);
     // Achieved today (see the header comment); a regression beyond these fails.
-    CHECK(h.mape <= 0.36);
-    CHECK(s.mape <= 0.19);
-    CHECK(h.spearman >= 0.80);
-    CHECK(s.spearman >= 0.80);
+    CHECK(h.mape <= 0.21);  // 19.8 % (median 19.2 %)
+    CHECK(s.mape <= 0.10);  // 9.4 % (median 9.5 %): the target
+    CHECK(h.spearman >= 0.82);  // 0.842
+    CHECK(s.spearman >= 0.95);  // 1.000
   }
 
-  TEST_CASE("validate step_time_s: target MAPE <= 10 % on each file (not met yet)" *
+  TEST_CASE("validate step_time_s: target MAPE <= 10 % on hagemann2023.csv (not met yet)" *
             doctest::should_fail()) {
     const StepStats h = step_stats(validate("hagemann2023.csv"), "hagemann2023.csv");
-    const StepStats s = step_stats(validate("megatron_selene.csv"), "megatron_selene.csv");
     CHECK(h.mape <= 0.10);
-    CHECK(s.mape <= 0.10);
-  }
-}
-
-namespace {
-
-std::string run_capture(const std::string& args, int& code) {
-  const fs::path dir = fs::path(TETRA_BINARY_DIR) / "tests" / "cli_scratch";
-  fs::create_directories(dir);
-  static int counter = 0;
-  const fs::path out = dir / ("simulate_" + std::to_string(::getpid()) + "_" + std::to_string(counter++) + ".out");
-  const std::string cmd = "cd '" + std::string(TETRA_SOURCE_DIR) + "' && '" + std::string(TETRA_BINARY_DIR) +
-                          "/cli/tetrasim' " + args + " >'" + out.string() + "' 2>/dev/null </dev/null";
-  const int status = std::system(cmd.c_str());
-  code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  std::string text = read_all(out);
-  fs::remove(out);
-  return text;
-}
-
-// "a.b.0.c" -> j["a"]["b"][0]["c"]
-const nlohmann::json& at_path(const nlohmann::json& j, const std::string& path) {
-  const nlohmann::json* cur = &j;
-  std::stringstream ss(path);
-  std::string part;
-  while (std::getline(ss, part, '.')) {
-    if (cur->is_array()) {
-      cur = &cur->at(static_cast<std::size_t>(std::stoul(part)));
-    } else {
-      cur = &cur->at(part);
-    }
-  }
-  return *cur;
-}
-
-}  // namespace
-
-TEST_SUITE("cli") {
-  TEST_CASE("golden: tests/golden/simulate_*.json key numbers within tolerance") {
-    const fs::path golden = fs::path(TETRA_SOURCE_DIR) / "tests" / "golden";
-    int files = 0;
-    for (const auto& entry : fs::directory_iterator(golden)) {
-      const std::string name = entry.path().filename().string();
-      if (!name.starts_with("simulate_") || entry.path().extension() != ".json") continue;
-      ++files;
-      const auto g = nlohmann::json::parse(read_all(entry.path()));
-      int code = 0;
-      const std::string text = run_capture("simulate " + g["scenario"].get<std::string>() + " --json", code);
-      REQUIRE(code == 0);
-      const auto j = nlohmann::json::parse(text);
-      for (const auto& [key, range] : g["ranges"].items()) {
-        const double v = at_path(j, key).get<double>();
-        INFO(name << ": " << key << " = " << v);
-        CHECK(v >= range[0].get<double>() - 1e-9);
-        CHECK(v <= range[1].get<double>() + 1e-9);
-      }
-      for (const auto& [key, value] : g["equal"].items()) {
-        INFO(name << ": " << key);
-        CHECK(at_path(j, key) == value);
-      }
-    }
-    CHECK(files >= 1);
-  }
-
-  TEST_CASE("simulate: the same input gives byte-identical JSON and traces and the trace is Chrome JSON") {
-    const fs::path dir = fs::path(TETRA_BINARY_DIR) / "tests" / "cli_scratch";
-    fs::create_directories(dir);
-    const fs::path t1 = dir / ("trace1_" + std::to_string(::getpid()) + ".json");
-    const fs::path t2 = dir / ("trace2_" + std::to_string(::getpid()) + ".json");
-    int c1 = 0, c2 = 0;
-    const std::string a = run_capture("simulate scenarios/default.toml --json --trace '" + t1.string() + "'", c1);
-    const std::string b = run_capture("simulate scenarios/default.toml --json --trace '" + t2.string() + "'", c2);
-    REQUIRE(c1 == 0);
-    REQUIRE(c2 == 0);
-    CHECK(a == b);
-    const std::string ta = read_all(t1), tb = read_all(t2);
-    fs::remove(t1);
-    fs::remove(t2);
-    CHECK(ta == tb);
-    const auto j = nlohmann::json::parse(ta);
-    REQUIRE(j["traceEvents"].is_array());
-    int processes = 0, counters = 0, bad_slices = 0;
-    std::vector<std::string> threads;
-    for (const auto& e : j["traceEvents"]) {
-      REQUIRE(e.contains("ph"));
-      REQUIRE(e.contains("pid"));
-      const std::string ph = e["ph"];
-      if (ph == "M" && e["name"] == "process_name") ++processes;
-      if (ph == "M" && e["name"] == "thread_name" && e["pid"] == 0) threads.push_back(e["args"]["name"]);
-      if (ph == "C") ++counters;
-      if (ph == "X" && (e["ts"].get<double>() < 0 || e["dur"].get<double>() < 0)) ++bad_slices;
-    }
-    CHECK(bad_slices == 0);
-    CHECK(processes == 4);  // one per pipeline stage
-    CHECK(threads == std::vector<std::string>{"compute", "tp comm", "cp comm", "pp send", "dp comm"});
-    CHECK(counters > 4);
-    // A bad trace path is a user error (exit 1), and no partial file is left.
-    int c3 = 0;
-    (void)run_capture("simulate scenarios/default.toml --trace /nonexistent-dir/x.json", c3);
-    CHECK(c3 == 1);
   }
 }

@@ -59,12 +59,16 @@ TEST_SUITE("costmodel") {
   }
 
   TEST_CASE("Large square bf16 GEMM runs at the published MAMF (hardware.md 2)") {
-    // stas00/ml-engineering MAMF table: H100 SXM 794.5, A100 SXM 271.2 TFLOP/s.
+    // stas00/ml-engineering MAMF table: H100 SXM 794.5, A100 SXM 271.2 TFLOP/s. The A100
+    // built-in holds that rate at the clock sustained at the power limit, 1305 of 1410 MHz
+    // (glennklockwood.com/garden/peak-FLOPS, NVIDIA's HPL Rpeak clock):
+    // 271.2 * 1305 / 1410 = 251.0 TFLOP/s.
     const GemmShape s{16384, 16384, 16384, 2, 1};
     const double h100 = rate(s, gemm_seconds(s, builtin_params("dgx-h100")));
     const double a100 = rate(s, gemm_seconds(s, builtin_params("dgx-a100-80gb")));
     CHECK(h100 == doctest::Approx(794.5e12).epsilon(0.05));
-    CHECK(a100 == doctest::Approx(271.2e12).epsilon(0.05));
+    CHECK(a100 == doctest::Approx(251.0e12).epsilon(0.05));
+    CHECK(a100 <= 251.0e12);
     CHECK(h100 <= 794.5e12);
   }
 

@@ -330,3 +330,118 @@ TEST_SUITE("llama") {
     CHECK(grads[0].count == 32);
   }
 }
+
+TEST_SUITE("llama") {
+  // Framework kernel sets (ops.cpp): eager PyTorch modules for framework = deepspeed / fsdp
+  // (`huggingface/transformers: models/llama/modeling_llama.py`, `Aleph-Alpha/scaling`), the
+  // Megatron fused kernels otherwise. Llama-3.1-8B, s = 2048, b = 1, t = 1:
+  // T·h = 2048·4096 = 8,388,608; (nq + nkv)·d·T = 40·128·2048 = 10,485,760;
+  // T·F = 2048·14336 = 29,360,128; scores b·nq·s² = 32·2048² = 134,217,728.
+  TEST_CASE("Eager kernels: RMSNorm fp32 chain, rotary, SwiGLU, torch softmax (deepspeed)") {
+    const Model m = preset("llama3.1-8b");
+    Training tr;
+    tr.seq_len = 2048;
+    Layout l;
+    SUBCASE("megatron: fused kernels") {
+      const auto ops = layer_ops(m, tr, l);
+      CHECK(find(ops, "input_norm", Pass::forward)->bytes == doctest::Approx(4.0 * 8388608));
+      CHECK(find(ops, "rope", Pass::forward)->bytes == doctest::Approx(4.0 * 10485760));
+      CHECK(find(ops, "swiglu", Pass::forward)->bytes == doctest::Approx(6.0 * 29360128));
+    }
+    SUBCASE("deepspeed, fused_rmsnorm = false, attention = torch") {
+      tr.framework = Framework::deepspeed;
+      tr.fused_rmsnorm = false;
+      tr.attention = AttentionKernel::torch;
+      const auto ops = layer_ops(m, tr, l);
+      // RMSNorm: 4·2 + 28 = 36 B forward, 6·2 + 48 = 60 B backward per element
+      CHECK(find(ops, "input_norm", Pass::forward)->bytes == doctest::Approx(36.0 * 8388608));
+      CHECK(find(ops, "input_norm_bwd", Pass::backward_input)->bytes == doctest::Approx(60.0 * 8388608));
+      // rotary: 10·2 = 20 B per q/k element, both passes
+      CHECK(find(ops, "rope", Pass::forward)->bytes == doctest::Approx(20.0 * 10485760));
+      CHECK(find(ops, "rope_bwd", Pass::backward_input)->bytes == doctest::Approx(20.0 * 10485760));
+      // SwiGLU: 5·2 = 10 B forward, 9·2 = 18 B backward
+      CHECK(find(ops, "swiglu", Pass::forward)->bytes == doctest::Approx(10.0 * 29360128));
+      CHECK(find(ops, "swiglu_bwd", Pass::backward_input)->bytes == doctest::Approx(18.0 * 29360128));
+      // torch softmax: 4·2 + 17 = 25 B forward, 4·2 + 21 = 29 B backward per score
+      CHECK(find(ops, "softmax", Pass::forward)->bytes == doctest::Approx(25.0 * 134217728));
+      CHECK(find(ops, "softmax_bwd", Pass::backward_input)->bytes == doctest::Approx(29.0 * 134217728));
+      CHECK(find(ops, "attention_dropout", Pass::forward) == nullptr);  // llama: no dropout
+      // The FLOPs do not change with the kernel set.
+      Training mt = tr;
+      mt.framework = Framework::megatron;
+      CHECK(sum_flops(ops) == doctest::Approx(sum_flops(layer_ops(m, mt, l))));
+    }
+    SUBCASE("deepspeed head: gathered full-vocabulary loss, no vocab-parallel all-reduces") {
+      tr.framework = Framework::deepspeed;
+      l.tp = 2;
+      const auto head = head_ops(m, tr, l);
+      CHECK(count(head, CollectiveKind::all_reduce, Pass::forward) == 0);
+      const Op* ag = find(head, "tp_ag_logits", Pass::forward);
+      REQUIRE(ag);
+      // padded vocabulary at t = 2: 128256 (a multiple of 256); bf16 logits 2·2048·128256
+      CHECK(ag->bytes == doctest::Approx(2.0 * 2048 * 128256));
+      // fp32 loss: (2 + 16) B forward, (2 + 20) B backward per token and vocabulary entry
+      CHECK(find(head, "cross_entropy", Pass::forward)->bytes == doctest::Approx(18.0 * 2048 * 128256));
+      CHECK(find(head, "cross_entropy_bwd", Pass::backward_input)->bytes ==
+            doctest::Approx(22.0 * 2048 * 128256));
+    }
+  }
+
+  TEST_CASE("Megatron GPT: attention dropout over the scores, mask byte in bias-dropout-add") {
+    // GPT 1.7B of Narayanan et al. 2021 Table 1: h 2304, 24 heads, s 2048, b 16, t 1;
+    // dropout 0.1 (Megatron-LM arguments.py defaults). scores = 16·24·2048² = 1,610,612,736.
+    Model m;
+    m.arch = Arch::gpt;
+    m.layers = 24;
+    m.hidden = 2304;
+    m.ffn_hidden = 9216;
+    m.heads = 24;
+    m.kv_heads = 24;
+    m.vocab = 51200;
+    Training tr;
+    tr.seq_len = 2048;
+    tr.precision = Precision::fp16;
+    tr.attention = AttentionKernel::fused;
+    Layout l;
+    l.mbs = 16;
+    const auto ops = layer_ops(m, tr, l);
+    // read + write fp16 (2 + 2) and the 1-byte mask: 5 B per score, both passes
+    CHECK(find(ops, "attention_dropout", Pass::forward)->bytes == doctest::Approx(5.0 * 1610612736.0));
+    CHECK(find(ops, "attention_dropout_bwd", Pass::backward_input)->bytes ==
+          doctest::Approx(5.0 * 1610612736.0));
+    // bias-dropout-add: 3·2 + 1 = 7 B per element of T·h = 32768·2304
+    CHECK(find(ops, "residual_add", Pass::forward)->bytes == doctest::Approx(7.0 * 32768 * 2304));
+  }
+
+  TEST_CASE("DeepSpeed-style DP: fp32 all-reduce after backward, parameter gather after the step") {
+    // Aleph-Alpha/scaling optimizer.py + allreduce.py: 500M-element buckets cast to fp32.
+    const Model m = preset("llama3.1-8b");
+    Training tr;
+    tr.seq_len = 2048;
+    tr.framework = Framework::deepspeed;
+    tr.grad_dtype = Precision::bf16;
+    tr.zero_stage = 1;
+    Layout l;
+    l.dp = 8;
+    const double p0 = static_cast<double>(stage_params(m, l, tr.seq_len)[0].params);
+    const auto ops = dp_gradient_ops(m, tr, l, 0);
+    double ar = 0, ag = 0;
+    int buckets = 0;
+    for (const Op& op : ops) {
+      CHECK_FALSE(op.async);
+      if (op.coll == CollectiveKind::all_reduce) {
+        ar += op.bytes * op.count;
+        buckets += op.count;
+      }
+      if (op.coll == CollectiveKind::all_gather) ag += op.bytes * op.count;
+    }
+    CHECK(ar == doctest::Approx(4.0 * p0));
+    CHECK(ag == doctest::Approx(2.0 * p0));
+    CHECK(buckets == static_cast<int>((p0 + 500e6 - 1) / 500e6));  // 8.03 G params: 17 buckets
+    const auto opt = optimizer_ops(m, tr, l, 0);
+    REQUIRE(opt.size() == 3);
+    // flatten + cast + divide + copy back + unflatten: 6·2 + 16 = 28 B per local parameter
+    CHECK(std::string_view(opt[0].name) == "grad_flatten_cast");
+    CHECK(opt[0].bytes == doctest::Approx(28.0 * p0));
+  }
+}

@@ -155,7 +155,8 @@ struct Op {
 
 /// Ops of the last stage's head for one micro-batch: final norm, LM head GEMMs (forward,
 /// dgrad, wgrad over the padded vocabulary / tp), vocab-parallel cross entropy with its small
-/// TP all-reduces, and the backward TP reduction of the head's input gradient.
+/// TP all-reduces, and the backward TP reduction of the head's input gradient. Frameworks other
+/// than megatron gather the full-vocabulary logits over TP and run the loss in fp32 on them.
 [[nodiscard]] std::vector<Op> head_ops(const Model& model, const Training& training,
                                        const Layout& layout);
 
@@ -173,6 +174,9 @@ struct Op {
 /// Data-parallel gradient communication of pipeline rank `stage` once per step
 /// (reference/costmodels.md section 5.4): buckets of `max(40e6, 1e6·dp·cp)` parameters over the
 /// stage's local parameters, the last one partial; gradients in `training.grad_dtype`.
+/// framework = deepspeed (Aleph Alpha's trainer): a blocking fp32 all-reduce of the whole
+/// gradient in 500M-element buckets after the backward, and (ZeRO-1) a parameter all-gather
+/// after the optimizer; the simulator runs neither overlapped.
 /// zero_stage 0: an all-reduce per bucket (pass optimizer, issued during the last backward);
 /// zero_stage 1/2: a reduce-scatter per bucket, then after the optimizer an all-gather of the
 /// bf16 parameters per bucket; zero_stage 3: one gradient reduce-scatter per layer
