@@ -63,6 +63,13 @@ BENCHMARK(BM_simulate_405b_16k_llama3_grid)->Unit(benchmark::kMillisecond);
 void BM_simulate_405b_16k_zbh1(benchmark::State& state) { run(state, "schedule=zb-h1"); }
 BENCHMARK(BM_simulate_405b_16k_zbh1)->Unit(benchmark::kMillisecond);
 
+/// Llama 3's own layout (arXiv 2407.21783 section 3.3.2): the same grid interleaved with vp 8,
+/// 128 chunks of 1 layer, the first holding only the embedding and the last only the head.
+void BM_simulate_405b_16k_llama3_interleaved(benchmark::State& state) {
+  run(state, "vp=8,schedule=interleaved");
+}
+BENCHMARK(BM_simulate_405b_16k_llama3_interleaved)->Unit(benchmark::kMillisecond);
+
 /// PP 32 (3/4x30/3 layers), DP 64, 32 micro-batches: the largest pipeline of the space.
 void BM_simulate_405b_16k_pp32(benchmark::State& state) {
   run(state, "pp=32,first_stage_layers=3,last_stage_layers=3,schedule=zb-h1");

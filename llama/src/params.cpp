@@ -75,37 +75,68 @@ std::optional<UnevenSplit> uneven_split(int layers, int pp) noexcept {
   return UnevenSplit{first, static_cast<int>(rest) - first};
 }
 
+std::optional<UnevenSplit> uneven_chunk_split(int layers, int pp, int vp) noexcept {
+  if (vp == 1) return uneven_split(layers, pp);
+  if (pp < 2 || vp < 1 || layers < 1) return std::nullopt;
+  const long long chunks = static_cast<long long>(pp) * vp;
+  if (layers % chunks == 0) return std::nullopt;
+  // Every chunk k = ceil(L/(pp vp)); the first and the last chunk share the rest (arXiv
+  // 2407.21783 section 3.3.2: the end chunks one layer short, down to embedding/head only).
+  const long long k = (layers + chunks - 1) / chunks;
+  const long long rest = layers - (chunks - 2) * k;
+  if (rest < 0) return std::nullopt;
+  const long long first = rest / 2;
+  const long long others = static_cast<long long>(vp - 1) * k;
+  return UnevenSplit{static_cast<int>(others + first), static_cast<int>(others + rest - first)};
+}
+
+std::vector<int> chunk_layers(const Model& m, const Layout& layout) {
+  const int p = std::max(layout.pp, 1);
+  const int v = std::max(layout.vp, 1);
+  std::vector<int> out(static_cast<std::size_t>(p) * v, 0);
+  auto at = [&](int r, int c) -> int& { return out[static_cast<std::size_t>(c) * p + r]; };
+  if (p == 1) {
+    // One rank: its chunks share the layers (extra layers to the earliest chunks).
+    for (int c = 0; c < v; ++c) at(0, c) = m.layers / v + (c < m.layers % v ? 1 : 0);
+    return out;
+  }
+  // Ranks with a fixed count (uneven split) and the ranks that share the rest.
+  const bool first_fixed = layout.first_stage_layers > 0;
+  const bool last_fixed = layout.last_stage_layers > 0;
+  int rest = m.layers - (first_fixed ? layout.first_stage_layers : 0) -
+             (last_fixed ? layout.last_stage_layers : 0);
+  rest = std::max(rest, 0);
+  const int shared = p - (first_fixed ? 1 : 0) - (last_fixed ? 1 : 0);
+  // Shared ranks: an even spread; a validated layout has no remainder, an unvalidated one
+  // gives the extra layers to the earliest shared ranks so the sum stays equal to m.layers.
+  int extra = shared > 0 ? rest % shared : 0;
+  for (int r = 0; r < p; ++r) {
+    if ((r == 0 && first_fixed) || (r == p - 1 && last_fixed)) continue;
+    const int lr = rest / shared + (extra > 0 ? 1 : 0);
+    if (extra > 0) --extra;
+    for (int c = 0; c < v; ++c) at(r, c) = lr / v + (c < lr % v ? 1 : 0);
+  }
+  // Fixed ends: k layers in each chunk but the outermost one, which takes the rest of the rank.
+  const int k = shared > 0 ? (rest / shared) / v
+                           : static_cast<int>((static_cast<long long>(m.layers) +
+                                               static_cast<long long>(p) * v - 1) /
+                                              (static_cast<long long>(p) * v));
+  if (first_fixed) {
+    for (int c = 1; c < v; ++c) at(0, c) = k;
+    at(0, 0) = std::max(layout.first_stage_layers - (v - 1) * k, 0);
+  }
+  if (last_fixed) {
+    for (int c = 0; c + 1 < v; ++c) at(p - 1, c) = k;
+    at(p - 1, v - 1) = std::max(layout.last_stage_layers - (v - 1) * k, 0);
+  }
+  return out;
+}
+
 std::vector<int> stage_layers(const Model& m, const Layout& layout) {
   const int pp = std::max(layout.pp, 1);
   std::vector<int> out(static_cast<std::size_t>(pp), 0);
-  if (pp == 1) {
-    out[0] = m.layers;
-    return out;
-  }
-  // Ranks with a fixed count (uneven split, vp == 1 only) and the ranks that share the rest.
-  std::vector<bool> fixed(out.size(), false);
-  int rest = m.layers;
-  if (layout.vp == 1 && layout.first_stage_layers > 0) {
-    out.front() = layout.first_stage_layers;
-    fixed.front() = true;
-    rest -= layout.first_stage_layers;
-  }
-  if (layout.vp == 1 && layout.last_stage_layers > 0) {
-    out.back() = layout.last_stage_layers;
-    fixed.back() = true;
-    rest -= layout.last_stage_layers;
-  }
-  const int shared = static_cast<int>(std::count(fixed.begin(), fixed.end(), false));
-  if (shared == 0) return out;
-  rest = std::max(rest, 0);
-  // Even spread; a validated layout has no remainder, an unvalidated one gives the extra
-  // layers to the earliest shared ranks so the sum stays equal to m.layers.
-  int extra = rest % shared;
-  for (std::size_t r = 0; r < out.size(); ++r) {
-    if (fixed[r]) continue;
-    out[r] = rest / shared + (extra > 0 ? 1 : 0);
-    if (extra > 0) --extra;
-  }
+  const std::vector<int> chunks = chunk_layers(m, layout);
+  for (std::size_t i = 0; i < chunks.size(); ++i) out[i % out.size()] += chunks[i];
   return out;
 }
 

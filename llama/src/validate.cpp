@@ -140,16 +140,15 @@ std::optional<LayoutIssue> check_layout(const Model& model, long long world,
     if (layout.pp < 2) {
       return issue(key, "uneven-needs-pp", key + " needs pp > 1");
     }
-    if (layout.vp > 1) {
-      return issue("vp", "uneven-needs-vp1",
-                   "first_stage_layers/last_stage_layers need vp=1 (got vp=" + str(layout.vp) +
-                       ")");
-    }
+    // The fixed ends hold first/last_stage_layers over all their chunks; every other chunk
+    // holds the common size k (llama::chunk_layers, arXiv 2407.21783 section 3.3.2).
+    const int v = layout.vp;
     const int fixed = (layout.first_stage_layers > 0 ? 1 : 0) + (layout.last_stage_layers > 0 ? 1 : 0);
     const int middle = layout.pp - fixed;
     const long long rest = static_cast<long long>(model.layers) - layout.first_stage_layers -
                            layout.last_stage_layers;
-    const bool ok = middle == 0 ? rest == 0 : (rest >= middle && rest % middle == 0);
+    const long long middle_chunks = static_cast<long long>(middle) * v;
+    const bool ok = middle == 0 ? rest == 0 : (rest >= middle_chunks && rest % middle_chunks == 0);
     if (!ok) {
       return issue(key, "uneven-split",
                    "layers=" + str(model.layers) + " minus first_stage_layers=" +
@@ -157,22 +156,42 @@ std::optional<LayoutIssue> check_layout(const Model& model, long long world,
                        str(layout.last_stage_layers) + " leaves " + str(rest) +
                        (middle == 0 ? std::string(", expected 0 with pp=2")
                                     : ", which must split evenly (at least one each) over the " +
+                                          (v > 1 ? str(middle_chunks) + " chunks of the " : std::string()) +
                                           str(middle) + " other pipeline ranks"));
     }
-  } else if (model.layers % (layout.pp * layout.vp) != 0) {
+    if (v > 1) {
+      // The end ranks' other vp-1 chunks hold k each; the outermost chunk keeps the rest (>= 0).
+      const long long chunks = static_cast<long long>(layout.pp) * v;
+      const long long k = middle > 0 ? rest / middle_chunks : (model.layers + chunks - 1) / chunks;
+      const long long need = (v - 1) * k;
+      for (const bool first : {true, false}) {
+        const int have = first ? layout.first_stage_layers : layout.last_stage_layers;
+        if (have > 0 && have < need) {
+          const std::string name = first ? "first_stage_layers" : "last_stage_layers";
+          return issue(name, "uneven-chunks",
+                       name + "=" + str(have) + " must be at least (vp-1)*k = " + str(v - 1) +
+                           "*" + str(k) + " = " + str(need) +
+                           ": every chunk but the outermost holds k layers");
+        }
+      }
+    }
+  } else if (model.layers % (static_cast<long long>(layout.pp) * layout.vp) != 0) {
     return issue(layout.vp > 1 ? "vp" : "pp", "layers-divide",
                  "layers=" + str(model.layers) + " must split evenly into pp*vp = " +
-                     str(layout.pp) + "*" + str(layout.vp) + " = " + str(layout.pp * layout.vp) +
-                     " chunks (or set first_stage_layers/last_stage_layers with vp=1)");
+                     str(layout.pp) + "*" + str(layout.vp) + " = " +
+                     str(static_cast<long long>(layout.pp) * layout.vp) +
+                     " chunks (or set first_stage_layers/last_stage_layers)");
   }
 
-  // 10. Virtual stages and the interleaved schedule go together.
+  // 10. Virtual stages go with the schedules that place vp chunks per rank: interleaved 1F1B
+  //     and layered gradient accumulation (modular placement, papers.md section B).
   if (layout.vp > 1 && layout.pp < 2) {
     return issue("vp", "vp-needs-pp", "vp=" + str(layout.vp) + " needs pp > 1");
   }
-  if (layout.vp > 1 && layout.schedule != Schedule::interleaved) {
+  if (layout.vp > 1 && layout.schedule != Schedule::interleaved &&
+      layout.schedule != Schedule::layered) {
     return issue("vp", "vp-needs-interleaved",
-                 "vp=" + str(layout.vp) + " needs schedule=\"interleaved\" (got \"" +
+                 "vp=" + str(layout.vp) + " needs schedule=\"interleaved\" or \"layered\" (got \"" +
                      to_string(layout.schedule) + "\")");
   }
   if (layout.schedule == Schedule::interleaved && layout.vp < 2) {

@@ -5,23 +5,10 @@
 #include <algorithm>
 
 #include "tetra/hw/error.hpp"
+#include "tetra/llama/params.hpp"
 #include "tetra/llama/validate.hpp"
 
 namespace tetra::search {
-
-std::optional<UnevenSplit> uneven_split(int layers, int pp) noexcept {
-  if (pp < 2 || layers < pp || layers % pp == 0) return std::nullopt;
-  if (pp == 2) {
-    // No middle ranks: the two ends share every layer, the first the smaller half.
-    return UnevenSplit{layers / 2, layers - layers / 2};
-  }
-  // Middle ranks hold k = ceil(L/pp); the ends share L − (pp−2)·k ≤ 2k.
-  const int k = (layers + pp - 1) / pp;
-  const long long rest = static_cast<long long>(layers) - static_cast<long long>(pp - 2) * k;
-  if (rest < 2) return std::nullopt;
-  const int first = static_cast<int>(rest / 2);
-  return UnevenSplit{first, static_cast<int>(rest) - first};
-}
 
 std::vector<int> pp_values(const SearchSpace& space, int layers) {
   if (!space.pp_divisors) return space.pp;
@@ -84,8 +71,8 @@ Enumeration enumerate_layouts(const llama::Model& model, long long world,
         const long long cells = static_cast<long long>(tp) * cp * pp;
         const long long dp = cells > 0 && world % cells == 0 ? world / cells
                                                              : std::max(1LL, cells > 0 ? world / cells : 1LL);
-        const auto split = uneven_split(model.layers, pp);
         for (const int vp : space.vp) {
+          const auto split = llama::uneven_chunk_split(model.layers, pp, vp);
           for (const int mbs : space.mbs) {
             for (const llama::Recompute rc : space.recompute) {
               for (const llama::Schedule sched : space.schedule) {
@@ -99,10 +86,11 @@ Enumeration enumerate_layouts(const llama::Model& model, long long world,
                   l.sp = sp;
                   l.recompute = rc;
                   l.schedule = sched;
-                  // An uneven split only where the layers do not divide and vp = 1; otherwise
-                  // the even split is tried and "layers-divide" rejects what does not divide.
-                  l.first_stage_layers = split && vp == 1 ? split->first_stage_layers : 0;
-                  l.last_stage_layers = split && vp == 1 ? split->last_stage_layers : 0;
+                  // An uneven split where the layers do not divide into pp·vp chunks and the
+                  // split exists; otherwise the even split is tried and "layers-divide"
+                  // rejects what does not divide.
+                  l.first_stage_layers = split ? split->first_stage_layers : 0;
+                  l.last_stage_layers = split ? split->last_stage_layers : 0;
                   ++out.enumerated;
                   if (const auto issue = llama::check_layout(model, world, training, l)) {
                     ++out.invalid;

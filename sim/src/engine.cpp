@@ -32,43 +32,67 @@ struct Later {
 }  // namespace
 
 void EventQueue::push_heap_entry(Entry e) {
-  heap_.push_back(std::move(e));
+  heap_.push_back(e);
   std::push_heap(heap_.begin(), heap_.end(), Later{});
 }
 
 EventQueue::Entry EventQueue::pop_heap_entry() {
   std::pop_heap(heap_.begin(), heap_.end(), Later{});
-  Entry e = std::move(heap_.back());
+  const Entry e = heap_.back();
   heap_.pop_back();
   return e;
 }
 
-EventId EventQueue::schedule_at(Time when, Handler h) {
+EventId EventQueue::push_slot(Time when, Slot slot) {
   if (when < now_) throw std::logic_error("event scheduled in the past");
   const std::uint64_t seq = next_seq_++;
-  cancelled_.push_back(false);
-  popped_.push_back(false);
-  push_heap_entry(Entry{when, seq, std::move(h)});
+  slots_.push_back(slot);
+  push_heap_entry(Entry{when, seq});
   return EventId{seq};
 }
 
+EventId EventQueue::schedule_at(Time when, Handler h) {
+  if (when < now_) throw std::logic_error("event scheduled in the past");
+  // Handler slots are reused across clear(): assign in place where one exists already.
+  const auto index = handler_count_++;
+  if (index < handlers_.size()) {
+    handlers_[index] = std::move(h);
+  } else {
+    handlers_.push_back(std::move(h));
+  }
+  return push_slot(when, Slot{nullptr, nullptr, static_cast<std::uint32_t>(index), 0});
+}
+
+EventId EventQueue::schedule_call_at(Time when, Callback fn, void* ctx, std::uint32_t arg) {
+  return push_slot(when, Slot{fn, ctx, arg, 0});
+}
+
 void EventQueue::cancel(EventId id) {
-  if (id.seq >= next_seq_ || popped_[id.seq] || cancelled_[id.seq]) return;
-  cancelled_[id.seq] = true;
+  if (id.seq >= next_seq_ || slots_[id.seq].state != 0) return;
+  slots_[id.seq].state = kCancelled;
   ++cancelled_live_;
 }
 
 bool EventQueue::step() {
   while (!heap_.empty()) {
-    Entry e = pop_heap_entry();
-    popped_[e.seq] = true;
-    if (cancelled_[e.seq]) {
+    const Entry e = pop_heap_entry();
+    Slot& slot = slots_[e.seq];
+    const bool cancelled = (slot.state & kCancelled) != 0;
+    slot.state |= kPopped;
+    if (cancelled) {
       --cancelled_live_;
       continue;
     }
     now_ = e.when;
     ++executed_;
-    e.handler();
+    if (slot.fn != nullptr) {
+      const Slot call = slot;  // the call may schedule events, which can grow slots_
+      call.fn(call.ctx, call.arg);
+    } else {
+      // Moved out first: the handler may schedule events, which can grow handlers_.
+      Handler h = std::move(handlers_[slot.arg]);
+      h();
+    }
     return true;
   }
   return false;
@@ -82,9 +106,9 @@ void EventQueue::run() {
 void EventQueue::run_until(Time until) {
   while (!heap_.empty()) {
     // Drop tombstones at the head so the time test sees a live event.
-    if (cancelled_[heap_.front().seq]) {
-      Entry e = pop_heap_entry();
-      popped_[e.seq] = true;
+    if ((slots_[heap_.front().seq].state & kCancelled) != 0) {
+      const Entry e = pop_heap_entry();
+      slots_[e.seq].state |= kPopped;
       --cancelled_live_;
       continue;
     }
@@ -96,8 +120,12 @@ void EventQueue::run_until(Time until) {
 
 void EventQueue::clear() {
   heap_.clear();
-  cancelled_.clear();
-  popped_.clear();
+  // handlers_ keeps its entries (and their storage) for the next run; pending ones are dropped.
+  for (const Slot& slot : slots_) {
+    if (slot.fn == nullptr && (slot.state & kPopped) == 0) handlers_[slot.arg] = nullptr;
+  }
+  slots_.clear();
+  handler_count_ = 0;
   cancelled_live_ = 0;
   next_seq_ = 0;
   executed_ = 0;
@@ -260,6 +288,12 @@ void Engine::run(EventQueue& queue, const TaskGraph& graph, int pools, bool reco
   makespan_ = Time::zero();
   flow_tasks_.clear();
   flow_left_.clear();
+  flow_rates_.clear();
+  link_flows_.resize(graph.link_names().size());
+  for (auto& v : link_flows_) v.clear();
+  link_seen_.assign(graph.link_names().size(), 0);
+  flow_seen_.assign(n, 0);
+  flow_pos_.assign(n, 0);
   capacity_.assign(graph.link_names().size(), 1.0);
   for (std::size_t l = 0; l < capacity_.size(); ++l) {
     if (graph.link_unbounded()[l]) capacity_[l] = std::numeric_limits<double>::infinity();
@@ -290,6 +324,11 @@ void Engine::run(EventQueue& queue, const TaskGraph& graph, int pools, bool reco
     throw GraphError("step did not complete");
   }
 }
+
+void Engine::on_finish(void* e, std::uint32_t task) { static_cast<Engine*>(e)->finish(task); }
+void Engine::on_compute_done(void* e, std::uint32_t task) { static_cast<Engine*>(e)->compute_done(task); }
+void Engine::on_flow_join(void* e, std::uint32_t task) { static_cast<Engine*>(e)->flow_join(task); }
+void Engine::on_flows_complete(void* e, std::uint32_t) { static_cast<Engine*>(e)->flows_complete(); }
 
 void Engine::start_ready(std::uint32_t task) {
   dep_done_[task] = 1;
@@ -328,16 +367,16 @@ void Engine::begin(std::uint32_t task) {
     const auto g = static_cast<std::size_t>(t.sm_group);
     const double rate = std::max(0.05, 1.0 - sm_taken_[g]);
     const double left = t.duration.seconds();
-    Running r{task, left, rate, q_->now(), {}};
-    r.done = q_->schedule_in(rate >= 1.0 ? t.duration : Duration::from_seconds(left / rate),
-                             [this, task] { compute_done(task); });
-    sm_running_[g].push_back(r);
+    const EventId done = q_->schedule_call_in(
+        rate >= 1.0 ? t.duration : Duration::from_seconds(left / rate), &Engine::on_compute_done,
+        this, task);
+    sm_running_[g].push_back(Running{task, left, rate, q_->now(), done});
     return;
   }
   if (!transfer) {
-    q_->schedule_in(t.duration, [this, task] { finish(task); });
+    q_->schedule_call_in(t.duration, &Engine::on_finish, this, task);
   } else {
-    q_->schedule_in(t.duration, [this, task] { flow_join(task); });
+    q_->schedule_call_in(t.duration, &Engine::on_flow_join, this, task);
   }
 }
 
@@ -365,7 +404,7 @@ void Engine::sm_change(std::int32_t group, double delta) {
     r.rate = rate;
     q_->cancel(r.done);
     const auto task = r.task;
-    r.done = q_->schedule_in(Duration::from_seconds(r.left_s / rate), [this, task] { compute_done(task); });
+    r.done = q_->schedule_call_in(Duration::from_seconds(r.left_s / rate), &Engine::on_compute_done, this, task);
   }
 }
 
@@ -403,23 +442,75 @@ void Engine::flows_advance() {
 
 void Engine::flow_join(std::uint32_t task) {
   flows_advance();
+  flow_pos_[task] = static_cast<std::uint32_t>(flow_tasks_.size());
   flow_tasks_.push_back(task);
   const TaskSpec& t = g_->tasks()[task];
   flow_left_.push_back(t.work_s);
+  flow_rates_.push_back(0.0);
+  const auto& links = g_->task_links();
+  seed_links_.clear();
+  for (std::uint32_t k = 0; k < t.link_count; ++k) {
+    const auto l = links[t.link_first + k];
+    link_flows_[l].push_back(task);
+    seed_links_.push_back(l);
+  }
   flows_update();
 }
 
-void Engine::flows_update() {
-  // (Re)solve the rates of all active flows and schedule the next completion.
+void Engine::flows_solve_component() {
+  // The flows reachable from the seed links through shared links, in join order.
   const auto& links = g_->task_links();
-  flow_specs_.resize(flow_tasks_.size());
-  for (std::size_t i = 0; i < flow_tasks_.size(); ++i) {
-    const TaskSpec& t = g_->tasks()[flow_tasks_[i]];
+  comp_links_.clear();
+  comp_flows_.clear();
+  for (const auto l : seed_links_) {
+    if (!link_seen_[l]) {
+      link_seen_[l] = 1;
+      comp_links_.push_back(l);
+    }
+  }
+  for (std::size_t i = 0; i < comp_links_.size(); ++i) {
+    for (const auto task : link_flows_[comp_links_[i]]) {
+      if (flow_seen_[task]) continue;
+      flow_seen_[task] = 1;
+      comp_flows_.push_back(flow_pos_[task]);
+      const TaskSpec& t = g_->tasks()[task];
+      for (std::uint32_t k = 0; k < t.link_count; ++k) {
+        const auto l = links[t.link_first + k];
+        if (!link_seen_[l]) {
+          link_seen_[l] = 1;
+          comp_links_.push_back(l);
+        }
+      }
+    }
+  }
+  for (const auto l : comp_links_) link_seen_[l] = 0;
+  for (const auto pos : comp_flows_) flow_seen_[flow_tasks_[pos]] = 0;
+  if (comp_flows_.empty()) return;
+  if (comp_flows_.size() == 1) {
+    // Alone on its links: the slowest link's capacity (what progressive filling gives).
+    const TaskSpec& t = g_->tasks()[flow_tasks_[comp_flows_[0]]];
+    double rate = std::numeric_limits<double>::infinity();
+    for (std::uint32_t k = 0; k < t.link_count; ++k) rate = std::min(rate, capacity_[links[t.link_first + k]]);
+    flow_rates_[comp_flows_[0]] = rate;
+    return;
+  }
+  std::sort(comp_flows_.begin(), comp_flows_.end());
+  flow_specs_.resize(comp_flows_.size());
+  for (std::size_t i = 0; i < comp_flows_.size(); ++i) {
+    const TaskSpec& t = g_->tasks()[flow_tasks_[comp_flows_[i]]];
     auto& r = flow_specs_[i].resources;
     r.assign(links.begin() + t.link_first, links.begin() + t.link_first + t.link_count);
     flow_specs_[i].bound = -1;
   }
-  costmodel::max_min_rates(capacity_, flow_specs_, flow_rates_, mm_);
+  costmodel::max_min_rates(capacity_, std::span<const costmodel::MaxMinFlow>(flow_specs_.data(), comp_flows_.size()),
+                           comp_rates_, mm_);
+  for (std::size_t i = 0; i < comp_flows_.size(); ++i) flow_rates_[comp_flows_[i]] = comp_rates_[i];
+}
+
+void Engine::flows_update() {
+  // Re-solve the rates of the flows connected to the seed links and schedule the next
+  // completion.
+  flows_solve_component();
   if (flow_event_live_) {
     q_->cancel(flow_event_);
     flow_event_live_ = false;
@@ -436,7 +527,7 @@ void Engine::flows_update() {
   if (soonest == std::numeric_limits<double>::infinity()) {
     throw GraphError("transfer can never finish: " + g_->describe(flow_tasks_.front()));
   }
-  flow_event_ = q_->schedule_in(Duration::from_seconds(soonest), [this] { flows_complete(); });
+  flow_event_ = q_->schedule_call_in(Duration::from_seconds(soonest), &Engine::on_flows_complete, this, 0);
   flow_event_live_ = true;
 }
 
@@ -445,17 +536,28 @@ void Engine::flows_complete() {
   flows_advance();
   // Every flow whose remaining work is within rounding of zero completes now, in join order.
   std::size_t keep = 0;
-  std::vector<std::uint32_t> finished;  // few at a time
+  finished_.clear();
+  seed_links_.clear();
+  const auto& links = g_->task_links();
   for (std::size_t i = 0; i < flow_tasks_.size(); ++i) {
     const double r = flow_rates_[i];
     const bool fin = r == std::numeric_limits<double>::infinity() ||
                      flow_left_[i] <= 1e-12 * std::max(1.0, r) + 1e-15;
+    const auto task = flow_tasks_[i];
     if (fin) {
-      finished.push_back(flow_tasks_[i]);
+      finished_.push_back(task);
+      const TaskSpec& t = g_->tasks()[task];
+      for (std::uint32_t k = 0; k < t.link_count; ++k) {
+        const auto l = links[t.link_first + k];
+        auto& on = link_flows_[l];
+        on.erase(std::find(on.begin(), on.end(), task));
+        seed_links_.push_back(l);
+      }
     } else {
-      flow_tasks_[keep] = flow_tasks_[i];
+      flow_tasks_[keep] = task;
       flow_left_[keep] = flow_left_[i];
       flow_rates_[keep] = flow_rates_[i];
+      flow_pos_[task] = static_cast<std::uint32_t>(keep);
       ++keep;
     }
   }
@@ -463,7 +565,9 @@ void Engine::flows_complete() {
   flow_left_.resize(keep);
   flow_rates_.resize(keep);
   flows_update();
-  for (auto task : finished) finish(task);
+  // finish() may start transfers that re-enter the flow code: iterate over a copy.
+  done_batch_.assign(finished_.begin(), finished_.end());
+  for (auto task : done_batch_) finish(task);
 }
 
 }  // namespace tetra::sim

@@ -99,6 +99,9 @@ Result Simulator::run(const SimInput& in, const SimOptions& options) {
   p_ = p;
   v_ = v;
   const auto rank_layers = llama::stage_layers(model, layout);
+  // Layers per model chunk (virtual-stage order); uneven ends may leave the first or the last
+  // chunk with the embedding or the head only (llama::chunk_layers, arXiv 2407.21783 §3.3.2).
+  const auto virtual_layers = llama::chunk_layers(model, layout);
   const double act_layer = costmodel::activation_bytes_per_layer(model, training, layout);
   const bool zb = splits_backward(layout.schedule);
 
@@ -107,8 +110,11 @@ Result Simulator::run(const SimInput& in, const SimOptions& options) {
   spec_.p = p;
   spec_.v = v;
   spec_.m = m;
-  spec_.overlap_grad_reduce = training.overlap_grad_reduce;
-  spec_.overlap_param_gather = training.overlap_param_gather;
+  // Aleph Alpha's DeepSpeed-style trainer reduces and gathers on the compute stream after the
+  // backward / the optimizer (llama::dp_gradient_ops): no overlap whatever the flags say.
+  const bool ds = training.framework == llama::Framework::deepspeed;
+  spec_.overlap_grad_reduce = training.overlap_grad_reduce && !ds;
+  spec_.overlap_param_gather = training.overlap_param_gather && !ds;
   spec_.record_memory = record;
   chunk_layers_.assign(static_cast<std::size_t>(V), 0);
 
@@ -133,10 +139,9 @@ Result Simulator::run(const SimInput& in, const SimOptions& options) {
 
   for (int r = 0; r < p; ++r) {
     StageSpec st;
-    const int lr = rank_layers.at(static_cast<std::size_t>(r));
     for (int c = 0; c < v; ++c) {
-      const int lc = lr / v + (c < lr % v ? 1 : 0);
       const int vs = c * p + r;
+      const int lc = virtual_layers.at(static_cast<std::size_t>(vs));
       chunk_layers_[static_cast<std::size_t>(vs)] = lc;
       double f = lc * layer_.forward.seconds;
       double bw = lc * layer_.backward.seconds;

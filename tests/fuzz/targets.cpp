@@ -73,7 +73,9 @@ void check_models(const scenarios::Scenario& sc) {
   }
   const double steps = static_cast<double>(llama::micro_batches(sc.layout, sc.training)) * sc.layout.pp *
                        sc.layout.vp;
-  if (steps > 4096 || sc.layout.pp * sc.layout.vp > 256 || sc.layout.tp * sc.layout.cp > 4096) return;
+  const long long chunks = static_cast<long long>(sc.layout.pp) * sc.layout.vp;
+  const long long inner = static_cast<long long>(sc.layout.tp) * sc.layout.cp;
+  if (steps > 4096 || chunks > 256 || inner > 4096) return;
   const costmodel::Profile profile = sc.profile ? *sc.profile : costmodel::builtin_profile(sc.cluster);
   const costmodel::ComputeParams compute = costmodel::make_compute_params(sc.cluster, profile);
   const costmodel::CommParams comm = costmodel::make_comm_params(sc.cluster, profile);

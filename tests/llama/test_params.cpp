@@ -186,6 +186,13 @@ TEST_SUITE("llama") {
       CHECK(st[0].layers == 7);
       CHECK(st[5].layers == 8);
       CHECK(sum_params(st) == total_params(big, 8192));
+      // Interleaved, vp 8 (arXiv 2407.21783 section 3.3.2): the same per-rank layers.
+      u.vp = 8;
+      const auto sv = stage_params(big, u, 8192);
+      CHECK(sv[0].layers == 7);
+      CHECK(sv[5].layers == 8);
+      CHECK(sv[15].layers == 7);
+      CHECK(sum_params(sv) == total_params(big, 8192));
     }
     SUBCASE("gpt: positions on the first stage, LayerNorm final norm") {
       const Model g = preset("gpt3-175b");
@@ -228,4 +235,93 @@ TEST_CASE("uneven_split follows the Megatron first/last rule") {
   int sum = 0;
   for (int n : tetra::llama::stage_layers(m, l)) sum += n;
   CHECK(sum == 126);
+}
+
+TEST_CASE("uneven_chunk_split: every chunk k = ceil(L/(pp vp)), the end chunks share the rest") {
+  using tetra::llama::uneven_chunk_split;
+  // Llama 3 405B, pp 16, vp 8 (arXiv 2407.21783 section 3.3.2): 128 chunks, k = ceil(126/128)
+  // = 1, rest 126 - 126*1 = 0 -> first and last chunk 0 layers (embedding / head only);
+  // the end ranks hold 7*1 + 0 = 7 each.
+  const auto v8 = uneven_chunk_split(126, 16, 8);
+  REQUIRE(v8.has_value());
+  CHECK(v8->first_stage_layers == 7);
+  CHECK(v8->last_stage_layers == 7);
+  // vp 4: k = ceil(126/64) = 2, rest 126 - 62*2 = 2 -> 1 and 1 -> 3*2 + 1 = 7 each.
+  CHECK(uneven_chunk_split(126, 16, 4)->first_stage_layers == 7);
+  // vp 2: k = 4, rest 126 - 30*4 = 6 -> 3 and 3 -> 4 + 3 = 7 each.
+  CHECK(uneven_chunk_split(126, 16, 2)->last_stage_layers == 7);
+  // pp 8, vp 8: k = 2, rest 126 - 62*2 = 2 -> 1 and 1 -> 7*2 + 1 = 15 each.
+  CHECK(uneven_chunk_split(126, 8, 8)->first_stage_layers == 15);
+  // pp 2, vp 4 (2 divides 126 but 8 does not): k = 16, rest 126 - 6*16 = 30 -> 15 and 15 ->
+  // 3*16 + 15 = 63 each.
+  CHECK(uneven_chunk_split(126, 2, 4)->first_stage_layers == 63);
+  // 7 and 9: first takes the smaller half. 30 layers, pp 4, vp 2: k = 4, rest 30 - 6*4 = 6
+  // -> 3 and 3; 31 layers: rest 7 -> 3 and 4 -> 4 + 3 = 7, 4 + 4 = 8.
+  CHECK(uneven_chunk_split(31, 4, 2)->first_stage_layers == 7);
+  CHECK(uneven_chunk_split(31, 4, 2)->last_stage_layers == 8);
+  // vp 1 is uneven_split.
+  CHECK(uneven_chunk_split(126, 16, 1)->first_stage_layers == 7);
+  // Divisible, too few layers (10 on 16 chunks: k = 1, rest 10 - 14 < 0), pp 1: nothing.
+  CHECK_FALSE(uneven_chunk_split(128, 16, 8).has_value());
+  CHECK_FALSE(uneven_chunk_split(10, 4, 4).has_value());
+  CHECK_FALSE(uneven_chunk_split(126, 1, 4).has_value());
+}
+
+TEST_CASE("chunk_layers: per (rank, chunk) in virtual-stage order, stage_layers sums them") {
+  using namespace tetra::llama;
+  Model m;
+  m.layers = 126;
+  Layout l;
+  l.pp = 16;
+  l.vp = 8;
+  l.first_stage_layers = 7;
+  l.last_stage_layers = 7;
+  // Llama 3 (arXiv 2407.21783 section 3.3.2): 128 chunks of 1 layer but the very first
+  // (index 0) and the very last (index 127 = chunk 7 of rank 15) hold 0.
+  const auto cl = chunk_layers(m, l);
+  REQUIRE(cl.size() == 128);
+  CHECK(cl[0] == 0);
+  CHECK(cl[127] == 0);
+  CHECK(cl[1] == 1);    // chunk 0 of rank 1
+  CHECK(cl[16] == 1);   // chunk 1 of rank 0
+  CHECK(cl[15] == 1);   // chunk 0 of rank 15
+  CHECK(cl[112] == 1);  // chunk 7 of rank 0
+  int sum = 0;
+  for (int n : cl) sum += n;
+  CHECK(sum == 126);
+  const auto st = stage_layers(m, l);
+  CHECK(st[0] == 7);
+  CHECK(st[7] == 8);
+  CHECK(st[15] == 7);
+  // vp 4: k = 112/(14*4) = 2; the end chunks 7 - 3*2 = 1.
+  l.vp = 4;
+  const auto c4 = chunk_layers(m, l);
+  CHECK(c4[0] == 1);
+  CHECK(c4[63] == 1);
+  CHECK(c4[16] == 2);
+  CHECK(c4[5] == 2);
+  // Even layout: every chunk L/(pp vp); vp 1: the rank counts.
+  Layout e;
+  e.pp = 4;
+  e.vp = 2;
+  m.layers = 32;
+  for (int n : chunk_layers(m, e)) CHECK(n == 4);
+  Layout u;
+  u.pp = 16;
+  u.first_stage_layers = 7;
+  u.last_stage_layers = 7;
+  m.layers = 126;
+  const auto c1 = chunk_layers(m, u);
+  CHECK(c1 == stage_layers(m, u));
+  CHECK(c1[0] == 7);
+  CHECK(c1[1] == 8);
+  // Only the first rank fixed, vp 2: 120 over 15 ranks x 2 chunks -> k = 4; chunk 0 = 6 - 4.
+  Layout f;
+  f.pp = 16;
+  f.vp = 2;
+  f.first_stage_layers = 6;
+  const auto cf = chunk_layers(m, f);
+  CHECK(cf[0] == 2);
+  CHECK(cf[16] == 4);
+  CHECK(cf[31] == 4);
 }

@@ -175,9 +175,45 @@ TEST_SUITE("llama") {
     c.layout.first_stage_layers = 6;
     c.layout.last_stage_layers = 0;  // 120 over 15 = 8
     CHECK_FALSE(c.check());
+    // vp > 1: the end ranks' other chunks hold k = middle layers / vp (llama::chunk_layers,
+    // arXiv 2407.21783 section 3.3.2). first 6, rest 120 over 15 ranks x 2 chunks -> k = 4;
+    // rank 0 = chunk 0 (6 - 4 = 2) + chunk 1 (4).
     c.layout.vp = 2;
     c.layout.schedule = Schedule::interleaved;
-    expect_issue(c, "vp", "uneven-needs-vp1");
+    CHECK_FALSE(c.check());
+    // 120 over 15 ranks x 16 chunks = 240 chunks: fewer layers than chunks.
+    c.layout.vp = 16;
+    expect_issue(c, "first_stage_layers", "uneven-split");
+    // Llama 3: 7 + 14 x 8 + 7 with vp 8 -> k = 1, the first and the last chunk hold 0 layers
+    // (embedding only / head only) and the rank's 7 other chunks 1 each.
+    c.layout.vp = 8;
+    c.layout.first_stage_layers = 7;
+    c.layout.last_stage_layers = 7;
+    CHECK_FALSE(c.check());
+    // vp 4: 112 over 14 x 4 = 56 chunks -> k = 2; an end needs >= 3 x 2 = 6 layers.
+    c.layout.vp = 4;
+    c.layout.first_stage_layers = 5;
+    c.layout.last_stage_layers = 9;  // 112 left: even over the middle, but 5 < 6
+    CHECK(expect_issue(c, "first_stage_layers", "uneven-chunks").find("= 6") != std::string::npos);
+    c.layout.first_stage_layers = 6;
+    c.layout.last_stage_layers = 8;
+    CHECK_FALSE(c.check());
+    // pp 2 and both ends fixed: k = ceil(126/(2 x 8)) = 8; an end needs >= 7 x 8 = 56.
+    Case p2;
+    p2.model = c.model;
+    p2.layout.tp = 4;
+    p2.layout.pp = 2;
+    p2.layout.dp = 1;
+    p2.layout.vp = 8;
+    p2.layout.schedule = Schedule::interleaved;
+    p2.training.global_batch = 64;
+    p2.world = 8;
+    p2.layout.first_stage_layers = 55;
+    p2.layout.last_stage_layers = 71;
+    expect_issue(p2, "first_stage_layers", "uneven-chunks");
+    p2.layout.first_stage_layers = 63;
+    p2.layout.last_stage_layers = 63;
+    CHECK_FALSE(p2.check());
     Case p1;
     p1.layout.pp = 1;
     p1.layout.dp = 32;
@@ -199,6 +235,14 @@ TEST_SUITE("llama") {
     CHECK(expect_issue(c, "vp", "vp-needs-interleaved").find("\"1f1b\"") != std::string::npos);
     c.layout.schedule = Schedule::interleaved;
     CHECK_FALSE(c.check());
+    // Layered gradient accumulation places vp chunks per rank too (papers.md section B), and
+    // has no micro-batch group rule: 520/(1*8) = 65 micro-batches are fine.
+    c.layout.schedule = Schedule::layered;
+    CHECK_FALSE(c.check());
+    c.training.global_batch = 520;
+    CHECK_FALSE(c.check());
+    c.layout.schedule = Schedule::gpipe;
+    CHECK(expect_issue(c, "vp", "vp-needs-interleaved").find("\"layered\"") != std::string::npos);
     Case v;
     v.layout.pp = 1;
     v.layout.dp = 32;

@@ -222,14 +222,31 @@ TEST_SUITE("search") {
     s.schedule = {llama::Schedule::one_f_one_b, llama::Schedule::interleaved};
     const auto en = search::enumerate_layouts(*m, 16384, t, s);
     // vp 1 + 1f1b: valid with first = last = 7; vp 1 + interleaved: interleaved-needs-vp;
-    // vp 2: 16·2 = 32 does not divide 126 → layers-divide (both schedules).
+    // vp 2: 16·2 = 32 does not divide 126 → uneven_chunk_split: k = 4, rest 126 − 30·4 = 6 →
+    // end chunks 3 / 3, end ranks 4 + 3 = 7 / 7; with 1f1b vp-needs-interleaved, with
+    // interleaved valid (2048/(1·128) = 16 micro-batches, a multiple of pp 16).
     CHECK(en.enumerated == 4);
-    REQUIRE(en.valid.size() == 1);
-    CHECK(en.valid[0].first_stage_layers == 7);
-    CHECK(en.valid[0].last_stage_layers == 7);
-    CHECK(en.valid[0].dp == 128);
-    CHECK(en.invalid_by_rule.at("layers-divide") == 2);
+    REQUIRE(en.valid.size() == 2);
+    for (const auto& l : en.valid) {
+      CHECK(l.first_stage_layers == 7);
+      CHECK(l.last_stage_layers == 7);
+      CHECK(l.dp == 128);
+    }
+    CHECK(en.valid[0].vp == 1);
+    CHECK(en.valid[1].vp == 2);
+    CHECK(en.valid[1].schedule == llama::Schedule::interleaved);
+    CHECK(en.invalid_by_rule.count("layers-divide") == 0);
+    CHECK(en.invalid_by_rule.at("vp-needs-interleaved") == 1);
     CHECK(en.invalid_by_rule.at("interleaved-needs-vp") == 1);
+    // Llama 3's layout (arXiv 2407.21783 §3.3.2): vp 8 → k = 1, the first and the last chunk
+    // embedding / head only, end ranks 7 / 7.
+    s.vp = {8};
+    s.schedule = {llama::Schedule::interleaved};
+    const auto v8 = search::enumerate_layouts(*m, 16384, t, s);
+    REQUIRE(v8.valid.size() == 1);
+    CHECK(v8.valid[0].first_stage_layers == 7);
+    CHECK(v8.valid[0].last_stage_layers == 7);
+    CHECK(llama::chunk_layers(*m, v8.valid[0]).front() == 0);
   }
 
   TEST_CASE("an empty list is a user error") {
@@ -376,16 +393,37 @@ TEST_SUITE("search") {
     // tp 4 × cp 5 × pp 6 × vp 4 × mbs 3 × recompute 3 × schedule 3 × sp 1 = 12,960.
     CHECK(en.enumerated == 12960);
     CHECK(en.invalid + en.valid.size() == en.enumerated);
+    // 126 = 2·3²·7: pp·vp divides it only at pp ≤ 2 (vp ≤ 2); elsewhere the candidate takes
+    // llama::uneven_chunk_split. Left without a split (layers-divide): pp 1 with vp 4 or 8
+    // (no pipeline to split over) and pp 32 with vp 8 (256 chunks, k = 1, rest 126 − 254 < 0),
+    // 3 (pp, vp) pairs × 540 = 1620 candidates, of which batch-divides rejects first
+    // every mbs·dp that does not divide 2048.
+    CHECK(en.valid.size() == 3036);
+    const std::map<std::string, std::uint64_t> want{{"batch-divides", 2304},
+                                                    {"interleaved-microbatches", 954},
+                                                    {"interleaved-needs-vp", 888},
+                                                    {"layers-divide", 1080},
+                                                    {"vp-needs-interleaved", 4428},
+                                                    {"vp-needs-pp", 270}};
+    CHECK(en.invalid_by_rule == want);
+    bool llama3 = false;
     for (const auto& l : en.valid) {
-      // 126 = 2·3²·7: pp·vp divides it only at vp 1, so nothing interleaved survives.
-      CHECK(l.vp == 1);
-      CHECK(l.schedule != llama::Schedule::interleaved);
       if (l.pp == 16) {
+        // 7 / 14 × 8 / 7 at every vp (arXiv 2407.21783 §3.3.2).
         CHECK(l.first_stage_layers == 7);
         CHECK(l.last_stage_layers == 7);
       }
+      if (l.pp == 32 && l.vp == 4) {
+        // 128 chunks of k = 1, end chunks 0: end ranks 3·1 + 0 = 3.
+        CHECK(l.first_stage_layers == 3);
+      }
+      CHECK(l.vp * l.pp <= 128);
       CHECK(l.world() == 16384);
+      llama3 = llama3 || (l.tp == 8 && l.cp == 1 && l.pp == 16 && l.vp == 8 && l.mbs == 1 &&
+                          l.schedule == llama::Schedule::interleaved &&
+                          l.recompute == llama::Recompute::none);
     }
-    CHECK(en.invalid_by_rule.count("layers-divide") == 1);
+    // Llama 3's layout (TP 8, CP 1, PP 16, interleaved) is now in the space.
+    CHECK(llama3);
   }
 }

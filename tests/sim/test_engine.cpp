@@ -35,6 +35,63 @@ TEST_SUITE("sim") {
     CHECK(q.executed() == 5);
   }
 
+  TEST_CASE("event queue: plain calls and handlers share one order, clear() resets the count") {
+    EventQueue q;
+    std::string log;
+    auto call = [](void* ctx, std::uint32_t arg) {
+      *static_cast<std::string*>(ctx) += static_cast<char>('a' + arg);
+    };
+    q.schedule_call_at(Time::ps(10), call, &log, 1);  // b
+    q.schedule_at(Time::ps(10), [&] { log += 'c'; });
+    q.schedule_call_at(Time::ps(5), call, &log, 0);  // a
+    const auto x = q.schedule_call_at(Time::ps(10), call, &log, 23);  // 'x', cancelled
+    q.schedule_call_at(Time::ps(10), call, &log, 3);  // d
+    q.cancel(x);
+    q.run();
+    CHECK(log == "abcd");
+    CHECK(q.executed() == 4);
+    // A reused queue counts only its new events (StepOutcome::events of a reused Simulator).
+    q.clear();
+    CHECK(q.executed() == 0);
+    CHECK(q.now() == Time::zero());
+    q.schedule_at(Time::ps(1), [&] { log += 'e'; });
+    q.schedule_call_at(Time::ps(2), call, &log, 5);  // f
+    q.run();
+    CHECK(log == "abcdef");
+    CHECK(q.executed() == 2);
+  }
+
+  TEST_CASE("engine: flows in separate link groups keep their rates when another group changes") {
+    // Link 0: A (1 s) and B (2 s) share it: 0.5 each until A ends at 2 s, then B alone at
+    // full rate ends at 2 + (2 - 1) = 3 s. Link 1: C (1 s) alone throughout: ends at 1 s; D
+    // (1 s, joins at 1.5 s) alone again: ends at 2.5 s. The re-solve of one group leaves the
+    // other untouched.
+    TaskGraph g;
+    const auto l0 = g.add_link("nic 0");
+    const auto l1 = g.add_link("nic 1");
+    TaskSpec one;
+    one.work_s = 1.0;
+    TaskSpec two;
+    two.work_s = 2.0;
+    TaskSpec late = one;
+    late.duration = Duration::from_seconds(1.5);
+    const auto a = g.add_task(one, {l0});
+    const auto b = g.add_task(two, {l0});
+    const auto c = g.add_task(one, {l1});
+    const auto d = g.add_task(late, {l1});
+    Engine e;
+    EventQueue q;
+    e.run(q, g);
+    CHECK(e.timings()[a].end == Time::ps(2000000000000LL));
+    CHECK(e.timings()[b].end == Time::ps(3000000000000LL));
+    CHECK(e.timings()[c].end == Time::ps(1000000000000LL));
+    CHECK(e.timings()[d].end == Time::ps(2500000000000LL));
+    // The engine is reusable: the same graph again gives the same timeline.
+    e.run(q, g);
+    CHECK(e.timings()[b].end == Time::ps(3000000000000LL));
+    CHECK(e.timings()[d].end == Time::ps(2500000000000LL));
+  }
+
   TEST_CASE("event queue: run_until stops at the horizon") {
     EventQueue q;
     int n = 0;

@@ -130,6 +130,47 @@ TEST_SUITE("sim") {
 }
 
 TEST_SUITE("sim") {
+  TEST_CASE("simulate: Llama 3's interleaved layout with one layer fewer on the end stages") {
+    // arXiv 2407.21783 section 3.3.2 / Table 4: TP 8, CP 1, PP 16, DP 128, 126 layers,
+    // interleaved; vp 8 -> 128 chunks of 1 layer, the very first holds only the embedding
+    // and the very last only the head (llama::chunk_layers).
+    Fixture f("llama3.1-405b", "dgx-h100", 2048);
+    f.training.seq_len = 8192;
+    f.training.global_batch = 2048;
+    llama::Layout l;
+    l.tp = 8;
+    l.pp = 16;
+    l.dp = 128;
+    l.sp = true;
+    l.first_stage_layers = 7;
+    l.last_stage_layers = 7;
+    const auto flat = sim::simulate(f.input(l));  // 1f1b, vp 1
+    l.vp = 8;
+    l.schedule = llama::Schedule::interleaved;
+    sim::Simulator s;
+    const auto il = s.run(f.input(l));
+    REQUIRE(il.stages.size() == 16);
+    CHECK(il.stages[0].layers == 7);
+    CHECK(il.stages[1].layers == 8);
+    CHECK(il.stages[15].layers == 7);
+    CHECK(il.micro_batches == 16);
+    CHECK(il.step_time_s > 0);
+    // Interleaving shrinks the bubble: (p-1)/(v m) against (p-1)/m of 1F1B.
+    CHECK(il.bubble_fraction < flat.bubble_fraction);
+    // A reused simulator counts the events of its own run only.
+    const auto again = s.run(f.input(l));
+    CHECK(again.events == il.events);
+    CHECK(again.step_time_s == il.step_time_s);
+    // Layered gradient accumulation with vp > 1 (modular placement, papers.md section B):
+    // every micro-batch of a chunk in flight.
+    l.schedule = llama::Schedule::layered;
+    l.vp = 2;
+    const auto ly = sim::simulate(f.input(l));
+    CHECK(ly.step_time_s > 0);
+    CHECK(ly.stages[0].layers == 7);
+    CHECK(ly.stages[0].inflight == doctest::Approx(16.0));
+  }
+
   TEST_CASE("simulate: steps longer than the replay cap are extrapolated linearly and stay fast") {
     Fixture f("llama3.1-8b", "dgx-h100", 1);
     f.training.seq_len = 2048;

@@ -26,13 +26,16 @@ struct MaxMinWorkspace {
   std::vector<double> remaining;
   std::vector<std::uint32_t> active_count;
   std::vector<char> frozen;
+  std::vector<std::uint32_t> used;      ///< resources crossed by a constrained flow
+  std::vector<std::uint32_t> unfrozen;  ///< flows still rising, in flow order
 };
 
 /// Max-min fair rates. `capacity[r]` is resource r's capacity (same unit as the rates,
 /// e.g. bytes/s, or 1.0 for "the whole link"); `rates` gets one value per flow. A flow
 /// with no resources and no bound gets rate 0 (it is not limited by anything modelled;
-/// callers treat that as "not a transfer"). Complexity O(F·R_f·k) with k ≤ number of
-/// distinct bottlenecks.
+/// callers treat that as "not a transfer"). Complexity O(R + (F·R_f + R_used)·k) with k ≤
+/// number of distinct bottlenecks: each round visits only the resources some flow crosses and
+/// the flows not yet frozen.
 /// Precondition: every resource index < capacity.size(); capacities ≥ 0.
 void max_min_rates(std::span<const double> capacity, std::span<const MaxMinFlow> flows,
                    std::vector<double>& rates, MaxMinWorkspace& work);

@@ -22,10 +22,31 @@ namespace tetra::llama {
 /// Vocabulary padded as Megatron does: up to a multiple of 128 * tp.
 [[nodiscard]] std::int64_t padded_vocab(const Model& m, int tp) noexcept;
 
-/// Layers on each pipeline rank (size pp). Even split, or the uneven first/last counts of the
-/// layout with the remaining layers spread evenly over the middle ranks.
+/// Layers on each pipeline rank (size pp), all its model chunks together: the sum of
+/// chunk_layers() over the chunks of the rank. Even split, or the uneven first/last counts of
+/// the layout with the remaining layers spread evenly over the middle ranks.
 /// Precondition: the layout was validated (scenarios checks divisibility).
 [[nodiscard]] std::vector<int> stage_layers(const Model& m, const Layout& layout);
+
+/// Transformer layers of every model chunk, in virtual-stage order: entry c*pp + r is chunk c
+/// of pipeline rank r (size pp*vp; chunk 0 of rank 0 also holds the embedding, chunk vp-1 of
+/// rank pp-1 the final norm and LM head).
+/// Even layouts: layers/(pp*vp) per chunk. Uneven layouts: `first_stage_layers` and
+/// `last_stage_layers` count the layers of the first and the last pipeline rank (all their
+/// chunks). With vp = 1 that is the rank's one chunk. With vp > 1 every chunk holds the common
+/// size k except the very first chunk (chunk 0 of rank 0) and the very last (chunk vp-1 of
+/// rank pp-1), which take what the end ranks have left: first_stage_layers - (vp-1)*k and
+/// last_stage_layers - (vp-1)*k, possibly 0 (embedding or head only). k is the middle ranks'
+/// layers / vp, or ceil(layers/(pp*vp)) when pp = 2 and both ends are fixed.
+/// This is Llama 3's interleaved layout: "we reduce one Transformer layer each from the first
+/// and the last stages ... the first model chunk on the first stage has only the embedding, and
+/// the last model chunk on the last stage has only output projection and loss calculation"
+/// (arXiv 2407.21783 section 3.3.2): 126 layers, pp 16, vp 8 -> k = 1, first_stage_layers =
+/// last_stage_layers = 7, the first and the last chunk 0 layers (Megatron-LM expresses it with
+/// `--account-for-embedding-in-pipeline-split --account-for-loss-in-pipeline-split`, the
+/// embedding and the loss each taking one layer slot of the 128).
+/// Precondition: the layout was validated; otherwise counts are clamped at 0.
+[[nodiscard]] std::vector<int> chunk_layers(const Model& m, const Layout& layout);
 
 /// Layers of the first and the last pipeline rank of an uneven split.
 struct UnevenSplit {
@@ -41,6 +62,17 @@ struct UnevenSplit {
 /// layers, pp < 2, or the rest leaves no layer on one end.
 /// Example: 126 layers, pp 16 -> k = 8, rest 126 - 14*8 = 14 -> first 7, last 7.
 [[nodiscard]] std::optional<UnevenSplit> uneven_split(int layers, int pp) noexcept;
+
+/// The uneven split per model chunk for `vp` chunks per rank (the rule of chunk_layers()):
+/// every chunk holds k = ceil(layers/(pp*vp)) layers except the very first and the very last
+/// chunk, which share the rest layers - (pp*vp-2)*k (0 <= rest <= 2k), the first taking the
+/// smaller half; returned as the layers of the first and the last pipeline rank,
+/// (vp-1)*k + end chunk. vp = 1 is uneven_split(). Nothing when pp*vp divides layers, pp < 2,
+/// vp < 1 or the rest is negative (too few layers for the chunks).
+/// Examples (arXiv 2407.21783 section 3.3.2, 126 layers, pp 16): vp 8 -> k = 1, rest 126 -
+/// 126*1 = 0 -> end chunks 0 and 0 -> first 7*1 + 0 = 7, last 7; vp 4 -> k = 2, rest 126 -
+/// 62*2 = 2 -> end chunks 1 and 1 -> first 3*2 + 1 = 7, last 7.
+[[nodiscard]] std::optional<UnevenSplit> uneven_chunk_split(int layers, int pp, int vp) noexcept;
 
 /// What pipeline rank `stage` holds on one GPU.
 struct StageParams {

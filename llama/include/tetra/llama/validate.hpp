@@ -22,8 +22,8 @@ struct LayoutIssue {
 /// The first rule the layout breaks, or nothing. `world` is the cluster's GPU count.
 /// Checks: positive sizes; tp divides heads and kv_heads; dp*tp*cp*pp == world;
 /// mbs*dp divides global_batch; seq_len divisible by 2*cp (cp > 1); sp needs tp > 1;
-/// layers split into pp*vp chunks (or a valid uneven first/last split with vp == 1);
-/// vp > 1 needs pp > 1 and the interleaved schedule, and interleaved needs vp > 1
+/// layers split into pp*vp chunks (or a valid uneven first/last split, llama::chunk_layers);
+/// vp > 1 needs pp > 1 and the interleaved or layered schedule, and interleaved needs vp > 1
 /// and micro-batches divisible by pp; zb-h1 needs pp > 1 or runs as 1f1b; zero_stage in 0..3.
 ///
 /// Rules in the order they are checked (`rule` name, `key` blamed):
@@ -32,9 +32,10 @@ struct LayoutIssue {
 ///  zero-stage-range (zero_stage); tp-divides-heads (tp), tp-divides-ffn (tp);
 ///  world-size (dp); batch-divides (global_batch); cp-divides-seq (cp);
 ///  sp-needs-tp (sp), sp-divides-seq (sp: seq_len/cp divisible by tp);
-///  uneven-needs-pp, uneven-needs-vp1 (vp), uneven-split (first_stage_layers or
-///  last_stage_layers: the layers left must split evenly, at least one each, over the other
-///  ranks), layers-divide (pp, or vp when vp > 1);
+///  uneven-needs-pp, uneven-split (first_stage_layers or last_stage_layers: the layers left
+///  must split evenly, at least one each, over the vp chunks of the other ranks),
+///  uneven-chunks (first_stage_layers or last_stage_layers: with vp > 1 an end rank holds at
+///  least (vp-1)*k, k the common chunk size), layers-divide (pp, or vp when vp > 1);
 ///  vp-needs-pp (vp), vp-needs-interleaved (vp), interleaved-needs-vp (schedule),
 ///  interleaved-microbatches (global_batch: Megatron's interleaved schedule needs the
 ///  micro-batch count to be a multiple of pp); step-too-large (global_batch: at most 10^6

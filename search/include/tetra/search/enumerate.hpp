@@ -10,25 +10,22 @@
 #include <vector>
 
 #include "tetra/llama/layout.hpp"
+#include "tetra/llama/params.hpp"
 #include "tetra/llama/model.hpp"
 #include "tetra/search/space.hpp"
 
 namespace tetra::search {
 
-/// Layers of the first and the last pipeline stage of an uneven split.
-struct UnevenSplit {
-  int first_stage_layers = 0;
-  int last_stage_layers = 0;
-};
+/// Layers of the first and the last pipeline stage of an uneven split (llama::UnevenSplit).
+using UnevenSplit = llama::UnevenSplit;
 
-/// Megatron-style uneven split of `layers` over `pp` ranks (Megatron-LM
-/// `--decoder-first-pipeline-num-layers` / `--decoder-last-pipeline-num-layers`; Llama 3
+/// Megatron-style uneven split of `layers` over `pp` ranks: llama::uneven_split (Llama 3
 /// "reduce one Transformer layer each from the first and the last stages", arXiv 2407.21783
-/// §3.3.2): the pp−2 middle ranks hold k = ceil(layers/pp) layers each, the first and the last
-/// rank share the rest, the first taking the smaller half. Nothing when pp divides layers,
-/// pp < 2, or the rest does not leave at least one layer on each end.
-/// Example: 126 layers, pp 16 → k = 8, rest 126 − 14·8 = 14 → first 7, last 7.
-[[nodiscard]] std::optional<UnevenSplit> uneven_split(int layers, int pp) noexcept;
+/// §3.3.2). Example: 126 layers, pp 16 → k = 8, rest 126 − 14·8 = 14 → first 7, last 7.
+using llama::uneven_split;
+
+/// The same per model chunk with vp chunks per rank: llama::uneven_chunk_split.
+using llama::uneven_chunk_split;
 
 /// The pipeline sizes to try: the list of the space, or with `pp_divisors` every divisor of
 /// the layer count (ascending).
@@ -45,8 +42,10 @@ struct Enumeration {
 
 /// Enumerates tp × cp × pp × vp × mbs × recompute × schedule × sp (sp only where tp > 1; at
 /// tp = 1 a single sp = false candidate). dp is derived as world/(tp·cp·pp) (a size that does
-/// not divide the world is rejected by rule "world-size"). Where pp does not divide the layers
-/// and vp = 1 the candidate takes uneven_split(); other fields (rank_order) come from `base`.
+/// not divide the world is rejected by rule "world-size"). Where pp·vp does not divide the
+/// layers the candidate takes uneven_chunk_split(layers, pp, vp) (uneven_split() at vp = 1:
+/// the end ranks, or with vp > 1 the very first and last chunk, hold what the common chunk
+/// size leaves); other fields (rank_order) come from `base`.
 /// Each candidate is checked with llama::check_layout and rejected under the rule it breaks
 /// first. Complexity: one check per candidate, O(product of the list sizes).
 [[nodiscard]] Enumeration enumerate_layouts(const llama::Model& model, long long world,

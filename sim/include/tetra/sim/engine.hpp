@@ -20,6 +20,10 @@ namespace tetra::sim {
 /// (e.g. `[this, id]`) so that std::function stores them without allocating.
 using Handler = std::function<void()>;
 
+/// A plain scheduled call, `fn(ctx, arg)`: no type erasure, nothing to construct or move
+/// (the engine's own events).
+using Callback = void (*)(void* ctx, std::uint32_t arg);
+
 /// Handle of a scheduled event, for cancellation.
 struct EventId {
   std::uint64_t seq = 0;
@@ -34,6 +38,12 @@ class EventQueue {
   EventId schedule_at(Time when, Handler h);
   /// Schedules `h` after `delay` (≥ 0) from now().
   EventId schedule_in(Duration delay, Handler h) { return schedule_at(now_ + delay, std::move(h)); }
+  /// Schedules the plain call `fn(ctx, arg)` at `when` (same order rules as a Handler).
+  EventId schedule_call_at(Time when, Callback fn, void* ctx, std::uint32_t arg);
+  /// Schedules `fn(ctx, arg)` after `delay` (≥ 0) from now().
+  EventId schedule_call_in(Duration delay, Callback fn, void* ctx, std::uint32_t arg) {
+    return schedule_call_at(now_ + delay, fn, ctx, arg);
+  }
   /// Marks an event as cancelled; it is dropped when it reaches the head. Cancelling an event
   /// that already ran is a no-op.
   void cancel(EventId id);
@@ -51,16 +61,28 @@ class EventQueue {
   void clear();
 
  private:
+  /// Heap entries are plain (time, sequence) pairs, cheap to sift; the handlers live in a
+  /// slot array indexed by sequence so that a push or pop moves no std::function.
   struct Entry {
     Time when;
     std::uint64_t seq;
-    Handler handler;
   };
+  /// What an event runs, by seq: `fn(ctx, arg)`, or handlers_[arg] when fn is null.
+  struct Slot {
+    Callback fn;
+    void* ctx;
+    std::uint32_t arg;
+    std::uint8_t state;  // kCancelled, kPopped (cancel after run: no-op)
+  };
+  static constexpr std::uint8_t kCancelled = 1;
+  static constexpr std::uint8_t kPopped = 2;
   void push_heap_entry(Entry e);
   Entry pop_heap_entry();
+  EventId push_slot(Time when, Slot slot);
   std::vector<Entry> heap_;
-  std::vector<bool> cancelled_;  // by seq
-  std::vector<bool> popped_;     // by seq (cancel after run is a no-op)
+  std::vector<Slot> slots_;        // by seq
+  std::vector<Handler> handlers_;  // type-erased handlers; the first handler_count_ are used
+  std::size_t handler_count_ = 0;
   std::size_t cancelled_live_ = 0;
   std::uint64_t next_seq_ = 0;
   std::uint64_t executed_ = 0;
@@ -207,10 +229,16 @@ class Engine {
   void finish(std::uint32_t task);
   void flow_join(std::uint32_t task);
   void flows_update();
+  void flows_solve_component();
   void flows_advance();
   void flows_complete();
   void sm_change(std::int32_t group, double delta);
   void compute_done(std::uint32_t task);
+  // Event trampolines (EventQueue::Callback): ctx is the Engine.
+  static void on_finish(void* e, std::uint32_t task);
+  static void on_compute_done(void* e, std::uint32_t task);
+  static void on_flow_join(void* e, std::uint32_t task);
+  static void on_flows_complete(void* e, std::uint32_t unused);
 
   EventQueue* q_ = nullptr;
   const TaskGraph* g_ = nullptr;
@@ -228,10 +256,19 @@ class Engine {
   // flows
   std::vector<std::uint32_t> flow_tasks_;
   std::vector<double> flow_left_;
-  std::vector<costmodel::MaxMinFlow> flow_specs_;
+  std::vector<costmodel::MaxMinFlow> flow_specs_;  // the sub-problem being solved
   std::vector<double> flow_rates_;
   std::vector<double> capacity_;
   costmodel::MaxMinWorkspace mm_;
+  // Incremental re-solve: only the flows sharing a link, directly or through other flows,
+  // with a joining or leaving flow can change rate (max-min fairness splits into the
+  // connected components of the flow-link graph).
+  std::vector<std::vector<std::uint32_t>> link_flows_;  // per link: active flow tasks, join order
+  std::vector<std::uint32_t> flow_pos_;                 // per task: index in flow_tasks_
+  std::vector<char> link_seen_, flow_seen_;
+  std::vector<std::uint32_t> seed_links_, comp_links_, comp_flows_;
+  std::vector<double> comp_rates_;
+  std::vector<std::uint32_t> finished_, done_batch_;
   Time flow_last_;
   EventId flow_event_{};
   bool flow_event_live_ = false;
