@@ -27,26 +27,6 @@ struct MemoryArgs {
 
 double gib(double bytes) { return bytes / hw::kGiB; }
 
-/// Rounds to 1/1000 GiB (about 1 MB) so that JSON carries no float noise.
-double gib3(double bytes) { return static_cast<double>(std::llround(gib(bytes) * 1000.0)) / 1000.0; }
-
-nlohmann::json layout_json(const llama::Layout& l) {
-  nlohmann::json j;
-  j["tp"] = l.tp;
-  j["cp"] = l.cp;
-  j["pp"] = l.pp;
-  j["dp"] = l.dp;
-  j["vp"] = l.vp;
-  j["mbs"] = l.mbs;
-  j["sp"] = l.sp;
-  j["recompute"] = llama::to_string(l.recompute);
-  j["schedule"] = llama::to_string(l.schedule);
-  j["rank_order"] = l.rank_order;
-  if (l.first_stage_layers > 0) j["first_stage_layers"] = l.first_stage_layers;
-  if (l.last_stage_layers > 0) j["last_stage_layers"] = l.last_stage_layers;
-  return j;
-}
-
 int run_memory(const MemoryArgs& args) {
   const scenarios::Scenario sc = scenarios::load_scenario(args.scenario, args.layout, true);
   costmodel::MemoryOptions options;

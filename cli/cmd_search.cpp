@@ -38,7 +38,6 @@ struct SearchArgs {
 double gib(double bytes) { return bytes / hw::kGiB; }
 
 /// Rounds to 1/1000 GiB so that JSON carries no float noise.
-double gib3(double bytes) { return static_cast<double>(std::llround(gib(bytes) * 1000.0)) / 1000.0; }
 
 /// Draws "search [=====>    ] 123/456" on stderr, overwriting the line.
 void draw_progress(std::size_t done, std::size_t total) {
@@ -52,19 +51,7 @@ void draw_progress(std::size_t done, std::size_t total) {
 }
 
 nlohmann::json layout_row(const search::RankedLayout& r) {
-  const llama::Layout& l = r.layout;
-  nlohmann::json j;
-  j["tp"] = l.tp;
-  j["cp"] = l.cp;
-  j["pp"] = l.pp;
-  j["dp"] = l.dp;
-  j["vp"] = l.vp;
-  j["mbs"] = l.mbs;
-  j["recompute"] = llama::to_string(l.recompute);
-  j["schedule"] = llama::to_string(l.schedule);
-  j["sp"] = l.sp;
-  if (l.first_stage_layers > 0) j["first_stage_layers"] = l.first_stage_layers;
-  if (l.last_stage_layers > 0) j["last_stage_layers"] = l.last_stage_layers;
+  nlohmann::json j = layout_json(r.layout);
   j["micro_batches"] = r.micro_batches;
   j["step_time_s"] = r.step_time_s;
   j["tokens_per_s"] = r.tokens_per_s;

@@ -28,28 +28,6 @@ struct SimulateArgs {
   bool json = false;
 };
 
-/// Rounds to `digits` significant decimals so that JSON carries no float noise.
-double round_to(double x, int decimals) {
-  const double k = std::pow(10.0, decimals);
-  return static_cast<double>(std::llround(x * k)) / k;
-}
-double gib3(double bytes) { return round_to(bytes / hw::kGiB, 3); }
-
-nlohmann::json layout_json(const llama::Layout& l) {
-  nlohmann::json j;
-  j["tp"] = l.tp;
-  j["cp"] = l.cp;
-  j["pp"] = l.pp;
-  j["dp"] = l.dp;
-  j["vp"] = l.vp;
-  j["mbs"] = l.mbs;
-  j["sp"] = l.sp;
-  j["recompute"] = llama::to_string(l.recompute);
-  j["schedule"] = llama::to_string(l.schedule);
-  j["rank_order"] = l.rank_order;
-  return j;
-}
-
 int run_simulate(const SimulateArgs& args) {
   const scenarios::Scenario sc = scenarios::load_scenario(args.scenario, args.layout, true);
   const costmodel::Profile profile = sc.profile ? *sc.profile : costmodel::builtin_profile(sc.cluster);

@@ -1,5 +1,6 @@
 #include "output.hpp"
 
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -8,6 +9,7 @@
 #include <system_error>
 
 #include "tetra/hw/error.hpp"
+#include "tetra/hw/units.hpp"
 
 namespace tetra::cli {
 
@@ -42,6 +44,30 @@ std::string fixed(double value, int digits) {
   char buf[64];
   std::snprintf(buf, sizeof buf, "%.*f", digits, value);
   return buf;
+}
+
+double round_to(double value, int decimals) {
+  const double k = std::pow(10.0, decimals);
+  return static_cast<double>(std::llround(value * k)) / k;
+}
+
+double gib3(double bytes) { return round_to(bytes / hw::kGiB, 3); }
+
+nlohmann::json layout_json(const llama::Layout& l) {
+  nlohmann::json j;
+  j["tp"] = l.tp;
+  j["cp"] = l.cp;
+  j["pp"] = l.pp;
+  j["dp"] = l.dp;
+  j["vp"] = l.vp;
+  j["mbs"] = l.mbs;
+  j["sp"] = l.sp;
+  j["recompute"] = llama::to_string(l.recompute);
+  j["schedule"] = llama::to_string(l.schedule);
+  j["rank_order"] = l.rank_order;
+  if (l.first_stage_layers > 0) j["first_stage_layers"] = l.first_stage_layers;
+  if (l.last_stage_layers > 0) j["last_stage_layers"] = l.last_stage_layers;
+  return j;
 }
 
 void print_json(const nlohmann::json& j) { std::cout << j.dump(2) << '\n'; }

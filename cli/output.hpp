@@ -7,6 +7,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "tetra/llama/layout.hpp"
+
 namespace tetra::cli {
 
 /// Left-aligned first column, right-aligned others, two spaces between columns.
@@ -15,6 +17,15 @@ namespace tetra::cli {
 
 /// Fixed-point number with `digits` decimals ("12.34").
 [[nodiscard]] std::string fixed(double value, int digits);
+
+/// `value` rounded to `decimals` decimals, so JSON carries no float noise.
+[[nodiscard]] double round_to(double value, int decimals);
+
+/// Bytes as GiB rounded to 1/1000 GiB (about 1 MB).
+[[nodiscard]] double gib3(double bytes);
+
+/// The [layout] keys of a layout as a JSON object (first/last stage layers when uneven).
+[[nodiscard]] nlohmann::json layout_json(const llama::Layout& layout);
 
 /// Prints `j` to stdout, indented by two spaces, with a trailing newline.
 void print_json(const nlohmann::json& j);
