@@ -3,54 +3,23 @@
 
 #include <doctest/doctest.h>
 
-#include <sys/wait.h>
-#include <unistd.h>
 
-#include <atomic>
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 #include <string>
 
 #include <nlohmann/json.hpp>
+
+#include "support/run_tetrasim.hpp"
 
 namespace fs = std::filesystem;
 
 namespace {
 
-struct Result {
-  int code = -1;
-  std::string out;
-  std::string err;
-};
+using Result = tetra::test::CliRun;
+using tetra::test::slurp;
 
-std::string slurp(const fs::path& p) {
-  std::ifstream f(p, std::ios::binary);
-  std::ostringstream s;
-  s << f.rdbuf();
-  return s.str();
-}
-
-/// Runs `tetrasim ARGS` in the source folder, capturing stdout, stderr and the exit code.
-Result tetrasim(const std::string& args) {
-  static std::atomic<int> counter{0};
-  const fs::path dir = fs::path(TETRA_BINARY_DIR) / "tests" / "cli_scratch";
-  fs::create_directories(dir);
-  const std::string tag = std::to_string(::getpid()) + "_" + std::to_string(counter++);
-  const fs::path out = dir / ("out_" + tag);
-  const fs::path err = dir / ("err_" + tag);
-  const std::string bin = std::string(TETRA_BINARY_DIR) + "/cli/tetrasim";
-  const std::string cmd = "cd '" + std::string(TETRA_SOURCE_DIR) + "' && '" + bin + "' " + args +
-                          " >'" + out.string() + "' 2>'" + err.string() + "' </dev/null";
-  const int status = std::system(cmd.c_str());
-  Result r;
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  r.out = slurp(out);
-  r.err = slurp(err);
-  fs::remove(out);
-  fs::remove(err);
-  return r;
-}
+Result tetrasim(const std::string& args) { return tetra::test::run_tetrasim(args); }
 
 std::size_t count_lines(const std::string& s) {
   std::size_t n = 0;

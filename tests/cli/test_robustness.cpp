@@ -16,22 +16,14 @@
 
 #include <nlohmann/json.hpp>
 
+#include "support/run_tetrasim.hpp"
+
 namespace fs = std::filesystem;
 
 namespace {
 
-struct Run {
-  int code = -1;
-  std::string out;
-  std::string err;
-};
-
-std::string slurp(const fs::path& p) {
-  std::ifstream f(p, std::ios::binary);
-  std::ostringstream s;
-  s << f.rdbuf();
-  return s.str();
-}
+using Run = tetra::test::CliRun;
+using tetra::test::slurp;
 
 fs::path scratch() {
   const fs::path dir = fs::path(TETRA_BINARY_DIR) / "tests" / "robustness_scratch" / std::to_string(::getpid());
@@ -40,23 +32,7 @@ fs::path scratch() {
 }
 
 /// Runs `tetrasim ARGS` from the source folder under a 120 s limit (exit 124 on a hang).
-Run tetrasim(const std::string& args) {
-  static std::atomic<int> counter{0};
-  const std::string tag = std::to_string(counter++);
-  const fs::path out = scratch() / ("out_" + tag);
-  const fs::path err = scratch() / ("err_" + tag);
-  const std::string bin = std::string(TETRA_BINARY_DIR) + "/cli/tetrasim";
-  const std::string cmd = "cd '" + std::string(TETRA_SOURCE_DIR) + "' && timeout 120 '" + bin + "' " + args +
-                          " >'" + out.string() + "' 2>'" + err.string() + "' </dev/null";
-  const int status = std::system(cmd.c_str());
-  Run r;
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  r.out = slurp(out);
-  r.err = slurp(err);
-  fs::remove(out);
-  fs::remove(err);
-  return r;
-}
+Run tetrasim(const std::string& args) { return tetra::test::run_tetrasim(args, 120); }
 
 /// A small valid scenario (8 GPUs, llama3.1-8b) with one line replaced.
 std::string scenario_with(const std::string& from, const std::string& to) {
