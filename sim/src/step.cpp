@@ -199,51 +199,40 @@ StepOutcome simulate_step(const StepSpec& spec, TaskGraph& g, Engine& engine, Ev
         const auto& ag = gathers[c];
         for (std::size_t k = 0; k < ag.size() && k < pieces.size(); ++k) g.add_dep(ag[k], pieces[k]);
       }
+      // A PP send of this task's output (or input gradient) to `dst` on the pair's link: NVLink
+      // when the boundary after stage `boundary` stays inside a node, else the NICs.
+      auto add_send = [&](TaskRole role, std::uint32_t name, Duration work, int dst, int boundary) {
+        TaskSpec s;
+        s.stream = ps;
+        s.role = role;
+        s.stage = r;
+        s.micro_batch = it.micro_batch;
+        s.chunk = it.chunk;
+        s.name = name;
+        s.work_s = zero_if_free(work).seconds();
+        s.sm_group = s.stage;
+        s.sm_share = spec.comm_sm_share;
+        const bool inter = spec.pp_inter_node.empty() ||
+                           spec.pp_inter_node[static_cast<std::size_t>(boundary)] != 0;
+        const int base = inter ? 0 : 2;
+        const auto sid = g.add_task(s, {b.link(r, base), b.link(dst, base + 1)});
+        g.add_dep(pieces.back(), sid);
+        return sid;
+      };
       const std::size_t key = b.idx(vs, it.micro_batch);
       if (it.pass == StepPass::forward) {
         b.fwd_first[key] = pieces.front();
         b.fwd_last[key] = pieces.back();
         if (vs + 1 < b.V) {
-          TaskSpec s;
-          s.stream = ps;
-          s.role = TaskRole::send_forward;
-          s.stage = r;
-          s.micro_batch = it.micro_batch;
-          s.chunk = it.chunk;
-          s.name = b.name_sf;
-          s.work_s = zero_if_free(spec.pp_forward).seconds();
-          s.sm_group = s.stage;
-          s.sm_share = spec.comm_sm_share;
-          const int dst = (r + 1) % p;
-          const bool inter = spec.pp_inter_node.empty() ? true
-                                                        : spec.pp_inter_node[static_cast<std::size_t>(r)] != 0;
-          const int base = inter ? 0 : 2;
-          const auto sid = g.add_task(s, {b.link(r, base), b.link(dst, base + 1)});
-          g.add_dep(pieces.back(), sid);
-          b.send_fwd[key] = sid;
+          b.send_fwd[key] = add_send(TaskRole::send_forward, b.name_sf, spec.pp_forward, (r + 1) % p,
+                                     r);
         }
       } else if (it.pass != StepPass::backward_weight) {
         b.bwd_first[key] = pieces.front();
         b.bwd_last[key] = pieces.back();
         if (vs > 0) {
-          TaskSpec s;
-          s.stream = ps;
-          s.role = TaskRole::send_backward;
-          s.stage = r;
-          s.micro_batch = it.micro_batch;
-          s.chunk = it.chunk;
-          s.name = b.name_sb;
-          s.work_s = zero_if_free(spec.pp_backward).seconds();
-          s.sm_group = s.stage;
-          s.sm_share = spec.comm_sm_share;
           const int dst = (r + p - 1) % p;
-          const bool inter = spec.pp_inter_node.empty()
-                                 ? true
-                                 : spec.pp_inter_node[static_cast<std::size_t>(dst)] != 0;
-          const int base = inter ? 0 : 2;
-          const auto sid = g.add_task(s, {b.link(r, base), b.link(dst, base + 1)});
-          g.add_dep(pieces.back(), sid);
-          b.send_bwd[key] = sid;
+          b.send_bwd[key] = add_send(TaskRole::send_backward, b.name_sb, spec.pp_backward, dst, dst);
         }
         // A backward needs its own forward.
         const auto f = b.fwd_last[key];
