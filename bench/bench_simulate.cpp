@@ -56,11 +56,13 @@ void run(benchmark::State& state, const std::string& layout) {
 }
 
 /// The scenario's [layout]: TP 8, CP 1, PP 16 (7/8x14/7 layers), DP 128, 16 micro-batches, 1F1B.
-void BM_simulate_405b_16k_llama3_grid(benchmark::State& state) { run(state, ""); }
+void BM_simulate_405b_16k_llama3_grid(benchmark::State& state) {
+  run(state, "vp=1,schedule=1f1b");
+}
 BENCHMARK(BM_simulate_405b_16k_llama3_grid)->Unit(benchmark::kMillisecond);
 
 /// The same grid with zb-h1 (split backward: more tasks per step).
-void BM_simulate_405b_16k_zbh1(benchmark::State& state) { run(state, "schedule=zb-h1"); }
+void BM_simulate_405b_16k_zbh1(benchmark::State& state) { run(state, "vp=1,schedule=zb-h1"); }
 BENCHMARK(BM_simulate_405b_16k_zbh1)->Unit(benchmark::kMillisecond);
 
 /// Llama 3's own layout (arXiv 2407.21783 section 3.3.2): the same grid interleaved with vp 8,
@@ -72,7 +74,7 @@ BENCHMARK(BM_simulate_405b_16k_llama3_interleaved)->Unit(benchmark::kMillisecond
 
 /// PP 32 (3/4x30/3 layers), DP 64, 32 micro-batches: the largest pipeline of the space.
 void BM_simulate_405b_16k_pp32(benchmark::State& state) {
-  run(state, "pp=32,first_stage_layers=3,last_stage_layers=3,schedule=zb-h1");
+  run(state, "pp=32,vp=1,first_stage_layers=3,last_stage_layers=3,schedule=zb-h1");
 }
 BENCHMARK(BM_simulate_405b_16k_pp32)->Unit(benchmark::kMillisecond);
 
