@@ -54,6 +54,13 @@ double field(const json& obj, const char* key) {
   return it == obj.end() ? std::nan("") : as_number(*it);
 }
 
+/// An id from a JSON number: finite and within long long (a cast outside that range is undefined).
+bool as_id(double v, long long& id) {
+  if (!(std::fabs(v) < 9.0e18)) return false;
+  id = static_cast<long long>(v);
+  return true;
+}
+
 std::string str_field(const json& obj, const char* key) {
   if (!obj.is_object()) return {};
   auto it = obj.find(key);
@@ -287,15 +294,15 @@ void import_chrome(const json& doc, TraceImport& out) {
     if (!e.is_object() || lower(str_field(e, "cat")) != "cpu_op") continue;
     const auto args = e.find("args");
     if (args == e.end() || !args->is_object()) continue;
-    const double id = field(*args, "External id");
-    if (!std::isfinite(id)) continue;
+    long long id = 0;
+    if (!as_id(field(*args, "External id"), id)) continue;
     CpuOp op;
     op.name = str_field(e, "name");
     op.dims = input_dims(*args);
     op.dtype = first_input_type(*args);
     op.args = *args;
     // The innermost op wins when several share an id (aten::linear -> aten::addmm).
-    ops[static_cast<long long>(id)] = std::move(op);
+    ops[id] = std::move(op);
   }
   Accumulator acc;
   for (const auto& e : *events) {
@@ -323,9 +330,8 @@ void import_chrome(const json& doc, TraceImport& out) {
       continue;
     }
     const CpuOp* op = nullptr;
-    const double ext = field(args, "External id");
-    if (std::isfinite(ext)) {
-      auto it = ops.find(static_cast<long long>(ext));
+    if (long long ext = 0; as_id(field(args, "External id"), ext)) {
+      auto it = ops.find(ext);
       if (it != ops.end()) op = &it->second;
     }
     const auto c = classify(name);
@@ -425,8 +431,7 @@ void import_nsys_lines(std::string_view text, TraceImport& out) {
       }
     }
     if (obj.contains("id") && obj.contains("value") && obj["value"].is_string()) {
-      const double id = as_number(obj["id"]);
-      if (std::isfinite(id)) strings[static_cast<long long>(id)] = obj["value"].get<std::string>();
+      if (long long id = 0; as_id(as_number(obj["id"]), id)) strings[id] = obj["value"].get<std::string>();
     }
     auto ev = obj.find("CudaEvent");
     if (ev == obj.end() || !ev->is_object()) continue;
@@ -440,8 +445,8 @@ void import_nsys_lines(std::string_view text, TraceImport& out) {
       if (it == k->end()) continue;
       if (it->is_string() && !std::isfinite(as_number(*it))) {
         rec.name = it->get<std::string>();
-      } else if (std::isfinite(as_number(*it))) {
-        rec.name_id = static_cast<long long>(as_number(*it));
+      } else {
+        as_id(as_number(*it), rec.name_id);
       }
       break;
     }
