@@ -36,6 +36,10 @@ struct Dims {
   bool dropout = false;
   /// GPT linears carry biases (Megatron `--add-bias-linear`, on by default); Llama has none.
   bool bias = false;
+  /// Bytes per weight element of the eager gradient accumulation after each weight-gradient
+  /// GEMM, averaged over the step's micro-batches (0 for Megatron, whose wgrad GEMM accumulates
+  /// into main_grad itself).
+  double grad_accumulate = 0;
 };
 
 Dims dims_of(const Model& m, const Training& tr, const Layout& l) {
@@ -60,6 +64,13 @@ Dims dims_of(const Model& m, const Training& tr, const Layout& l) {
   d.eager_norm = d.eager && d.llama && !tr.fused_rmsnorm;
   d.dropout = !d.llama && tr.framework == Framework::megatron;
   d.bias = !d.llama;
+  if (d.eager) {
+    // Autograd's AccumulateGrad (`pytorch/pytorch: torch/csrc/autograd/functions/
+    // accumulate_grad.h`): the first micro-batch stores the new gradient, every later one runs
+    // `grad += new_grad` (read both, write one, in the gradient dtype).
+    const double m = std::max(1, micro_batches(l, tr));
+    d.grad_accumulate = 3.0 * bytes_of(tr.grad_dtype) * (m - 1.0) / m;
+  }
   return d;
 }
 
@@ -315,6 +326,15 @@ void layer_forward(std::vector<Op>& ops, const Dims& d, const Training& tr, bool
   push(mem(fw, "residual_add", MemoryKernel::residual_add, residual_bytes(d)));
 }
 
+/// Weight-gradient GEMM of an `in` x `out` weight, then its eager accumulation.
+void weight_grad(std::vector<Op>& ops, const Dims& d, const char* wname, long long in, long long out) {
+  ops.push_back(gemm(Pass::backward_weight, wname, out, in, d.tokens));
+  if (d.grad_accumulate > 0) {
+    ops.push_back(mem(Pass::backward_weight, "grad_accumulate", MemoryKernel::copy,
+                      d.grad_accumulate * static_cast<double>(in) * static_cast<double>(out)));
+  }
+}
+
 /// Backward of a row-parallel linear: SP all-gather of the output gradient (blocking), dgrad,
 /// wgrad.
 void row_backward(std::vector<Op>& ops, const Dims& d, const char* dname, const char* wname,
@@ -324,7 +344,7 @@ void row_backward(std::vector<Op>& ops, const Dims& d, const char* dname, const 
                        static_cast<int>(d.t), d.act * static_cast<double>(d.tokens * d.h)));
   }
   ops.push_back(gemm(Pass::backward_input, dname, d.tokens, in, out));
-  ops.push_back(gemm(Pass::backward_weight, wname, out, in, d.tokens));
+  weight_grad(ops, d, wname, in, out);
 }
 
 /// Backward of a column-parallel linear: with SP the input is re-gathered (async, under the
@@ -345,7 +365,7 @@ void column_backward(std::vector<Op>& ops, const Dims& d, const char* dname, con
                        : coll(Pass::backward_input, "tp_ar_dgrad", CollectiveKind::all_reduce,
                               CommDim::tp, t, bytes, true));
   }
-  ops.push_back(gemm(Pass::backward_weight, wname, out, in, d.tokens));
+  weight_grad(ops, d, wname, in, out);
 }
 
 /// Bytes of one layer's parameters on this rank in bf16 (ZeRO-3 gathers).

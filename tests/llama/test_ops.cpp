@@ -387,6 +387,43 @@ TEST_SUITE("llama") {
     }
   }
 
+  // Autograd's AccumulateGrad (`pytorch/pytorch: torch/csrc/autograd/functions/
+  // accumulate_grad.h`): from the second micro-batch on, `grad += new_grad` after each
+  // weight-gradient GEMM, 3 gradient-dtype accesses per weight element. With m = 8 micro-batches
+  // in bf16 the step average is 3·2·7/8 = 5.25 B per element. Llama-3.1-8B, t = 1: QKV weight
+  // 4096 x (32 + 2·8)·128 = 25,165,824 elements -> 132,120,576 B; FC2 14336 x 4096 =
+  // 58,720,256 elements -> 308,281,344 B.
+  TEST_CASE("Eager gradient accumulation after each weight-gradient GEMM (deepspeed)") {
+    const Model m = preset("llama3.1-8b");
+    Training tr;
+    tr.seq_len = 2048;
+    tr.global_batch = 8;
+    tr.grad_dtype = Precision::bf16;
+    Layout l;
+    auto accumulations = [](const std::vector<Op>& ops) {
+      std::vector<double> bytes;
+      for (const Op& op : ops) {
+        if (op.name == std::string_view("grad_accumulate")) bytes.push_back(op.bytes);
+      }
+      return bytes;
+    };
+    SUBCASE("megatron: the wgrad GEMM accumulates into main_grad, no separate kernel") {
+      CHECK(accumulations(layer_ops(m, tr, l)).empty());
+    }
+    SUBCASE("deepspeed, 8 micro-batches") {
+      tr.framework = Framework::deepspeed;
+      const auto bytes = accumulations(layer_ops(m, tr, l));
+      REQUIRE(bytes.size() == 4);  // fc2, fc1, attention proj, qkv (backward order)
+      CHECK(bytes[0] == doctest::Approx(308281344.0));
+      CHECK(bytes[3] == doctest::Approx(132120576.0));
+    }
+    SUBCASE("deepspeed, one micro-batch: nothing to accumulate") {
+      tr.framework = Framework::deepspeed;
+      tr.global_batch = 1;
+      CHECK(accumulations(layer_ops(m, tr, l)).empty());
+    }
+  }
+
   TEST_CASE("Megatron GPT: attention dropout over the scores, mask byte in bias-dropout-add") {
     // GPT 1.7B of Narayanan et al. 2021 Table 1: h 2304, 24 heads, s 2048, b 16, t 1;
     // dropout 0.1 (Megatron-LM arguments.py defaults). scores = 16·24·2048² = 1,610,612,736.
