@@ -42,10 +42,14 @@ class AttentionRunner {
   void setup(const costmodel::AttentionRow& shape);
   void launch();
   [[nodiscard]] static std::string version();
+  /// Whether the call prepared by the last `setup` applies the causal mask (false when the
+  /// shape asked for full attention or only the unmasked SDPA node could be planned).
+  [[nodiscard]] bool timed_causal() const { return causal_; }
 
  private:
   struct State;
   std::unique_ptr<State> s_;
+  bool causal_ = false;
 };
 
 /// Memory-bound kernels written here: copy, rmsnorm, swiglu, rope, adam, cross_entropy.

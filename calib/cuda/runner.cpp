@@ -45,7 +45,7 @@ class CudaKernelTimer final : public KernelTimer {
   double attention_seconds(costmodel::AttentionRow& shape) override {
     if (!attention_) gpu::fail("attention", "this build has no cuDNN; time attention with --import-trace instead");
     attention_->setup(shape);
-    shape.causal = false;  // the single-node SDPA operation has no mask: full attention is timed
+    shape.causal = attention_->timed_causal();  // what was timed, masked or full attention
     return time([this] { attention_->launch(); });
   }
   double memory_bound_seconds(const std::string& kernel, double bytes) override {
