@@ -349,7 +349,9 @@ void row_backward(std::vector<Op>& ops, const Dims& d, const char* dname, const 
 
 /// Backward of a column-parallel linear: with SP the input is re-gathered (async, under the
 /// dgrad GEMM); the input gradient is reduce-scattered (SP) or all-reduced (async, under the
-/// wgrad GEMM).
+/// wgrad GEMM). Eager trainers reduce it in the autograd function that follows the linear
+/// (`Aleph-Alpha/scaling: core/nn/linear/utils.py` _CopyToModelParallelRegion.backward and
+/// _GatherFromSequenceParallelRegion.backward), after both GEMMs and blocking the next kernel.
 void column_backward(std::vector<Op>& ops, const Dims& d, const char* dname, const char* wname,
                      long long in, long long out) {
   const double bytes = d.act * static_cast<double>(d.tokens * d.h);
@@ -361,9 +363,9 @@ void column_backward(std::vector<Op>& ops, const Dims& d, const char* dname, con
   ops.push_back(gemm(Pass::backward_input, dname, d.tokens, in, out));
   if (d.t > 1) {
     ops.push_back(d.sp ? coll(Pass::backward_input, "tp_rs_dgrad", CollectiveKind::reduce_scatter,
-                              CommDim::tp, t, bytes, true)
+                              CommDim::tp, t, bytes, !d.eager)
                        : coll(Pass::backward_input, "tp_ar_dgrad", CollectiveKind::all_reduce,
-                              CommDim::tp, t, bytes, true));
+                              CommDim::tp, t, bytes, !d.eager));
   }
   weight_grad(ops, d, wname, in, out);
 }

@@ -189,6 +189,20 @@ TEST_SUITE("llama") {
       CHECK(count(ops, CollectiveKind::all_reduce, Pass::forward) == 2);
       CHECK(count(ops, CollectiveKind::all_reduce, Pass::backward_input) == 2);
       CHECK(count(ops, CollectiveKind::all_gather, Pass::forward) == 0);
+      // Megatron overlaps the dgrad all-reduce with the wgrad GEMM.
+      const Op* ar = find(ops, "tp_ar_dgrad", Pass::backward_input);
+      REQUIRE(ar);
+      CHECK(ar->async);
+    }
+    SUBCASE("eager trainer: the dgrad reduction blocks (Aleph-Alpha/scaling linear/utils.py)") {
+      tr.framework = Framework::deepspeed;
+      for (const bool sp : {false, true}) {
+        l.sp = sp;
+        const auto ops = layer_ops(m, tr, l);
+        const Op* red = find(ops, sp ? "tp_rs_dgrad" : "tp_ar_dgrad", Pass::backward_input);
+        REQUIRE(red);
+        CHECK_FALSE(red->async);
+      }
     }
     SUBCASE("full recompute repeats the forward collectives") {
       l.sp = true;
