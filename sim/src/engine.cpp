@@ -146,6 +146,7 @@ const char* to_string(TaskRole role) noexcept {
     case TaskRole::dp_reduce: return "dp-reduce";
     case TaskRole::optimizer: return "optimizer";
     case TaskRole::param_gather: return "param-gather";
+    case TaskRole::cp_exchange: return "cp-exchange";
     case TaskRole::op: return "op";
   }
   return "?";

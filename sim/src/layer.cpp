@@ -98,7 +98,12 @@ PassTime replay_pass(const std::vector<const llama::Op*>& ops, const std::vector
   out.seconds = engine.makespan().seconds();
   out.compute_s = 0;
   for (std::uint32_t i = 0; i < g.tasks().size(); ++i) {
-    if (g.tasks()[i].stream == kCompute) out.compute_s += (tm[i].end - tm[i].start).seconds();
+    const double d = (tm[i].end - tm[i].start).seconds();
+    if (g.tasks()[i].stream == kCompute) {
+      out.compute_s += d;
+    } else {
+      out.comm_s[g.tasks()[i].stream - 1] += d;
+    }
   }
   // Blame each idle gap of the compute stream on the axis of the latest-ending dependency.
   const auto& tasks = g.tasks();

@@ -127,6 +127,7 @@ Result Simulator::run(const SimInput& in, const SimOptions& options) {
     spec_.pp_inter_node[static_cast<std::size_t>(r)] = a != b ? 1 : 0;
   }
   const auto dp_place = costmodel::place_group(layout, llama::CommDim::dp_cp, gpn);
+  const auto cp_place = costmodel::place_group(layout, llama::CommDim::cp, gpn);
   const auto dp_graph = costmodel::ring_graph(cm.topo, dp_place.ranks_per_node, dp_place.nodes);
   spec_.comm_sm_share = std::min(0.5, std::max(dp_graph.channels, 0) / sms);
   if (p > 1) {
@@ -165,6 +166,10 @@ Result Simulator::run(const SimInput& in, const SimOptions& options) {
       cc.backward_input = Duration::from_seconds(bi);
       cc.backward_weight = Duration::from_seconds(w);
       cc.activation_bytes = lc * act_layer;
+      constexpr auto kCp = static_cast<std::size_t>(CommAxis::cp);
+      cc.cp_forward_s = lc * layer_.forward.comm_s[kCp];
+      cc.cp_backward_s = lc * layer_.backward.comm_s[kCp];
+      cc.cp_backward_input_s = lc * layer_.backward_input.comm_s[kCp];
       st.chunks.push_back(cc);
     }
     // DP buckets of the stage (per chunk: each chunk has its own gradient buffer).
@@ -209,6 +214,7 @@ Result Simulator::run(const SimInput& in, const SimOptions& options) {
     }
     st.optimizer = Duration::from_seconds(opt);
     st.dp_inter_node = dp_place.nodes > 1;
+    st.cp_inter_node = cp_place.nodes > 1;
     spec_.stages.push_back(std::move(st));
   }
 
@@ -291,7 +297,7 @@ Result Simulator::run(const SimInput& in, const SimOptions& options) {
     }
     const auto& so = step_.stages[static_cast<std::size_t>(r)];
     res.exposed.tp = std::max(res.exposed.tp, tp);
-    res.exposed.cp = std::max(res.exposed.cp, cpx);
+    res.exposed.cp = std::max(res.exposed.cp, cpx + so.exposed_cp_s);
     res.exposed.pp = std::max(res.exposed.pp, so.exposed_pp_s);
     res.exposed.dp = std::max(res.exposed.dp, so.exposed_dp_s);
   }

@@ -17,10 +17,10 @@ struct Builder {
   TaskGraph& g;
   int V = 1;  // virtual stages
   // per virtual stage x micro-batch
-  std::vector<std::uint32_t> fwd_first, fwd_last, bwd_first, bwd_last, send_fwd, send_bwd;
+  std::vector<std::uint32_t> fwd_first, fwd_last, bwd_first, bwd_last, send_fwd, send_bwd, cp_fwd, cp_bwd;
   std::vector<std::uint32_t> links;  // per stage: nic_tx, nic_rx, nvl_tx, nvl_rx
   std::uint32_t name_f = 0, name_b = 0, name_bi = 0, name_w = 0, name_sf = 0, name_sb = 0,
-                name_dp = 0, name_opt = 0, name_ag = 0;
+                name_dp = 0, name_opt = 0, name_ag = 0, name_cp = 0;
   std::vector<ScheduleItem> order;
 
   [[nodiscard]] std::size_t idx(int vs, int mb) const {
@@ -73,6 +73,8 @@ StepOutcome simulate_step(const StepSpec& spec, TaskGraph& g, Engine& engine, Ev
   b.bwd_last.assign(n_vm, kNone);
   b.send_fwd.assign(n_vm, kNone);
   b.send_bwd.assign(n_vm, kNone);
+  b.cp_fwd.assign(n_vm, kNone);
+  b.cp_bwd.assign(n_vm, kNone);
   b.name_f = g.intern("F");
   b.name_b = g.intern("B");
   b.name_bi = g.intern("B (input grad)");
@@ -82,12 +84,14 @@ StepOutcome simulate_step(const StepSpec& spec, TaskGraph& g, Engine& engine, Ev
   b.name_dp = g.intern("dp grad reduce");
   b.name_opt = g.intern("optimizer");
   b.name_ag = g.intern("dp param gather");
+  b.name_cp = g.intern("cp ring traffic");
 
   for (int r = 0; r < p; ++r) {
     const std::string s = "stage " + std::to_string(r);
     g.add_stream("compute", r);
     g.add_stream("pp", r);
     g.add_stream("dp", r);
+    g.add_stream("cp", r);
     b.links.push_back(g.add_link(s + " nic tx", spec.free_links));
     b.links.push_back(g.add_link(s + " nic rx", spec.free_links));
     b.links.push_back(g.add_link(s + " nvlink tx", spec.free_links));
@@ -98,6 +102,8 @@ StepOutcome simulate_step(const StepSpec& spec, TaskGraph& g, Engine& engine, Ev
   std::vector<std::uint32_t> pieces;
   std::vector<std::uint32_t> stage_last_compute(static_cast<std::size_t>(p), kNone);
   std::vector<std::vector<std::uint32_t>> stage_dp_tasks(static_cast<std::size_t>(p));
+  std::vector<std::vector<std::uint32_t>> stage_cp_tasks(static_cast<std::size_t>(p));
+  std::vector<std::vector<std::uint32_t>> stage_late_gathers(static_cast<std::size_t>(p));
   std::vector<std::uint32_t> compute_seq;  // this stage's compute tasks in stream order
 
   for (int r = 0; r < p; ++r) {
@@ -105,6 +111,7 @@ StepOutcome simulate_step(const StepSpec& spec, TaskGraph& g, Engine& engine, Ev
     const std::uint32_t cs = static_cast<std::uint32_t>(r) * kStepStreams + kStreamCompute;
     const std::uint32_t ps = static_cast<std::uint32_t>(r) * kStepStreams + kStreamPp;
     const std::uint32_t ds = static_cast<std::uint32_t>(r) * kStepStreams + kStreamDp;
+    const std::uint32_t cps = static_cast<std::uint32_t>(r) * kStepStreams + kStreamCp;
     pipeline_order(spec.schedule, p, v, m, r, b.order);
     // Last backward-producing task of each chunk (where its gradients complete).
     std::vector<int> last_grad_item(static_cast<std::size_t>(v), -1);
@@ -156,11 +163,13 @@ StepOutcome simulate_step(const StepSpec& spec, TaskGraph& g, Engine& engine, Ev
       t.sm_group = r;
       std::vector<double> fr{1.0};
       Duration dur;
+      double cp_s = 0;
       switch (it.pass) {
         case StepPass::forward:
           t.role = TaskRole::forward;
           t.name = b.name_f;
           dur = cc.forward;
+          cp_s = cc.cp_forward_s;
           t.alloc_bytes = cc.activation_bytes;
           if (i == first_fwd_item[c] && !gathers[c].empty()) {
             fr.assign(gathers[c].size(), 1.0 / static_cast<double>(gathers[c].size()));
@@ -170,12 +179,14 @@ StepOutcome simulate_step(const StepSpec& spec, TaskGraph& g, Engine& engine, Ev
           t.role = TaskRole::backward;
           t.name = b.name_b;
           dur = cc.backward;
+          cp_s = cc.cp_backward_s;
           t.free_bytes = cc.activation_bytes;
           break;
         case StepPass::backward_input:
           t.role = TaskRole::backward_input;
           t.name = b.name_bi;
           dur = cc.backward_input;
+          cp_s = cc.cp_backward_input_s;
           t.free_bytes = cc.activation_bytes * (1.0 - cc.weight_keep_fraction);
           break;
         case StepPass::backward_weight:
@@ -191,9 +202,27 @@ StepOutcome simulate_step(const StepSpec& spec, TaskGraph& g, Engine& engine, Ev
         for (const auto& bk : st.buckets[c]) fr.push_back(bk.params_fraction);
         if (fr.empty()) fr.push_back(1.0);
       }
+      // CP ring traffic that crosses nodes runs beside the pass on the NICs, released by what
+      // releases the pass (the previous task on the compute stream here, the incoming PP
+      // transfer below). Inside a node it stays on NVLink, priced at the layer level only.
+      std::uint32_t cp_task = kNone;
+      if (cp_s > 0 && st.cp_inter_node && !spec.free_links) {
+        TaskSpec x;
+        x.stream = cps;
+        x.role = TaskRole::cp_exchange;
+        x.stage = r;
+        x.micro_batch = it.micro_batch;
+        x.chunk = it.chunk;
+        x.name = b.name_cp;
+        x.work_s = cp_s;
+        cp_task = g.add_task(x, {b.link(r, 0), b.link(r, 1)});
+        if (!compute_seq.empty()) g.add_dep(compute_seq.back(), cp_task);
+        stage_cp_tasks[static_cast<std::size_t>(r)].push_back(cp_task);
+      }
       add_pieces(b, t, dur, fr, pieces);
+      const std::uint32_t first = pieces.front();
       // Blocking PP: this task waits for the sends of the previous task.
-      if (!compute_seq.empty()) g.add_dep(compute_seq.back(), pieces.front());
+      if (!compute_seq.empty()) g.add_dep(compute_seq.back(), first);
       compute_seq.push_back(pieces.back());
       if (it.pass == StepPass::forward && i == first_fwd_item[c]) {
         const auto& ag = gathers[c];
@@ -221,25 +250,27 @@ StepOutcome simulate_step(const StepSpec& spec, TaskGraph& g, Engine& engine, Ev
       };
       const std::size_t key = b.idx(vs, it.micro_batch);
       if (it.pass == StepPass::forward) {
-        b.fwd_first[key] = pieces.front();
+        b.fwd_first[key] = first;
+        b.cp_fwd[key] = cp_task;
         b.fwd_last[key] = pieces.back();
         if (vs + 1 < b.V) {
           b.send_fwd[key] = add_send(TaskRole::send_forward, b.name_sf, spec.pp_forward, (r + 1) % p,
                                      r);
         }
       } else if (it.pass != StepPass::backward_weight) {
-        b.bwd_first[key] = pieces.front();
+        b.bwd_first[key] = first;
         b.bwd_last[key] = pieces.back();
+        b.cp_bwd[key] = cp_task;
         if (vs > 0) {
           const int dst = (r + p - 1) % p;
           b.send_bwd[key] = add_send(TaskRole::send_backward, b.name_sb, spec.pp_backward, dst, dst);
         }
         // A backward needs its own forward.
         const auto f = b.fwd_last[key];
-        if (f != kNone) g.add_dep(f, pieces.front());
+        if (f != kNone) g.add_dep(f, first);
       } else {
         const auto bi = b.bwd_last[key];
-        if (bi != kNone) g.add_dep(bi, pieces.front());
+        if (bi != kNone) g.add_dep(bi, first);
       }
       // DP buckets as the last micro-batch's backward produces them.
       if (grads_done && has_dp && spec.overlap_grad_reduce) {
@@ -290,10 +321,12 @@ StepOutcome simulate_step(const StepSpec& spec, TaskGraph& g, Engine& engine, Ev
       if (vs > 0) {
         const auto sf = b.send_fwd[b.idx(vs - 1, mb)];
         if (sf != kNone && b.fwd_first[key] != kNone) g.add_dep(sf, b.fwd_first[key]);
+        if (sf != kNone && b.cp_fwd[key] != kNone) g.add_dep(sf, b.cp_fwd[key]);
       }
       if (vs + 1 < b.V) {
         const auto sb = b.send_bwd[b.idx(vs + 1, mb)];
         if (sb != kNone && b.bwd_first[key] != kNone) g.add_dep(sb, b.bwd_first[key]);
+        if (sb != kNone && b.cp_bwd[key] != kNone) g.add_dep(sb, b.cp_bwd[key]);
       }
     }
   }
@@ -356,6 +389,7 @@ StepOutcome simulate_step(const StepSpec& spec, TaskGraph& g, Engine& engine, Ev
         const int base = st.dp_inter_node ? 0 : 2;
         const auto id = g.add_task(t, {b.link(r, base), b.link(r, base + 1)});
         g.add_dep(opt[static_cast<std::size_t>(r)], id);
+        stage_late_gathers[static_cast<std::size_t>(r)].push_back(id);
       }
     }
   }
@@ -419,7 +453,13 @@ StepOutcome simulate_step(const StepSpec& spec, TaskGraph& g, Engine& engine, Ev
     for (auto d : stage_dp_tasks[static_cast<std::size_t>(r)]) dp_end = std::max(dp_end, tm[d].end.seconds());
     so.exposed_dp_s += std::max(0.0, dp_end - so.last_compute_end_s);
     // Non-overlapped parameter gathers after the optimizer.
-    so.exposed_dp_s += std::max(0.0, out.step_time_s - tm[o].end.seconds());
+    double gather_end = tm[o].end.seconds();
+    for (auto a : stage_late_gathers[static_cast<std::size_t>(r)]) gather_end = std::max(gather_end, tm[a].end.seconds());
+    so.exposed_dp_s += gather_end - tm[o].end.seconds();
+    // CP traffic still running after this rank's compute, reductions and gathers.
+    double cp_end = 0;
+    for (auto x : stage_cp_tasks[static_cast<std::size_t>(r)]) cp_end = std::max(cp_end, tm[x].end.seconds());
+    so.exposed_cp_s = std::max(0.0, cp_end - std::max({so.last_compute_end_s, dp_end, gather_end}));
     so.peak_activation_bytes = engine.pool_peak_bytes()[static_cast<std::size_t>(r)];
     double per_mb = 0;
     for (const auto& c : spec.stages[static_cast<std::size_t>(r)].chunks) per_mb += c.activation_bytes;

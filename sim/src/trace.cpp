@@ -10,7 +10,7 @@
 namespace tetra::sim {
 
 namespace {
-constexpr int kTidCompute = 1, kTidTp = 2, kTidCp = 3, kTidPp = 4, kTidDp = 5;
+constexpr int kTidCompute = 1, kTidTp = 2, kTidCp = 3, kTidPp = 4, kTidDp = 5, kTidCpLinks = 6;
 constexpr std::size_t kMaxCommSlices = 2000000;  // beyond this, per-layer TP/CP slices are dropped
 
 double us(Time t) { return static_cast<double>(t.count_ps()) * 1e-6; }
@@ -38,7 +38,8 @@ std::string Simulator::chrome_trace() const {
     events.push_back(J{{"name", "process_sort_index"}, {"ph", "M"}, {"pid", r}, {"tid", 0},
                        {"args", J{{"sort_index", r}}}});
     const std::pair<int, const char*> threads[] = {
-        {kTidCompute, "compute"}, {kTidTp, "tp comm"}, {kTidCp, "cp comm"}, {kTidPp, "pp send"}, {kTidDp, "dp comm"}};
+        {kTidCompute, "compute"}, {kTidTp, "tp comm"},   {kTidCp, "cp comm"},
+        {kTidPp, "pp send"},      {kTidDp, "dp comm"},   {kTidCpLinks, "cp traffic"}};
     for (const auto& [tid, name] : threads) {
       events.push_back(J{{"name", "thread_name"}, {"ph", "M"}, {"pid", r}, {"tid", tid},
                          {"args", J{{"name", name}}}});
@@ -51,7 +52,10 @@ std::string Simulator::chrome_trace() const {
     const TaskSpec& t = tasks[i];
     if (t.stream == kNoStream) continue;
     const auto kind = t.stream % kStepStreams;
-    const int tid = kind == kStreamCompute ? kTidCompute : kind == kStreamPp ? kTidPp : kTidDp;
+    const int tid = kind == kStreamCompute ? kTidCompute
+                    : kind == kStreamPp    ? kTidPp
+                    : kind == kStreamCp    ? kTidCpLinks
+                                           : kTidDp;
     J args = J::object();
     if (t.micro_batch >= 0) args["micro_batch"] = t.micro_batch;
     if (t.chunk >= 0) args["chunk"] = t.chunk;

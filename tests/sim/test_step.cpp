@@ -102,6 +102,32 @@ TEST_SUITE("sim") {
     CHECK(off.stages[0].exposed_dp_s == doctest::Approx(4 * reduce).epsilon(1e-6));
   }
 
+  // CP ring traffic of a backward pass (0.20 s alone on the NIC) shares the NIC max-min fairly
+  // with the DP buckets the last backward releases at 1.05, 1.10, 1.15, 1.20 s (0.02 s each
+  // alone). Each bucket runs at half rate (0.04 s); the ring gets 0.05 + 0.02 + 0.01 + 0.02 +
+  // 0.01 + 0.02 + 0.01 = 0.14 s of work done by 1.20 s, 0.02 more by 1.24 s when the last
+  // bucket ends, and finishes the remaining 0.04 s alone at 1.28 s.
+  TEST_CASE("CP traffic on the NIC slows the overlapped DP buckets; on NVLink it does not") {
+    auto spec = make(Schedule::one_f_one_b, 1, 1, 4, 0.10, 0.20);
+    spec.free_links = false;
+    spec.overlap_param_gather = false;
+    auto& st = spec.stages[0];
+    st.dp_inter_node = true;
+    st.buckets.resize(1);
+    for (int k = 0; k < 4; ++k) st.buckets[0].push_back({0.25, Duration::from_seconds(0.02), {}});
+    st.chunks[0].cp_backward_s = 0.20;
+    st.cp_inter_node = true;
+    const auto shared = simulate_step(spec);
+    CHECK(shared.stages[0].exposed_dp_s == doctest::Approx(0.04).epsilon(1e-6));
+    CHECK(shared.step_time_s == doctest::Approx(1.28).epsilon(1e-6));
+    CHECK(shared.stages[0].exposed_cp_s == doctest::Approx(0.04).epsilon(1e-6));
+    spec.stages[0].cp_inter_node = false;  // the ring stays on NVLink
+    const auto apart = simulate_step(spec);
+    CHECK(apart.stages[0].exposed_dp_s == doctest::Approx(0.02).epsilon(1e-6));
+    CHECK(apart.step_time_s == doctest::Approx(1.22).epsilon(1e-6));
+    CHECK(apart.stages[0].exposed_cp_s == doctest::Approx(0.0));
+  }
+
   TEST_CASE("PP transfers are exposed and DP traffic on the same NIC slows them") {
     auto spec = make(Schedule::one_f_one_b, 2, 1, 4, 0.010, 0.020);
     spec.free_links = false;

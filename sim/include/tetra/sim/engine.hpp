@@ -100,6 +100,7 @@ enum class TaskRole : std::uint8_t {
   dp_reduce,       ///< DP gradient bucket reduce-scatter / all-reduce
   optimizer,       ///< optimizer step
   param_gather,    ///< DP parameter all-gather
+  cp_exchange,     ///< CP ring traffic of one pass of a chunk on the stage's links
   op,              ///< one op of the layer-level DAG
 };
 

@@ -37,6 +37,7 @@ struct PassTime {
   double seconds = 0;                       ///< makespan of the pass
   double compute_s = 0;                     ///< compute ops alone
   std::array<double, kCommAxes> exposed_s{};  ///< compute stream idle, blamed on an axis
+  std::array<double, kCommAxes> comm_s{};     ///< communication time per axis (overlapped or not)
   std::vector<CommInterval> comm;           ///< only when recorded
 };
 

@@ -26,6 +26,12 @@ struct ChunkCost {
   Duration backward_input;   ///< B of a split backward (+ recompute forward)
   Duration backward_weight;  ///< W of a split backward
   double activation_bytes = 0;  ///< saved for backward per micro-batch (allocated at F)
+  /// CP ring traffic of each pass, seconds alone on its links (0 without CP). When the CP
+  /// group crosses nodes it runs beside the pass on the stage's NICs (its exposed part is
+  /// already in the pass time) and takes bandwidth from the DP and PP transfers it overlaps.
+  double cp_forward_s = 0;
+  double cp_backward_s = 0;
+  double cp_backward_input_s = 0;
   /// Share of the activations that the W pass still needs (freed at W, the rest at B).
   /// [assumed] 0.5: W keeps the inputs of the weight GEMMs and the output gradients it
   /// multiplies (reference/memory.md §5, ZB note); only split-backward schedules use it.
@@ -45,6 +51,7 @@ struct StageSpec {
   std::vector<std::vector<BucketCost>> buckets; ///< per chunk; empty when dp·cp == 1
   Duration optimizer;                           ///< grad-norm + Adam on this rank's shard
   bool dp_inter_node = false;                   ///< DP group crosses nodes (uses the NIC)
+  bool cp_inter_node = false;                   ///< CP group crosses nodes (uses the NIC)
 };
 
 /// Everything the step level needs.
@@ -75,6 +82,7 @@ struct StageOutcome {
   double pipeline_busy_s = 0;   ///< F/B/W only
   double exposed_pp_s = 0;      ///< compute stream waiting on PP transfers
   double exposed_dp_s = 0;      ///< waiting on DP reductions / parameter gathers
+  double exposed_cp_s = 0;      ///< CP traffic (slowed on shared links) running past everything else
   double peak_activation_bytes = 0;  ///< timeline peak of saved activations
   double inflight = 0;          ///< peak / (activation bytes of one micro-batch over all chunks)
   double last_compute_end_s = 0;
@@ -101,6 +109,7 @@ StepOutcome simulate_step(const StepSpec& spec, TaskGraph& graph, Engine& engine
 inline constexpr std::uint32_t kStreamCompute = 0;
 inline constexpr std::uint32_t kStreamPp = 1;
 inline constexpr std::uint32_t kStreamDp = 2;
-inline constexpr std::uint32_t kStepStreams = 3;
+inline constexpr std::uint32_t kStreamCp = 3;
+inline constexpr std::uint32_t kStepStreams = 4;
 
 }  // namespace tetra::sim
