@@ -29,6 +29,9 @@ class World {
   /// Mean of `value` over all processes (nccl-tests averages its times the same way).
   [[nodiscard]] double mean(double value) const;
   void barrier() const;
+  /// True when `flag` is true on every process (an all-reduce of the minimum), so that every
+  /// process takes the same decision.
+  [[nodiscard]] bool all(bool flag) const;
   /// True when this build can join multi-process jobs.
   [[nodiscard]] static bool has_mpi();
 

@@ -67,6 +67,14 @@ void World::barrier() const {
   if (mpi_) check_mpi(MPI_Barrier(MPI_COMM_WORLD), "MPI_Barrier");
 }
 
+bool World::all(bool flag) const {
+  if (!mpi_) return flag;
+  int mine = flag ? 1 : 0;
+  int every = 0;
+  check_mpi(MPI_Allreduce(&mine, &every, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD), "MPI_Allreduce");
+  return every != 0;
+}
+
 bool World::has_mpi() { return true; }
 
 }  // namespace tetra::calib::gpu

@@ -21,7 +21,78 @@ AttentionKey key_of(const costmodel::AttentionRow& r) {
   return {r.batch, r.seq, r.heads, r.kv_heads, r.head_dim, r.causal, static_cast<int>(r.pass)};
 }
 
+/// Profile name -> the name NCCL_ALGO / NCCL_PROTO accept. NCCL's own spellings are
+/// `ncclAlgoStr` {"Tree", "Ring", "CollNetDirect", "CollNetChain", "NVLS", "NVLSTree", "PAT"}
+/// and `ncclProtoStr` {"LL", "LL128", "Simple"} (NVIDIA/nccl v2.28: src/enqueue.cc), which
+/// `parseList` in src/graph/tuning.cc matches case-insensitively; the user guide's NCCL_ALGO /
+/// NCCL_PROTO entries (docs.nvidia.com/deeplearning/nccl/user-guide/docs/env.html) list the
+/// same names.
+struct NcclName {
+  const char* profile;
+  const char* nccl;
+};
+constexpr NcclName nccl_algorithms[] = {{"ring", "Ring"},
+                                        {"tree", "Tree"},
+                                        {"nvls", "NVLS"},
+                                        {"nvls_tree", "NVLSTree"},
+                                        {"collnet_direct", "CollNetDirect"},
+                                        {"collnet_chain", "CollNetChain"},
+                                        {"pat", "PAT"}};
+constexpr NcclName nccl_protocols[] = {{"ll", "LL"}, {"ll128", "LL128"}, {"simple", "Simple"}};
+
+template <std::size_t N>
+std::string lookup(const NcclName (&table)[N], const std::string& name) {
+  for (const auto& e : table) {
+    if (name == e.profile) return e.nccl;
+  }
+  return "";
+}
+
+/// The forced variants of the full plan, after {"", ""}. Which (algorithm, protocol) pairs NCCL
+/// can run per collective follows its tuning model (NVIDIA/nccl v2.28: src/graph/tuning.cc
+/// `ncclTopoTuneModel`; reference/costmodels.md section 1): AllReduce runs Tree, Ring,
+/// CollNetDirect, CollNetChain, NVLS and NVLSTree but not PAT; AllGather / ReduceScatter run
+/// Ring, NVLS and PAT (and CollNetDirect, left out here as it needs a SHARP network); NVLS,
+/// NVLSTree and PAT run only Simple, the CollNet algorithms only Simple ("busBw = 0; // Not
+/// used" for LL / LL128). Point-to-point ops have no algorithm choice; only the protocol is
+/// forced. Pairs the machine lacks (NVLS without NVSwitch, CollNet without SHARP) are
+/// reported unsupported by the probe and skipped by the sweep.
+std::vector<CollectiveVariant> full_variants(const std::string& op) {
+  std::vector<CollectiveVariant> v = {{"", ""}};
+  const std::vector<std::string> protocols = {"ll", "ll128", "simple"};
+  if (op == "all_reduce") {
+    for (const char* algo : {"ring", "tree"}) {
+      for (const auto& proto : protocols) v.push_back({algo, proto});
+    }
+    for (const char* algo : {"nvls", "nvls_tree", "collnet_direct", "collnet_chain"}) v.push_back({algo, "simple"});
+  } else if (op == "all_gather" || op == "reduce_scatter") {
+    for (const auto& proto : protocols) v.push_back({"ring", proto});
+    v.push_back({"nvls", "simple"});
+    v.push_back({"pat", "simple"});
+  } else if (op == "send_recv" || op == "all_to_all") {
+    for (const auto& proto : protocols) v.push_back({"", proto});
+  }
+  return v;
+}
+
 }  // namespace
+
+std::string describe(const CollectiveVariant& variant) {
+  if (variant.is_default()) return "nccl";
+  if (variant.algorithm.empty()) return variant.protocol;
+  if (variant.protocol.empty()) return variant.algorithm;
+  return variant.algorithm + "/" + variant.protocol;
+}
+
+std::string nccl_algo_name(const std::string& algorithm) { return lookup(nccl_algorithms, algorithm); }
+
+std::string nccl_proto_name(const std::string& protocol) { return lookup(nccl_protocols, protocol); }
+
+std::vector<CollectiveVariant> variants_of(const SweepPlan& plan, const std::string& op) {
+  const auto it = plan.collective_variants.find(op);
+  if (it == plan.collective_variants.end() || it->second.empty()) return {CollectiveVariant{}};
+  return it->second;
+}
 
 SweepPlan make_plan(const PlanOptions& options) {
   SweepPlan plan;
@@ -86,6 +157,9 @@ SweepPlan make_plan(const PlanOptions& options) {
   const double max_bytes = options.quick ? std::min(options.max_collective_bytes, 256 * mib) : options.max_collective_bytes;
   const double factor = options.quick ? 4.0 : 2.0;
   for (double s = 8; s <= max_bytes * (1 + 1e-12); s *= factor) plan.collective_bytes.push_back(s);
+  for (const auto& op : plan.collective_ops) {
+    plan.collective_variants[op] = options.quick ? std::vector<CollectiveVariant>{CollectiveVariant{}} : full_variants(op);
+  }
   return plan;
 }
 
@@ -125,13 +199,24 @@ bool ReplayCollectiveProbe::supports(const std::string& op, const GroupShape& gr
 }
 
 double ReplayCollectiveProbe::seconds(const std::string& op, const GroupShape& group, double bytes) {
-  for (const auto& r : recorded_.collective) {
-    if (r.op == op && r.ranks == group.ranks && r.ranks_per_node == group.ranks_per_node && r.bytes == bytes) {
-      return r.seconds;
-    }
-  }
+  const double t = variant_seconds(op, group, bytes, CollectiveVariant{});
+  if (t > 0) return t;
   throw UserError("replay: no recorded " + op + " over " + std::to_string(group.ranks) + " ranks of " +
                   std::to_string(bytes) + " bytes");
+}
+
+double ReplayCollectiveProbe::variant_seconds(const std::string& op, const GroupShape& group, double bytes,
+                                              const CollectiveVariant& variant) {
+  bool any = false;
+  for (const auto& r : recorded_.collective) {
+    if (r.op != op || r.ranks != group.ranks || r.ranks_per_node != group.ranks_per_node ||
+        r.algorithm != variant.algorithm || r.protocol != variant.protocol) {
+      continue;
+    }
+    if (r.bytes == bytes) return r.seconds;
+    any = true;
+  }
+  return any ? 0.0 : variant_unsupported;
 }
 
 void sweep_kernels(KernelTimer& timer, const SweepPlan& plan, const SweepSelection& what, costmodel::Profile& out,
@@ -193,14 +278,26 @@ void sweep_collectives(CollectiveProbe& probe, const SweepPlan& plan, costmodel:
     for (const auto& op : plan.collective_ops) {
       if (op == "send_recv" && g.ranks != 2) continue;  // a pair, as nccl-tests' sendrecv ring step
       if (!probe.supports(op, g)) continue;
-      for (double bytes : plan.collective_bytes) {
-        costmodel::CollectiveRow r;
-        r.op = op;
-        r.ranks = g.ranks;
-        r.ranks_per_node = g.ranks_per_node;
-        r.bytes = bytes;
-        r.seconds = probe.seconds(op, g, bytes);
-        if (r.seconds > 0) out.collective.push_back(r);  // 0: size not measurable for this op
+      for (const auto& variant : variants_of(plan, op)) {
+        for (double bytes : plan.collective_bytes) {
+          costmodel::CollectiveRow r;
+          r.op = op;
+          r.ranks = g.ranks;
+          r.ranks_per_node = g.ranks_per_node;
+          r.bytes = bytes;
+          r.algorithm = variant.algorithm;
+          r.protocol = variant.protocol;
+          r.seconds = probe.variant_seconds(op, g, bytes, variant);
+          if (r.seconds < 0) {  // variant_unsupported: the rest of its sizes would fail the same way
+            if (progress) {
+              progress("collectives: " + op + " " + describe(variant) + " not supported over " +
+                       std::to_string(g.ranks) + " ranks (" + std::to_string(g.ranks_per_node) +
+                       " per node), skipped");
+            }
+            break;
+          }
+          if (r.seconds > 0) out.collective.push_back(r);  // 0: size not measurable for this op
+        }
       }
     }
   }

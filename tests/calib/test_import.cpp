@@ -102,6 +102,24 @@ TEST_SUITE("calib") {
     CHECK(imp.skipped.at("GEMM kernel without a shaped aten op") == 1);
   }
 
+  TEST_CASE("ATen's inner flash-attention op takes [b, s, heads, d]") {
+    // aten::_flash_attention_forward(q [1, 4096, 32, 128], k [1, 4096, 8, 128], v, ...)
+    const std::string trace = R"json({"traceEvents": [
+      {"ph": "X", "cat": "cpu_op", "name": "aten::_flash_attention_forward", "ts": 1, "dur": 5,
+       "args": {"External id": 7, "Input Dims": [[1, 4096, 32, 128], [1, 4096, 8, 128], [1, 4096, 8, 128]],
+                "Input type": ["c10::BFloat16", "c10::BFloat16", "c10::BFloat16"]}},
+      {"ph": "X", "cat": "kernel", "name": "void pytorch_flash::flash_fwd_kernel<Flash_fwd_kernel_traits<128, 128, 64, 4, false, false, cutlass::bfloat16_t>, true, true>(pytorch_flash::Flash_fwd_params)",
+       "ts": 2, "dur": 600.0, "args": {"External id": 7}}]})json";
+    const auto imp = import_trace_text(trace, "inline");
+    REQUIRE(imp.profile.attention.size() == 1);
+    const auto& a = imp.profile.attention[0];
+    CHECK(a.batch == 1);
+    CHECK(a.seq == 4096);
+    CHECK(a.heads == 32);
+    CHECK(a.kv_heads == 8);
+    CHECK(a.head_dim == 128);
+  }
+
   TEST_CASE("bad traces are one-line user errors, never crashes") {
     CHECK_THROWS_WITH_AS((void)import_trace_text("", "a.json"), doctest::Contains("a.json: the trace is empty"),
                          UserError);

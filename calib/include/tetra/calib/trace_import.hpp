@@ -15,8 +15,13 @@
 ///     Adam / cross-entropy kernels whose op has input dims into [[memory_bound]] rows.
 /// Repeated calls of one shape become one row with the median time (SPEC section 3).
 /// Nsight Systems: kernel records (`CudaEvent.kernel` with `startNs`/`endNs` and a string id
-/// resolved through the export's string table) give NCCL rows only when sizes are known, so
-/// they are counted and classified by name; shapes need the Kineto form.
+/// resolved through the export's string table) are counted and classified by name. When the run
+/// was profiled with PyTorch's NVTX ranges (`torch.autograd.profiler.emit_nvtx(record_shapes=True)`),
+/// each kernel is attributed, through the correlation id of its launch call
+/// (`TraceProcessEvent`), to the innermost NVTX range (`NvtxEvent`) enclosing that call on the
+/// launching thread; the range text ("aten::mm, seq = 1, op_id = 2, sizes = [[m, k], [k, n]]")
+/// gives GEMM and attention shapes as Kineto's Input Dims do. NCCL kernels stay unused (no
+/// element type or group size); without NVTX ranges no rows are produced.
 
 #include <map>
 #include <string>
