@@ -176,12 +176,15 @@ void tp_column_forward(std::vector<Op>& ops, const Dims& d, Pass pass, bool reco
 // Eager RMSNorm (`huggingface/transformers: models/llama/modeling_llama.py` LlamaRMSNorm, the
 // form of `Aleph-Alpha/scaling: src/scaling/core/nn/norm/rms_norm.py` without its kernel):
 // x.float() (act + 4), pow(2) (4 + 4), mean (4), x * rsqrt(var) (4 + 4), .to(act) (4 + act),
-// weight * y (2 act): 4·act + 28 bytes per element. Autograd runs the chain backwards:
-// weight grad and input grad of the last mul (2 act + 2 act), cast (act + 4), mul (4 + 4), the
-// reduction branch (4 + 4), pow backward (4 + 4 + 4), the add of both branches (4 + 4 + 4),
-// cast (4 + act): 6·act + 48 bytes per element [derived from the autograd graph].
+// weight * y (2 act): 4·act + 28 bytes per element. Autograd runs the chain backwards
+// (`pytorch/pytorch: tools/autograd/derivatives.yaml`, `torch/csrc/autograd/FunctionsManual.cpp`):
+// the weight mul's input grad dy·w (2 act) and weight grad dy·y summed over tokens (3 act
+// product + act reduce), the cast (act + 4), the rsqrt mul's input grad g·r (4 + 4) and rsqrt
+// grad g·x summed per row (4 + 4 + 4, then 4), mean_backward's expand / N (4), pow_backward
+// grad·(2·x.pow(1)) (4 + 4, 4 + 4, 4 + 4 + 4), the add of both branches of x (4 + 4 + 4), the
+// cast back (4 + act): 8·act + 76 bytes per element.
 double eager_norm_fwd_per_elem(const Dims& d) { return 4.0 * d.act + 28.0; }
-double eager_norm_bwd_per_elem(const Dims& d) { return 6.0 * d.act + 48.0; }
+double eager_norm_bwd_per_elem(const Dims& d) { return 8.0 * d.act + 76.0; }
 
 double norm_fwd_bytes(const Dims& d) {
   // read x, write y (bf16), one row of h per token: 2·(T_sp·h)·act (section 6.3)
