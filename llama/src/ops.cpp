@@ -201,10 +201,15 @@ double residual_bytes(const Dims& d) {
   // reads (bwd) the 1-byte dropout mask.
   return (3.0 * d.act + (d.dropout ? 1.0 : 0.0)) * static_cast<double>(d.tokens_sp * d.h);
 }
-/// Bytes per element of q / k for rotary: fused kernel read + write (2 act); eager
-/// q·cos + rotate_half(q)·sin (`modeling_llama.py` apply_rotary_pos_emb): mul (2 act), neg of
-/// one half (act), cat (2 act), mul (2 act), add (3 act) = 10 act, the same in backward.
-double rope_per_elem(const Dims& d) { return (d.eager ? 10.0 : 2.0) * d.act; }
+/// Bytes per element of q / k for rotary: fused kernel read + write (2 act) in each pass.
+/// Eager q·cos + rotate_half(q)·sin (`huggingface/transformers: modeling_llama.py`
+/// apply_rotary_pos_emb, the same in `Aleph-Alpha/scaling: core/nn/rotary.py`): mul (2 act),
+/// neg of one half (act), cat (2 act), mul (2 act), add (3 act) = 10 act. Its backward
+/// (`pytorch/pytorch: tools/autograd/derivatives.yaml`): g·cos and g·sin (2 act each), cat's
+/// split is a view, neg (act), the two slices' backward each zero a full gradient and copy a
+/// half in (2 act each), and the three gradients of q are summed (3 act twice) = 15 act.
+double rope_fwd_per_elem(const Dims& d) { return (d.eager ? 10.0 : 2.0) * d.act; }
+double rope_bwd_per_elem(const Dims& d) { return (d.eager ? 15.0 : 2.0) * d.act; }
 MemoryKernel norm_kernel(const Dims& d) {
   return d.llama ? MemoryKernel::rmsnorm : MemoryKernel::layernorm;
 }
@@ -302,7 +307,7 @@ void layer_forward(std::vector<Op>& ops, const Dims& d, const Training& tr, bool
   if (d.llama) {
     // RoPE on q and k: read + write (nq + nkv)/t heads of dh per token
     push(mem(fw, "rope", MemoryKernel::rope,
-             rope_per_elem(d) * static_cast<double>(d.tokens * (d.nq + d.nkv) / d.t * d.dh)));
+             rope_fwd_per_elem(d) * static_cast<double>(d.tokens * (d.nq + d.nkv) / d.t * d.dh)));
   }
   attention_forward(ops, d, tr, recompute);
   if (d.bias && (tr.attention == AttentionKernel::fused || tr.attention == AttentionKernel::torch)) {
@@ -434,7 +439,7 @@ std::vector<Op> layer_ops(const Model& model, const Training& training, const La
   attention_backward(ops, d, training);
   if (d.llama) {
     ops.push_back(mem(bi, "rope_bwd", MemoryKernel::rope,
-                      rope_per_elem(d) * static_cast<double>(d.tokens * (d.nq + d.nkv) / d.t * d.dh)));
+                      rope_bwd_per_elem(d) * static_cast<double>(d.tokens * (d.nq + d.nkv) / d.t * d.dh)));
   }
   column_backward(ops, d, "qkv_dgrad", "qkv_wgrad", d.h, qkv_out);
   ops.push_back(mem(bi, "input_norm_bwd", norm_kernel(d), norm_bwd_bytes(d)));
