@@ -282,6 +282,29 @@ void finish(Accumulator& acc, TraceImport& out) {
   }
 }
 
+/// A GEMM or attention kernel timed `seconds`, shaped by the op that launched it (Kineto's
+/// cpu_op or an NVTX range); a row when the op has the shapes, else a skip reason.
+/// Returns whether it made a row.
+bool add_shaped_kernel(KernelClass cls, const CpuOp* op, double seconds, Accumulator& acc, TraceImport& out) {
+  if (cls == KernelClass::gemm) {
+    long long m = 0, n = 0, k = 0;
+    if (op != nullptr && gemm_shape(*op, m, n, k) && m > 0 && n > 0 && k > 0) {
+      acc.gemm[{m, n, k}].push_back(seconds);
+      return true;
+    }
+    ++out.skipped["GEMM kernel without a shaped aten op"];
+    return false;
+  }
+  costmodel::AttentionRow r;
+  if (op != nullptr && attention_shape(*op, r)) {
+    const int pass = cls == KernelClass::attention_fwd ? 0 : 1;
+    acc.attention[{r.batch, r.seq, r.heads, r.kv_heads, r.head_dim, r.causal, pass}].push_back(seconds);
+    return true;
+  }
+  ++out.skipped["attention kernel without q/k dims"];
+  return false;
+}
+
 void import_chrome(const json& doc, TraceImport& out) {
   const json* events = &doc;
   if (doc.is_object()) {
@@ -345,28 +368,11 @@ void import_chrome(const json& doc, TraceImport& out) {
     const auto c = classify(name);
     bool used = false;
     switch (c.cls) {
-      case KernelClass::gemm: {
-        long long m = 0, n = 0, k = 0;
-        if (op != nullptr && gemm_shape(*op, m, n, k) && m > 0 && n > 0 && k > 0) {
-          acc.gemm[{m, n, k}].push_back(seconds);
-          used = true;
-        } else {
-          ++out.skipped["GEMM kernel without a shaped aten op"];
-        }
-        break;
-      }
+      case KernelClass::gemm:
       case KernelClass::attention_fwd:
-      case KernelClass::attention_bwd: {
-        costmodel::AttentionRow r;
-        if (op != nullptr && attention_shape(*op, r)) {
-          const int pass = c.cls == KernelClass::attention_fwd ? 0 : 1;
-          acc.attention[{r.batch, r.seq, r.heads, r.kv_heads, r.head_dim, r.causal, pass}].push_back(seconds);
-          used = true;
-        } else {
-          ++out.skipped["attention kernel without q/k dims"];
-        }
+      case KernelClass::attention_bwd:
+        used = add_shaped_kernel(c.cls, op, seconds, acc, out);
         break;
-      }
       case KernelClass::nccl: {
         // record_param_comms arguments sit on the kernel (newer Kineto) or on its op.
         const json& a = args.contains("Collective name") || op == nullptr ? args : op->args;
@@ -732,34 +738,17 @@ void import_nsys_lines(std::string_view text, TraceImport& out) {
     const CpuOp op = in_range ? nvtx_op(range_texts[kernel_range[i]]) : CpuOp{};
     bool used = false;
     switch (c.cls) {
-      case KernelClass::gemm: {
-        long long m = 0, n = 0, kk = 0;
-        if (!in_range) {
-          ++out.skipped[std::string("GEMM kernel ") + where];
-        } else if (gemm_shape(op, m, n, kk) && m > 0 && n > 0 && kk > 0) {
-          acc.gemm[{m, n, kk}].push_back(k.seconds);
-          used = true;
-        } else {
-          ++out.skipped["GEMM kernel without a shaped aten op"];
-        }
-        break;
-      }
+      case KernelClass::gemm:
       case KernelClass::attention_fwd:
-      case KernelClass::attention_bwd: {
-        costmodel::AttentionRow r;
+      case KernelClass::attention_bwd:
+        // NVTX messages carry no is_causal argument; attention_shape then assumes causal, as
+        // it does for a Kineto op without "Concrete Inputs".
         if (!in_range) {
-          ++out.skipped[std::string("attention kernel ") + where];
-        } else if (attention_shape(op, r)) {
-          // NVTX messages carry no is_causal argument; attention_shape then assumes causal,
-          // as it does for a Kineto op without "Concrete Inputs".
-          const int pass = c.cls == KernelClass::attention_fwd ? 0 : 1;
-          acc.attention[{r.batch, r.seq, r.heads, r.kv_heads, r.head_dim, r.causal, pass}].push_back(k.seconds);
-          used = true;
+          ++out.skipped[std::string(c.cls == KernelClass::gemm ? "GEMM kernel " : "attention kernel ") + where];
         } else {
-          ++out.skipped["attention kernel without q/k dims"];
+          used = add_shaped_kernel(c.cls, &op, k.seconds, acc, out);
         }
         break;
-      }
       case KernelClass::nccl:
         // NVTX ranges give tensor sizes but neither the element type nor the group size.
         ++out.skipped["NCCL kernel (Nsight export carries no message sizes)"];

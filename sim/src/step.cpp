@@ -57,6 +57,25 @@ void add_pieces(Builder& b, TaskSpec proto, Duration total, const std::vector<do
   }
 }
 
+// A transfer of `work_s` seconds (alone on its links) on `stream` of `stage`, over the
+// stage's NICs (`inter`) or its NVLink.
+std::uint32_t add_transfer(Builder& b, std::uint32_t stream, TaskRole role, int stage, int chunk,
+                           std::uint32_t name, double work_s, double sm_share, bool inter,
+                           int micro_batch = -1) {
+  TaskSpec t;
+  t.stream = stream;
+  t.role = role;
+  t.stage = stage;
+  t.chunk = chunk;
+  t.micro_batch = micro_batch;
+  t.name = name;
+  t.work_s = work_s;
+  t.sm_group = stage;
+  t.sm_share = sm_share;
+  const int base = inter ? 0 : 2;
+  return b.g.add_task(t, {b.link(stage, base), b.link(stage, base + 1)});
+}
+
 }  // namespace
 
 StepOutcome simulate_step(const StepSpec& spec, TaskGraph& g, Engine& engine, EventQueue& queue) {
@@ -133,18 +152,9 @@ StepOutcome simulate_step(const StepSpec& spec, TaskGraph& g, Engine& engine, Ev
         // Forward order is the reverse of the backward (bucket) order.
         for (auto it = bk.rbegin(); it != bk.rend(); ++it) {
           if (it->gather.count_ps() <= 0) continue;
-          TaskSpec t;
-          t.stream = ds;
-          t.role = TaskRole::param_gather;
-          t.stage = r;
-          t.chunk = c;
-          t.name = b.name_ag;
-          t.work_s = zero_if_free(it->gather).seconds();
-          t.sm_group = t.stage;
-          t.sm_share = spec.comm_sm_share;
-          const int base = st.dp_inter_node ? 0 : 2;
           gathers[static_cast<std::size_t>(c)].push_back(
-              g.add_task(t, {b.link(r, base), b.link(r, base + 1)}));
+              add_transfer(b, ds, TaskRole::param_gather, r, c, b.name_ag, zero_if_free(it->gather).seconds(),
+                           spec.comm_sm_share, st.dp_inter_node));
         }
       }
     }
@@ -207,15 +217,9 @@ StepOutcome simulate_step(const StepSpec& spec, TaskGraph& g, Engine& engine, Ev
       // transfer below). Inside a node it stays on NVLink, priced at the layer level only.
       std::uint32_t cp_task = kNone;
       if (cp_s > 0 && st.cp_inter_node && !spec.free_links) {
-        TaskSpec x;
-        x.stream = cps;
-        x.role = TaskRole::cp_exchange;
-        x.stage = r;
-        x.micro_batch = it.micro_batch;
-        x.chunk = it.chunk;
-        x.name = b.name_cp;
-        x.work_s = cp_s;
-        cp_task = g.add_task(x, {b.link(r, 0), b.link(r, 1)});
+        // Its share of the SMs is already in the pass time.
+        cp_task = add_transfer(b, cps, TaskRole::cp_exchange, r, it.chunk, b.name_cp, cp_s, 0, true,
+                               it.micro_batch);
         if (!compute_seq.empty()) g.add_dep(compute_seq.back(), cp_task);
         stage_cp_tasks[static_cast<std::size_t>(r)].push_back(cp_task);
       }
@@ -276,17 +280,9 @@ StepOutcome simulate_step(const StepSpec& spec, TaskGraph& g, Engine& engine, Ev
       if (grads_done && has_dp && spec.overlap_grad_reduce) {
         const auto& bk = st.buckets[c];
         for (std::size_t k = 0; k < bk.size(); ++k) {
-          TaskSpec d;
-          d.stream = ds;
-          d.role = TaskRole::dp_reduce;
-          d.stage = r;
-          d.chunk = it.chunk;
-          d.name = b.name_dp;
-          d.work_s = zero_if_free(bk[k].reduce).seconds();
-          d.sm_group = d.stage;
-          d.sm_share = spec.comm_sm_share;
-          const int base = st.dp_inter_node ? 0 : 2;
-          const auto id = g.add_task(d, {b.link(r, base), b.link(r, base + 1)});
+          const auto id = add_transfer(b, ds, TaskRole::dp_reduce, r, it.chunk, b.name_dp,
+                                       zero_if_free(bk[k].reduce).seconds(), spec.comm_sm_share,
+                                       st.dp_inter_node);
           g.add_dep(pieces[std::min(k, pieces.size() - 1)], id);
           stage_dp_tasks[static_cast<std::size_t>(r)].push_back(id);
         }
@@ -296,17 +292,9 @@ StepOutcome simulate_step(const StepSpec& spec, TaskGraph& g, Engine& engine, Ev
     if (has_dp && !spec.overlap_grad_reduce) {
       for (int c = 0; c < v; ++c) {
         for (const auto& bk : st.buckets[static_cast<std::size_t>(c)]) {
-          TaskSpec d;
-          d.stream = ds;
-          d.role = TaskRole::dp_reduce;
-          d.stage = r;
-          d.chunk = c;
-          d.name = b.name_dp;
-          d.work_s = zero_if_free(bk.reduce).seconds();
-          d.sm_group = d.stage;
-          d.sm_share = spec.comm_sm_share;
-          const int base = st.dp_inter_node ? 0 : 2;
-          const auto id = g.add_task(d, {b.link(r, base), b.link(r, base + 1)});
+          const auto id = add_transfer(b, ds, TaskRole::dp_reduce, r, c, b.name_dp,
+                                       zero_if_free(bk.reduce).seconds(), spec.comm_sm_share,
+                                       st.dp_inter_node);
           if (!compute_seq.empty()) g.add_dep(compute_seq.back(), id);
           stage_dp_tasks[static_cast<std::size_t>(r)].push_back(id);
         }
@@ -377,17 +365,9 @@ StepOutcome simulate_step(const StepSpec& spec, TaskGraph& g, Engine& engine, Ev
     for (int c = 0; c < v; ++c) {
       for (const auto& bk : st.buckets[static_cast<std::size_t>(c)]) {
         if (bk.gather.count_ps() <= 0) continue;
-        TaskSpec t;
-        t.stream = static_cast<std::uint32_t>(r) * kStepStreams + kStreamDp;
-        t.role = TaskRole::param_gather;
-        t.stage = r;
-        t.chunk = c;
-        t.name = b.name_ag;
-        t.work_s = zero_if_free(bk.gather).seconds();
-        t.sm_group = t.stage;
-        t.sm_share = spec.comm_sm_share;
-        const int base = st.dp_inter_node ? 0 : 2;
-        const auto id = g.add_task(t, {b.link(r, base), b.link(r, base + 1)});
+        const auto id = add_transfer(b, static_cast<std::uint32_t>(r) * kStepStreams + kStreamDp,
+                                     TaskRole::param_gather, r, c, b.name_ag, zero_if_free(bk.gather).seconds(),
+                                     spec.comm_sm_share, st.dp_inter_node);
         g.add_dep(opt[static_cast<std::size_t>(r)], id);
         stage_late_gathers[static_cast<std::size_t>(r)].push_back(id);
       }
