@@ -88,16 +88,8 @@ static void BM_SimulateBigStep(benchmark::State& state) {
   layout.vp = 4;
   layout.sp = true;
   layout.schedule = llama::Schedule::interleaved;
-  const auto prof = costmodel::builtin_profile(cluster);
-  const auto cp = costmodel::make_compute_params(cluster, prof);
-  const auto cm = costmodel::make_comm_params(cluster, prof);
-  sim::SimInput in;
-  in.model = &model;
-  in.cluster = &cluster;
-  in.training = &training;
-  in.layout = layout;
-  in.compute = &cp;
-  in.comm = &cm;
+  const auto costs = costmodel::cost_params(cluster);
+  const sim::SimInput in = sim::sim_input(model, cluster, training, layout, costs);
   sim::Simulator s;
   std::uint64_t events = 0;
   for (auto _ : state) {

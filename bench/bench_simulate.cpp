@@ -16,24 +16,15 @@ using namespace tetra;
 
 struct Fixture {
   scenarios::Scenario sc;
-  costmodel::ComputeParams compute;
-  costmodel::CommParams comm;
+  costmodel::CostParams costs;
   sim::SimInput in;
 
   explicit Fixture(const std::string& layout)
       : sc(scenarios::load_scenario(std::string(TETRA_SOURCE_DIR) +
                                         "/scenarios/llama3.1-405b-16k.toml",
-                                    layout)) {
-    const costmodel::Profile profile = costmodel::builtin_profile(sc.cluster);
-    compute = costmodel::make_compute_params(sc.cluster, profile);
-    comm = costmodel::make_comm_params(sc.cluster, profile);
-    in.model = &sc.model;
-    in.cluster = &sc.cluster;
-    in.training = &sc.training;
-    in.layout = sc.layout;
-    in.compute = &compute;
-    in.comm = &comm;
-  }
+                                    layout)),
+        costs(costmodel::cost_params(sc.cluster)),
+        in(sim::sim_input(sc.model, sc.cluster, sc.training, sc.layout, costs)) {}
 };
 
 /// Events of one step, counted on a fresh simulator.

@@ -30,16 +30,8 @@ struct SimulateArgs {
 
 int run_simulate(const SimulateArgs& args) {
   const scenarios::Scenario sc = scenarios::load_scenario(args.scenario, args.layout, true);
-  const costmodel::Profile profile = sc.profile ? *sc.profile : costmodel::builtin_profile(sc.cluster);
-  const costmodel::ComputeParams compute = costmodel::make_compute_params(sc.cluster, profile);
-  const costmodel::CommParams comm = costmodel::make_comm_params(sc.cluster, profile);
-  sim::SimInput in;
-  in.model = &sc.model;
-  in.cluster = &sc.cluster;
-  in.training = &sc.training;
-  in.layout = sc.layout;
-  in.compute = &compute;
-  in.comm = &comm;
+  const costmodel::CostParams costs = costmodel::cost_params(sc.cluster, sc.profile ? &*sc.profile : nullptr);
+  const sim::SimInput in = sim::sim_input(sc.model, sc.cluster, sc.training, sc.layout, costs);
   sim::SimOptions options;
   options.record_trace = !args.trace.empty();
   options.memory_fraction = sc.search.memory_fraction;

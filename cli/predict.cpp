@@ -32,17 +32,8 @@ Prediction predict_memory(const scenarios::MeasurementRow& row) {
 
 // step_time_s / tokens_per_s_per_gpu / mfu from one simulated step (SPEC section 1 MFU).
 Prediction predict_step(const scenarios::MeasurementRow& row) {
-  const costmodel::Profile profile = costmodel::builtin_profile(row.cluster);
-  const costmodel::ComputeParams compute = costmodel::make_compute_params(row.cluster, profile);
-  const costmodel::CommParams comm = costmodel::make_comm_params(row.cluster, profile);
-  sim::SimInput in;
-  in.model = &row.model;
-  in.cluster = &row.cluster;
-  in.training = &row.training;
-  in.layout = row.layout;
-  in.compute = &compute;
-  in.comm = &comm;
-  const sim::Result r = sim::simulate(in);
+  const costmodel::CostParams costs = costmodel::cost_params(row.cluster);
+  const sim::Result r = sim::simulate(sim::sim_input(row.model, row.cluster, row.training, row.layout, costs));
   switch (row.metric) {
     case scenarios::Metric::tokens_per_s_per_gpu: return {r.tokens_per_s_per_gpu, {}};
     case scenarios::Metric::mfu: return {r.mfu, {}};

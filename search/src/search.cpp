@@ -130,10 +130,7 @@ SearchResult run_search(const SearchInput& in, const SearchOptions& options) {
   }
 
   // 3. Simulate the survivors: one Simulator per worker, results by index.
-  const costmodel::Profile profile =
-      in.profile != nullptr ? *in.profile : costmodel::builtin_profile(cluster);
-  const costmodel::ComputeParams compute = costmodel::make_compute_params(cluster, profile);
-  const costmodel::CommParams comm = costmodel::make_comm_params(cluster, profile);
+  const costmodel::CostParams costs = costmodel::cost_params(cluster, in.profile);
   std::vector<sim::Simulator> sims(static_cast<std::size_t>(threads));
   std::vector<RankedLayout> simulated(survivors.size());
   sim::LayerCache layer_cache;  // one per search: model, training, cluster and params fixed
@@ -144,14 +141,8 @@ SearchResult run_search(const SearchInput& in, const SearchOptions& options) {
       survivors.size(), threads,
       [&](int worker, std::size_t k) {
         const llama::Layout& layout = en.valid[survivors[k]];
-        sim::SimInput si;
-        si.model = &model;
-        si.cluster = &cluster;
-        si.training = &training;
-        si.layout = layout;
-        si.compute = &compute;
-        si.comm = &comm;
-        const sim::Result r = sims[static_cast<std::size_t>(worker)].run(si, sim_options);
+        const sim::Result r = sims[static_cast<std::size_t>(worker)].run(
+            sim::sim_input(model, cluster, training, layout, costs), sim_options);
         RankedLayout& rl = simulated[k];
         rl.layout = layout;
         rl.step_time_s = r.step_time_s;

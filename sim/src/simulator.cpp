@@ -14,6 +14,18 @@
 
 namespace tetra::sim {
 
+SimInput sim_input(const llama::Model& model, const hw::Cluster& cluster, const llama::Training& training,
+                   const llama::Layout& layout, const costmodel::CostParams& costs) {
+  SimInput in;
+  in.model = &model;
+  in.cluster = &cluster;
+  in.training = &training;
+  in.layout = layout;
+  in.compute = &costs.compute;
+  in.comm = &costs.comm;
+  return in;
+}
+
 namespace {
 
 // Product of the sizes of the dimensions placed inside `dim` in rank_order (innermost first).

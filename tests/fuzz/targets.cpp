@@ -76,17 +76,8 @@ void check_models(const scenarios::Scenario& sc) {
   const long long chunks = static_cast<long long>(sc.layout.pp) * sc.layout.vp;
   const long long inner = static_cast<long long>(sc.layout.tp) * sc.layout.cp;
   if (steps > 4096 || chunks > 256 || inner > 4096) return;
-  const costmodel::Profile profile = sc.profile ? *sc.profile : costmodel::builtin_profile(sc.cluster);
-  const costmodel::ComputeParams compute = costmodel::make_compute_params(sc.cluster, profile);
-  const costmodel::CommParams comm = costmodel::make_comm_params(sc.cluster, profile);
-  sim::SimInput in;
-  in.model = &sc.model;
-  in.cluster = &sc.cluster;
-  in.training = &sc.training;
-  in.layout = sc.layout;
-  in.compute = &compute;
-  in.comm = &comm;
-  const sim::Result r = sim::simulate(in);
+  const costmodel::CostParams costs = costmodel::cost_params(sc.cluster, sc.profile ? &*sc.profile : nullptr);
+  const sim::Result r = sim::simulate(sim::sim_input(sc.model, sc.cluster, sc.training, sc.layout, costs));
   if (!std::isfinite(r.step_time_s) || r.step_time_s <= 0) die("step time", std::to_string(r.step_time_s));
 }
 

@@ -99,17 +99,8 @@ costmodel::MemoryReport memory_of(const Case& c, const costmodel::MemoryOptions&
 }
 
 sim::Result simulate(const Case& c) {
-  const costmodel::Profile profile = costmodel::builtin_profile(c.cluster);
-  const costmodel::ComputeParams compute = costmodel::make_compute_params(c.cluster, profile);
-  const costmodel::CommParams comm = costmodel::make_comm_params(c.cluster, profile);
-  sim::SimInput in;
-  in.model = &c.model;
-  in.cluster = &c.cluster;
-  in.training = &c.training;
-  in.layout = c.layout;
-  in.compute = &compute;
-  in.comm = &comm;
-  return sim::simulate(in);
+  const costmodel::CostParams costs = costmodel::cost_params(c.cluster);
+  return sim::simulate(sim::sim_input(c.model, c.cluster, c.training, c.layout, costs));
 }
 
 /// a <= b up to floating-point noise.

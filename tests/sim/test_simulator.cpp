@@ -17,25 +17,15 @@ struct Fixture {
   llama::Model model;
   hw::Cluster cluster;
   llama::Training training;
-  costmodel::ComputeParams compute;
-  costmodel::CommParams comm;
+  costmodel::CostParams costs;
   Fixture(const char* model_name, const char* cluster_name, int nodes) {
     model = *llama::find_model_preset(model_name);
     cluster = *hw::find_cluster_preset(cluster_name);
     cluster.nodes = nodes;
-    const auto prof = costmodel::builtin_profile(cluster);
-    compute = costmodel::make_compute_params(cluster, prof);
-    comm = costmodel::make_comm_params(cluster, prof);
+    costs = costmodel::cost_params(cluster);
   }
   sim::SimInput input(const llama::Layout& l) const {
-    sim::SimInput in;
-    in.model = &model;
-    in.cluster = &cluster;
-    in.training = &training;
-    in.layout = l;
-    in.compute = &compute;
-    in.comm = &comm;
-    return in;
+    return sim::sim_input(model, cluster, training, l, costs);
   }
 };
 

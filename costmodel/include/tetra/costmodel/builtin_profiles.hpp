@@ -46,6 +46,14 @@ enum class GpuFamily { a100, h100, h200, other };
 /// rows and fits (which override the model where they match).
 [[nodiscard]] CommParams make_comm_params(const hw::Cluster& cluster, const Profile& profile);
 
+/// Both parameter sets of a cluster: from `profile`, or from the cluster's built-in profile
+/// when `profile` is null (a scenario without `[cluster].profile`).
+struct CostParams {
+  ComputeParams compute;
+  CommParams comm;
+};
+[[nodiscard]] CostParams cost_params(const hw::Cluster& cluster, const Profile* profile = nullptr);
+
 /// A published nccl-tests bus bandwidth for a group shape (hardware.md section 4.1).
 struct PublishedBusbw {
   llama::CollectiveKind op = llama::CollectiveKind::all_reduce;

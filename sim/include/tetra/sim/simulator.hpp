@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "tetra/costmodel/builtin_profiles.hpp"
 #include "tetra/costmodel/collective.hpp"
 #include "tetra/costmodel/compute.hpp"
 #include "tetra/costmodel/memory.hpp"
@@ -31,6 +32,11 @@ struct SimInput {
   const costmodel::ComputeParams* compute = nullptr;
   const costmodel::CommParams* comm = nullptr;
 };
+
+/// The input of one step of `layout`; `costs` must outlive the input.
+[[nodiscard]] SimInput sim_input(const llama::Model& model, const hw::Cluster& cluster,
+                                 const llama::Training& training, const llama::Layout& layout,
+                                 const costmodel::CostParams& costs);
 
 struct SimOptions {
   bool record_trace = false;      ///< keep what chrome_trace() needs
