@@ -64,6 +64,43 @@ bool as_id(double v, long long& id) {
   return true;
 }
 
+/// An exact 64-bit integer from a JSON number or a decimal string (Nsight writes 64-bit ids and
+/// nanosecond times as strings); false for anything else. A double is range-checked like as_id.
+bool as_int64(const json& v, long long& out) {
+  if (v.is_number_integer() && !v.is_number_unsigned()) {
+    out = v.get<long long>();
+    return true;
+  }
+  if (v.is_number_unsigned()) {
+    const auto u = v.get<unsigned long long>();
+    if (u > static_cast<unsigned long long>(LLONG_MAX)) return false;
+    out = static_cast<long long>(u);
+    return true;
+  }
+  if (v.is_number_float()) return as_id(v.get<double>(), out);
+  if (!v.is_string()) return false;
+  const auto& s = v.get_ref<const std::string&>();
+  std::size_t i = s.size() > 0 && s[0] == '-' ? 1 : 0;
+  if (i == s.size() || s.size() - i > 18) return as_id(as_number(v), out);  // 18 digits cannot overflow
+  long long r = 0;
+  for (std::size_t j = i; j < s.size(); ++j) {
+    if (s[j] < '0' || s[j] > '9') return as_id(as_number(v), out);
+    r = r * 10 + (s[j] - '0');
+  }
+  out = i == 1 ? -r : r;
+  return true;
+}
+
+/// The first of `keys` present in `obj` as an exact integer.
+bool int_field(const json& obj, std::initializer_list<const char*> keys, long long& out) {
+  if (!obj.is_object()) return false;
+  for (const char* key : keys) {
+    auto it = obj.find(key);
+    if (it != obj.end()) return as_int64(*it, out);
+  }
+  return false;
+}
+
 std::string str_field(const json& obj, const char* key) {
   if (!obj.is_object()) return {};
   auto it = obj.find(key);
@@ -326,7 +363,7 @@ void import_chrome(const json& doc, TraceImport& out) {
     const auto args = e.find("args");
     if (args == e.end() || !args->is_object()) continue;
     long long id = 0;
-    if (!as_id(field(*args, "External id"), id)) continue;
+    if (!int_field(*args, {"External id"}, id)) continue;
     CpuOp op;
     op.name = str_field(e, "name");
     op.dims = input_dims(*args);
@@ -361,7 +398,7 @@ void import_chrome(const json& doc, TraceImport& out) {
       continue;
     }
     const CpuOp* op = nullptr;
-    if (long long ext = 0; as_id(field(args, "External id"), ext)) {
+    if (long long ext = 0; int_field(args, {"External id"}, ext)) {
       auto it = ops.find(ext);
       if (it != ops.end()) op = &it->second;
     }
@@ -412,43 +449,6 @@ void import_chrome(const json& doc, TraceImport& out) {
     if (used) ++out.used;
   }
   finish(acc, out);
-}
-
-/// An exact 64-bit integer from a JSON number or a decimal string (Nsight writes 64-bit ids and
-/// nanosecond times as strings); false for anything else. A double is range-checked like as_id.
-bool as_int64(const json& v, long long& out) {
-  if (v.is_number_integer() && !v.is_number_unsigned()) {
-    out = v.get<long long>();
-    return true;
-  }
-  if (v.is_number_unsigned()) {
-    const auto u = v.get<unsigned long long>();
-    if (u > static_cast<unsigned long long>(LLONG_MAX)) return false;
-    out = static_cast<long long>(u);
-    return true;
-  }
-  if (v.is_number_float()) return as_id(v.get<double>(), out);
-  if (!v.is_string()) return false;
-  const auto& s = v.get_ref<const std::string&>();
-  std::size_t i = s.size() > 0 && s[0] == '-' ? 1 : 0;
-  if (i == s.size() || s.size() - i > 18) return as_id(as_number(v), out);  // 18 digits cannot overflow
-  long long r = 0;
-  for (std::size_t j = i; j < s.size(); ++j) {
-    if (s[j] < '0' || s[j] > '9') return as_id(as_number(v), out);
-    r = r * 10 + (s[j] - '0');
-  }
-  out = i == 1 ? -r : r;
-  return true;
-}
-
-/// The first of `keys` present in `obj` as an exact integer.
-bool int_field(const json& obj, std::initializer_list<const char*> keys, long long& out) {
-  if (!obj.is_object()) return false;
-  for (const char* key : keys) {
-    auto it = obj.find(key);
-    if (it != obj.end()) return as_int64(*it, out);
-  }
-  return false;
 }
 
 /// The op that an NVTX range message names, in the form PyTorch writes it under
@@ -613,7 +613,7 @@ void import_nsys_lines(std::string_view text, TraceImport& out) {
       }
     }
     if (obj.contains("id") && obj.contains("value") && obj["value"].is_string()) {
-      if (long long id = 0; as_id(as_number(obj["id"]), id)) strings[id] = obj["value"].get<std::string>();
+      if (long long id = 0; as_int64(obj["id"], id)) strings[id] = obj["value"].get<std::string>();
     }
     if (auto nv = obj.find("NvtxEvent"); nv != obj.end() && nv->is_object()) {
       // A range needs both ends on one thread; marks and domain/category records have no end.
@@ -655,7 +655,7 @@ void import_nsys_lines(std::string_view text, TraceImport& out) {
       if (it->is_string() && !std::isfinite(as_number(*it))) {
         rec.name = it->get<std::string>();
       } else {
-        as_id(as_number(*it), rec.name_id);
+        as_int64(*it, rec.name_id);
       }
       break;
     }

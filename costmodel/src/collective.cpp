@@ -533,30 +533,54 @@ int dim_size(const llama::Layout& l, std::string_view name) {
   return 0;
 }
 
+/// The dimensions of `layout.rank_order`, innermost first; Megatron's "tp-cp-dp-pp" when the
+/// order does not name each of them once.
+std::array<std::string_view, 4> rank_dims(const llama::Layout& layout) {
+  std::array<std::string_view, 4> parsed{};
+  int count = 0;
+  std::string_view s = layout.rank_order;
+  while (!s.empty() && count < 4) {
+    const std::size_t dash = s.find('-');
+    const std::string_view tok = s.substr(0, dash);
+    if (dim_size(layout, tok) == 0) return {"tp", "cp", "dp", "pp"};
+    for (int i = 0; i < count; ++i) {
+      if (parsed[static_cast<std::size_t>(i)] == tok) return {"tp", "cp", "dp", "pp"};
+    }
+    parsed[static_cast<std::size_t>(count++)] = tok;
+    if (dash == std::string_view::npos) break;
+    s.remove_prefix(dash + 1);
+  }
+  if (count != 4) return {"tp", "cp", "dp", "pp"};
+  return parsed;
+}
+
+std::string_view dim_name(CommDim dim) {
+  switch (dim) {
+    case CommDim::tp: return "tp";
+    case CommDim::cp: return "cp";
+    case CommDim::dp: return "dp";
+    case CommDim::pp: return "pp";
+    case CommDim::dp_cp: return "dp";
+  }
+  return "dp";
+}
+
 }  // namespace
+
+long long rank_stride(const llama::Layout& layout, CommDim dim) {
+  const auto order = rank_dims(layout);
+  const std::string_view name = dim_name(dim);
+  long long stride = 1;
+  for (const auto d : order) {
+    if (d == name || (dim == CommDim::dp_cp && d == "cp")) return stride;
+    stride *= dim_size(layout, d);
+  }
+  return stride;
+}
 
 GroupPlacement place_group(const llama::Layout& layout, CommDim dim, int gpus_per_node) {
   // Order of dimensions, innermost first (default Megatron order).
-  std::array<std::string_view, 4> order = {"tp", "cp", "dp", "pp"};
-  {
-    std::array<std::string_view, 4> parsed{};
-    int count = 0;
-    std::string_view s = layout.rank_order;
-    bool ok = true;
-    while (!s.empty() && count < 4) {
-      const std::size_t dash = s.find('-');
-      const std::string_view tok = s.substr(0, dash);
-      if (dim_size(layout, tok) == 0) {
-        ok = false;
-        break;
-      }
-      for (int i = 0; i < count; ++i) ok = ok && parsed[static_cast<std::size_t>(i)] != tok;
-      parsed[static_cast<std::size_t>(count++)] = tok;
-      if (dash == std::string_view::npos) break;
-      s.remove_prefix(dash + 1);
-    }
-    if (ok && count == 4) order = parsed;
-  }
+  const std::array<std::string_view, 4> order = rank_dims(layout);
   std::array<long long, 4> stride{};
   std::array<int, 4> size{};
   long long st = 1;

@@ -3,7 +3,6 @@
 #include "tetra/sim/simulator.hpp"
 
 #include <algorithm>
-#include <sstream>
 #include <string>
 
 #include "tetra/costmodel/collective.hpp"
@@ -27,21 +26,6 @@ SimInput sim_input(const llama::Model& model, const hw::Cluster& cluster, const 
 }
 
 namespace {
-
-// Product of the sizes of the dimensions placed inside `dim` in rank_order (innermost first).
-int stride_of(const llama::Layout& layout, const std::string& dim) {
-  int stride = 1;
-  std::stringstream ss(layout.rank_order);
-  std::string part;
-  while (std::getline(ss, part, '-')) {
-    if (part == dim) return stride;
-    if (part == "tp") stride *= layout.tp;
-    if (part == "cp") stride *= layout.cp;
-    if (part == "dp") stride *= layout.dp;
-    if (part == "pp") stride *= layout.pp;
-  }
-  return stride;
-}
 
 double pass_exposed(const PassTime& pt, CommAxis a) { return pt.exposed_s[static_cast<std::size_t>(a)]; }
 
@@ -131,7 +115,7 @@ Result Simulator::run(const SimInput& in, const SimOptions& options) {
   chunk_layers_.assign(static_cast<std::size_t>(V), 0);
 
   // Placement: PP neighbours and the DP x CP gradient group.
-  const int pp_stride = stride_of(layout, "pp");
+  const long long pp_stride = costmodel::rank_stride(layout, llama::CommDim::pp);
   spec_.pp_inter_node.assign(static_cast<std::size_t>(p), 1);
   for (int r = 0; r < p; ++r) {
     const long long a = static_cast<long long>(r) * pp_stride / gpn;

@@ -119,6 +119,7 @@ StepOutcome simulate_step(const StepSpec& spec, TaskGraph& g, Engine& engine, Ev
   auto zero_if_free = [&](Duration d) { return spec.free_links ? Duration{} : d; };
 
   std::vector<std::uint32_t> pieces;
+  std::vector<double> fr;  // piece fractions of the current task (reused: no allocation per task)
   std::vector<std::uint32_t> stage_last_compute(static_cast<std::size_t>(p), kNone);
   std::vector<std::vector<std::uint32_t>> stage_dp_tasks(static_cast<std::size_t>(p));
   std::vector<std::vector<std::uint32_t>> stage_cp_tasks(static_cast<std::size_t>(p));
@@ -171,7 +172,7 @@ StepOutcome simulate_step(const StepSpec& spec, TaskGraph& g, Engine& engine, Ev
       t.chunk = it.chunk;
       t.pool = r;
       t.sm_group = r;
-      std::vector<double> fr{1.0};
+      fr.assign(1, 1.0);
       Duration dur;
       double cp_s = 0;
       switch (it.pass) {

@@ -199,6 +199,26 @@ TEST_SUITE("costmodel") {
     CHECK(g.nodes == 2);
   }
 
+  TEST_CASE("Rank strides follow rank_order; an invalid order falls back to Megatron's") {
+    llama::Layout l;
+    l.tp = 8;
+    l.cp = 2;
+    l.dp = 4;
+    l.pp = 2;
+    // tp-cp-dp-pp: tp 1, cp 8, dp 8·2 = 16, pp 16·4 = 64; dp_cp starts at the inner one, cp.
+    CHECK(rank_stride(l, llama::CommDim::tp) == 1);
+    CHECK(rank_stride(l, llama::CommDim::cp) == 8);
+    CHECK(rank_stride(l, llama::CommDim::dp) == 16);
+    CHECK(rank_stride(l, llama::CommDim::pp) == 64);
+    CHECK(rank_stride(l, llama::CommDim::dp_cp) == 8);
+    l.rank_order = "tp-dp-cp-pp";  // dp 8, cp 8·4 = 32
+    CHECK(rank_stride(l, llama::CommDim::dp) == 8);
+    CHECK(rank_stride(l, llama::CommDim::cp) == 32);
+    CHECK(rank_stride(l, llama::CommDim::dp_cp) == 8);
+    l.rank_order = "tp-tp-dp-pp";  // names tp twice: the default order
+    CHECK(rank_stride(l, llama::CommDim::pp) == 64);
+  }
+
   TEST_CASE("Measured collective rows override the model") {
     CommParams h = params("dgx-h100");
     h.rows = {CollectiveRow{"all_reduce", 8, 8, 1e6, 20e-6, "", ""},

@@ -112,6 +112,10 @@ struct GroupPlacement {
 [[nodiscard]] GroupPlacement place_group(const llama::Layout& layout, llama::CommDim dim,
                                          int gpus_per_node);
 
+/// Rank distance between neighbours of dimension `dim` under `layout.rank_order`: the product
+/// of the sizes of the dimensions inside it (dp_cp: of the inner of dp and cp).
+[[nodiscard]] long long rank_stride(const llama::Layout& layout, llama::CommDim dim);
+
 /// One priced collective.
 struct CollectiveEstimate {
   double seconds = 0;
