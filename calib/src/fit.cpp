@@ -113,11 +113,6 @@ double gemm_seconds(const GemmFit& fit, long long m, long long n, long long k) n
   return fit.launch_s + waves * per_wave;
 }
 
-double gemm_achieved_flops(const costmodel::GemmRow& row) noexcept {
-  if (!(row.seconds > 0)) return 0;
-  return 2.0 * static_cast<double>(row.m) * static_cast<double>(row.n) * static_cast<double>(row.k) / row.seconds;
-}
-
 GemmFit fit_gemm(const std::vector<costmodel::GemmRow>& rows, const GemmFitOptions& options) {
   if (options.sms <= 0) {
     throw UserError("GEMM fit: the SM count of the device is unknown (give --sms N)");

@@ -244,12 +244,6 @@ double reserved_with_activations(const StageMemory& stage, double activation_byt
   return stage.static_bytes() + (1.0 + options.fragmentation) * activation_bytes;
 }
 
-double activation_bytes_per_layer_no_recompute(const llama::Model& model,
-                                               const llama::Training& training,
-                                               const llama::Layout& layout) {
-  return layer_saved_full(model, training, layout, false);
-}
-
 double activation_bytes_per_layer(const llama::Model& model, const llama::Training& training,
                                   const llama::Layout& layout) {
   switch (layout.recompute) {

@@ -522,11 +522,6 @@ double pp_boundary_bytes(const Model& model, const Training& training,
   return d.act * static_cast<double>(d.tokens_sp) * static_cast<double>(d.h);
 }
 
-Op pp_boundary_op(const Model& model, const Training& training, const Layout& layout, Pass pass) {
-  return p2p(pass, pass == Pass::forward ? "pp_send_act" : "pp_send_grad", CommDim::pp,
-             pp_boundary_bytes(model, training, layout), 1, false);
-}
-
 std::vector<Op> dp_gradient_ops(const Model& model, const Training& training, const Layout& layout,
                                 int stage) {
   std::vector<Op> ops;

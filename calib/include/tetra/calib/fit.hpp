@@ -53,9 +53,6 @@ struct GemmFit {
 /// Predicted seconds of one GEMM under `fit` (the model above).
 [[nodiscard]] double gemm_seconds(const GemmFit& fit, long long m, long long n, long long k) noexcept;
 
-/// Achieved FLOP/s of a row: 2MNK / seconds.
-[[nodiscard]] double gemm_achieved_flops(const costmodel::GemmRow& row) noexcept;
-
 /// Least-squares fit of the GEMM model on `rows`. The per-wave term is fitted from 12 usable
 /// rows and the launch term from 6; with fewer they stay 0 and the peak absorbs them. Throws
 /// tetra::UserError when no row is usable or `options.sms` is not positive.

@@ -83,12 +83,6 @@ struct MemoryOptions {
                                                 const llama::Training& training,
                                                 const llama::Layout& layout);
 
-/// Saved activations of one layer for one micro-batch without recomputation (the working set
-/// that full recompute rebuilds during backward), bytes (reference/memory.md sections 4.1-4.7).
-[[nodiscard]] double activation_bytes_per_layer_no_recompute(const llama::Model& model,
-                                                             const llama::Training& training,
-                                                             const llama::Layout& layout);
-
 /// Micro-batches whose activations stage `stage` holds at its peak under the layout's
 /// schedule (reference/memory.md section 5), in units of whole-stage micro-batches.
 [[nodiscard]] double inflight_micro_batches(const llama::Layout& layout, int micro_batches,

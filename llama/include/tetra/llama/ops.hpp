@@ -166,11 +166,6 @@ struct Op {
 [[nodiscard]] double pp_boundary_bytes(const Model& model, const Training& training,
                                        const Layout& layout) noexcept;
 
-/// The boundary send as an op (kind p2p, dim pp, group 2) for the given pass
-/// (Pass::forward or Pass::backward_input).
-[[nodiscard]] Op pp_boundary_op(const Model& model, const Training& training, const Layout& layout,
-                                Pass pass);
-
 /// Data-parallel gradient communication of pipeline rank `stage` once per step
 /// (reference/costmodels.md section 5.4): buckets of `max(40e6, 1e6·dp·cp)` parameters over the
 /// stage's local parameters, the last one partial; gradients in `training.grad_dtype`.
