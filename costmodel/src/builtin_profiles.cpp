@@ -20,6 +20,8 @@
 //          NVLS all-reduce ~480 busbw (algbw ~275).
 //  [TOPO]  NVIDIA/nccl: src/graph/topo.h SM80_NVLINK_BW 20.0, SM90_NVLINK_BW 20.6 GB/s per link;
 //          src/graph/topo.cc NIC bandwidth = speed_Mbps / 8000.
+//  [VTR]   VIA-Research/vTrain (commit f8dda84): trace/a100/AR_GPU{2..8}_1M_1024M_LUT, nccl-tests
+//          all_reduce_perf on one A100 NVSwitch node, 2..8 GPUs, 1 MiB..1 GiB; in-place time.
 //  [CLK]   G. Lockwood, "Peak FLOPS" (glennklockwood.com/garden/peak-FLOPS): NVIDIA's HPL Rpeak
 //          for A100 uses the clock sustained at the power limit under dense tensor-core load,
 //          1305 MHz, against the 1410 MHz boost clock of the datasheet peak.
@@ -79,6 +81,37 @@ constexpr Row kFa3H100[] = {
     {256, false, {482, 0, 707, 736, 746, 756}},
     {256, true, {286, 427, 537, 612, 628, 642}},
 };
+
+/// One NVSwitch A100 node, all-reduce in µs at 1, 2, 4, ..., 1024 MiB for 2..8 GPUs [VTR].
+struct AllReduceRow {
+  int ranks;
+  double us[11];
+};
+constexpr AllReduceRow kAllReduceA100[] = {
+    {2, {45.1, 51.1, 60.3, 87.4, 129.4, 229.0, 404.0, 765.7, 1454.4, 2833.4, 5453.4}},
+    {3, {63.5, 70.6, 78.2, 102.5, 151.2, 263.9, 499.0, 929.1, 1786.4, 3466.2, 6761.3}},
+    {4, {52.7, 55.9, 75.8, 113.6, 177.8, 281.7, 540.6, 1000.7, 1927.7, 3720.5, 7275.5}},
+    {5, {62.1, 63.0, 77.2, 120.2, 196.2, 322.9, 566.3, 1063.6, 2036.1, 3932.3, 7647.0}},
+    {6, {73.7, 73.9, 80.1, 123.6, 198.9, 303.1, 560.3, 1120.8, 2116.8, 4020.1, 7887.5}},
+    {7, {77.7, 78.5, 83.3, 129.8, 227.9, 333.7, 597.5, 1145.3, 2189.8, 4113.7, 8120.3}},
+    {8, {92.2, 93.0, 94.0, 129.8, 231.0, 355.7, 579.6, 1166.0, 2158.0, 4187.6, 8196.4}},
+};
+
+/// The measured all-reduce table of an A100 NVSwitch node as profile rows. All-gather and
+/// reduce-scatter run at the all-reduce's bus bandwidth at the same nccl-tests size
+/// (hardware.md §6: no A100 AG/RS table is published [assumed]), i.e. in half its time.
+void append_a100_collectives(std::vector<CollectiveRow>& out, int gpus_per_node) {
+  for (const AllReduceRow& r : kAllReduceA100) {
+    if (r.ranks > gpus_per_node) continue;
+    for (int i = 0; i < 11; ++i) {
+      const double bytes = static_cast<double>(1LL << (20 + i));
+      const double s = r.us[i] * kUs;
+      out.push_back({"all_reduce", r.ranks, r.ranks, bytes, s, "", ""});
+      out.push_back({"all_gather", r.ranks, r.ranks, bytes, 0.5 * s, "", ""});
+      out.push_back({"reduce_scatter", r.ranks, r.ranks, bytes, 0.5 * s, "", ""});
+    }
+  }
+}
 
 template <std::size_t N>
 void append(std::vector<AttentionRate>& out, const Row (&rows)[N], AttentionKernel kernel,
@@ -151,6 +184,12 @@ Profile builtin_profile(const hw::Cluster& cluster) {
       f.hbm_Bps = g.memory_bytes > 60e9 ? 1794 * kG : 1358 * kG;  // [STREAM] triad 80GB / 40GB
       f.attention_fwd_flops = 182 * kT * kA100SustainedClock;   // [FA2] A100 hd128 causal 8k, [CLK]
       f.attention_bwd_flops = 182 * kT * kA100SustainedClock;
+      // Collectives inside a stock NVSwitch node (12 NVLink3 links, 300 GB/s per direction):
+      // measured [VTR]; across nodes, or on other links, NCCL's model.
+      if (cluster.intra.kind == hw::IntraKind::nvswitch &&
+          std::abs(cluster.intra.bandwidth_Bps - 300 * kG) < 1e-6 * 300 * kG) {
+        append_a100_collectives(p.collective, cluster.gpus_per_node);
+      }
       break;
     case GpuFamily::h100:
       f.gemm_peak_flops = 794.5 * kT;                           // [MAMF] H100 SXM BF16

@@ -103,9 +103,9 @@ TEST_SUITE("cli") {
     CHECK(h.n + skipped_steps == 401);
     CHECK(s.n == 19);
     // Achieved today (see the header comment); a regression beyond these fails.
-    CHECK(h.mape <= 0.16);  // 14.9 % (median 14.2 %)
-    CHECK(s.mape <= 0.10);  // 9.4 % (median 9.5 %): the target
-    CHECK(h.spearman >= 0.84);  // 0.856
+    CHECK(h.mape <= 0.15);  // 14.0 % (median 13.3 %)
+    CHECK(s.mape <= 0.095);  // 8.8 % (median 8.7 %); the target is 10 %
+    CHECK(h.spearman >= 0.84);  // 0.855
     CHECK(s.spearman >= 0.95);  // 1.000
   }
 

@@ -234,6 +234,34 @@ TEST_SUITE("costmodel") {
     CHECK_FALSE(collective(CollectiveKind::all_gather, 1e7, node, h).measured);
   }
 
+  TEST_CASE("A100 NVSwitch node: collectives from the measured table (hardware.md 4.2)") {
+    // `VIA-Research/vTrain: trace/a100/AR_GPU8_1M_1024M_LUT` (f8dda84), in-place column:
+    // 16 MiB 231.0 us, 32 MiB 355.7 us on 8 GPUs.
+    const CommParams a = params("dgx-a100-80gb");
+    const GroupPlacement node{8, 8, 1};
+    const double mib = 1024.0 * 1024.0;
+    const CollectiveEstimate row = collective(CollectiveKind::all_reduce, 32 * mib, node, a);
+    CHECK(row.measured);
+    CHECK(row.seconds == doctest::Approx(355.7e-6));
+    // 24 MiB, log-log between the two rows: 231.0 * (355.7 / 231.0)^log2(1.5) = 297.36 us.
+    CHECK(collective(CollectiveKind::all_reduce, 24 * mib, node, a).seconds ==
+          doctest::Approx(297.36e-6).epsilon(1e-4));
+    // Two GPUs, 32 MiB: 229.0 us (AR_GPU2); NCCL's model alone gives 155 us there.
+    CHECK(collective(CollectiveKind::all_reduce, 32 * mib, GroupPlacement{2, 2, 1}, a).seconds ==
+          doctest::Approx(229.0e-6));
+    // All-gather / reduce-scatter at the all-reduce's busbw at the same size [assumed]: half.
+    CHECK(collective(CollectiveKind::all_gather, 32 * mib, node, a).seconds == doctest::Approx(177.85e-6));
+    CHECK(collective(CollectiveKind::reduce_scatter, 32 * mib, node, a).seconds == doctest::Approx(177.85e-6));
+    // Across nodes, and on a node whose NVLink differs from the measured one: NCCL's model.
+    CHECK_FALSE(collective(CollectiveKind::all_reduce, 32 * mib, GroupPlacement{16, 8, 2}, a).measured);
+    hw::Cluster fast = cluster("dgx-a100-80gb");
+    fast.intra.bandwidth_Bps *= 2;
+    const CommParams f = make_comm_params(fast, builtin_profile(fast));
+    CHECK_FALSE(collective(CollectiveKind::all_reduce, 32 * mib, node, f).measured);
+    // H100 has no such table.
+    CHECK_FALSE(collective(CollectiveKind::all_reduce, 32 * mib, node, params("dgx-h100")).measured);
+  }
+
   TEST_CASE("P2P at the slower link of the pair") {
     const CommParams h = params("dgx-h100");
     // NVLink pair: 0.88 * 450 GB/s = 396 GB/s (nvbandwidth on H200) + 0.93625 us.
