@@ -31,6 +31,12 @@ using llama::CollectiveKind;
 using llama::Op;
 using llama::OpKind;
 
+/// "ring/Simple" for NCCL's choice, "measured" for a profile row.
+std::string algo_label(const CollectiveEstimate& e) {
+  if (e.measured) return "measured";
+  return std::string(costmodel::to_string(e.algo)) + "/" + costmodel::to_string(e.proto);
+}
+
 std::string shape_of(const Op& op) {
   char buf[160];
   switch (op.kind) {
@@ -134,8 +140,7 @@ int print_preset_costs(const PresetCostOptions& o) {
     } else if (op.kind == OpKind::collective) {
       const GroupPlacement g = costmodel::place_group(layout, op.dim, cluster.gpus_per_node);
       const CollectiveEstimate e = costmodel::collective(op.coll, op.bytes, g, mp);
-      note = std::string(costmodel::to_string(e.algo)) + "/" + costmodel::to_string(e.proto) + ", busbw " +
-             fixed(e.busbw_Bps / 1e9, 0) + " GB/s";
+      note = algo_label(e) + ", busbw " + fixed(e.busbw_Bps / 1e9, 0) + " GB/s";
     }
     if (op.async) note += note.empty() ? "async" : ", async";
     if (op.count > 1) note += (note.empty() ? "x" : ", x") + std::to_string(op.count);
@@ -179,7 +184,7 @@ int print_preset_costs(const PresetCostOptions& o) {
         const CollectiveEstimate e = costmodel::collective(k, s, g, mp);
         r.push_back(fixed(e.seconds * 1e6, 1));
         r.push_back(fixed(e.busbw_Bps / 1e9, 1));
-        r.push_back(std::string(costmodel::to_string(e.algo)) + "/" + costmodel::to_string(e.proto));
+        r.push_back(algo_label(e));
         jcoll.push_back({{"op", llama::to_string(k)},
                          {"nodes", n},
                          {"ranks", g.ranks},
@@ -188,7 +193,8 @@ int print_preset_costs(const PresetCostOptions& o) {
                          {"algbw_gbps", e.algbw_Bps / 1e9},
                          {"busbw_gbps", e.busbw_Bps / 1e9},
                          {"algorithm", costmodel::to_string(e.algo)},
-                         {"protocol", costmodel::to_string(e.proto)}});
+                         {"protocol", costmodel::to_string(e.proto)},
+                         {"measured", e.measured}});
       }
       crows.push_back(r);
     }
@@ -219,7 +225,7 @@ int print_preset_costs(const PresetCostOptions& o) {
                     fixed(e.busbw_Bps / 1e9, 1),
                     p.op == CollectiveKind::all_to_all
                         ? std::string("direct")
-                        : std::string(costmodel::to_string(e.algo)) + "/" + costmodel::to_string(e.proto),
+                        : algo_label(e),
                     fixed((e.busbw_Bps / mid - 1) * 100, 1) + "%", p.source});
     jpub.push_back({{"op", llama::to_string(p.op)},
                     {"ranks", p.ranks},

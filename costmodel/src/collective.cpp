@@ -440,9 +440,18 @@ namespace {
 
 const char* op_name(CollectiveKind k) { return llama::to_string(k); }
 
-/// Measured rows of the same (op, ranks, ranks_per_node): log-log interpolation in size;
-/// beyond the largest row at its bandwidth, below the smallest at its time. < 0 when none.
-double measured_seconds(CollectiveKind kind, double bytes, const GroupPlacement& g, const CommParams& p) {
+/// What a profile's measured rows and fits say about one collective: `seconds` when a row
+/// pair brackets the size, the largest row lies below it or a fit covers the group; `cap` (the
+/// smallest row's time) when every row is larger, so a smaller message never costs more than
+/// the smallest one measured. Both < 0 when the profile says nothing.
+struct Measured {
+  double seconds = -1;
+  double cap = -1;
+};
+
+/// Log-log interpolation between rows of the same (op, ranks, ranks_per_node); beyond the
+/// largest row at its bandwidth.
+Measured measured_seconds(CollectiveKind kind, double bytes, const GroupPlacement& g, const CommParams& p) {
   const CollectiveRow* lo = nullptr;
   const CollectiveRow* hi = nullptr;
   const char* name = op_name(kind);
@@ -452,40 +461,36 @@ double measured_seconds(CollectiveKind kind, double bytes, const GroupPlacement&
     if (r.bytes <= bytes && (lo == nullptr || r.bytes > lo->bytes)) lo = &r;
     if (r.bytes >= bytes && (hi == nullptr || r.bytes < hi->bytes)) hi = &r;
   }
+  Measured m;
   if (lo != nullptr && hi != nullptr) {
-    if (lo->bytes == hi->bytes) return lo->seconds;
+    if (lo->bytes == hi->bytes) {
+      m.seconds = lo->seconds;
+      return m;
+    }
     const double w = (std::log(bytes) - std::log(lo->bytes)) / (std::log(hi->bytes) - std::log(lo->bytes));
-    return std::exp(std::log(lo->seconds) + w * (std::log(hi->seconds) - std::log(lo->seconds)));
+    m.seconds = std::exp(std::log(lo->seconds) + w * (std::log(hi->seconds) - std::log(lo->seconds)));
+    return m;
   }
-  if (lo != nullptr) return lo->seconds * bytes / lo->bytes;
-  if (hi != nullptr) return hi->seconds;
+  if (lo != nullptr) {
+    m.seconds = lo->seconds * bytes / lo->bytes;
+    return m;
+  }
   for (const CollectiveFit& f : p.fits) {
     if (f.op != name || f.ranks != g.ranks || f.ranks_per_node != g.ranks_per_node) continue;
     if (!f.algorithm.empty() || f.busbw_Bps <= 0) continue;
-    return f.latency_s + bytes * bus_factor(kind, g.ranks) / f.busbw_Bps;
+    m.seconds = f.latency_s + bytes * bus_factor(kind, g.ranks) / f.busbw_Bps;
+    return m;
   }
-  return -1;
+  if (hi != nullptr) m.cap = hi->seconds;
+  return m;
 }
 
-}  // namespace
-
-CollectiveEstimate collective(CollectiveKind kind, double bytes, const GroupPlacement& g,
-                              const CommParams& p) noexcept {
+/// The model's price: send_recv as a transfer, all-to-all by its busbw, the rest as NCCL's
+/// fastest eligible (algorithm, protocol).
+CollectiveEstimate modelled(CollectiveKind kind, double bytes, const GroupPlacement& g, const CommParams& p) {
   CollectiveEstimate e;
-  if (g.ranks <= 1 || bytes <= 0) return e;
-  auto finish = [&](double seconds) {
-    e.seconds = seconds;
-    e.algbw_Bps = seconds > 0 ? bytes / seconds : 0;
-    e.busbw_Bps = e.algbw_Bps * bus_factor(kind, g.ranks);
-  };
-  const double measured = measured_seconds(kind, bytes, g, p);
-  if (measured > 0) {
-    e.measured = true;
-    finish(measured);
-    return e;
-  }
   if (kind == CollectiveKind::send_recv) {
-    finish(p2p_seconds(bytes, g.nodes <= 1, p));
+    e.seconds = p2p_seconds(bytes, g.nodes <= 1, p);
     return e;
   }
   if (kind == CollectiveKind::all_to_all) {
@@ -502,9 +507,7 @@ CollectiveEstimate collective(CollectiveKind kind, double bytes, const GroupPlac
       busbw = std::min(busbw, nic * (n - 1) / (n - ppn));
     }
     const double lat = (constants(p.version).base[1][2] + (n - 1) * 0.5) * 1e-6;  // [assumed]
-    e.algo = NcclAlgo::ring;
-    e.proto = NcclProto::simple;
-    finish(lat + bytes * bus_factor(kind, g.ranks) / busbw);
+    e.seconds = lat + bytes * bus_factor(kind, g.ranks) / busbw;
     return e;
   }
   double best = std::numeric_limits<double>::infinity();
@@ -518,8 +521,29 @@ CollectiveEstimate collective(CollectiveKind kind, double bytes, const GroupPlac
       }
     }
   }
-  if (!std::isfinite(best)) best = p2p_seconds(bytes, g.nodes <= 1, p);
-  finish(best);
+  e.seconds = std::isfinite(best) ? best : p2p_seconds(bytes, g.nodes <= 1, p);
+  return e;
+}
+
+}  // namespace
+
+CollectiveEstimate collective(CollectiveKind kind, double bytes, const GroupPlacement& g,
+                              const CommParams& p) noexcept {
+  CollectiveEstimate e;
+  if (g.ranks <= 1 || bytes <= 0) return e;
+  const Measured m = measured_seconds(kind, bytes, g, p);
+  if (m.seconds > 0) {
+    e.measured = true;
+    e.seconds = m.seconds;
+  } else {
+    e = modelled(kind, bytes, g, p);
+    if (m.cap > 0 && m.cap < e.seconds) {
+      e.measured = true;
+      e.seconds = m.cap;
+    }
+  }
+  e.algbw_Bps = e.seconds > 0 ? bytes / e.seconds : 0;
+  e.busbw_Bps = e.algbw_Bps * bus_factor(kind, g.ranks);
   return e;
 }
 

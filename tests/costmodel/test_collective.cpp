@@ -249,6 +249,16 @@ TEST_SUITE("costmodel") {
     // Two GPUs, 32 MiB: 229.0 us (AR_GPU2); NCCL's model alone gives 155 us there.
     CHECK(collective(CollectiveKind::all_reduce, 32 * mib, GroupPlacement{2, 2, 1}, a).seconds ==
           doctest::Approx(229.0e-6));
+    // Below the table (1 MiB, 92.2 us on 8 GPUs): NCCL's model, capped at that row's time.
+    // 8 B: Ring/LL, 15.0 us latency (see the hand computation above) + 8 B at 50.1 GB/s.
+    const CollectiveEstimate tiny = collective(CollectiveKind::all_reduce, 8.0, node, a);
+    CHECK_FALSE(tiny.measured);
+    CHECK(tiny.seconds == doctest::Approx(15.0e-6).epsilon(1e-3));
+    CommParams slow = a;
+    slow.topo.nvlink_GBps = 0.01;  // a model far slower than the smallest row: the cap holds
+    const CollectiveEstimate capped = collective(CollectiveKind::all_reduce, 0.5 * mib, node, slow);
+    CHECK(capped.measured);
+    CHECK(capped.seconds == doctest::Approx(92.2e-6));
     // All-gather / reduce-scatter at the all-reduce's busbw at the same size [assumed]: half.
     CHECK(collective(CollectiveKind::all_gather, 32 * mib, node, a).seconds == doctest::Approx(177.85e-6));
     CHECK(collective(CollectiveKind::reduce_scatter, 32 * mib, node, a).seconds == doctest::Approx(177.85e-6));
