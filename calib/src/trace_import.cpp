@@ -713,50 +713,31 @@ void import_nsys_lines(std::string_view text, TraceImport& out) {
       if (it != strings.end()) k.name = it->second;
     }
     const auto c = classify(k.name);
-    if (!nvtx) {
-      switch (c.cls) {
-        case KernelClass::gemm:
-          ++out.skipped["GEMM kernel (Nsight export carries no shapes; use a Kineto trace)"];
-          break;
-        case KernelClass::attention_fwd:
-        case KernelClass::attention_bwd:
-          ++out.skipped["attention kernel (Nsight export carries no shapes; use a Kineto trace)"];
-          break;
-        case KernelClass::nccl:
-          ++out.skipped["NCCL kernel (Nsight export carries no message sizes)"];
-          break;
-        default:
-          ++out.skipped["kernel kind not modelled"];
-          break;
-      }
+    if (c.cls == KernelClass::nccl) {
+      // Neither form gives the element type or the group size of a collective.
+      ++out.skipped["NCCL kernel (Nsight export carries no message sizes)"];
       continue;
     }
-    const bool in_range = kernel_range[i] != npos;
-    // Without its launch call (CUDA API tracing off: nsys -t cuda) no range can be found.
-    const char* where = launch_found[i] != 0 ? "outside any NVTX range of its launching thread"
-                                              : "without its CUDA launch call in the export";
-    const CpuOp op = in_range ? nvtx_op(range_texts[kernel_range[i]]) : CpuOp{};
-    bool used = false;
-    switch (c.cls) {
-      case KernelClass::gemm:
-      case KernelClass::attention_fwd:
-      case KernelClass::attention_bwd:
-        // NVTX messages carry no is_causal argument; attention_shape then assumes causal, as
-        // it does for a Kineto op without "Concrete Inputs".
-        if (!in_range) {
-          ++out.skipped[std::string(c.cls == KernelClass::gemm ? "GEMM kernel " : "attention kernel ") + where];
-        } else {
-          used = add_shaped_kernel(c.cls, &op, k.seconds, acc, out);
-        }
-        break;
-      case KernelClass::nccl:
-        // NVTX ranges give tensor sizes but neither the element type nor the group size.
-        ++out.skipped["NCCL kernel (Nsight export carries no message sizes)"];
-        break;
-      default:
-        ++out.skipped["kernel kind not modelled"];
-        break;
+    if (c.cls != KernelClass::gemm && c.cls != KernelClass::attention_fwd &&
+        c.cls != KernelClass::attention_bwd) {
+      ++out.skipped["kernel kind not modelled"];
+      continue;
     }
+    const std::string kind = c.cls == KernelClass::gemm ? "GEMM kernel " : "attention kernel ";
+    if (!nvtx) {
+      ++out.skipped[kind + "(Nsight export carries no shapes; use a Kineto trace)"];
+      continue;
+    }
+    if (kernel_range[i] == npos) {
+      // Without its launch call (CUDA API tracing off: nsys -t cuda) no range can be found.
+      ++out.skipped[kind + (launch_found[i] != 0 ? "outside any NVTX range of its launching thread"
+                                                 : "without its CUDA launch call in the export")];
+      continue;
+    }
+    // NVTX messages carry no is_causal argument; attention_shape then assumes causal, as it
+    // does for a Kineto op without "Concrete Inputs".
+    const CpuOp op = nvtx_op(range_texts[kernel_range[i]]);
+    const bool used = add_shaped_kernel(c.cls, &op, k.seconds, acc, out);
     if (used) ++out.used;
   }
   finish(acc, out);

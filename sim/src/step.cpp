@@ -57,11 +57,12 @@ void add_pieces(Builder& b, TaskSpec proto, Duration total, const std::vector<do
   }
 }
 
-// A transfer of `work_s` seconds (alone on its links) on `stream` of `stage`, over the
-// stage's NICs (`inter`) or its NVLink.
+// A transfer of `work_s` seconds (alone on its links) on `stream` of `stage`, over the NICs
+// (`inter`) or NVLink: out of `stage` and into `peer` (a PP receiver), or both ways on the
+// stage's own links when `peer` < 0.
 std::uint32_t add_transfer(Builder& b, std::uint32_t stream, TaskRole role, int stage, int chunk,
                            std::uint32_t name, double work_s, double sm_share, bool inter,
-                           int micro_batch = -1) {
+                           int micro_batch = -1, int peer = -1) {
   TaskSpec t;
   t.stream = stream;
   t.role = role;
@@ -73,7 +74,7 @@ std::uint32_t add_transfer(Builder& b, std::uint32_t stream, TaskRole role, int 
   t.sm_group = stage;
   t.sm_share = sm_share;
   const int base = inter ? 0 : 2;
-  return b.g.add_task(t, {b.link(stage, base), b.link(stage, base + 1)});
+  return b.g.add_task(t, {b.link(stage, base), b.link(peer < 0 ? stage : peer, base + 1)});
 }
 
 }  // namespace
@@ -236,20 +237,10 @@ StepOutcome simulate_step(const StepSpec& spec, TaskGraph& g, Engine& engine, Ev
       // A PP send of this task's output (or input gradient) to `dst` on the pair's link: NVLink
       // when the boundary after stage `boundary` stays inside a node, else the NICs.
       auto add_send = [&](TaskRole role, std::uint32_t name, Duration work, int dst, int boundary) {
-        TaskSpec s;
-        s.stream = ps;
-        s.role = role;
-        s.stage = r;
-        s.micro_batch = it.micro_batch;
-        s.chunk = it.chunk;
-        s.name = name;
-        s.work_s = zero_if_free(work).seconds();
-        s.sm_group = s.stage;
-        s.sm_share = spec.comm_sm_share;
         const bool inter = spec.pp_inter_node.empty() ||
                            spec.pp_inter_node[static_cast<std::size_t>(boundary)] != 0;
-        const int base = inter ? 0 : 2;
-        const auto sid = g.add_task(s, {b.link(r, base), b.link(dst, base + 1)});
+        const auto sid = add_transfer(b, ps, role, r, it.chunk, name, zero_if_free(work).seconds(),
+                                      spec.comm_sm_share, inter, it.micro_batch, dst);
         g.add_dep(pieces.back(), sid);
         return sid;
       };
