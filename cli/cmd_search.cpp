@@ -20,6 +20,7 @@
 #include "tetra/hw/error.hpp"
 #include "tetra/hw/units.hpp"
 #include "tetra/llama/layout.hpp"
+#include "tetra/scenarios/profile_io.hpp"
 #include "tetra/scenarios/scenario.hpp"
 #include "tetra/search/search.hpp"
 
@@ -32,6 +33,7 @@ struct SearchArgs {
   int top = -1;        // -1: 10 for the table, all for --json / --csv
   std::string csv;
   int threads = 0;
+  std::string fit;
   bool json = false;
 };
 
@@ -96,6 +98,7 @@ int run_search(const SearchArgs& args) {
   in.space = &sc.search;
   in.base.rank_order = sc.layout.rank_order;
   in.profile = sc.profile ? &*sc.profile : nullptr;
+  if (!args.fit.empty()) in.factors = scenarios::read_fitted(args.fit).factors;
   search::SearchOptions options;
   options.threads = args.threads;
   const bool tty = isatty(STDERR_FILENO) != 0;
@@ -210,6 +213,7 @@ void register_search(CLI::App& app, Action& action) {
   cmd->add_option("--csv", args->csv, "also write the ranked layouts to this CSV file");
   cmd->add_option("--threads", args->threads, "worker threads (default: all cores)")
       ->check(CLI::Range(0, 1000000000));
+  cmd->add_option("--fit", args->fit, "apply the cluster factors of this fitted file (tetrasim fit -o)");
   cmd->add_flag("--json", args->json, "machine-readable output on stdout");
   cmd->callback([&action, args] { action = [args] { return run_search(*args); }; });
 }

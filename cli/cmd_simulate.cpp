@@ -14,6 +14,7 @@
 #include "tetra/costmodel/builtin_profiles.hpp"
 #include "tetra/hw/units.hpp"
 #include "tetra/llama/layout.hpp"
+#include "tetra/scenarios/profile_io.hpp"
 #include "tetra/scenarios/scenario.hpp"
 #include "tetra/sim/simulator.hpp"
 
@@ -25,12 +26,14 @@ struct SimulateArgs {
   std::string scenario;
   std::string layout;
   std::string trace;
+  std::string fit;
   bool json = false;
 };
 
 int run_simulate(const SimulateArgs& args) {
   const scenarios::Scenario sc = scenarios::load_scenario(args.scenario, args.layout, true);
-  const costmodel::CostParams costs = costmodel::cost_params(sc.cluster, sc.profile ? &*sc.profile : nullptr);
+  costmodel::CostParams costs = costmodel::cost_params(sc.cluster, sc.profile ? &*sc.profile : nullptr);
+  if (!args.fit.empty()) costmodel::apply_factors(scenarios::read_fitted(args.fit).factors, costs);
   const sim::SimInput in = sim::sim_input(sc.model, sc.cluster, sc.training, sc.layout, costs);
   sim::SimOptions options;
   options.record_trace = !args.trace.empty();
@@ -117,6 +120,7 @@ void register_simulate(CLI::App& app, Action& action) {
   cmd->add_option("scenario", args->scenario, "scenario TOML file")->required();
   cmd->add_option("--layout", args->layout, "layout overrides, e.g. tp=2,pp=4,schedule=interleaved");
   cmd->add_option("--trace", args->trace, "write a Chrome/Perfetto trace JSON to FILE");
+  cmd->add_option("--fit", args->fit, "apply the cluster factors of this fitted file (tetrasim fit -o)");
   cmd->add_flag("--json", args->json, "machine-readable output on stdout");
   cmd->callback([&action, args] { action = [args] { return run_simulate(*args); }; });
 }

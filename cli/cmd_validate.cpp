@@ -1,6 +1,9 @@
-// tetrasim validate CSV [--group-by COL] [--json]: predicts every row of a measurement file
-// (SPEC section 4) and reports the error: the outcome confusion matrix and accuracy, and per
-// metric MAPE, median and maximum APE and the mean Spearman rank correlation inside groups.
+// tetrasim validate CSV [--group-by COL] [--fit FILE] [--cv K|loo|sweep] [--json]: predicts
+// every row of a measurement file (SPEC section 4) and reports the error: the outcome confusion
+// matrix and accuracy, and per metric MAPE, median and maximum APE and the mean Spearman rank
+// correlation inside groups. --fit applies fitted cluster factors; --cv cross-validates the
+// step fit: each fold's rows are predicted by factors fitted on the other folds only, and
+// reported next to the zero-shot predictions.
 
 #include <algorithm>
 #include <cmath>
@@ -17,8 +20,11 @@
 #include "output.hpp"
 #include "predict.hpp"
 #include "stats.hpp"
+#include "step_rows.hpp"
+#include "tetra/fit/fit.hpp"
 #include "tetra/hw/error.hpp"
 #include "tetra/scenarios/measurements.hpp"
+#include "tetra/scenarios/profile_io.hpp"
 
 namespace tetra::cli {
 
@@ -27,6 +33,11 @@ namespace {
 struct ValidateArgs {
   std::string csv;
   std::string group_by = "source";
+  std::string fit;       // fitted factors to apply
+  std::string cv;        // K, "loo" or "sweep"
+  std::string factors;   // factors the --cv fits estimate
+  std::string cluster;   // rows of this cluster cell only
+  int threads = 0;
   bool json = false;
 };
 
@@ -49,12 +60,123 @@ nlohmann::json opt_json(const std::optional<double>& v) {
 
 std::string percent(double fraction) { return fixed(fraction * 100.0, 1) + "%"; }
 
+/// The folds --cv asks for over `n` rows: K (position i in fold i mod K), loo or sweep.
+fit::Folds cv_folds(const std::string& spec, const std::vector<fit::StepCase>& cases, std::string& scheme) {
+  if (spec == "sweep") {
+    scheme = "leave one sweep out (group column)";
+    return fit::folds_by_group(cases);
+  }
+  if (spec == "loo") {
+    scheme = "leave one out";
+    return fit::folds_by_position(cases.size(), static_cast<int>(cases.size()));
+  }
+  int k = 0;
+  try {
+    std::size_t used = 0;
+    k = std::stoi(spec, &used);
+    if (used != spec.size()) k = 0;
+  } catch (const std::exception&) {
+    k = 0;
+  }
+  if (k < 2) throw UserError(SourceLocation{"--cv"}, spec, "expected a fold count of 2 or more, loo or sweep");
+  if (static_cast<std::size_t>(k) > cases.size()) {
+    throw UserError(SourceLocation{"--cv"}, spec,
+                    "more folds than the " + std::to_string(cases.size()) + " usable step-time rows");
+  }
+  scheme = std::to_string(k) + "-fold (row i of the file's step-time rows in fold i mod " + std::to_string(k) + ")";
+  return fit::folds_by_position(cases.size(), k);
+}
+
+struct CvReport {
+  std::string scheme;
+  StepRows usable;
+  fit::Folds folds;
+  fit::CrossValidation cv;
+  Comparison comparison;
+};
+
+CvReport cross_validate(const ValidateArgs& args, const std::vector<scenarios::MeasurementRow>& rows) {
+  CvReport r;
+  fit::FitOptions options;
+  options.threads = args.threads;
+  if (!args.factors.empty()) options.factors = parse_factor_list(args.factors);
+  r.usable = step_rows(rows, args.cluster, args.threads);
+  if (r.usable.cases.empty()) throw UserError(SourceLocation{args.csv}, "--cv", "no usable step-time rows");
+  r.folds = cv_folds(args.cv, r.usable.cases, r.scheme);
+  r.cv = fit::cross_validate(r.usable.cases, r.folds, options);
+  std::vector<std::string> groups;
+  std::vector<double> measured;
+  for (std::size_t i = 0; i < r.usable.cases.size(); ++i) {
+    groups.push_back(r.usable.rows[i]->columns.at(args.group_by));
+    measured.push_back(r.usable.cases[i].measured_s);
+  }
+  r.comparison = compare(groups, measured, r.usable.zero_shot_s, r.cv.predicted_s);
+  return r;
+}
+
+nlohmann::json cv_json(const CvReport& r) {
+  nlohmann::json j = comparison_json(r.comparison, "zero_shot", "cv");
+  j["scheme"] = r.scheme;
+  j["folds"] = r.folds.count;
+  j["rows"] = r.usable.cases.size();
+  nlohmann::json fits = nlohmann::json::array();
+  for (std::size_t f = 0; f < r.cv.fits.size(); ++f) {
+    fits.push_back({{"rows_fitted", r.cv.fits[f].rows.size()},
+                    {"rms_error", round6(r.cv.fits[f].rms_error)},
+                    {"factors", factors_json(r.cv.fits[f])}});
+  }
+  j["fits"] = std::move(fits);
+  nlohmann::json per = nlohmann::json::array();
+  for (std::size_t i = 0; i < r.usable.cases.size(); ++i) {
+    per.push_back({{"id", r.usable.cases[i].id},
+                   {"fold", r.folds.fold[i] + 1},
+                   {"measured", round6(r.usable.cases[i].measured_s)},
+                   {"zero_shot", round6(r.usable.zero_shot_s[i])},
+                   {"cv", round6(r.cv.predicted_s[i])}});
+  }
+  j["per_row"] = std::move(per);
+  return j;
+}
+
+void print_cv(const CvReport& r, const ValidateArgs& args) {
+  std::cout << "\ncross-validation  " << r.scheme << ", " << r.usable.cases.size()
+            << " step-time rows, factors " << (args.factors.empty() ? std::string("all") : args.factors) << '\n'
+            << "                  each fold is predicted by factors fitted on the other folds only\n";
+  std::cout << comparison_table(r.comparison, "zero-shot", "CV");
+  // The spread of each factor over the folds says how stable the fit is.
+  std::vector<std::vector<std::string>> rows;
+  for (std::size_t k = 0; k < costmodel::kFactors.size(); ++k) {
+    double lo = 0, hi = 0;
+    std::string status;
+    for (std::size_t f = 0; f < r.cv.fits.size(); ++f) {
+      const auto& ff = r.cv.fits[f].per_factor[k];
+      lo = f == 0 ? ff.value : std::min(lo, ff.value);
+      hi = f == 0 ? ff.value : std::max(hi, ff.value);
+      if (status.find(fit::to_string(ff.status)) == std::string::npos) {
+        status += (status.empty() ? "" : ", ") + std::string(fit::to_string(ff.status));
+      }
+    }
+    rows.push_back({costmodel::to_string(costmodel::kFactors[k]), fixed(lo, 3), fixed(hi, 3), status});
+  }
+  std::cout << "\nfactors over the " << r.cv.fits.size() << " folds\n"
+            << format_table({"factor", "min", "max", "status"}, rows);
+}
+
 int run_validate(const ValidateArgs& args) {
-  const std::vector<scenarios::MeasurementRow> rows = scenarios::read_measurements(args.csv);
-  if (!rows.empty() && rows.front().columns.find(args.group_by) == rows.front().columns.end()) {
+  if (args.threads < 0) throw UserError(SourceLocation{"--threads"}, "threads", "must be 0 (all cores) or more");
+  const costmodel::Factors factors = args.fit.empty() ? costmodel::Factors{} : scenarios::read_fitted(args.fit).factors;
+  const std::vector<scenarios::MeasurementRow> all_rows = scenarios::read_measurements(args.csv);
+  if (!all_rows.empty() && all_rows.front().columns.find(args.group_by) == all_rows.front().columns.end()) {
     throw UserError(SourceLocation{"--group-by"}, args.group_by,
                     "no such column in " + args.csv);
   }
+  std::vector<scenarios::MeasurementRow> rows;
+  for (const auto& r : all_rows) {
+    const auto it = r.columns.find("cluster");
+    if (args.cluster.empty() || (it != r.columns.end() && it->second == args.cluster)) rows.push_back(r);
+  }
+  std::optional<CvReport> cv;
+  if (!args.cv.empty()) cv = cross_validate(args, rows);
 
   std::vector<std::pair<std::string, std::string>> skipped;  // id, reason
   std::vector<RowResult> done;
@@ -63,7 +185,7 @@ int run_validate(const ValidateArgs& args) {
       skipped.emplace_back(row.id, row.skip_reason);
       continue;
     }
-    const Prediction p = predict(row);
+    const Prediction p = predict(row, factors);
     if (!p.skip_reason.empty()) {
       skipped.emplace_back(row.id, p.skip_reason);
       continue;
@@ -133,6 +255,8 @@ int run_validate(const ValidateArgs& args) {
                                      : nlohmann::json(round6(ape(r.row->value, r.predicted)))}});
     }
     j["per_row"] = std::move(per);
+    if (!args.fit.empty()) j["fit"] = args.fit;
+    if (cv) j["cv"] = cv_json(*cv);
     print_json(j);
     return 0;
   }
@@ -140,15 +264,8 @@ int run_validate(const ValidateArgs& args) {
   std::cout << "file      " << args.csv << '\n'
             << "rows      " << rows.size() << ": " << done.size() << " predicted, "
             << skipped.size() << " skipped\n";
-  // Skip reasons by count (most frequent first, then by text), not one line per row.
-  std::map<std::string, int> reasons;
-  for (const auto& s : skipped) ++reasons[s.second];
-  std::vector<std::pair<int, std::string>> by_count;
-  for (const auto& [reason, n] : reasons) by_count.emplace_back(-n, reason);
-  std::sort(by_count.begin(), by_count.end());
-  for (const auto& [neg, reason] : by_count) {
-    std::cout << "skipped   " << -neg << "  " << reason << '\n';
-  }
+  if (!args.fit.empty()) std::cout << "factors   " << args.fit << '\n';
+  print_skip_reasons(skipped);
   std::cout << '\n';
 
   if (outcome_n > 0) {
@@ -173,6 +290,7 @@ int run_validate(const ValidateArgs& args) {
   } else {
     std::cout << "metrics   no numeric metric predicted\n";
   }
+  if (cv) print_cv(*cv, args);
   return 0;
 }
 
@@ -184,6 +302,13 @@ void register_validate(CLI::App& app, Action& action) {
   cmd->add_option("csv", args->csv, "measurement CSV (SPEC section 4)")->required();
   cmd->add_option("--group-by", args->group_by,
                   "column whose values form the groups of the rank correlation (default: source)");
+  auto* fit = cmd->add_option("--fit", args->fit, "apply the cluster factors of this fitted file (tetrasim fit -o)");
+  auto* cv = cmd->add_option("--cv", args->cv,
+                             "cross-validate the step fit: K folds, loo (leave one out) or sweep (leave one sweep out)");
+  cv->excludes(fit);
+  cmd->add_option("--factors", args->factors, "factors the --cv fits estimate (default all)")->needs(cv);
+  cmd->add_option("--cluster", args->cluster, "only rows whose cluster cell is this");
+  cmd->add_option("--threads", args->threads, "simulation threads for --cv (default: all cores)");
   cmd->add_flag("--json", args->json, "machine-readable output on stdout");
   cmd->callback([&action, args] { action = [args] { return run_validate(*args); }; });
 }

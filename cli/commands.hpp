@@ -17,5 +17,6 @@ void register_validate(CLI::App& app, Action& action);
 void register_simulate(CLI::App& app, Action& action);
 void register_search(CLI::App& app, Action& action);
 void register_calibrate(CLI::App& app, Action& action);
+void register_fit(CLI::App& app, Action& action);
 
 }  // namespace tetra::cli

@@ -20,6 +20,7 @@ int main(int argc, char** argv) {
   tetra::cli::register_simulate(app, action);
   tetra::cli::register_search(app, action);
   tetra::cli::register_validate(app, action);
+  tetra::cli::register_fit(app, action);
   tetra::cli::register_calibrate(app, action);
   tetra::cli::register_presets(app, action);
   try {

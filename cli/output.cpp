@@ -1,10 +1,12 @@
 #include "output.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <map>
 #include <sstream>
 #include <system_error>
 
@@ -71,6 +73,15 @@ nlohmann::json layout_json(const llama::Layout& l) {
 }
 
 void print_json(const nlohmann::json& j) { std::cout << j.dump(2) << '\n'; }
+
+void print_skip_reasons(const std::vector<std::pair<std::string, std::string>>& skipped) {
+  std::map<std::string, int> reasons;
+  for (const auto& s : skipped) ++reasons[s.second];
+  std::vector<std::pair<int, std::string>> by_count;
+  for (const auto& [reason, n] : reasons) by_count.emplace_back(-n, reason);
+  std::sort(by_count.begin(), by_count.end());
+  for (const auto& [neg, reason] : by_count) std::cout << "skipped   " << -neg << "  " << reason << '\n';
+}
 
 void write_file_atomic(const std::string& path, const std::string& content) {
   namespace fs = std::filesystem;

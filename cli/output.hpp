@@ -3,6 +3,7 @@
 // written whole or not at all.
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -29,6 +30,10 @@ namespace tetra::cli {
 
 /// Prints `j` to stdout, indented by two spaces, with a trailing newline.
 void print_json(const nlohmann::json& j);
+
+/// One "skipped   N  reason" line per reason on stdout, the most frequent first (then by text),
+/// for (id, reason) pairs.
+void print_skip_reasons(const std::vector<std::pair<std::string, std::string>>& skipped);
 
 /// Writes `content` to `path` through a temporary file in the same folder and a rename, so
 /// readers never see a partial file. Throws UserError naming the path on failure.

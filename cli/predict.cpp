@@ -31,8 +31,9 @@ Prediction predict_memory(const scenarios::MeasurementRow& row) {
 }
 
 // step_time_s / tokens_per_s_per_gpu / mfu from one simulated step (SPEC section 1 MFU).
-Prediction predict_step(const scenarios::MeasurementRow& row) {
-  const costmodel::CostParams costs = costmodel::cost_params(row.cluster);
+Prediction predict_step(const scenarios::MeasurementRow& row, const costmodel::Factors& factors) {
+  costmodel::CostParams costs = costmodel::cost_params(row.cluster);
+  costmodel::apply_factors(factors, costs);
   const sim::Result r = sim::simulate(sim::sim_input(row.model, row.cluster, row.training, row.layout, costs));
   switch (row.metric) {
     case scenarios::Metric::tokens_per_s_per_gpu: return {r.tokens_per_s_per_gpu, {}};
@@ -43,7 +44,7 @@ Prediction predict_step(const scenarios::MeasurementRow& row) {
 
 }  // namespace
 
-Prediction predict(const scenarios::MeasurementRow& row) {
+Prediction predict(const scenarios::MeasurementRow& row, const costmodel::Factors& factors) {
   switch (row.metric) {
     case scenarios::Metric::outcome:
     case scenarios::Metric::peak_alloc_gib:
@@ -52,7 +53,7 @@ Prediction predict(const scenarios::MeasurementRow& row) {
     case scenarios::Metric::step_time_s:
     case scenarios::Metric::tokens_per_s_per_gpu:
     case scenarios::Metric::mfu:
-      return predict_step(row);
+      return predict_step(row, factors);
   }
   return {0, "unknown metric"};
 }

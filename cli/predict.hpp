@@ -3,6 +3,7 @@
 
 #include <string>
 
+#include "tetra/costmodel/factors.hpp"
 #include "tetra/scenarios/measurements.hpp"
 
 namespace tetra::cli {
@@ -17,7 +18,7 @@ struct Prediction {
 /// Predicts one row whose skip_reason is empty. outcome: fits iff the peak reserved memory of
 /// every stage is at most the GPU's capacity (SPEC section 4: the whole memory, not the
 /// planning margin); peak_alloc_gib / peak_reserved_gib: the largest stage of the memory model;
-/// step_time_s, tokens_per_s_per_gpu, mfu: the step simulator.
-[[nodiscard]] Prediction predict(const scenarios::MeasurementRow& row);
+/// step_time_s, tokens_per_s_per_gpu, mfu: the step simulator under the cluster `factors`.
+[[nodiscard]] Prediction predict(const scenarios::MeasurementRow& row, const costmodel::Factors& factors = {});
 
 }  // namespace tetra::cli

@@ -426,7 +426,10 @@ double nccl_algo_seconds(CollectiveKind kind, NcclAlgo algo, NcclProto proto, do
   return us * 1e-6;
 }
 
-double p2p_seconds(double bytes, bool same_node, const CommParams& p) noexcept {
+namespace {
+
+/// A transfer's modelled time before the cluster factor.
+double p2p_model_seconds(double bytes, bool same_node, const CommParams& p) noexcept {
   const NcclTopology& t = p.topo;
   if (same_node) {
     const double bw = t.p2p_intra_Bps > 0 ? t.p2p_intra_Bps : t.nvlink_GBps * 1e9;
@@ -434,6 +437,17 @@ double p2p_seconds(double bytes, bool same_node, const CommParams& p) noexcept {
   }
   const double bw = t.p2p_inter_Bps > 0 ? t.p2p_inter_Bps : t.nic_GBps * 1e9;
   return t.p2p_inter_lat_s + bytes / bw;
+}
+
+/// The cluster factor of a link class (factors.hpp).
+double link_factor(bool same_node, const CommParams& p) noexcept {
+  return same_node ? p.intra_node_factor : p.inter_node_factor;
+}
+
+}  // namespace
+
+double p2p_seconds(double bytes, bool same_node, const CommParams& p) noexcept {
+  return p2p_model_seconds(bytes, same_node, p) / link_factor(same_node, p);
 }
 
 namespace {
@@ -490,7 +504,7 @@ Measured measured_seconds(CollectiveKind kind, double bytes, const GroupPlacemen
 CollectiveEstimate modelled(CollectiveKind kind, double bytes, const GroupPlacement& g, const CommParams& p) {
   CollectiveEstimate e;
   if (kind == CollectiveKind::send_recv) {
-    e.seconds = p2p_seconds(bytes, g.nodes <= 1, p);
+    e.seconds = p2p_model_seconds(bytes, g.nodes <= 1, p);
     return e;
   }
   if (kind == CollectiveKind::all_to_all) {
@@ -521,7 +535,7 @@ CollectiveEstimate modelled(CollectiveKind kind, double bytes, const GroupPlacem
       }
     }
   }
-  e.seconds = std::isfinite(best) ? best : p2p_seconds(bytes, g.nodes <= 1, p);
+  e.seconds = std::isfinite(best) ? best : p2p_model_seconds(bytes, g.nodes <= 1, p);
   return e;
 }
 
@@ -542,6 +556,7 @@ CollectiveEstimate collective(CollectiveKind kind, double bytes, const GroupPlac
       e.seconds = m.cap;
     }
   }
+  e.seconds /= link_factor(g.nodes <= 1, p);
   e.algbw_Bps = e.seconds > 0 ? bytes / e.seconds : 0;
   e.busbw_Bps = e.algbw_Bps * bus_factor(kind, g.ranks);
   return e;

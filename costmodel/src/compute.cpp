@@ -248,11 +248,11 @@ double memory_bound_seconds(llama::MemoryKernel kernel, double bytes, const Comp
 double op_seconds(const llama::Op& op, const ComputeParams& p) noexcept {
   switch (op.kind) {
     case llama::OpKind::gemm:
-      return gemm_seconds(GemmShape{op.m, op.n, op.k, 2, 1}, p);
+      return gemm_seconds(GemmShape{op.m, op.n, op.k, 2, 1}, p) / p.gemm_factor;
     case llama::OpKind::attention:
-      return attention_seconds(op.attn, op.pass != llama::Pass::forward, p);
+      return attention_seconds(op.attn, op.pass != llama::Pass::forward, p) / p.attention_factor;
     case llama::OpKind::memory_bound:
-      return memory_bound_seconds(op.mem, op.bytes, p);
+      return memory_bound_seconds(op.mem, op.bytes, p) / p.memory_bound_factor;
     case llama::OpKind::collective:
     case llama::OpKind::p2p:
       return 0;

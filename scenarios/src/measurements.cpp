@@ -1,5 +1,6 @@
 #include "tetra/scenarios/measurements.hpp"
 
+#include "tetra/llama/flops.hpp"
 #include "tetra/llama/params.hpp"
 
 #include <algorithm>
@@ -217,6 +218,38 @@ class Resolver {
 };
 
 }  // namespace
+
+double measured_step_seconds(const MeasurementRow& r) noexcept {
+  const double world = static_cast<double>(r.layout.world());
+  if (!(r.value > 0) || world <= 0) return 0;
+  switch (r.metric) {
+    case Metric::step_time_s:
+      return r.value;
+    case Metric::tokens_per_s_per_gpu:
+      return static_cast<double>(r.training.global_batch) * static_cast<double>(r.training.seq_len) /
+             (r.value * world);
+    case Metric::mfu: {
+      const double flops = llama::megatron_step_flops(r.model, r.training.seq_len, r.training.global_batch,
+                                                      llama::padded_vocab(r.model, r.layout.tp));
+      const double peak = r.cluster.gpu.bf16_peak_flops;
+      return peak > 0 ? flops / (r.value * peak * world) : 0;
+    }
+    default:
+      return 0;
+  }
+}
+
+fit::StepCase step_case(const MeasurementRow& r) {
+  fit::StepCase c;
+  c.id = r.id;
+  c.group = r.group;
+  c.model = &r.model;
+  c.cluster = &r.cluster;
+  c.training = &r.training;
+  c.layout = r.layout;
+  c.measured_s = measured_step_seconds(r);
+  return c;
+}
 
 std::vector<MeasurementRow> read_measurements_text(std::string_view text, const std::string& origin) {
   const std::vector<CsvRecord> records = parse_csv(text, origin);

@@ -2,6 +2,7 @@
 #include "tetra/scenarios/profile_io.hpp"
 
 #include <array>
+#include <charconv>
 #include <cmath>
 #include <cstdio>
 #include <initializer_list>
@@ -260,8 +261,9 @@ costmodel::Profile load(const Doc& doc, const toml::table& root) {
 std::string num(double v) {
   if (!std::isfinite(v)) v = 0;
   char buf[40];
-  std::snprintf(buf, sizeof buf, "%.17g", v);
-  std::string s = buf;
+  // The shortest text that reads back as the same double.
+  const auto end = std::to_chars(buf, buf + sizeof buf, v).ptr;
+  std::string s(buf, end);
   // Keep floats floats in TOML (an integral double prints without a dot).
   if (s.find_first_of(".eEn") == std::string::npos) s += ".0";
   return s;
@@ -287,6 +289,91 @@ std::string quoted(std::string_view s) {
     }
   }
   return out + "\"";
+}
+
+constexpr std::array<std::string_view, 4> kStatuses = {"fitted", "at_bound", "unconstrained", "not_fitted"};
+
+/// A factor's key with the unit of its value: step_overhead's are seconds ("value_s").
+std::string factor_key(costmodel::Factor f, std::string_view key) {
+  return std::string(key) + (f == costmodel::Factor::step_overhead ? "_s" : "");
+}
+
+fit::FitSummary load_fitted(const Doc& doc, const toml::table& root) {
+  for (const auto& [k, node] : root) {
+    (void)node;
+    if (k.str() != "fitted" && k.str() != "factors") {
+      fail(doc, k.source(), std::string(k.str()), "unknown table (expected fitted, factors)");
+    }
+  }
+  fit::FitSummary out;
+  if (const toml::node* m = root.get("fitted")) {
+    const toml::table* t = m->as_table();
+    if (t == nullptr) fail(doc, m->source(), "[fitted]", "expected a table");
+    const Section s{doc, "[fitted]", *t};
+    check_keys(s, {"csv", "cluster", "rows", "rms_error", "mape", "iterations", "converged"});
+    out.csv = get_string(s, "csv", false);
+    out.cluster = get_string(s, "cluster", false);
+    out.rms_error = get_number(s, "rms_error", false);
+    out.mape = get_number(s, "mape", false);
+    out.iterations = static_cast<int>(get_int(s, "iterations", false, 0, false));
+    out.converged = get_bool(s, "converged", false, false);
+    if (const toml::node* rows = t->get("rows")) {
+      const toml::array* arr = rows->as_array();
+      if (arr == nullptr) fail(doc, rows->source(), s.key("rows"), "expected an array of row ids");
+      for (const toml::node& id : *arr) {
+        if (!id.is_string()) fail(doc, id.source(), s.key("rows"), "expected a string (a row id)");
+        out.rows.emplace_back(id.as_string()->get());
+      }
+    }
+  }
+  const toml::table* factors = nullptr;
+  if (const toml::node* fn = root.get("factors")) {
+    factors = fn->as_table();
+    if (factors == nullptr) fail(doc, fn->source(), "[factors]", "expected a table of [factors.NAME] tables");
+  }
+  for (costmodel::Factor f : costmodel::kFactors) {
+    fit::FactorFit ff;
+    ff.factor = f;
+    ff.lower = fit::bound(f).lower;
+    ff.upper = fit::bound(f).upper;
+    ff.value = costmodel::Factors::neutral(f);
+    out.per_factor.push_back(ff);
+  }
+  if (factors != nullptr) {
+    for (const auto& [k, node] : *factors) {
+      const std::string name(k.str());
+      const auto f = costmodel::parse_factor(name);
+      if (!f) {
+        std::string list;
+        for (costmodel::Factor x : costmodel::kFactors) list += (list.empty() ? "" : ", ") + std::string(costmodel::to_string(x));
+        fail(doc, k.source(), "[factors]." + name, "unknown factor (expected one of: " + list + ")");
+      }
+      const toml::table* t = node.as_table();
+      if (t == nullptr) fail(doc, node.source(), "[factors." + name + "]", "expected a table");
+      const Section s{doc, "[factors." + name + "]", *t};
+      const std::string value_key = factor_key(*f, "value"), lower_key = factor_key(*f, "lower"),
+                        upper_key = factor_key(*f, "upper"), se_key = factor_key(*f, "std_error");
+      check_keys(s, {value_key, lower_key, upper_key, se_key, "share", "status"});
+      fit::FactorFit& ff = out.per_factor[static_cast<std::size_t>(*f)];
+      const fit::FactorBound& b = fit::bound(*f);
+      ff.value = get_number(s, value_key, true);
+      if (ff.value < b.lower || ff.value > b.upper) {
+        fail(doc, t->get(value_key)->source(), s.key(value_key),
+             "outside the factor's bound [" + num(b.lower) + ", " + num(b.upper) + "]");
+      }
+      ff.lower = get_number(s, lower_key, false, b.lower);
+      ff.upper = get_number(s, upper_key, false, b.upper);
+      ff.std_error = get_number(s, se_key, false, -1.0);
+      ff.share = get_number(s, "share", false);
+      const std::string status = get_choice(s, "status", false, kStatuses);
+      ff.status = fit::FactorStatus::fitted;
+      for (std::size_t i = 0; i < kStatuses.size(); ++i) {
+        if (status == kStatuses[i]) ff.status = static_cast<fit::FactorStatus>(i);
+      }
+      out.factors.set(*f, ff.value);
+    }
+  }
+  return out;
 }
 
 }  // namespace
@@ -362,6 +449,34 @@ std::string format_profile(const costmodel::Profile& p) {
       os << "\n[[fit.memory_bound]]\nkernel = " << quoted(m.kernel) << "\nlaunch_s = " << num(m.launch_s)
          << "\nBps = " << num(m.Bps) << "\n";
     }
+  }
+  return os.str();
+}
+
+
+fit::FitSummary parse_fitted(std::string_view text, const std::string& origin) {
+  const toml::table root = detail::parse_toml_text(text, origin);
+  const Doc doc{origin, {}, 0, false, ""};
+  return load_fitted(doc, root);
+}
+
+fit::FitSummary read_fitted(const std::string& path) { return parse_fitted(detail::read_text_file(path), path); }
+
+std::string format_fitted(const fit::FitSummary& f) {
+  std::ostringstream os;
+  os << "# Cluster factors fitted by `tetrasim fit` from measured step times (fit/README.md).\n"
+        "# Apply them with --fit FILE on simulate, search and validate.\n\n";
+  os << "[fitted]\ncsv = " << quoted(f.csv) << "\ncluster = " << quoted(f.cluster) << "\nrows = [";
+  for (std::size_t i = 0; i < f.rows.size(); ++i) os << (i == 0 ? "" : ", ") << quoted(f.rows[i]);
+  os << "]\nrms_error = " << num(f.rms_error) << "\nmape = " << num(f.mape) << "\niterations = " << f.iterations
+     << "\nconverged = " << (f.converged ? "true" : "false") << "\n";
+  for (const fit::FactorFit& ff : f.per_factor) {
+    os << "\n[factors." << costmodel::to_string(ff.factor) << "]\n"
+       << factor_key(ff.factor, "value") << " = " << num(ff.value) << "\n"
+       << factor_key(ff.factor, "lower") << " = " << num(ff.lower) << "\n"
+       << factor_key(ff.factor, "upper") << " = " << num(ff.upper) << "\n";
+    if (ff.std_error >= 0) os << factor_key(ff.factor, "std_error") << " = " << num(ff.std_error) << "\n";
+    os << "share = " << num(ff.share) << "\nstatus = " << quoted(fit::to_string(ff.status)) << "\n";
   }
   return os.str();
 }

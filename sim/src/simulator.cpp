@@ -22,6 +22,7 @@ SimInput sim_input(const llama::Model& model, const hw::Cluster& cluster, const 
   in.layout = layout;
   in.compute = &costs.compute;
   in.comm = &costs.comm;
+  in.step_overhead_s = costs.factors.step_overhead_s;
   return in;
 }
 
@@ -256,7 +257,8 @@ Result Simulator::run(const SimInput& in, const SimOptions& options) {
   res.layout = layout;
   res.micro_batches = m;
   res.events = step_.events;
-  res.step_time_s = step_.step_time_s;
+  // A cluster's fixed per-step cost (costmodel::Factors) idles every stage.
+  res.step_time_s = step_.step_time_s + in.step_overhead_s;
   res.bubble_fraction = step_.bubble_fraction;
   const double world = static_cast<double>(layout.world());
   const double tokens = static_cast<double>(training.global_batch) * training.seq_len;
@@ -313,7 +315,7 @@ Result Simulator::run(const SimInput& in, const SimOptions& options) {
     sr.layers = rank_layers.at(static_cast<std::size_t>(r));
     const auto& so = step_.stages[static_cast<std::size_t>(r)];
     sr.busy_s = so.busy_s;
-    sr.idle_s = so.idle_s;
+    sr.idle_s = so.idle_s + in.step_overhead_s;
     sr.inflight = so.inflight;
     if (static_cast<std::size_t>(r) < res.memory.stages.size()) {
       const auto& sm = res.memory.stages[static_cast<std::size_t>(r)];

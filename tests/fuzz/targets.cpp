@@ -118,6 +118,12 @@ void profile(std::string_view input) {
     const costmodel::Profile back = scenarios::parse_profile(text, "formatted.toml");
     if (scenarios::format_profile(back) != text) die("format_profile round trip", text);
   });
+  guarded([&] {
+    const fit::FitSummary f = scenarios::parse_fitted(input, "fuzz_fitted.toml");
+    const std::string text = scenarios::format_fitted(f);
+    const fit::FitSummary back = scenarios::parse_fitted(text, "formatted.toml");
+    if (scenarios::format_fitted(back) != text) die("format_fitted round trip", text);
+  });
 }
 
 void trace(std::string_view input) {

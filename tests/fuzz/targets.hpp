@@ -24,7 +24,8 @@ void layout(std::string_view input);
 void hf_config(std::string_view input);
 /// Measurement CSV (scenarios::read_measurements_text).
 void measurements(std::string_view input);
-/// Calibration profile TOML (scenarios::parse_profile) and its format/parse round trip.
+/// Calibration profile TOML (scenarios::parse_profile) and fitted-factor TOML
+/// (scenarios::parse_fitted), each with its format/parse round trip.
 void profile(std::string_view input);
 /// Kineto / Nsight Systems trace JSON (calib::import_trace_text).
 void trace(std::string_view input);

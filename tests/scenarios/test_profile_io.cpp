@@ -49,7 +49,7 @@ TEST_SUITE("scenarios") {
     CHECK(q.meta.date == p.meta.date);
     CHECK(q.meta.device_memory_bytes == p.meta.device_memory_bytes);
     REQUIRE(q.gemm.size() == 1);
-    CHECK(q.gemm[0].seconds == p.gemm[0].seconds);  // 17 digits: exact
+    CHECK(q.gemm[0].seconds == p.gemm[0].seconds);  // shortest round-trip text: exact
     CHECK(q.attention[0].pass == costmodel::AttentionPass::bwd);
     CHECK(q.collective[1].algorithm == "ring");
     CHECK(q.fit.valid);
@@ -120,4 +120,82 @@ TEST_CASE("profile: a profile without [fit] is fitted when a scenario loads it (
   CHECK(sc.profile->fit.gemm_peak_flops == doctest::Approx(760e12).epsilon(0.02));
   std::filesystem::remove_all(dir);
 }
+}
+
+namespace {
+
+std::string fitted_error_of(const std::string& text) {
+  try {
+    (void)parse_fitted(text, "f.toml");
+  } catch (const UserError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+}  // namespace
+
+TEST_SUITE("scenarios") {
+  TEST_CASE("fitted factors: format then parse gives the same fit, byte for byte") {
+    fit::FitSummary s;
+    s.csv = "data/validation/hagemann2023.csv";
+    s.cluster = "dgx-a100-80gb";
+    s.rows = {"a", "b \"quoted\""};
+    s.rms_error = 0.061;
+    s.mape = 0.042;
+    s.iterations = 7;
+    s.converged = true;
+    for (costmodel::Factor f : costmodel::kFactors) {
+      fit::FactorFit ff;
+      ff.factor = f;
+      ff.lower = fit::bound(f).lower;
+      ff.upper = fit::bound(f).upper;
+      ff.value = f == costmodel::Factor::step_overhead ? 0.25 : 0.1 + 0.9 * ff.upper / 1.6;
+      ff.status = f == costmodel::Factor::attention ? fit::FactorStatus::unconstrained : fit::FactorStatus::fitted;
+      ff.std_error = f == costmodel::Factor::attention ? -1 : 0.0123;
+      ff.share = 0.2;
+      s.factors.set(f, ff.value);
+      s.per_factor.push_back(ff);
+    }
+    const std::string text = format_fitted(s);
+    CHECK(text.find("value_s = 0.25") != std::string::npos);    // seconds say so in the key
+    CHECK(text.find("upper = 1.15\n") != std::string::npos);    // shortest text of the double
+    const fit::FitSummary q = parse_fitted(text, "round.toml");
+    CHECK(format_fitted(q) == text);
+    CHECK(q.factors == s.factors);
+    CHECK(q.rows == s.rows);
+    CHECK(q.per_factor[1].status == fit::FactorStatus::unconstrained);
+    CHECK(q.per_factor[1].std_error < 0);
+  }
+
+  TEST_CASE("fitted factors: a hand-written file with one factor; the others stay neutral") {
+    const fit::FitSummary q = parse_fitted("[factors.inter_node]\nvalue = 0.25\n", "f.toml");
+    CHECK(q.factors.inter_node == 0.25);
+    CHECK(q.factors.gemm == 1.0);
+    CHECK(q.factors.step_overhead_s == 0.0);
+    CHECK(parse_fitted("", "f.toml").factors == costmodel::Factors{});
+  }
+
+  TEST_CASE("fitted factors: errors name the file, line, column and key") {
+    CHECK(fitted_error_of("[factors.tp]\nvalue = 1.0\n") ==
+          "f.toml:1:10: [factors].tp: unknown factor (expected one of: gemm, attention, memory_bound, "
+          "intra_node, inter_node, step_overhead)");
+    CHECK(fitted_error_of("[factors.gemm]\nvalue = 3.0\n") ==
+          "f.toml:2:9: [factors.gemm].value: outside the factor's bound [0.5, 1.15]");
+    CHECK(fitted_error_of("[factors.step_overhead]\nvalue = 1.0\n") ==
+          "f.toml:2:1: [factors.step_overhead].value: unknown key (expected one of: value_s, lower_s, upper_s, "
+          "std_error_s, share, status)");
+    CHECK(fitted_error_of("[factors.gemm]\nlower = 0.5\n") == "f.toml:1:1: [factors.gemm].value: missing key");
+    CHECK(fitted_error_of("[factors.gemm]\nvalue = 1.0\nspeed = 2\n") ==
+          "f.toml:3:1: [factors.gemm].speed: unknown key (expected one of: value, lower, upper, std_error, "
+          "share, status)");
+    CHECK(fitted_error_of("[factors.gemm]\nvalue = \"fast\"\n") == "f.toml:2:9: [factors.gemm].value: expected a number");
+    CHECK(fitted_error_of("[factors.gemm]\nvalue = 1.0\nstatus = \"great\"\n") ==
+          "f.toml:3:10: [factors.gemm].status: unknown value \"great\" (expected one of: fitted, at_bound, "
+          "unconstrained, not_fitted)");
+    CHECK(fitted_error_of("[fitted]\nrows = [1]\n") == "f.toml:2:9: [fitted].rows: expected a string (a row id)");
+    CHECK(fitted_error_of("[gemm]\n") == "f.toml:1:2: gemm: unknown table (expected fitted, factors)");
+    CHECK(fitted_error_of("factors = 3\n") == "f.toml:1:11: [factors]: expected a table of [factors.NAME] tables");
+    CHECK(fitted_error_of("[factors.gemm\n").find("f.toml:1") == 0);
+  }
 }

@@ -301,7 +301,7 @@ TEST_SUITE("search") {
     REQUIRE(over > 0);
     REQUIRE(over < peaks.size());
 
-    search::SearchInput in{&model, &cluster, &training, &space, {}, nullptr};
+    search::SearchInput in{&model, &cluster, &training, &space, {}, nullptr, {}};
     search::SearchOptions opt;
     opt.threads = 2;
     const auto res = search::run_search(in, opt);
@@ -328,7 +328,7 @@ TEST_SUITE("search") {
     const auto cluster = one_node();
     const auto training = small_training();
     const auto space = small_space();
-    search::SearchInput in{&model, &cluster, &training, &space, {}, nullptr};
+    search::SearchInput in{&model, &cluster, &training, &space, {}, nullptr, {}};
     search::SearchOptions one, three;
     one.threads = 1;
     three.threads = 3;
@@ -361,7 +361,7 @@ TEST_SUITE("search") {
     const auto cluster = one_node();
     const auto training = small_training();
     const auto space = small_space();
-    search::SearchInput in{&model, &cluster, &training, &space, {}, nullptr};
+    search::SearchInput in{&model, &cluster, &training, &space, {}, nullptr, {}};
     search::SearchOptions shared, fresh;
     shared.threads = 2;
     fresh.threads = 2;

@@ -183,3 +183,28 @@ TEST_SUITE("sim") {
     CHECK(huge.bubble_fraction < exact.bubble_fraction + 1e-9);
   }
 }
+
+TEST_SUITE("sim") {
+  TEST_CASE("a cluster's step overhead (costmodel::Factors) adds to the step and idles every stage") {
+    Fixture f("llama3.1-8b", "dgx-h100", 2);
+    f.training.seq_len = 4096;
+    f.training.global_batch = 32;
+    llama::Layout l;
+    l.tp = 2;
+    l.pp = 2;
+    l.dp = 4;
+    l.sp = true;
+    const auto plain = sim::simulate(f.input(l));
+    costmodel::Factors factors;
+    factors.step_overhead_s = 0.75;
+    costmodel::apply_factors(factors, f.costs);
+    const auto slow = sim::simulate(f.input(l));
+    CHECK(slow.step_time_s == doctest::Approx(plain.step_time_s + 0.75));
+    CHECK(slow.tokens_per_s == doctest::Approx(32.0 * 4096 / (plain.step_time_s + 0.75)));
+    REQUIRE(slow.stages.size() == plain.stages.size());
+    for (std::size_t r = 0; r < slow.stages.size(); ++r) {
+      CHECK(slow.stages[r].busy_s == plain.stages[r].busy_s);
+      CHECK(slow.stages[r].idle_s == doctest::Approx(plain.stages[r].idle_s + 0.75));
+    }
+  }
+}

@@ -8,6 +8,7 @@
 
 #include "tetra/costmodel/collective.hpp"
 #include "tetra/costmodel/compute.hpp"
+#include "tetra/costmodel/factors.hpp"
 #include "tetra/costmodel/profile.hpp"
 #include "tetra/hw/cluster.hpp"
 
@@ -51,6 +52,7 @@ enum class GpuFamily { a100, h100, h200, other };
 struct CostParams {
   ComputeParams compute;
   CommParams comm;
+  Factors factors;   ///< as set on both by apply_factors (neutral by default)
 };
 [[nodiscard]] CostParams cost_params(const hw::Cluster& cluster, const Profile* profile = nullptr);
 

@@ -95,6 +95,10 @@ struct CommParams {
   /// replace the model (rows interpolated in log size, fits t = lat + S·f/busbw).
   std::vector<CollectiveRow> rows;   ///< sorted by (op, ranks, ranks_per_node, bytes)
   std::vector<CollectiveFit> fits;
+  // Cluster factors (factors.hpp): `collective` and `p2p_seconds` divide the time of a group
+  // inside one node by intra_node_factor, of a group across nodes by inter_node_factor.
+  double intra_node_factor = 1.0;
+  double inter_node_factor = 1.0;
 };
 
 /// How a group of ranks lies on the nodes (from the layout's rank_order).
@@ -149,12 +153,13 @@ struct NcclLatBw {
 /// The collective at nccl-tests size `bytes` (S of costmodels.md section 2.1) on group `g`:
 /// measured rows / fits when the profile has them, else the fastest eligible (algorithm,
 /// protocol) of NCCL's model. send_recv is priced as `p2p_seconds` across the slower link.
-/// A group of one rank costs 0.
+/// The time is divided by the group's cluster factor (intra- or inter-node). A group of one
+/// rank costs 0.
 [[nodiscard]] CollectiveEstimate collective(llama::CollectiveKind kind, double bytes,
                                             const GroupPlacement& g, const CommParams& p) noexcept;
 
 /// Point-to-point transfer of `bytes` between two GPUs, inside a node (NVLink) or across
-/// nodes (the GPU's NIC), at the slower link of the pair.
+/// nodes (the GPU's NIC), at the slower link of the pair, over the cluster factor of that link.
 [[nodiscard]] double p2p_seconds(double bytes, bool same_node, const CommParams& p) noexcept;
 
 /// Time of one repetition of a communication op of the op list under `layout`.

@@ -72,6 +72,10 @@ struct ComputeParams {
   std::vector<AttentionRow> attention_rows;
   std::vector<MemoryBoundRow> memory_rows;     ///< sorted by (kernel, bytes)
   std::vector<MemoryBoundFit> memory_fits;
+  // Cluster factors (factors.hpp): op_seconds divides each kind's time by its factor.
+  double gemm_factor = 1.0;
+  double attention_factor = 1.0;
+  double memory_bound_factor = 1.0;
 };
 
 /// Analytical GEMM estimate with the tile that won.
@@ -111,7 +115,8 @@ struct GemmEstimate {
 [[nodiscard]] double memory_bound_seconds(llama::MemoryKernel kernel, double bytes,
                                           const ComputeParams& p) noexcept;
 
-/// Time of one repetition of a compute op (gemm, attention or memory_bound); 0 for others.
+/// Time of one repetition of a compute op (gemm, attention or memory_bound) over its kind's
+/// cluster factor (`gemm_factor`, ...); 0 for others.
 [[nodiscard]] double op_seconds(const llama::Op& op, const ComputeParams& p) noexcept;
 
 }  // namespace tetra::costmodel

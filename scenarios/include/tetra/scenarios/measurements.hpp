@@ -9,6 +9,7 @@
 #include <string_view>
 #include <vector>
 
+#include "tetra/fit/fit.hpp"
 #include "tetra/hw/cluster.hpp"
 #include "tetra/llama/layout.hpp"
 #include "tetra/llama/model.hpp"
@@ -48,6 +49,14 @@ struct MeasurementRow {
   llama::Training training;           ///< seq_len, gbs and options over the defaults
   llama::Layout layout;               ///< dp derived from n_gpus; vp > 1 implies interleaved
 };
+
+/// The step time a row measured, in seconds: step_time_s as it is; tokens_per_s_per_gpu and mfu
+/// as the step time they imply (the global batch's tokens over the rate; the model FLOPs of SPEC
+/// section 1 over MFU × the GPU's bf16 peak); 0 for other metrics or a non-positive value.
+[[nodiscard]] double measured_step_seconds(const MeasurementRow& row) noexcept;
+
+/// The row as a step-fit case (measured_s = measured_step_seconds); it points into `row`.
+[[nodiscard]] fit::StepCase step_case(const MeasurementRow& row);
 
 /// Reads a measurement CSV. Model and cluster cells are presets or TOML paths relative to the
 /// CSV. Throws UserError (file:line, column name) for a malformed file; rows that are well

@@ -11,6 +11,7 @@
 #include <string_view>
 
 #include "tetra/costmodel/profile.hpp"
+#include "tetra/fit/fit.hpp"
 
 namespace tetra::scenarios {
 
@@ -20,9 +21,22 @@ namespace tetra::scenarios {
 /// Parses profile text; `origin` names it in errors.
 [[nodiscard]] costmodel::Profile parse_profile(std::string_view text, const std::string& origin);
 
-/// The TOML text of a profile (deterministic: same profile, same bytes; numbers with 17
-/// significant digits so that parse_profile(format_profile(p)) == p). The fit table is
-/// written only when `fit.valid`.
+/// The TOML text of a profile (deterministic: same profile, same bytes; every number as the
+/// shortest text that reads back as the same double, so parse_profile(format_profile(p)) == p).
+/// The fit table is written only when `fit.valid`.
 [[nodiscard]] std::string format_profile(const costmodel::Profile& profile);
+
+/// Fitted-factor files (`tetrasim fit -o`, read by `--fit`): an optional `[fitted]` table
+/// (csv, cluster, rows = [ids], rms_error, mape, iterations, converged) and one
+/// `[factors.NAME]` table per factor with `value` (required), `lower`, `upper`, `std_error`,
+/// `share` and `status`; step_overhead's values are seconds and their keys say so (`value_s`,
+/// `lower_s`, ...). A factor without a table stays neutral. A value outside the factor's
+/// bound (fit::bound), an unknown factor or key is a UserError with file:line:col.
+[[nodiscard]] fit::FitSummary read_fitted(const std::string& path);
+[[nodiscard]] fit::FitSummary parse_fitted(std::string_view text, const std::string& origin);
+
+/// The TOML text of a fit (deterministic; numbers as in format_profile, so
+/// parse_fitted(format_fitted(f)) gives the same factors).
+[[nodiscard]] std::string format_fitted(const fit::FitSummary& fit);
 
 }  // namespace tetra::scenarios

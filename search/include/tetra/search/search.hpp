@@ -10,11 +10,13 @@
 #include <string>
 #include <vector>
 
+#include "tetra/costmodel/factors.hpp"
 #include "tetra/costmodel/profile.hpp"
 #include "tetra/hw/cluster.hpp"
 #include "tetra/llama/layout.hpp"
 #include "tetra/llama/model.hpp"
 #include "tetra/search/enumerate.hpp"
+#include "tetra/search/parallel.hpp"
 #include "tetra/search/space.hpp"
 
 namespace tetra::search {
@@ -27,10 +29,8 @@ struct SearchInput {
   const SearchSpace* space = nullptr;
   llama::Layout base;                          ///< fields the space does not vary (rank_order)
   const costmodel::Profile* profile = nullptr; ///< calibration profile; null: built-in
+  costmodel::Factors factors;                  ///< cluster factors of a step fit (neutral: none)
 };
-
-/// Progress of the simulation phase: (layouts simulated so far, layouts to simulate).
-using ProgressFn = std::function<void(std::size_t done, std::size_t total)>;
 
 /// How to run.
 struct SearchOptions {

@@ -31,6 +31,7 @@ struct SimInput {
   llama::Layout layout;
   const costmodel::ComputeParams* compute = nullptr;
   const costmodel::CommParams* comm = nullptr;
+  double step_overhead_s = 0;   ///< fixed time added to the step (costmodel::Factors)
 };
 
 /// The input of one step of `layout`; `costs` must outlive the input.

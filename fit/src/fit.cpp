@@ -1,0 +1,480 @@
+// The bounded least-squares fit of the cluster factors (fit.hpp): a projected
+// Levenberg–Marquardt iteration whose linear algebra is Eigen's.
+
+#include "tetra/fit/fit.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numeric>
+#include <string>
+
+#include <Eigen/Dense>
+
+#include "step_model.hpp"
+#include "tetra/hw/error.hpp"
+#include "tetra/search/parallel.hpp"
+
+namespace tetra::fit {
+
+namespace {
+
+using costmodel::Factor;
+using costmodel::Factors;
+
+/// A rate factor moving no row's step by more than this share (|d ln t / d ln f|) is
+/// unconstrained: any value inside its bound predicts the same steps.
+constexpr double kMinShare = 1e-3;
+/// Forward-difference step in ln factor (0.1 %): far above the simulator's picosecond
+/// resolution, small against the curvature of a step time in its factors.
+constexpr double kDiffStep = 1e-3;
+
+/// The factors a fit estimates, in kFactors order without repeats (empty request: all).
+std::vector<Factor> requested(const FitOptions& o) {
+  std::vector<Factor> out;
+  for (Factor f : costmodel::kFactors) {
+    if (o.factors.empty() || std::find(o.factors.begin(), o.factors.end(), f) != o.factors.end()) {
+      out.push_back(f);
+    }
+  }
+  return out;
+}
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const std::size_t n = v.size();
+  return n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+/// The fit's parameter vector: ln f for a rate factor, the overhead in units of the median
+/// measured step (so every parameter moves the residuals on the same scale).
+struct Parameters {
+  std::vector<Factor> factors;
+  std::vector<double> lower, upper;
+  double overhead_unit = 1;
+
+  [[nodiscard]] std::size_t size() const { return factors.size(); }
+  [[nodiscard]] double to_theta(Factor f, double value) const {
+    return f == Factor::step_overhead ? value / overhead_unit : std::log(value);
+  }
+  [[nodiscard]] Factors to_factors(const Eigen::VectorXd& theta) const {
+    Factors out;
+    for (std::size_t j = 0; j < size(); ++j) {
+      const Factor f = factors[j];
+      const double x = theta(static_cast<Eigen::Index>(j));
+      const double v = f == Factor::step_overhead ? x * overhead_unit : std::exp(x);
+      out.set(f, std::clamp(v, bound(f).lower, bound(f).upper));
+    }
+    return out;
+  }
+};
+
+/// Relative residuals (t_i + overhead) / m_i − 1 and half their sum of squares.
+double residuals(const std::vector<StepCase>& cases, const std::vector<double>& t, double overhead,
+                 Eigen::VectorXd& r) {
+  r.resize(static_cast<Eigen::Index>(cases.size()));
+  for (std::size_t i = 0; i < cases.size(); ++i) {
+    r(static_cast<Eigen::Index>(i)) = (t[i] + overhead) / cases[i].measured_s - 1.0;
+  }
+  return 0.5 * r.squaredNorm();
+}
+
+/// "1 row", "3 rows".
+std::string count(std::size_t n, const std::string& noun) {
+  return std::to_string(n) + " " + noun + (n == 1 ? "" : "s");
+}
+
+void check_cases(const std::vector<StepCase>& cases, std::size_t factors) {
+  if (cases.empty()) throw UserError("fit: no usable step-time rows");
+  if (cases.size() < factors) {
+    throw UserError("fit: " + count(cases.size(), "step-time row") + " for " + count(factors, "factor") +
+                    "; give at least " + count(factors, "row") + " or fewer factors (--factors)");
+  }
+  for (const StepCase& c : cases) {
+    if (!(c.measured_s > 0) || !std::isfinite(c.measured_s)) {
+      throw UserError("fit: row " + c.id + ": the measured step time must be a positive number");
+    }
+  }
+}
+
+}  // namespace
+
+std::vector<StepPrediction> predict_steps(const std::vector<StepCase>& cases, const Factors& factors,
+                                          int threads) {
+  std::vector<StepPrediction> out(cases.size());
+  const int workers = search::resolve_threads(threads);
+  std::vector<sim::Simulator> sims(static_cast<std::size_t>(workers));
+  search::parallel_for(cases.size(), workers, [&](int worker, std::size_t i) {
+    const StepCase& c = cases[i];
+    try {
+      costmodel::CostParams costs = costmodel::cost_params(*c.cluster);
+      costmodel::apply_factors(factors, costs);
+      const sim::SimInput in = sim::sim_input(*c.model, *c.cluster, *c.training, c.layout, costs);
+      const double t = sims[static_cast<std::size_t>(worker)].run(in).step_time_s;
+      if (t > 0 && std::isfinite(t)) {
+        out[i].seconds = t;
+      } else {
+        out[i].failure = "the simulated step takes no time";
+      }
+    } catch (const std::exception& e) {
+      out[i].failure = std::string("cannot be simulated: ") + e.what();
+    }
+  });
+  return out;
+}
+
+FitSummary fit_factors(const std::vector<StepCase>& cases, const FitOptions& options) {
+  const std::vector<Factor> wanted = requested(options);
+  check_cases(cases, wanted.size());
+  detail::StepModel model(cases, options.threads);
+
+  std::vector<double> measured;
+  for (const StepCase& c : cases) measured.push_back(c.measured_s);
+  Parameters par;
+  par.factors = wanted;
+  par.overhead_unit = median(measured);
+  for (Factor f : wanted) {
+    par.lower.push_back(par.to_theta(f, bound(f).lower));
+    par.upper.push_back(par.to_theta(f, bound(f).upper));
+  }
+  const auto k = static_cast<Eigen::Index>(par.size());
+  const auto n = static_cast<Eigen::Index>(cases.size());
+
+  // Rate factors whose slopes come from the simulator; the overhead column is exact.
+  std::vector<Factor> rates;
+  std::vector<Eigen::Index> rate_col;
+  Eigen::Index overhead_col = -1;
+  for (Eigen::Index j = 0; j < k; ++j) {
+    if (par.factors[static_cast<std::size_t>(j)] == Factor::step_overhead) {
+      overhead_col = j;
+    } else {
+      rates.push_back(par.factors[static_cast<std::size_t>(j)]);
+      rate_col.push_back(j);
+    }
+  }
+
+  Eigen::VectorXd theta = Eigen::VectorXd::Zero(k);
+  for (Eigen::Index j = 0; j < k; ++j) {
+    const Factor f = par.factors[static_cast<std::size_t>(j)];
+    theta(j) = std::clamp(par.to_theta(f, Factors::neutral(f)), par.lower[static_cast<std::size_t>(j)],
+                          par.upper[static_cast<std::size_t>(j)]);
+  }
+
+  // Forward differences step inward from an upper bound.
+  auto diff_steps = [&](const Eigen::VectorXd& th) {
+    std::vector<double> step;
+    for (std::size_t r = 0; r < rates.size(); ++r) {
+      const auto j = static_cast<std::size_t>(rate_col[r]);
+      step.push_back(th(rate_col[r]) + kDiffStep > par.upper[j] ? -kDiffStep : kDiffStep);
+    }
+    return step;
+  };
+  std::vector<double> t;
+  Eigen::MatrixXd slopes;
+  model.times_and_slopes(par.to_factors(theta), rates, diff_steps(theta), t, slopes);
+
+  // Unconstrained rate factors stay neutral and out of the iteration.
+  std::vector<bool> active(static_cast<std::size_t>(k), true);
+  for (std::size_t r = 0; r < rates.size(); ++r) {
+    if (slopes.col(static_cast<Eigen::Index>(r)).cwiseAbs().maxCoeff() < kMinShare) {
+      active[static_cast<std::size_t>(rate_col[r])] = false;
+    }
+  }
+
+  auto overhead_of = [&](const Eigen::VectorXd& th) {
+    return overhead_col >= 0 ? par.to_factors(th).step_overhead_s : 0.0;
+  };
+  auto jacobian = [&]() {
+    Eigen::MatrixXd jac = Eigen::MatrixXd::Zero(n, k);
+    for (Eigen::Index i = 0; i < n; ++i) {
+      const double m = measured[static_cast<std::size_t>(i)];
+      for (std::size_t r = 0; r < rates.size(); ++r) {
+        jac(i, rate_col[r]) = slopes(i, static_cast<Eigen::Index>(r)) * t[static_cast<std::size_t>(i)] / m;
+      }
+      if (overhead_col >= 0) jac(i, overhead_col) = par.overhead_unit / m;
+    }
+    return jac;
+  };
+
+  Eigen::VectorXd res;
+  double cost = residuals(cases, t, overhead_of(theta), res);
+  Eigen::MatrixXd jac = jacobian();
+  double lambda = 1e-3;
+  int iterations = 0;
+  bool converged = false;
+  std::vector<double> t_try;
+  Eigen::VectorXd res_try;
+  constexpr double kBoundTol = 1e-9;
+  for (int it = 0; it < options.max_iterations && !converged; ++it) {
+    const Eigen::VectorXd grad = jac.transpose() * res;
+    // Free parameters: active, and not pressed against a bound by the gradient.
+    std::vector<Eigen::Index> free;
+    for (Eigen::Index j = 0; j < k; ++j) {
+      if (!active[static_cast<std::size_t>(j)]) continue;
+      const bool at_lo = theta(j) <= par.lower[static_cast<std::size_t>(j)] + kBoundTol && grad(j) > 0;
+      const bool at_hi = theta(j) >= par.upper[static_cast<std::size_t>(j)] - kBoundTol && grad(j) < 0;
+      if (!at_lo && !at_hi) free.push_back(j);
+    }
+    if (free.empty()) {
+      converged = true;
+      break;
+    }
+    const auto nf = static_cast<Eigen::Index>(free.size());
+    Eigen::MatrixXd jf(n, nf);
+    Eigen::VectorXd gf(nf);
+    for (Eigen::Index c = 0; c < nf; ++c) {
+      jf.col(c) = jac.col(free[static_cast<std::size_t>(c)]);
+      gf(c) = grad(free[static_cast<std::size_t>(c)]);
+    }
+    const Eigen::MatrixXd normal = jf.transpose() * jf;
+    const double diag_floor = std::max(normal.diagonal().maxCoeff() * 1e-12, 1e-300);
+    bool accepted = false;
+    for (int attempt = 0; attempt < 16; ++attempt) {
+      Eigen::MatrixXd damped = normal;
+      for (Eigen::Index c = 0; c < nf; ++c) damped(c, c) += lambda * std::max(normal(c, c), diag_floor);
+      const Eigen::VectorXd delta = damped.ldlt().solve(-gf);
+      Eigen::VectorXd trial = theta;
+      for (Eigen::Index c = 0; c < nf; ++c) {
+        const Eigen::Index j = free[static_cast<std::size_t>(c)];
+        trial(j) = std::clamp(theta(j) + delta(c), par.lower[static_cast<std::size_t>(j)],
+                              par.upper[static_cast<std::size_t>(j)]);
+      }
+      if ((trial - theta).cwiseAbs().maxCoeff() < 1e-9) {
+        converged = true;
+        break;
+      }
+      model.times(par.to_factors(trial), t_try);
+      const double cost_try = residuals(cases, t_try, overhead_of(trial), res_try);
+      if (cost_try < cost) {
+        const double gain = cost - cost_try;
+        const double moved = (trial - theta).cwiseAbs().maxCoeff();
+        theta = trial;
+        t.swap(t_try);
+        res = res_try;
+        cost = cost_try;
+        lambda = std::max(lambda * 0.3, 1e-9);
+        accepted = true;
+        ++iterations;
+        // Done when the error stops falling (relative 1e-6) or no factor moves by more than
+        // 1e-4 of itself: far below what a prediction can resolve.
+        converged = gain <= 1e-6 * (cost + 1e-12) || moved < 1e-4;
+        break;
+      }
+      lambda *= 10;
+    }
+    if (!accepted) {
+      converged = true;  // no step lowers the error: a (bounded) minimum
+      break;
+    }
+    if (!converged) {
+      model.times_and_slopes(par.to_factors(theta), rates, diff_steps(theta), t, slopes);
+      cost = residuals(cases, t, overhead_of(theta), res);
+      jac = jacobian();
+    }
+  }
+
+  // Report: values, status, standard errors from the final Jacobian, shares of the step.
+  FitSummary out;
+  out.factors = par.to_factors(theta);
+  out.iterations = iterations;
+  out.converged = converged;
+  for (const StepCase& c : cases) out.rows.push_back(c.id);
+  const double overhead = out.factors.step_overhead_s;
+  double abs_sum = 0;
+  for (Eigen::Index i = 0; i < n; ++i) abs_sum += std::abs(res(i));
+  out.rms_error = std::sqrt(res.squaredNorm() / static_cast<double>(n));
+  out.mape = abs_sum / static_cast<double>(n);
+
+  std::vector<Eigen::Index> estimated;  // inside their bounds: the covariance is theirs
+  for (Eigen::Index j = 0; j < k; ++j) {
+    const auto js = static_cast<std::size_t>(j);
+    if (active[js] && theta(j) > par.lower[js] + 1e-6 && theta(j) < par.upper[js] - 1e-6) {
+      estimated.push_back(j);
+    }
+  }
+  Eigen::VectorXd variance = Eigen::VectorXd::Constant(k, -1.0);
+  const auto ne = static_cast<Eigen::Index>(estimated.size());
+  if (ne > 0 && n > ne) {
+    Eigen::MatrixXd je(n, ne);
+    for (Eigen::Index c = 0; c < ne; ++c) je.col(c) = jac.col(estimated[static_cast<std::size_t>(c)]);
+    const Eigen::SelfAdjointEigenSolver<Eigen::MatrixXd> eig(je.transpose() * je);
+    const double sigma2 = res.squaredNorm() / static_cast<double>(n - ne);
+    const Eigen::VectorXd ev = eig.eigenvalues();
+    const double tiny = std::max(ev.cwiseAbs().maxCoeff(), 1e-300) * 1e-12;
+    for (Eigen::Index c = 0; c < ne; ++c) {
+      double v = 0;
+      bool identified = true;
+      for (Eigen::Index e = 0; e < ne; ++e) {
+        const double w = eig.eigenvectors()(c, e);
+        if (ev(e) <= tiny) {
+          if (std::abs(w) > 1e-6) identified = false;
+          continue;
+        }
+        v += w * w / ev(e);
+      }
+      variance(estimated[static_cast<std::size_t>(c)]) = identified ? sigma2 * v : -1.0;
+    }
+  }
+
+  for (Factor f : costmodel::kFactors) {
+    FactorFit ff;
+    ff.factor = f;
+    ff.lower = bound(f).lower;
+    ff.upper = bound(f).upper;
+    ff.value = out.factors.get(f);
+    const auto it = std::find(par.factors.begin(), par.factors.end(), f);
+    if (it == par.factors.end()) {
+      ff.status = FactorStatus::not_fitted;
+      out.per_factor.push_back(ff);
+      continue;
+    }
+    const auto j = static_cast<Eigen::Index>(it - par.factors.begin());
+    const auto js = static_cast<std::size_t>(j);
+    if (!active[js]) {
+      ff.status = FactorStatus::unconstrained;
+    } else {
+      const bool inside = theta(j) > par.lower[js] + 1e-6 && theta(j) < par.upper[js] - 1e-6;
+      ff.status = inside ? FactorStatus::fitted : FactorStatus::at_bound;
+    }
+    if (variance(j) >= 0) {
+      const double se_theta = std::sqrt(variance(j));
+      ff.std_error = f == Factor::step_overhead ? se_theta * par.overhead_unit : se_theta * ff.value;
+    }
+    double share = 0;
+    for (Eigen::Index i = 0; i < n; ++i) {
+      const double ti = t[static_cast<std::size_t>(i)];
+      if (f == Factor::step_overhead) {
+        share += overhead / (ti + overhead);
+      } else {
+        const auto r = static_cast<Eigen::Index>(std::find(rates.begin(), rates.end(), f) - rates.begin());
+        share += std::abs(slopes(i, r)) * ti / (ti + overhead);
+      }
+    }
+    ff.share = share / static_cast<double>(n);
+    out.per_factor.push_back(ff);
+  }
+  return out;
+}
+
+std::vector<std::size_t> spanning_cases(const std::vector<StepCase>& cases, std::size_t n,
+                                        const FitOptions& options) {
+  std::vector<std::size_t> picks;
+  if (n >= cases.size()) {
+    picks.resize(cases.size());
+    std::iota(picks.begin(), picks.end(), std::size_t{0});
+    return picks;
+  }
+  const std::vector<Factor> wanted = requested(options);
+  std::vector<Factor> rates;
+  for (Factor f : wanted) {
+    if (f != Factor::step_overhead) rates.push_back(f);
+  }
+  const bool overhead = rates.size() < wanted.size();
+  detail::StepModel model(cases, options.threads);
+  std::vector<double> t;
+  Eigen::MatrixXd slopes;
+  model.times_and_slopes(Factors{}, rates, std::vector<double>(rates.size(), kDiffStep), t, slopes);
+
+  // Sensitivity of each case to each factor: the slopes, and for the overhead
+  // d ln t / d(overhead / median t) = median t / t. Columns scaled to unit RMS so the design
+  // does not depend on units; a column no case is sensitive to is dropped.
+  const auto rows = static_cast<Eigen::Index>(cases.size());
+  Eigen::MatrixXd s(rows, slopes.cols() + (overhead ? 1 : 0));
+  s.leftCols(slopes.cols()) = slopes;
+  if (overhead) {
+    const double mid = median(t);
+    for (Eigen::Index i = 0; i < rows; ++i) s(i, slopes.cols()) = t[static_cast<std::size_t>(i)] > 0 ? mid / t[static_cast<std::size_t>(i)] : 0;
+  }
+  std::vector<Eigen::Index> keep;
+  for (Eigen::Index c = 0; c < s.cols(); ++c) {
+    const double rms = std::sqrt(s.col(c).squaredNorm() / static_cast<double>(rows));
+    if (s.col(c).cwiseAbs().maxCoeff() >= kMinShare && rms > 0) {
+      s.col(c) /= rms;
+      keep.push_back(c);
+    }
+  }
+  Eigen::MatrixXd x(rows, static_cast<Eigen::Index>(keep.size()));
+  for (std::size_t c = 0; c < keep.size(); ++c) x.col(static_cast<Eigen::Index>(c)) = s.col(keep[c]);
+
+  // Greedy D-optimal: det(M + s sᵀ) = det(M)(1 + sᵀ M⁻¹ s), so each pick maximises sᵀ M⁻¹ s.
+  const Eigen::Index d = x.cols();
+  Eigen::MatrixXd info = 1e-6 * Eigen::MatrixXd::Identity(d, d);
+  std::vector<bool> taken(cases.size(), false);
+  while (picks.size() < n) {
+    const Eigen::MatrixXd inv = info.ldlt().solve(Eigen::MatrixXd::Identity(d, d));
+    double best = -1;
+    std::size_t best_i = 0;
+    for (std::size_t i = 0; i < cases.size(); ++i) {
+      if (taken[i]) continue;
+      const Eigen::VectorXd si = x.row(static_cast<Eigen::Index>(i)).transpose();
+      const double gain = si.dot(inv * si);
+      if (gain > best) {
+        best = gain;
+        best_i = i;
+      }
+    }
+    taken[best_i] = true;
+    picks.push_back(best_i);
+    const Eigen::VectorXd sb = x.row(static_cast<Eigen::Index>(best_i)).transpose();
+    info += sb * sb.transpose();
+  }
+  return picks;
+}
+
+Folds folds_by_position(std::size_t cases, int k) {
+  Folds f;
+  f.count = std::max(k, 1);
+  for (std::size_t i = 0; i < cases; ++i) f.fold.push_back(static_cast<int>(i % static_cast<std::size_t>(f.count)));
+  return f;
+}
+
+Folds folds_by_group(const std::vector<StepCase>& cases) {
+  Folds f;
+  std::vector<std::string> seen;
+  for (const StepCase& c : cases) {
+    auto it = std::find(seen.begin(), seen.end(), c.group);
+    if (it == seen.end()) {
+      seen.push_back(c.group);
+      it = seen.end() - 1;
+    }
+    f.fold.push_back(static_cast<int>(it - seen.begin()));
+  }
+  f.count = static_cast<int>(seen.size());
+  return f;
+}
+
+CrossValidation cross_validate(const std::vector<StepCase>& cases, const Folds& folds,
+                               const FitOptions& options) {
+  CrossValidation cv;
+  cv.predicted_s.assign(cases.size(), 0.0);
+  for (int fold = 0; fold < folds.count; ++fold) {
+    std::vector<StepCase> train, test;
+    std::vector<std::size_t> test_index;
+    for (std::size_t i = 0; i < cases.size(); ++i) {
+      if (folds.fold[i] == fold) {
+        test.push_back(cases[i]);
+        test_index.push_back(i);
+      } else {
+        train.push_back(cases[i]);
+      }
+    }
+    if (test.empty()) continue;
+    if (train.size() < requested(options).size()) {
+      throw UserError("validate --cv: fold " + std::to_string(fold + 1) + " leaves " +
+                      count(train.size(), "row") + " to fit " + count(requested(options).size(), "factor") +
+                      "; use fewer folds or fewer factors (--factors)");
+    }
+    FitSummary fitted = fit_factors(train, options);
+    detail::StepModel model(test, options.threads);
+    std::vector<double> t;
+    model.times(fitted.factors, t);
+    for (std::size_t j = 0; j < test.size(); ++j) {
+      cv.predicted_s[test_index[j]] = t[j] + fitted.factors.step_overhead_s;
+    }
+    cv.fits.push_back(std::move(fitted));
+  }
+  return cv;
+}
+
+}  // namespace tetra::fit
