@@ -95,7 +95,7 @@ struct CvReport {
   Comparison comparison;
 };
 
-CvReport cross_validate(const ValidateArgs& args, const std::vector<scenarios::MeasurementRow>& rows) {
+CvReport run_cross_validation(const ValidateArgs& args, const std::vector<scenarios::MeasurementRow>& rows) {
   CvReport r;
   fit::FitOptions options;
   options.threads = args.threads;
@@ -176,7 +176,7 @@ int run_validate(const ValidateArgs& args) {
     if (args.cluster.empty() || (it != r.columns.end() && it->second == args.cluster)) rows.push_back(r);
   }
   std::optional<CvReport> cv;
-  if (!args.cv.empty()) cv = cross_validate(args, rows);
+  if (!args.cv.empty()) cv = run_cross_validation(args, rows);
 
   std::vector<std::pair<std::string, std::string>> skipped;  // id, reason
   std::vector<RowResult> done;

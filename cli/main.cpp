@@ -14,7 +14,7 @@
 int main(int argc, char** argv) {
   CLI::App app{"tetrasim: simulate 4D-parallel LLM training steps on A100/H100 clusters"};
   app.require_subcommand(1);
-  app.set_version_flag("--version", "tetrasim 0.1.0");
+  app.set_version_flag("--version", "tetrasim 0.2.0");
   tetra::cli::Action action;
   tetra::cli::register_memory(app, action);
   tetra::cli::register_simulate(app, action);

@@ -5,7 +5,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <limits>
 #include <numeric>
 #include <string>
 
@@ -103,7 +102,8 @@ void check_cases(const std::vector<StepCase>& cases, std::size_t factors) {
 std::vector<StepPrediction> predict_steps(const std::vector<StepCase>& cases, const Factors& factors,
                                           int threads) {
   std::vector<StepPrediction> out(cases.size());
-  const int workers = search::resolve_threads(threads);
+  const auto workers = static_cast<int>(std::clamp<std::size_t>(static_cast<std::size_t>(search::resolve_threads(threads)),
+                                                                  1, std::max<std::size_t>(cases.size(), 1)));
   std::vector<sim::Simulator> sims(static_cast<std::size_t>(workers));
   search::parallel_for(cases.size(), workers, [&](int worker, std::size_t i) {
     const StepCase& c = cases[i];

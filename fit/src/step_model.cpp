@@ -1,5 +1,6 @@
 #include "step_model.hpp"
 
+#include <algorithm>
 #include <cmath>
 
 #include "tetra/search/parallel.hpp"
@@ -7,7 +8,9 @@
 namespace tetra::fit::detail {
 
 StepModel::StepModel(const std::vector<StepCase>& cases, int threads)
-    : cases_(cases), threads_(search::resolve_threads(threads)) {
+    : cases_(cases),
+      threads_(static_cast<int>(std::clamp<std::size_t>(static_cast<std::size_t>(search::resolve_threads(threads)), 1,
+                                                        std::max<std::size_t>(cases.size(), 1)))) {
   costs_.reserve(cases.size());
   for (const StepCase& c : cases) costs_.push_back(costmodel::cost_params(*c.cluster));
   sims_.resize(static_cast<std::size_t>(threads_));

@@ -17,13 +17,23 @@ using namespace tetra::scenarios;
 
 namespace {
 
-std::string error_of(const std::string& text) {
+/// The message of the UserError `f` throws ("" when it throws none).
+template <class F>
+std::string error_message(F&& f) {
   try {
-    (void)parse_profile(text, "p.toml");
+    f();
   } catch (const UserError& e) {
     return e.what();
   }
   return "";
+}
+
+std::string error_of(const std::string& text) {
+  return error_message([&] { (void)parse_profile(text, "p.toml"); });
+}
+
+std::string fitted_error_of(const std::string& text) {
+  return error_message([&] { (void)parse_fitted(text, "f.toml"); });
 }
 
 }  // namespace
@@ -121,19 +131,6 @@ TEST_CASE("profile: a profile without [fit] is fitted when a scenario loads it (
   std::filesystem::remove_all(dir);
 }
 }
-
-namespace {
-
-std::string fitted_error_of(const std::string& text) {
-  try {
-    (void)parse_fitted(text, "f.toml");
-  } catch (const UserError& e) {
-    return e.what();
-  }
-  return "";
-}
-
-}  // namespace
 
 TEST_SUITE("scenarios") {
   TEST_CASE("fitted factors: format then parse gives the same fit, byte for byte") {
