@@ -147,12 +147,14 @@ void print_cv(const CvReport& r, const ValidateArgs& args) {
   std::vector<std::vector<std::string>> rows;
   for (std::size_t k = 0; k < costmodel::kFactors.size(); ++k) {
     double lo = 0, hi = 0;
+    std::vector<fit::FactorStatus> seen;
     std::string status;
     for (std::size_t f = 0; f < r.cv.fits.size(); ++f) {
       const auto& ff = r.cv.fits[f].per_factor[k];
       lo = f == 0 ? ff.value : std::min(lo, ff.value);
       hi = f == 0 ? ff.value : std::max(hi, ff.value);
-      if (status.find(fit::to_string(ff.status)) == std::string::npos) {
+      if (std::find(seen.begin(), seen.end(), ff.status) == seen.end()) {
+        seen.push_back(ff.status);
         status += (status.empty() ? "" : ", ") + std::string(fit::to_string(ff.status));
       }
     }

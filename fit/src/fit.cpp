@@ -172,7 +172,7 @@ FitSummary fit_factors(const std::vector<StepCase>& cases, const FitOptions& opt
   };
   std::vector<double> t;
   Eigen::MatrixXd slopes;
-  model.times_and_slopes(par.to_factors(theta), rates, diff_steps(theta), t, slopes);
+  model.sensitivities(par.to_factors(theta), rates, diff_steps(theta), t, false, slopes);
 
   // Unconstrained rate factors stay neutral and out of the iteration.
   std::vector<bool> active(static_cast<std::size_t>(k), true);
@@ -268,8 +268,7 @@ FitSummary fit_factors(const std::vector<StepCase>& cases, const FitOptions& opt
       break;
     }
     if (!converged) {
-      model.times_and_slopes(par.to_factors(theta), rates, diff_steps(theta), t, slopes);
-      cost = residuals(cases, t, overhead_of(theta), res);
+      model.sensitivities(par.to_factors(theta), rates, diff_steps(theta), t, true, slopes);
       jac = jacobian();
     }
   }
@@ -374,7 +373,7 @@ std::vector<std::size_t> spanning_cases(const std::vector<StepCase>& cases, std:
   detail::StepModel model(cases, options.threads);
   std::vector<double> t;
   Eigen::MatrixXd slopes;
-  model.times_and_slopes(Factors{}, rates, std::vector<double>(rates.size(), kDiffStep), t, slopes);
+  model.sensitivities(Factors{}, rates, std::vector<double>(rates.size(), kDiffStep), t, false, slopes);
 
   // Sensitivity of each case to each factor: the slopes, and for the overhead
   // d ln t / d(overhead / median t) = median t / t. Columns scaled to unit RMS so the design

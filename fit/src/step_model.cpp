@@ -33,14 +33,17 @@ void StepModel::times(const costmodel::Factors& f, std::vector<double>& seconds)
   });
 }
 
-void StepModel::times_and_slopes(const costmodel::Factors& f, const std::vector<costmodel::Factor>& rates,
-                                 const std::vector<double>& step, std::vector<double>& seconds,
-                                 Eigen::MatrixXd& slopes) {
-  seconds.assign(cases_.size(), 0.0);
+void StepModel::sensitivities(const costmodel::Factors& f, const std::vector<costmodel::Factor>& rates,
+                              const std::vector<double>& step, std::vector<double>& seconds, bool have_times,
+                              Eigen::MatrixXd& slopes) {
+  if (!have_times || seconds.size() != cases_.size()) {
+    seconds.assign(cases_.size(), 0.0);
+    have_times = false;
+  }
   slopes.setZero(static_cast<Eigen::Index>(cases_.size()), static_cast<Eigen::Index>(rates.size()));
   search::parallel_for(cases_.size(), threads_, [&](int worker, std::size_t i) {
-    const double t0 = run(i, worker, f);
-    seconds[i] = t0;
+    if (!have_times) seconds[i] = run(i, worker, f);
+    const double t0 = seconds[i];
     for (std::size_t j = 0; j < rates.size(); ++j) {
       costmodel::Factors moved = f;
       moved.set(rates[j], f.get(rates[j]) * std::exp(step[j]));

@@ -23,12 +23,13 @@ class StepModel {
   /// adds to every step). Throws what the simulator throws.
   void times(const costmodel::Factors& f, std::vector<double>& seconds);
 
-  /// Times at `f` (as `times`) and, for each factor of `rates`, d ln t / d ln factor by a
-  /// forward difference of `step[j]` in ln factor (negative steps go downwards), one column
-  /// per factor.
-  void times_and_slopes(const costmodel::Factors& f, const std::vector<costmodel::Factor>& rates,
-                        const std::vector<double>& step, std::vector<double>& seconds,
-                        Eigen::MatrixXd& slopes);
+  /// For each factor of `rates`, d ln t / d ln factor at `f` by a forward difference of
+  /// `step[j]` in ln factor (negative steps go downwards), one column per factor. `seconds`
+  /// receives the times at `f` (as `times`), or holds them already when `have_times` (the
+  /// simulator is deterministic, so a time known at `f` need not be simulated again).
+  void sensitivities(const costmodel::Factors& f, const std::vector<costmodel::Factor>& rates,
+                     const std::vector<double>& step, std::vector<double>& seconds, bool have_times,
+                     Eigen::MatrixXd& slopes);
 
  private:
   double run(std::size_t i, int worker, const costmodel::Factors& f);
