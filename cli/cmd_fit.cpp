@@ -35,8 +35,6 @@ struct FitArgs {
   bool json = false;
 };
 
-std::string percent(double fraction) { return fixed(fraction * 100.0, 1) + "%"; }
-
 int run_fit(const FitArgs& args) {
   if (args.threads < 0) throw UserError(SourceLocation{"--threads"}, "threads", "must be 0 (all cores) or more");
   if (args.take < 0) throw UserError(SourceLocation{"--take"}, "take", "must be a positive number of rows");
@@ -83,8 +81,7 @@ int run_fit(const FitArgs& args) {
   }
   std::vector<double> zero_fit;
   for (std::size_t i : fitted_index) zero_fit.push_back(usable.zero_shot_s[i]);
-  std::vector<double> fitted_pred;
-  for (const auto& p : fit::predict_steps(fitted_cases, summary.factors, args.threads)) fitted_pred.push_back(p.seconds);
+  const std::vector<double>& fitted_pred = summary.predicted_s;
   std::vector<std::string> fit_groups;
   std::vector<double> fit_measured;
   for (const auto& c : fitted_cases) {

@@ -58,8 +58,6 @@ nlohmann::json opt_json(const std::optional<double>& v) {
   return v ? nlohmann::json(round6(*v)) : nlohmann::json(nullptr);
 }
 
-std::string percent(double fraction) { return fixed(fraction * 100.0, 1) + "%"; }
-
 /// The folds --cv asks for over `n` rows: K (position i in fold i mod K), loo or sweep.
 fit::Folds cv_folds(const std::string& spec, const std::vector<fit::StepCase>& cases, std::string& scheme) {
   if (spec == "sweep") {
@@ -174,8 +172,7 @@ int run_validate(const ValidateArgs& args) {
   }
   std::vector<scenarios::MeasurementRow> rows;
   for (const auto& r : all_rows) {
-    const auto it = r.columns.find("cluster");
-    if (args.cluster.empty() || (it != r.columns.end() && it->second == args.cluster)) rows.push_back(r);
+    if (args.cluster.empty() || cluster_cell(r) == args.cluster) rows.push_back(r);
   }
   std::optional<CvReport> cv;
   if (!args.cv.empty()) cv = run_cross_validation(args, rows);

@@ -48,6 +48,8 @@ std::string fixed(double value, int digits) {
   return buf;
 }
 
+std::string percent(double fraction) { return fixed(fraction * 100.0, 1) + "%"; }
+
 double round_to(double value, int decimals) {
   const double k = std::pow(10.0, decimals);
   return static_cast<double>(std::llround(value * k)) / k;

@@ -19,6 +19,9 @@ namespace tetra::cli {
 /// Fixed-point number with `digits` decimals ("12.34").
 [[nodiscard]] std::string fixed(double value, int digits);
 
+/// A fraction as a percentage with one decimal ("12.3%").
+[[nodiscard]] std::string percent(double fraction);
+
 /// `value` rounded to `decimals` decimals, so JSON carries no float noise.
 [[nodiscard]] double round_to(double value, int decimals);
 

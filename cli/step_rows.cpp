@@ -13,13 +13,6 @@ namespace tetra::cli {
 
 namespace {
 
-std::string cluster_cell(const scenarios::MeasurementRow& r) {
-  const auto it = r.columns.find("cluster");
-  return it != r.columns.end() ? it->second : std::string();
-}
-
-std::string percent(double fraction) { return fixed(fraction * 100.0, 1) + "%"; }
-
 std::string rho(const std::optional<double>& r) { return r ? fixed(*r, 3) : std::string("-"); }
 
 nlohmann::json summary_json(const ErrorSummary& e, const std::optional<double>& r) {
@@ -30,6 +23,11 @@ nlohmann::json summary_json(const ErrorSummary& e, const std::optional<double>& 
 }
 
 }  // namespace
+
+std::string cluster_cell(const scenarios::MeasurementRow& r) {
+  const auto it = r.columns.find("cluster");
+  return it != r.columns.end() ? it->second : std::string();
+}
 
 StepRows step_rows(const std::vector<scenarios::MeasurementRow>& rows, const std::string& cluster,
                    int threads) {

@@ -24,6 +24,9 @@ struct StepRows {
   std::string cluster;                                        ///< the cluster cell they share
 };
 
+/// A row's `cluster` cell as written ("" when the file has no such column).
+[[nodiscard]] std::string cluster_cell(const scenarios::MeasurementRow& row);
+
 /// The rows with a step time (scenarios::measured_step_seconds) as fit cases. Rows of other metrics, rows with a skip reason, rows of another cluster cell than `cluster`
 /// (when given) and rows the simulator cannot run are skipped. Throws UserError when the usable
 /// rows come from more than one cluster cell and `cluster` is empty.

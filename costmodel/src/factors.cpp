@@ -49,7 +49,7 @@ void Factors::set(Factor f, double value) noexcept {
 double Factors::neutral(Factor f) noexcept { return f == Factor::step_overhead ? 0.0 : 1.0; }
 
 void apply_factors(const Factors& factors, CostParams& costs) noexcept {
-  costs.factors = factors;
+  costs.step_overhead_s = factors.step_overhead_s;
   costs.compute.gemm_factor = factors.gemm;
   costs.compute.attention_factor = factors.attention;
   costs.compute.memory_bound_factor = factors.memory_bound;

@@ -102,16 +102,10 @@ void check_cases(const std::vector<StepCase>& cases, std::size_t factors) {
 std::vector<StepPrediction> predict_steps(const std::vector<StepCase>& cases, const Factors& factors,
                                           int threads) {
   std::vector<StepPrediction> out(cases.size());
-  const auto workers = static_cast<int>(std::clamp<std::size_t>(static_cast<std::size_t>(search::resolve_threads(threads)),
-                                                                  1, std::max<std::size_t>(cases.size(), 1)));
-  std::vector<sim::Simulator> sims(static_cast<std::size_t>(workers));
-  search::parallel_for(cases.size(), workers, [&](int worker, std::size_t i) {
-    const StepCase& c = cases[i];
+  detail::StepModel model(cases, threads);
+  search::parallel_for(cases.size(), model.threads(), [&](int worker, std::size_t i) {
     try {
-      costmodel::CostParams costs = costmodel::cost_params(*c.cluster);
-      costmodel::apply_factors(factors, costs);
-      const sim::SimInput in = sim::sim_input(*c.model, *c.cluster, *c.training, c.layout, costs);
-      const double t = sims[static_cast<std::size_t>(worker)].run(in).step_time_s;
+      const double t = model.run(i, worker, factors) + factors.step_overhead_s;
       if (t > 0 && std::isfinite(t)) {
         out[i].seconds = t;
       } else {
@@ -280,6 +274,7 @@ FitSummary fit_factors(const std::vector<StepCase>& cases, const FitOptions& opt
   out.converged = converged;
   for (const StepCase& c : cases) out.rows.push_back(c.id);
   const double overhead = out.factors.step_overhead_s;
+  for (double ti : t) out.predicted_s.push_back(ti + overhead);
   double abs_sum = 0;
   for (Eigen::Index i = 0; i < n; ++i) abs_sum += std::abs(res(i));
   out.rms_error = std::sqrt(res.squaredNorm() / static_cast<double>(n));

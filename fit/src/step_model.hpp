@@ -18,6 +18,12 @@ class StepModel {
   StepModel(const std::vector<StepCase>& cases, int threads);
 
   [[nodiscard]] std::size_t size() const noexcept { return cases_.size(); }
+  /// Workers: the threads asked for, at most one per case.
+  [[nodiscard]] int threads() const noexcept { return threads_; }
+
+  /// The step time of case `i` under the rate factors of `f` (no overhead), on `worker`'s
+  /// simulator. Throws what the simulator throws.
+  double run(std::size_t i, int worker, const costmodel::Factors& f);
 
   /// Simulated step times under the rate factors of `f`, without its step overhead (which
   /// adds to every step). Throws what the simulator throws.
@@ -32,8 +38,6 @@ class StepModel {
                      Eigen::MatrixXd& slopes);
 
  private:
-  double run(std::size_t i, int worker, const costmodel::Factors& f);
-
   const std::vector<StepCase>& cases_;
   std::vector<costmodel::CostParams> costs_;   // per case; only its worker touches it
   std::vector<sim::Simulator> sims_;           // per worker

@@ -2,6 +2,8 @@
 // num_floating_point_operations`, reference/costmodels.md section 4.1).
 #include "tetra/llama/flops.hpp"
 
+#include "tetra/llama/params.hpp"
+
 namespace tetra::llama {
 
 double megatron_step_flops(const Model& m, long long seq_len, long long global_batch,
@@ -19,6 +21,10 @@ double megatron_step_flops(const Model& m, long long seq_len, long long global_b
   // T·[6·h·F·E·L + 6·L·(h·(q + 2·kv) + q·h) + 6·h·V] + B·s²·L·6·q
   return T * (6.0 * h * F * E * L + 6.0 * L * (h * (q + 2.0 * kv) + q * h) + 6.0 * h * V) +
          B * s * s * L * 6.0 * q;
+}
+
+double spec_step_flops(const Model& model, const Training& training, const Layout& layout) noexcept {
+  return megatron_step_flops(model, training.seq_len, training.global_batch, padded_vocab(model, layout.tp));
 }
 
 double megatron_r060_step_flops(const Model& m, long long seq_len, long long global_batch,

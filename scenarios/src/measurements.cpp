@@ -229,8 +229,7 @@ double measured_step_seconds(const MeasurementRow& r) noexcept {
       return static_cast<double>(r.training.global_batch) * static_cast<double>(r.training.seq_len) /
              (r.value * world);
     case Metric::mfu: {
-      const double flops = llama::megatron_step_flops(r.model, r.training.seq_len, r.training.global_batch,
-                                                      llama::padded_vocab(r.model, r.layout.tp));
+      const double flops = llama::spec_step_flops(r.model, r.training, r.layout);
       const double peak = r.cluster.gpu.bf16_peak_flops;
       return peak > 0 ? flops / (r.value * peak * world) : 0;
     }

@@ -22,7 +22,7 @@ SimInput sim_input(const llama::Model& model, const hw::Cluster& cluster, const 
   in.layout = layout;
   in.compute = &costs.compute;
   in.comm = &costs.comm;
-  in.step_overhead_s = costs.factors.step_overhead_s;
+  in.step_overhead_s = costs.step_overhead_s;
   return in;
 }
 
@@ -264,8 +264,7 @@ Result Simulator::run(const SimInput& in, const SimOptions& options) {
   const double tokens = static_cast<double>(training.global_batch) * training.seq_len;
   res.tokens_per_s = res.step_time_s > 0 ? tokens / res.step_time_s : 0;
   res.tokens_per_s_per_gpu = world > 0 ? res.tokens_per_s / world : 0;
-  res.model_flops = llama::megatron_step_flops(model, training.seq_len, training.global_batch,
-                                               llama::padded_vocab(model, layout.tp));
+  res.model_flops = llama::spec_step_flops(model, training, layout);
   if (res.step_time_s > 0 && world > 0) {
     const double per_gpu = res.model_flops / res.step_time_s / world;
     res.tflops_per_gpu = per_gpu / 1e12;

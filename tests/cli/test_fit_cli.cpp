@@ -36,8 +36,9 @@ void write(const fs::path& p, const std::string& text) {
   f << text;
 }
 
-/// The test CSV's header and its first `n` rows, each with `edit` applied to the cluster cell.
-std::string csv_rows(int n, const std::string& second_cluster = "") {
+/// The test CSV's header and its first `n` rows; the second row's cluster cell replaced by
+/// `second_cluster` when given; every other step time scaled by `scale` (from the third row on).
+std::string csv_rows(int n, const std::string& second_cluster = "", double scale = 1.0) {
   std::ifstream in(fs::path(TETRA_SOURCE_DIR) / kCsv);
   std::string line, out;
   const std::string rel = "../../../data/validation/models/";
@@ -48,6 +49,12 @@ std::string csv_rows(int n, const std::string& second_cluster = "") {
     if (i == 2 && !second_cluster.empty()) {
       const auto c = line.find("dgx-a100-80gb");
       line.replace(c, 13, second_cluster);
+    }
+    const auto metric = line.find(",step_time_s,");
+    if (scale != 1.0 && i >= 3 && i % 2 == 1 && metric != std::string::npos) {
+      const auto from = metric + 13;
+      const auto to = line.find(',', from);
+      line.replace(from, to - from, std::to_string(std::stod(line.substr(from, to - from)) * scale));
     }
     out += line + "\n";
   }
@@ -137,9 +144,17 @@ TEST_SUITE("cli") {
     int held = 0;
     for (const auto& row : j["per_row"]) held += row["fitted"] ? 0 : 1;
     CHECK(held == 12);
-    // The choice does not depend on the measured values.
-    const Run again = tetrasim("fit " + kCsv + " --take 4 --factors gemm,memory_bound,inter_node --json");
-    CHECK(nlohmann::json::parse(again.out)["fitted_rows"] == j["fitted_rows"]);
+    // The choice does not depend on the measured values: the same rows with other step times.
+    const fs::path other = scratch() / "other_times.csv";
+    write(other, csv_rows(19, "", 1.7));
+    const Run again = tetrasim("fit '" + other.string() + "' --take 4 --factors gemm,memory_bound,inter_node --json");
+    REQUIRE(again.code == 0);
+    const auto k = nlohmann::json::parse(again.out);
+    CHECK(k["fitted_rows"] == j["fitted_rows"]);
+    double a = 0, b = 0;
+    for (const auto& row : j["per_row"]) a += row["measured"].get<double>();
+    for (const auto& row : k["per_row"]) b += row["measured"].get<double>();
+    CHECK(b > a * 1.2);  // seven of the sixteen step times are 1.7 times longer
   }
 
   TEST_CASE("validate --cv: K folds, leave one out; zero-shot next to cross-validated") {

@@ -34,6 +34,14 @@ TEST_SUITE("llama") {
     CHECK(megatron_r060_step_flops(m, 4, 3) == doctest::Approx(97920.0));
     // With q = h the r0.6.0 form equals the current one with the attention term doubled:
     CHECK(megatron_r060_step_flops(m, 4, 3) == doctest::Approx(93312.0 + 4608.0));
+    // SPEC's MFU FLOPs pad the vocabulary as Megatron does (`_vocab_size_with_padding`:
+    // a multiple of 128 x tp): tp 2 -> V = 256, 6hV = 12288, T * 19200 + 4608 = 235008.
+    Training t;
+    t.seq_len = 4;
+    t.global_batch = 3;
+    Layout l;
+    l.tp = 2;
+    CHECK(spec_step_flops(m, t, l) == doctest::Approx(235008.0));
   }
 
   TEST_CASE("GPT (GeLU) uses E = 2 and a non-gated MLP") {

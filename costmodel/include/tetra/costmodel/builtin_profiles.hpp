@@ -52,7 +52,7 @@ enum class GpuFamily { a100, h100, h200, other };
 struct CostParams {
   ComputeParams compute;
   CommParams comm;
-  Factors factors;   ///< as set on both by apply_factors (neutral by default)
+  double step_overhead_s = 0;   ///< the cluster's fixed time per step (apply_factors)
 };
 [[nodiscard]] CostParams cost_params(const hw::Cluster& cluster, const Profile* profile = nullptr);
 

@@ -43,8 +43,8 @@ struct Factors {
 
 struct CostParams;  // builtin_profiles.hpp
 
-/// Sets the factors on both parameter sets (`costs.factors` keeps them for the simulator's
-/// step overhead). Preconditions: every rate factor > 0.
+/// Sets the rate factors on both parameter sets and the step overhead on `costs` (the
+/// simulator adds it to the step). Preconditions: every rate factor > 0.
 void apply_factors(const Factors& factors, CostParams& costs) noexcept;
 
 }  // namespace tetra::costmodel

@@ -73,6 +73,8 @@ struct FitSummary {
   bool converged = false;
   std::string csv;                       ///< provenance, set by the caller
   std::string cluster;                   ///< cluster the rows were selected by ("" = all)
+  /// Per fitted row, its step time at the fitted factors (not written to fitted files).
+  std::vector<double> predicted_s;
 };
 
 struct FitOptions {

@@ -4,6 +4,7 @@
 /// reference/costmodels.md section 4.1). The SPEC's MFU and `tflops_per_gpu` use the
 /// current-master form (forward + backward, no recomputation, causal attention at half).
 
+#include "tetra/llama/layout.hpp"
 #include "tetra/llama/model.hpp"
 
 namespace tetra::llama {
@@ -15,6 +16,12 @@ namespace tetra::llama {
 /// 0 means `model.vocab`.
 [[nodiscard]] double megatron_step_flops(const Model& model, long long seq_len,
                                          long long global_batch, long long vocab = 0) noexcept;
+
+/// The model FLOPs of one step that SPEC section 1's MFU and `tflops_per_gpu` count:
+/// `megatron_step_flops` of the global batch over the vocabulary padded for the layout's TP
+/// (`padded_vocab`, as Megatron passes it).
+[[nodiscard]] double spec_step_flops(const Model& model, const Training& training,
+                                     const Layout& layout) noexcept;
 
 /// core_r0.6.0 closed form (non-causal attention term s/h):
 ///   12·B·s·L·h²·(1 + (F/h)·(3/2 if SwiGLU else 1) + kv_heads/heads + s/h + V/(2·L·h))
