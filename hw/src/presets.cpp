@@ -2,7 +2,7 @@
 //  [A100-DS]  NVIDIA A100 Tensor Core GPU datasheet: BF16 312 TFLOP/s dense, 40 GB HBM2
 //             1,555 GB/s, 80 GB HBM2e 2,039 GB/s, NVLink 600 GB/s bidirectional.
 //  [H100-DS]  NVIDIA H100 Tensor Core GPU datasheet (SXM): BF16 989 TFLOP/s dense (1,979 with
-//             sparsity), 80 GB HBM3 3.35 TB/s, NVLink 900 GB/s bidirectional.
+//             sparsity), FP8 1,979 TFLOP/s dense (3,958 with sparsity), 80 GB HBM3 3.35 TB/s, NVLink 900 GB/s bidirectional.
 //  [H200-DS]  NVIDIA H200 datasheet / SC23 announcement: 141 GB HBM3e, 4.8 TB/s.
 //  [SMS]      A100 108 SMs (NVIDIA Matrix Multiplication Background User's Guide);
 //             H100 SXM5 132 SMs (NVIDIA H100 Tensor Core GPU architecture whitepaper).
@@ -44,17 +44,18 @@ constexpr double kUs = 1e-6;
 const std::array<Gpu, 5>& gpu_table() {
   static const std::array<Gpu, 5> table = {{
       // A100 SXM4 40GB: 312 TFLOP/s [A100-DS], 1.555 TB/s [A100-DS], 108 SMs [SMS], sm_80.
-      {"a100-sxm-40gb", 40960 * kMiB, 312 * kTflops, 1.555 * kTBps, 108, 80},
+      {"a100-sxm-40gb", 40960 * kMiB, 312 * kTflops, 0, 0, 1.555 * kTBps, 108, 80},
       // A100 SXM4 80GB: 312 TFLOP/s [A100-DS], 2.039 TB/s [A100-DS], 108 SMs [SMS], sm_80.
-      {"a100-sxm-80gb", 81920 * kMiB, 312 * kTflops, 2.039 * kTBps, 108, 80},
-      // H100 SXM5 80GB: 989 TFLOP/s [H100-DS], 3.35 TB/s [H100-DS], 132 SMs [SMS], sm_90.
-      {"h100-sxm-80gb", 81559 * kMiB, 989 * kTflops, 3.35 * kTBps, 132, 90},
+      {"a100-sxm-80gb", 81920 * kMiB, 312 * kTflops, 0, 0, 2.039 * kTBps, 108, 80},
+      // H100 SXM5 80GB: 989 TFLOP/s BF16, 1979 FP8 [H100-DS], 3.35 TB/s [H100-DS], 132 SMs
+      // [SMS], sm_90.
+      {"h100-sxm-80gb", 81559 * kMiB, 989 * kTflops, 1979 * kTflops, 0, 3.35 * kTBps, 132, 90},
       // H100 SXM 94GB: compute assumed equal to H100 SXM5 (hardware.md section 1 marks
       // 989 TFLOP/s and 132 SMs [assumed]); HBM bandwidth unconfirmed, 3.35 TB/s [assumed].
-      {"h100-sxm-94gb", 94 * kGB, 989 * kTflops, 3.35 * kTBps, 132, 90},
-      // H200 SXM 141GB: 989 TFLOP/s (same GH100 compute as H100 SXM) [H200-DS],
-      // 4.8 TB/s [H200-DS], 132 SMs, sm_90.
-      {"h200-sxm-141gb", 143771 * kMiB, 989 * kTflops, 4.8 * kTBps, 132, 90},
+      {"h100-sxm-94gb", 94 * kGB, 989 * kTflops, 1979 * kTflops, 0, 3.35 * kTBps, 132, 90},
+      // H200 SXM 141GB: 989 TFLOP/s BF16, 1979 FP8 (same GH100 compute as H100 SXM)
+      // [H200-DS], 4.8 TB/s [H200-DS], 132 SMs, sm_90.
+      {"h200-sxm-141gb", 143771 * kMiB, 989 * kTflops, 1979 * kTflops, 0, 4.8 * kTBps, 132, 90},
   }};
   return table;
 }

@@ -14,9 +14,11 @@ struct Gpu {
   std::string name;                 ///< preset name, e.g. "h100-sxm-80gb"
   double memory_bytes = 0;          ///< device memory capacity
   double bf16_peak_flops = 0;       ///< dense BF16 tensor-core peak (MFU denominator)
+  double fp8_peak_flops = 0;        ///< dense FP8 tensor-core peak; 0 = no FP8 tensor cores
+  double fp4_peak_flops = 0;        ///< dense FP4 (NVFP4/MXFP4) peak; 0 = no FP4 tensor cores
   double hbm_bandwidth_Bps = 0;     ///< HBM peak bandwidth
   int sms = 0;                      ///< streaming multiprocessors
-  int compute_capability = 0;       ///< 80 for A100, 90 for H100/H200
+  int compute_capability = 0;       ///< 80 for A100, 90 for H100/H200, 100 for B200/GB200
 };
 
 /// How GPUs of one node talk to each other.
