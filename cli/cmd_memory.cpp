@@ -54,6 +54,7 @@ int run_memory(const MemoryArgs& args) {
       st["stage"] = s.stage;
       st["layers"] = s.layers;
       st["params_gib"] = gib3(s.params_bytes);
+      st["fp8_cache_gib"] = gib3(s.fp8_cache_bytes);
       st["grads_gib"] = gib3(s.grads_bytes);
       st["optimizer_gib"] = gib3(s.optimizer_bytes);
       st["activations_gib"] = gib3(s.activations_bytes);
@@ -80,20 +81,32 @@ int run_memory(const MemoryArgs& args) {
             << "training  seq " << sc.training.seq_len << ", global batch "
             << sc.training.global_batch << ", " << llama::micro_batches(sc.layout, sc.training)
             << " micro-batches per step, zero_stage " << sc.training.zero_stage << ", "
-            << llama::to_string(sc.training.attention) << "\n\n";
+            << llama::to_string(sc.training.attention);
+  if (sc.training.fp8.enabled()) {
+    std::cout << ", fp8 " << llama::to_string(sc.training.fp8.recipe)
+              << (sc.training.fp8.param_gather ? " (fp8_param_gather)" : "");
+  }
+  std::cout << "\n\n";
 
+  // The FP8 weight caches get their own column when the run has them.
+  const bool fp8 = sc.training.fp8.enabled();
   std::vector<std::vector<std::string>> rows;
   for (const auto& s : rep.stages) {
-    rows.push_back({std::to_string(s.stage), std::to_string(s.layers), fixed(gib(s.params_bytes), 2),
-                    fixed(gib(s.grads_bytes), 2), fixed(gib(s.optimizer_bytes), 2),
-                    fixed(gib(s.activations_bytes), 2), fixed(gib(s.buffers_bytes), 2),
-                    fixed(gib(s.allocated_bytes), 2), fixed(gib(s.reserved_bytes), 2)});
+    std::vector<std::string> row{std::to_string(s.stage), std::to_string(s.layers),
+                                 fixed(gib(s.params_bytes), 2)};
+    if (fp8) row.push_back(fixed(gib(s.fp8_cache_bytes), 2));
+    for (double v : {s.grads_bytes, s.optimizer_bytes, s.activations_bytes, s.buffers_bytes,
+                     s.allocated_bytes, s.reserved_bytes}) {
+      row.push_back(fixed(gib(v), 2));
+    }
+    rows.push_back(std::move(row));
   }
-  std::cout << "memory of one GPU per pipeline stage, GiB\n"
-            << format_table({"stage", "layers", "params", "grads", "optimizer", "activations",
-                             "buffers", "allocated", "reserved"},
-                            rows)
-            << '\n';
+  std::vector<std::string> header{"stage", "layers", "params"};
+  if (fp8) header.emplace_back("fp8 cache");
+  for (const char* h : {"grads", "optimizer", "activations", "buffers", "allocated", "reserved"}) {
+    header.emplace_back(h);
+  }
+  std::cout << "memory of one GPU per pipeline stage, GiB\n" << format_table(header, rows) << '\n';
   std::cout << "capacity  " << fixed(gib(rep.capacity_bytes), 2) << " GiB\n"
             << "usable    " << fixed(gib(rep.usable_bytes), 2) << " GiB ("
             << fixed(options.memory_fraction * 100.0, 0) << "% planning margin)\n"

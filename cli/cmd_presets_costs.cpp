@@ -134,7 +134,7 @@ int print_preset_costs(const PresetCostOptions& o) {
     const double flops = op.total_flops();
     std::string note;
     if (op.kind == OpKind::gemm) {
-      const auto est = costmodel::gemm_roofline(costmodel::GemmShape{op.m, op.n, op.k, 2, 1}, cp);
+      const auto est = costmodel::gemm_roofline(costmodel::GemmShape{op.m, op.n, op.k, 2, 1, op.format}, cp);
       note = "tile " + std::to_string(est.tile_m) + "x" + std::to_string(est.tile_n) + ", " +
              std::to_string(est.waves) + " wave" + (est.waves == 1 ? "" : "s") + (est.memory_bound ? ", HBM-bound" : "");
     } else if (op.kind == OpKind::collective) {

@@ -1,7 +1,7 @@
 // Built-in profiles from published measurements (reference/hardware.md). Citation keys:
 //  [MAMF]  stas00/ml-engineering: compute/accelerator/README.md, "Maximum Achievable Matmul
 //          FLOPS comparison table" (commit 29c6b708): A100 SXM BF16 271.2, H100 SXM BF16 794.5
-//          TFLOP/s ("H200 is the same").
+//          TFLOP/s ("H200 is the same"); FP8 e4m3fn H100 SXM 1402.6, H200 SXM 1453.4 TFLOP/s.
 //  [STREAM] RRZE-HPC/gpu-benches gpu-stream (commit 1038c5d0), 100 % occupancy row, triad:
 //          A100 80GB 1794 GB/s, A100 40GB 1358 GB/s.
 //  [HBM-H] hardware.md section 6: H100 / H200 effective HBM ≈ 0.9 × spec [assumed], bracketed
@@ -157,6 +157,35 @@ std::vector<AttentionRate> published_attention_rates(const hw::Gpu& gpu) {
   return out;
 }
 
+LowPrecisionRates low_precision_gemm_rates(const hw::Gpu& gpu, double bf16_rate) {
+  LowPrecisionRates r;
+  if (gpu.bf16_peak_flops <= 0 || bf16_rate <= 0) return r;
+  hw::Cluster alone;
+  alone.gpu = gpu;
+  const double builtin_bf16 = builtin_profile(alone).fit.gemm_peak_flops;
+  const double calibrated = builtin_bf16 > 0 ? bf16_rate / builtin_bf16 : 1.0;
+  // Hopper's achievable FP8 rate over its achievable BF16 rate [MAMF]: 1402.6 / 794.5, i.e.
+  // the FP8 efficiency (70.9 % of 1979) over the BF16 one (80.3 % of 989).
+  const double fp8_over_bf16_efficiency = (1402.6 / 1979.0) / (794.5 / 989.0);
+  // Achievable rate per datasheet FLOP/s of a low-precision peak.
+  const double datasheet = bf16_rate * fp8_over_bf16_efficiency / gpu.bf16_peak_flops;
+  if (gpu.fp8_peak_flops > 0) {
+    switch (gpu_family(gpu)) {
+      case GpuFamily::h100:
+        r.fp8_flops = 1402.6 * kT * calibrated;  // [MAMF] H100 SXM FP8 e4m3fn
+        break;
+      case GpuFamily::h200:
+        r.fp8_flops = 1453.4 * kT * calibrated;  // [MAMF] H200 SXM FP8 e4m3fn
+        break;
+      default:
+        r.fp8_flops = datasheet * gpu.fp8_peak_flops;  // [derived] Hopper's efficiency ratio
+        break;
+    }
+  }
+  if (gpu.fp4_peak_flops > 0) r.fp4_flops = datasheet * gpu.fp4_peak_flops;  // [derived] same
+  return r;
+}
+
 Profile builtin_profile(const hw::Cluster& cluster) {
   Profile p;
   const hw::Gpu& g = cluster.gpu;
@@ -234,6 +263,9 @@ ComputeParams make_compute_params(const hw::Cluster& cluster, const Profile& pro
     p.tiles = {{256, 128, 1.0}, {128, 256, 1.0}, {128, 128, 0.9},
                {128, 64, 0.75}, {64, 128, 0.75}, {64, 64, 0.55}};
   }
+  const LowPrecisionRates low = low_precision_gemm_rates(cluster.gpu, p.gemm_peak_flops);
+  p.fp8_gemm_peak_flops = low.fp8_flops;
+  p.fp4_gemm_peak_flops = low.fp4_flops;
   p.attention_rates = published_attention_rates(cluster.gpu);
   p.gemm_rows = profile.gemm;
   std::sort(p.gemm_rows.begin(), p.gemm_rows.end(), [](const GemmRow& a, const GemmRow& c) {

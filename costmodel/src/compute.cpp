@@ -12,6 +12,19 @@ using llama::AttentionKernel;
 
 double dbl(long long v) { return static_cast<double>(v); }
 
+/// Bytes per input element of a GEMM in `format` (bf16 training precision).
+double gemm_input_bytes(llama::GemmFormat format) {
+  switch (format) {
+    case llama::GemmFormat::fp8:
+      return 1.0;
+    case llama::GemmFormat::fp4:
+      return 0.5;
+    case llama::GemmFormat::training:
+      break;
+  }
+  return 2.0;
+}
+
 long long ceil_div(long long a, long long b) { return b > 0 ? (a + b - 1) / b : 0; }
 
 /// Linear interpolation of y over x on two points, clamped to the segment.
@@ -23,9 +36,24 @@ double lerp_clamped(double x, double x0, double y0, double x1, double y1) {
 
 }  // namespace
 
+double gemm_peak(llama::GemmFormat format, const ComputeParams& p) noexcept {
+  switch (format) {
+    case llama::GemmFormat::fp4:
+      if (p.fp4_gemm_peak_flops > 0) return p.fp4_gemm_peak_flops;
+      [[fallthrough]];
+    case llama::GemmFormat::fp8:
+      if (p.fp8_gemm_peak_flops > 0) return p.fp8_gemm_peak_flops;
+      [[fallthrough]];
+    case llama::GemmFormat::training:
+      break;
+  }
+  return p.gemm_peak_flops;
+}
+
 GemmEstimate gemm_roofline(const GemmShape& s, const ComputeParams& p) noexcept {
   GemmEstimate best;
-  if (s.m <= 0 || s.n <= 0 || s.k <= 0 || p.gemm_peak_flops <= 0) {
+  const double peak = gemm_peak(s.format, p);
+  if (s.m <= 0 || s.n <= 0 || s.k <= 0 || peak <= 0) {
     best.seconds = p.gemm_launch_s;
     return best;
   }
@@ -43,7 +71,7 @@ GemmEstimate gemm_roofline(const GemmShape& s, const ComputeParams& p) noexcept 
     const long long tiles = ceil_div(s.m, t.m) * ceil_div(s.n, t.n) * static_cast<long long>(batch);
     const long long waves = ceil_div(tiles, sms);
     // Each SM computes one tm x tn x K tile per wave at peak/SMs (scaled by tile efficiency).
-    const double per_sm = t.efficiency * p.gemm_peak_flops / sms;
+    const double per_sm = t.efficiency * peak / sms;
     const double t_math = dbl(waves) * (p.gemm_wave_s + 2.0 * t.m * t.n * dbl(s.k) / per_sm);
     const double total = std::max(t_math, t_mem) + p.gemm_launch_s;
     if (total < best.seconds) {
@@ -60,7 +88,7 @@ GemmEstimate gemm_roofline(const GemmShape& s, const ComputeParams& p) noexcept 
 
 double gemm_seconds(const GemmShape& s, const ComputeParams& p) noexcept {
   const double model = gemm_roofline(s, p).seconds;
-  if (p.gemm_rows.empty() || s.batch != 1) return model;
+  if (p.gemm_rows.empty() || s.batch != 1 || s.format != llama::GemmFormat::training) return model;
   // Rows with the same (n, k): rows are sorted by (n, k, m).
   const GemmRow* lo = nullptr;
   const GemmRow* hi = nullptr;
@@ -92,7 +120,7 @@ double gemm_seconds(const GemmShape& s, const ComputeParams& p) noexcept {
     }
   }
   if (nearest == nullptr) return model;
-  GemmShape rs{nearest->m, nearest->n, nearest->k, s.dtype_bytes, 1};
+  GemmShape rs{nearest->m, nearest->n, nearest->k, s.dtype_bytes, 1, s.format};
   const double row_model = gemm_roofline(rs, p).seconds;
   return row_model > 0 ? model * nearest->seconds / row_model : model;
 }
@@ -248,7 +276,8 @@ double memory_bound_seconds(llama::MemoryKernel kernel, double bytes, const Comp
 double op_seconds(const llama::Op& op, const ComputeParams& p) noexcept {
   switch (op.kind) {
     case llama::OpKind::gemm:
-      return gemm_seconds(GemmShape{op.m, op.n, op.k, 2, 1}, p) / p.gemm_factor;
+      return gemm_seconds(GemmShape{op.m, op.n, op.k, gemm_input_bytes(op.format), 1, op.format}, p) /
+             p.gemm_factor;
     case llama::OpKind::attention:
       return attention_seconds(op.attn, op.pass != llama::Pass::forward, p) / p.attention_factor;
     case llama::OpKind::memory_bound:

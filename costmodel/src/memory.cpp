@@ -71,6 +71,11 @@ struct Habits {
   /// DeepSpeed-style ZeRO (AAS core/optimizer/parameter_group.py `step_prequel`) copies the
   /// owned gradient partition to fp32 before the step.
   bool fused_adam = true;
+  /// Megatron-Core's fused SwiGLU (`megatron/core/fusions/fused_bias_swiglu.py`,
+  /// SwiGLUFunction saves only its input, gate and up, and recomputes silu in backward; Llama
+  /// models turn it on with `bias_activation_fusion`, Megatron-Bridge
+  /// `models/llama/llama_bridge.py`). Eager SwiGLU saves gate, up and silu(gate).
+  bool fused_swiglu = true;
 };
 
 Habits habits_of(llama::Framework f) noexcept {
@@ -80,6 +85,7 @@ Habits habits_of(llama::Framework f) noexcept {
     h.sp_saves_shard = false;
     h.frees_stage_output = false;
     h.fused_adam = false;
+    h.fused_swiglu = false;
   }
   return h;
 }
@@ -156,18 +162,26 @@ double layer_saved_full(const llama::Model& m, const llama::Training& tr,
   const double sbh = g.s * g.b * g.h;
   // Outside the TP region: the two norm inputs (2 + 2), sharded over t only with SP.
   double bytes = 4.0 * sbh / g.nd;
-  // The two column-parallel GEMM inputs (QKV, gate/up or fc1): 2 + 2.
-  bytes += 4.0 * sbh / g.gd;
-  // Inside the TP region: Q (2), K and V (4 k/a), attention output (2).
-  double inner = 2.0 + 4.0 * g.kv + 2.0;
+  // The two column-parallel GEMM inputs (QKV, gate/up or fc1): 2 + 2. Under FP8, TE saves
+  // the column-wise quantised copy its wgrad GEMM reads instead (linear.py keeps
+  // `columnwise_usage` only): q + q.
+  const double q = llama::quantized_bytes_per_element(tr.fp8.recipe);
+  const bool fp8 = tr.fp8.enabled();
+  bytes += (fp8 ? 2.0 * q : 4.0) * sbh / g.gd;
+  // Inside the TP region: Q (2), K and V (4 k/a), attention output (2); under FP8 the
+  // projection also saves its quantised input (q) while attention keeps its bf16 output.
+  double inner = 2.0 + 4.0 * g.kv + 2.0 + (fp8 ? q : 0.0);
   if (g.gpt) {
     // GeLU MLP: fc1 output (2 f/h) and GeLU output (2 f/h) (K22); dropout masks after
     // attention and after the MLP, 1 byte each, outside the TP region (K22 Table 2).
     inner += 4.0 * g.f / g.h;
     bytes += 2.0 * sbh / g.nd;
   } else {
-    // SwiGLU: up out, gate out, act(gate), product: 4 x 2 f/h (§4.1).
-    inner += 8.0 * g.f / g.h;
+    // SwiGLU: up out, gate out, act(gate) (eager; the fused kernel keeps only gate and up),
+    // and the product, the FC2 input (§4.1): 4 x 2 f/h eager, 3 x 2 f/h fused; under FP8 the
+    // product is saved quantised (q).
+    const double swiglu_saved = habits_of(tr.framework).fused_swiglu ? 4.0 : 6.0;
+    inner += (swiglu_saved + (fp8 ? q : 2.0)) * g.f / g.h;
   }
   bytes += inner * sbh / g.t;
   // FlashAttention's per-row log-sum-exp, fp32 (§4.1).
@@ -235,7 +249,7 @@ int micro_batch_count(const llama::Layout& l, const llama::Training& tr) {
 }  // namespace
 
 double StageMemory::static_bytes() const noexcept {
-  return params_bytes + grads_bytes + optimizer_bytes + buffers_bytes +
+  return params_bytes + fp8_cache_bytes + grads_bytes + optimizer_bytes + buffers_bytes +
          fragmentation_fraction * transient_bytes;
 }
 
@@ -309,6 +323,10 @@ MemoryReport estimate_memory(const llama::Model& model, const hw::Cluster& clust
   const double frag = fujii ? 0.0 : options.fragmentation;
 
   const std::vector<llama::StageParams> sp = llama::stage_params(model, layout, training.seq_len);
+  // Weights of the linear layers of one transformer layer on this rank (all but the norms).
+  const double linear_per_layer =
+      std::max(0.0, static_cast<double>(llama::params_per_layer(model)) - 2.0 * h) / t;
+  const double q8 = llama::quantized_bytes_per_element(training.fp8.recipe);
 
   // Per-layer quantities (§4).
   const double a_layer = fujii ? fujii_layer(model, training, layout)
@@ -381,6 +399,22 @@ MemoryReport estimate_memory(const llama::Model& model, const hw::Cluster& clust
       }
     }
 
+    // FP8 weights (TE caches the quantised weights of every linear from the first micro-batch
+    // to the last, `is_first_microbatch` in linear.py): the row-wise copy for the forward GEMM
+    // and the transposed / column-wise copy for dgrad, q + q per linear weight. Under
+    // `fp8_param_gather` the parameter itself is the row-wise FP8 copy: the bf16 weights of the
+    // linears go (2 -> q per parameter) and only the column-wise copy is extra.
+    if (training.fp8.enabled()) {
+      const double linear = linear_per_layer * st.layers;
+      if (training.fp8.param_gather) {
+        const double shard_div = training.zero_stage >= 3 ? shard : 1.0;
+        s.params_bytes -= linear * (sb.w - q8) / shard_div;
+        s.fp8_cache_bytes = linear * q8;
+      } else {
+        s.fp8_cache_bytes = 2.0 * linear * q8;
+      }
+    }
+
     // In-flight micro-batches (§5), or the simulator's count.
     const std::size_t idx = static_cast<std::size_t>(st.stage);
     double inflight = idx < options.inflight.size() ? options.inflight[idx]
@@ -439,8 +473,8 @@ MemoryReport estimate_memory(const llama::Model& model, const hw::Cluster& clust
       step_extra = 4.0 * phi / opt_shard;                   // fp32 grads of the owned shard
       if (training.zero_stage >= 1) step_extra += 4.0 * phi / opt_shard;  // Adam temporary
     }
-    s.optimizer_step_bytes = s.params_bytes + s.grads_bytes + s.optimizer_bytes + step_extra +
-                             comm_bytes + runtime_bytes;
+    s.optimizer_step_bytes = s.params_bytes + s.fp8_cache_bytes + s.grads_bytes +
+                             s.optimizer_bytes + step_extra + comm_bytes + runtime_bytes;
     const double act_phase = s.activations_bytes + transient;
     if (step_extra > act_phase) {
       transient = step_extra - s.activations_bytes;  // the optimizer phase sets the peak
@@ -449,7 +483,7 @@ MemoryReport estimate_memory(const llama::Model& model, const hw::Cluster& clust
     s.communication_bytes = comm_bytes;
     s.runtime_bytes = runtime_bytes;
     s.buffers_bytes = transient + comm_bytes + runtime_bytes;
-    s.allocated_bytes = s.params_bytes + s.grads_bytes + s.optimizer_bytes +
+    s.allocated_bytes = s.params_bytes + s.fp8_cache_bytes + s.grads_bytes + s.optimizer_bytes +
                         s.activations_bytes + s.buffers_bytes;
     // Caching allocator (§7): fragmentation of the blocks allocated and freed every
     // micro-batch (activations and transients).

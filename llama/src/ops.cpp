@@ -40,6 +40,16 @@ struct Dims {
   /// GEMM, averaged over the step's micro-batches (0 for Megatron, whose wgrad GEMM accumulates
   /// into main_grad itself).
   double grad_accumulate = 0;
+  /// FP8 / FP4 linears (llama/fp8.hpp): the recipe, the format of their GEMMs and the bytes of
+  /// one quantised element with its scales.
+  Fp8Recipe recipe = Fp8Recipe::none;
+  GemmFormat linear_format = GemmFormat::training;
+  double quantized = 0;
+  /// Micro-batches per step: TE casts a weight once per step and reuses the cached copy for
+  /// the later micro-batches (`is_first_microbatch`), so the cast is spread over them.
+  double micro_batches = 1;
+  /// TP communication overlapped with the GEMMs (Training::tp_comm_overlap, SP only).
+  bool tp_overlap = false;
 };
 
 Dims dims_of(const Model& m, const Training& tr, const Layout& l) {
@@ -64,6 +74,11 @@ Dims dims_of(const Model& m, const Training& tr, const Layout& l) {
   d.eager_norm = d.eager && d.llama && !tr.fused_rmsnorm;
   d.dropout = !d.llama && tr.framework == Framework::megatron;
   d.bias = !d.llama;
+  d.tp_overlap = tr.tp_comm_overlap && d.sp;
+  d.recipe = tr.fp8.recipe;
+  d.linear_format = gemm_format(d.recipe);
+  d.quantized = quantized_bytes_per_element(d.recipe);
+  d.micro_batches = std::max(1, micro_batches(l, tr));
   if (d.eager) {
     // Autograd's AccumulateGrad (`pytorch/pytorch: torch/csrc/autograd/functions/
     // accumulate_grad.h`): the first micro-batch stores the new gradient, every later one runs
@@ -94,6 +109,40 @@ Op mem(Pass pass, const char* name, MemoryKernel kernel, double bytes) {
   op.mem = kernel;
   op.bytes = bytes;
   return op;
+}
+
+/// A GEMM of a transformer linear layer: in the recipe's format under FP8.
+Op linear_gemm(const Dims& d, Pass pass, const char* name, long long m, long long n, long long k) {
+  Op op = gemm(pass, name, m, n, k);
+  op.format = d.linear_format;
+  return op;
+}
+
+/// The casts TE runs before a linear's FP8 GEMMs on `elements` of a high-precision operand
+/// (`NVIDIA/TransformerEngine: transformer_engine/pytorch/module/linear.py`): the operand is
+/// read once and written twice in the low-precision format, the row-wise copy for this GEMM
+/// and the transposed (Hopper) or column-wise (MXFP8 / NVFP4) copy that the other GEMM of the
+/// pair needs (input: fprop and wgrad; output gradient: dgrad and wgrad; weight: fprop and
+/// dgrad). Current scaling first reads the operand once more for its amax
+/// (Float8CurrentScalingQuantizer); delayed scaling takes the scale of earlier steps and the
+/// block-scaled recipes compute theirs per block inside the cast.
+void quantize(std::vector<Op>& ops, const Dims& d, Pass pass, double elements, bool recompute) {
+  if (d.recipe == Fp8Recipe::none || elements <= 0) return;
+  if (d.recipe == Fp8Recipe::current) {
+    Op a = mem(pass, "fp8_amax", MemoryKernel::amax, d.act * elements);
+    a.recompute = recompute;
+    ops.push_back(a);
+  }
+  Op q = mem(pass, "fp8_cast", MemoryKernel::quantize, (d.act + 2.0 * d.quantized) * elements);
+  q.recompute = recompute;
+  ops.push_back(q);
+}
+
+/// The weight cast of one linear, spread over the step's micro-batches (see Dims).
+void quantize_weight(std::vector<Op>& ops, const Dims& d, long long in, long long out, bool recompute) {
+  if (recompute) return;  // the cached copy serves the recomputed forward too
+  quantize(ops, d, Pass::forward, static_cast<double>(in) * static_cast<double>(out) / d.micro_batches,
+           false);
 }
 
 Op coll(Pass pass, const char* name, CollectiveKind kind, CommDim dim, int group, double bytes,
@@ -152,23 +201,27 @@ Op attention(Pass pass, const char* name, const Dims& d, AttentionKernel kernel,
   return op;
 }
 
-/// The TP collective after a row-parallel linear in forward (RS with SP, AR without).
-void tp_row_forward(std::vector<Op>& ops, const Dims& d, Pass pass, bool recompute) {
-  if (d.t <= 1) return;
+/// The TP collective after a row-parallel linear in forward (RS with SP, AR without). Under
+/// tp_comm_overlap it is issued before the GEMM, async, so that it runs under it
+/// (TE userbuffers' GEMM + reduce-scatter pipeline, `transformer_engine/pytorch/module/base.py`
+/// initialize_ub); `overlapped` says which placement the caller is at.
+void tp_row_forward(std::vector<Op>& ops, const Dims& d, Pass pass, bool recompute, bool overlapped) {
+  if (d.t <= 1 || overlapped != d.tp_overlap) return;
   const double bytes = d.act * static_cast<double>(d.tokens * d.h);  // S = 2·s'·b·h
   Op op = d.sp ? coll(pass, "tp_rs", CollectiveKind::reduce_scatter, CommDim::tp,
-                      static_cast<int>(d.t), bytes)
+                      static_cast<int>(d.t), bytes, d.tp_overlap)
                : coll(pass, "tp_ar", CollectiveKind::all_reduce, CommDim::tp,
                       static_cast<int>(d.t), bytes);
   op.recompute = recompute;
   ops.push_back(op);
 }
 
-/// The SP all-gather before a column-parallel linear in forward.
+/// The SP all-gather before a column-parallel linear in forward (async under
+/// tp_comm_overlap: the all-gather + GEMM pipeline of TE userbuffers).
 void tp_column_forward(std::vector<Op>& ops, const Dims& d, Pass pass, bool recompute) {
   if (d.t <= 1 || !d.sp) return;
   Op op = coll(pass, "tp_ag", CollectiveKind::all_gather, CommDim::tp, static_cast<int>(d.t),
-               d.act * static_cast<double>(d.tokens * d.h));
+               d.act * static_cast<double>(d.tokens * d.h), d.tp_overlap);
   op.recompute = recompute;
   ops.push_back(op);
 }
@@ -295,8 +348,10 @@ void layer_forward(std::vector<Op>& ops, const Dims& d, const Training& tr, bool
   const long long fc2_in = d.f / d.t;
 
   push(mem(fw, "input_norm", norm_kernel(d), norm_fwd_bytes(d)));
+  quantize_weight(ops, d, d.h, qkv_out, recompute);
+  quantize(ops, d, fw, static_cast<double>(d.tokens * d.h), recompute);
   tp_column_forward(ops, d, fw, recompute);
-  push(gemm(fw, "qkv", d.tokens, qkv_out, d.h));
+  push(linear_gemm(d, fw, "qkv", d.tokens, qkv_out, d.h));
   if (d.bias) {
     // The QKV linear keeps its bias (`megatron/model/transformer.py` ParallelAttention: no
     // skip_bias_add): F.linear -> addmm writes the broadcast bias into the output and the GEMM
@@ -315,12 +370,17 @@ void layer_forward(std::vector<Op>& ops, const Dims& d, const Training& tr, bool
     // to [s, b, h/t] (read + write).
     push(mem(fw, "context_permute", MemoryKernel::copy, 2.0 * d.act * static_cast<double>(d.tokens * q_in)));
   }
-  push(gemm(fw, "attn_proj", d.tokens, d.h, q_in));
-  tp_row_forward(ops, d, fw, recompute);
+  quantize_weight(ops, d, q_in, d.h, recompute);
+  quantize(ops, d, fw, static_cast<double>(d.tokens * q_in), recompute);
+  tp_row_forward(ops, d, fw, recompute, true);
+  push(linear_gemm(d, fw, "attn_proj", d.tokens, d.h, q_in));
+  tp_row_forward(ops, d, fw, recompute, false);
   push(mem(fw, "residual_add", MemoryKernel::residual_add, residual_bytes(d)));
   push(mem(fw, "mlp_norm", norm_kernel(d), norm_fwd_bytes(d)));
+  quantize_weight(ops, d, d.h, fc1_out, recompute);
+  quantize(ops, d, fw, static_cast<double>(d.tokens * d.h), recompute);
   tp_column_forward(ops, d, fw, recompute);
-  push(gemm(fw, "fc1", d.tokens, fc1_out, d.h));
+  push(linear_gemm(d, fw, "fc1", d.tokens, fc1_out, d.h));
   if (d.gated) {
     // SwiGLU: read gate and up (2·T·F/t), write T·F/t; eager silu(gate) (2 act) then
     // · up (3 act): 5 act per element
@@ -329,18 +389,36 @@ void layer_forward(std::vector<Op>& ops, const Dims& d, const Training& tr, bool
   } else {
     push(mem(fw, "gelu", MemoryKernel::gelu, 2.0 * d.act * static_cast<double>(d.tokens * fc2_in)));
   }
-  push(gemm(fw, "fc2", d.tokens, d.h, fc2_in));
-  tp_row_forward(ops, d, fw, recompute);
+  quantize_weight(ops, d, fc2_in, d.h, recompute);
+  quantize(ops, d, fw, static_cast<double>(d.tokens * fc2_in), recompute);
+  tp_row_forward(ops, d, fw, recompute, true);
+  push(linear_gemm(d, fw, "fc2", d.tokens, d.h, fc2_in));
+  tp_row_forward(ops, d, fw, recompute, false);
   push(mem(fw, "residual_add", MemoryKernel::residual_add, residual_bytes(d)));
 }
 
 /// Weight-gradient GEMM of an `in` x `out` weight, then its eager accumulation.
-void weight_grad(std::vector<Op>& ops, const Dims& d, const char* wname, long long in, long long out) {
-  ops.push_back(gemm(Pass::backward_weight, wname, out, in, d.tokens));
+void weight_grad(std::vector<Op>& ops, const Dims& d, const char* wname, long long in, long long out,
+                 bool linear) {
+  Op w = gemm(Pass::backward_weight, wname, out, in, d.tokens);
+  if (linear) w.format = d.linear_format;
+  ops.push_back(w);
   if (d.grad_accumulate > 0) {
     ops.push_back(mem(Pass::backward_weight, "grad_accumulate", MemoryKernel::copy,
                       d.grad_accumulate * static_cast<double>(in) * static_cast<double>(out)));
   }
+}
+
+/// The dgrad GEMM of a linear; a transformer linear (`linear`) first casts its output
+/// gradient under FP8.
+void input_grad(std::vector<Op>& ops, const Dims& d, const char* dname, long long in, long long out,
+                bool linear) {
+  Op g = gemm(Pass::backward_input, dname, d.tokens, in, out);
+  if (linear) {
+    quantize(ops, d, Pass::backward_input, static_cast<double>(d.tokens * out), false);
+    g.format = d.linear_format;
+  }
+  ops.push_back(g);
 }
 
 /// Backward of a row-parallel linear: SP all-gather of the output gradient (blocking), dgrad,
@@ -349,10 +427,11 @@ void row_backward(std::vector<Op>& ops, const Dims& d, const char* dname, const 
                   long long in, long long out) {
   if (d.t > 1 && d.sp) {
     ops.push_back(coll(Pass::backward_input, "tp_ag_grad", CollectiveKind::all_gather, CommDim::tp,
-                       static_cast<int>(d.t), d.act * static_cast<double>(d.tokens * d.h)));
+                       static_cast<int>(d.t), d.act * static_cast<double>(d.tokens * d.h),
+                       d.tp_overlap));
   }
-  ops.push_back(gemm(Pass::backward_input, dname, d.tokens, in, out));
-  weight_grad(ops, d, wname, in, out);
+  input_grad(ops, d, dname, in, out, true);
+  weight_grad(ops, d, wname, in, out, true);
 }
 
 /// Backward of a column-parallel linear: with SP the input is re-gathered (async, under the
@@ -360,27 +439,41 @@ void row_backward(std::vector<Op>& ops, const Dims& d, const char* dname, const 
 /// wgrad GEMM). Eager trainers reduce it in the autograd function that follows the linear
 /// (`Aleph-Alpha/scaling: core/nn/linear/utils.py` _CopyToModelParallelRegion.backward and
 /// _GatherFromSequenceParallelRegion.backward), after both GEMMs and blocking the next kernel.
+/// `linear`: a transformer linear (FP8 under a recipe), not the LM head.
 void column_backward(std::vector<Op>& ops, const Dims& d, const char* dname, const char* wname,
-                     long long in, long long out) {
+                     long long in, long long out, bool linear) {
   const double bytes = d.act * static_cast<double>(d.tokens * d.h);
   const int t = static_cast<int>(d.t);
   if (d.t > 1 && d.sp) {
     ops.push_back(coll(Pass::backward_input, "tp_ag_input", CollectiveKind::all_gather, CommDim::tp,
                        t, bytes, true));
   }
-  ops.push_back(gemm(Pass::backward_input, dname, d.tokens, in, out));
+  input_grad(ops, d, dname, in, out, linear);
   if (d.t > 1) {
     ops.push_back(d.sp ? coll(Pass::backward_input, "tp_rs_dgrad", CollectiveKind::reduce_scatter,
                               CommDim::tp, t, bytes, !d.eager)
                        : coll(Pass::backward_input, "tp_ar_dgrad", CollectiveKind::all_reduce,
                               CommDim::tp, t, bytes, !d.eager));
   }
-  weight_grad(ops, d, wname, in, out);
+  weight_grad(ops, d, wname, in, out, linear);
 }
 
-/// Bytes of one layer's parameters on this rank in bf16 (ZeRO-3 gathers).
-double layer_param_bytes(const Model& m, const Dims& d) {
-  return d.act * static_cast<double>(params_per_layer(m)) / static_cast<double>(d.t);
+/// Bytes per parameter that the distributed optimizer all-gathers: the training precision, or
+/// under `fp8_param_gather` FP8 for the linear weights (Megatron-Core keeps them as FP8 tensors
+/// and gathers those) and the training precision for the norms.
+double gathered_param_bytes(const Model& m, const Training& tr) {
+  const double act = bytes_of(tr.precision);
+  if (!tr.fp8.param_gather || !tr.fp8.enabled()) return act;
+  const double layer = static_cast<double>(params_per_layer(m));
+  const double norms = 2.0 * static_cast<double>(m.hidden);
+  const double linear = std::max(0.0, layer - norms) / std::max(1.0, layer);
+  return linear * quantized_bytes_per_element(tr.fp8.recipe) + (1.0 - linear) * act;
+}
+
+/// Bytes of one layer's parameters on this rank as ZeRO-3 gathers them.
+double layer_param_bytes(const Model& m, const Training& tr, const Dims& d) {
+  return gathered_param_bytes(m, tr) * static_cast<double>(params_per_layer(m)) /
+         static_cast<double>(d.t);
 }
 
 }  // namespace
@@ -393,7 +486,7 @@ std::vector<Op> layer_ops(const Model& model, const Training& training, const La
   const bool zero3 = training.zero_stage >= 3 && dpc > 1;
   if (zero3) {
     ops.push_back(coll(Pass::forward, "zero3_param_ag", CollectiveKind::all_gather, CommDim::dp_cp,
-                       dpc, layer_param_bytes(model, d), true));
+                       dpc, layer_param_bytes(model, training, d), true));
   }
   layer_forward(ops, d, training, false);
 
@@ -402,7 +495,7 @@ std::vector<Op> layer_ops(const Model& model, const Training& training, const La
   }
   if (zero3) {
     ops.push_back(coll(Pass::backward_input, "zero3_param_ag", CollectiveKind::all_gather,
-                       CommDim::dp_cp, dpc, layer_param_bytes(model, d), true));
+                       CommDim::dp_cp, dpc, layer_param_bytes(model, training, d), true));
   }
 
   const long long qkv_out = (d.nq + 2 * d.nkv) * d.dh / d.t;
@@ -423,7 +516,7 @@ std::vector<Op> layer_ops(const Model& model, const Training& training, const La
     ops.push_back(mem(bi, "gelu_bwd", MemoryKernel::gelu,
                       3.0 * d.act * static_cast<double>(d.tokens * fc2_in)));
   }
-  column_backward(ops, d, "fc1_dgrad", "fc1_wgrad", d.h, fc1_out);
+  column_backward(ops, d, "fc1_dgrad", "fc1_wgrad", d.h, fc1_out, true);
   ops.push_back(mem(bi, "mlp_norm_bwd", norm_kernel(d), norm_bwd_bytes(d)));
   // Attention block.
   ops.push_back(mem(bi, "residual_add_bwd", MemoryKernel::residual_add, residual_bytes(d)));
@@ -441,7 +534,7 @@ std::vector<Op> layer_ops(const Model& model, const Training& training, const La
     ops.push_back(mem(bi, "rope_bwd", MemoryKernel::rope,
                       rope_bwd_per_elem(d) * static_cast<double>(d.tokens * (d.nq + d.nkv) / d.t * d.dh)));
   }
-  column_backward(ops, d, "qkv_dgrad", "qkv_wgrad", d.h, qkv_out);
+  column_backward(ops, d, "qkv_dgrad", "qkv_wgrad", d.h, qkv_out, true);
   ops.push_back(mem(bi, "input_norm_bwd", norm_kernel(d), norm_bwd_bytes(d)));
   if (d.bias) {
     // Bias gradients: a column sum of each linear's output gradient (QKV and FC1 on this
@@ -459,7 +552,7 @@ std::vector<Op> embedding_ops(const Model& model, const Training& training, cons
   // zeroed) and reads the gathered rows.
   ops.push_back(mem(Pass::forward, "embedding", MemoryKernel::embedding,
                     2.0 * d.act * static_cast<double>(d.tokens * d.h)));
-  tp_row_forward(ops, d, Pass::forward, false);
+  tp_row_forward(ops, d, Pass::forward, false, d.tp_overlap);
   if (d.t > 1 && d.sp) {
     ops.push_back(coll(Pass::backward_input, "tp_ag_grad", CollectiveKind::all_gather, CommDim::tp,
                        static_cast<int>(d.t), d.act * static_cast<double>(d.tokens * d.h)));
@@ -492,7 +585,7 @@ std::vector<Op> head_ops(const Model& model, const Training& training, const Lay
                       (d.act + 16.0) * full));
     ops.push_back(mem(Pass::backward_input, "cross_entropy_bwd", MemoryKernel::cross_entropy,
                       (d.act + 20.0) * full));
-    column_backward(ops, d, "lm_head_dgrad", "lm_head_wgrad", d.h, vocab_rank);
+    column_backward(ops, d, "lm_head_dgrad", "lm_head_wgrad", d.h, vocab_rank, false);
     ops.push_back(mem(Pass::backward_input, "final_norm_bwd", norm_kernel(d), norm_bwd_bytes(d)));
     return ops;
   }
@@ -511,7 +604,7 @@ std::vector<Op> head_ops(const Model& model, const Training& training, const Lay
   }
   ops.push_back(mem(Pass::backward_input, "cross_entropy_bwd", MemoryKernel::cross_entropy,
                     (4.0 + d.act) * logits));
-  column_backward(ops, d, "lm_head_dgrad", "lm_head_wgrad", d.h, vocab_rank);
+  column_backward(ops, d, "lm_head_dgrad", "lm_head_wgrad", d.h, vocab_rank, false);
   ops.push_back(mem(Pass::backward_input, "final_norm_bwd", norm_kernel(d), norm_bwd_bytes(d)));
   return ops;
 }
@@ -531,7 +624,7 @@ std::vector<Op> dp_gradient_ops(const Model& model, const Training& training, co
   if (stage < 0 || stage >= static_cast<int>(stages.size())) return ops;
   const StageParams& sp = stages[static_cast<std::size_t>(stage)];
   const double grad_bytes = bytes_of(training.grad_dtype);
-  const double param_bytes = bytes_of(training.precision);
+  const double param_bytes = gathered_param_bytes(model, training);
   const CommDim dim = layout.cp > 1 ? CommDim::dp_cp : CommDim::dp;
 
   if (training.zero_stage >= 3) {
@@ -669,6 +762,8 @@ const char* to_string(MemoryKernel k) noexcept {
     case MemoryKernel::cross_entropy: return "cross_entropy";
     case MemoryKernel::grad_norm: return "grad_norm";
     case MemoryKernel::adam: return "adam";
+    case MemoryKernel::quantize: return "quantize";
+    case MemoryKernel::amax: return "amax";
   }
   return "?";
 }

@@ -236,6 +236,9 @@ constexpr std::initializer_list<llama::AttentionKernel> kAttention{
     llama::AttentionKernel::fused, llama::AttentionKernel::torch};
 constexpr std::initializer_list<llama::Precision> kPrecision{
     llama::Precision::bf16, llama::Precision::fp16, llama::Precision::fp32};
+constexpr std::initializer_list<llama::Fp8Recipe> kFp8Recipe{
+    llama::Fp8Recipe::delayed, llama::Fp8Recipe::current, llama::Fp8Recipe::blockwise,
+    llama::Fp8Recipe::mxfp8, llama::Fp8Recipe::nvfp4};
 constexpr std::initializer_list<llama::Framework> kFramework{
     llama::Framework::megatron, llama::Framework::deepspeed, llama::Framework::fsdp};
 constexpr std::initializer_list<llama::Optimizer> kOptimizer{llama::Optimizer::adam};
@@ -560,7 +563,8 @@ hw::Cluster load_cluster(const Doc& doc, const toml::table& table) {
 const std::vector<std::string_view>& training_keys() {
   static const std::vector<std::string_view> keys{
       "seq_len",   "global_batch",  "precision",      "grad_dtype",          "optimizer", "zero_stage",
-      "attention", "fused_rmsnorm", "overlap_grad_reduce", "overlap_param_gather", "framework"};
+      "attention", "fused_rmsnorm", "overlap_grad_reduce", "overlap_param_gather", "framework",
+      "fp8_recipe", "fp8_param_gather", "tp_comm_overlap"};
   return keys;
 }
 
@@ -568,7 +572,8 @@ const std::vector<std::string_view>& layout_keys() {
   static const std::vector<std::string_view> keys{
       "tp",        "cp",       "pp",         "dp",         "vp",
       "mbs",       "sp",       "recompute",  "schedule",   "rank_order",
-      "first_stage_layers", "last_stage_layers"};
+      "first_stage_layers", "last_stage_layers",
+      "account_for_embedding_in_pipeline_split", "account_for_loss_in_pipeline_split"};
   return keys;
 }
 
@@ -580,7 +585,30 @@ void set_training_key(const Section& s, std::string_view k, const toml::node& n,
   } else if (k == "global_batch") {
     t.global_batch = s.int_value(n, k, 1, kMaxBatch);
   } else if (k == "precision") {
-    t.precision = enum_value(s, n, k, llama::parse_precision, kPrecision);
+    // "fp8": bf16 weights and activations with FP8 linears (llama/fp8.hpp), delayed scaling
+    // unless fp8_recipe names another recipe.
+    if (s.string(n, k) == "fp8") {
+      t.precision = llama::Precision::bf16;
+      if (!t.fp8.enabled()) t.fp8.recipe = llama::Fp8Recipe::delayed;
+    } else {
+      const auto p = llama::parse_precision(s.string(n, k));
+      if (!p) {
+        s.fail_at(n, k, "unknown value \"" + s.string(n, k) + "\" (expected one of: " +
+                            join(enum_names(kPrecision)) + ", fp8)");
+      }
+      t.precision = *p;
+      t.fp8.recipe = llama::Fp8Recipe::none;
+    }
+  } else if (k == "fp8_recipe") {
+    const toml::node* p = s.get("precision");
+    if (p != nullptr && p->value<std::string>() != std::optional<std::string>("fp8")) {
+      s.fail_at(n, k, "needs precision = \"fp8\" in the same table");
+    }
+    t.fp8.recipe = enum_value(s, n, k, llama::parse_fp8_recipe, kFp8Recipe);
+  } else if (k == "fp8_param_gather") {
+    t.fp8.param_gather = s.boolean(n, k);
+  } else if (k == "tp_comm_overlap") {
+    t.tp_comm_overlap = s.boolean(n, k);
   } else if (k == "grad_dtype") {
     t.grad_dtype = enum_value(s, n, k, llama::parse_precision, kPrecision);
   } else if (k == "optimizer") {
@@ -627,6 +655,10 @@ void set_layout_key(const Section& s, std::string_view k, const toml::node& n, l
     l.first_stage_layers = s.int_value(n, k, 1, kMaxLayers);
   } else if (k == "last_stage_layers") {
     l.last_stage_layers = s.int_value(n, k, 1, kMaxLayers);
+  } else if (k == "account_for_embedding_in_pipeline_split") {
+    l.embedding_in_split = s.boolean(n, k);
+  } else if (k == "account_for_loss_in_pipeline_split") {
+    l.loss_in_split = s.boolean(n, k);
   }
 }
 
@@ -677,6 +709,18 @@ void apply_option(const Doc& doc, const toml::table& table, llama::Training& tra
   }
 }
 
+std::optional<llama::LayoutIssue> check_precision(const hw::Gpu& gpu, const llama::Training& training,
+                                                 const KeyOrigins& origins) {
+  const bool recipe_given = origins.find("fp8_recipe") != origins.end();
+  if (training.fp8.param_gather && !training.fp8.enabled()) {
+    return llama::LayoutIssue{"fp8_param_gather", "fp8-needs-fp8", "needs precision = \"fp8\""};
+  }
+  if (std::string why = llama::recipe_problem(training.fp8.recipe, gpu); !why.empty()) {
+    return llama::LayoutIssue{recipe_given ? "fp8_recipe" : "precision", "fp8-recipe-gpu", std::move(why)};
+  }
+  return std::nullopt;
+}
+
 std::string rank_order_problem(std::string_view order) {
   std::vector<std::string> parts;
   std::size_t start = 0;
@@ -696,6 +740,41 @@ std::string rank_order_problem(std::string_view order) {
   return {};
 }
 
+namespace {
+
+/// Megatron-Core's pipeline split with the embedding and / or the loss counted as a layer
+/// (`megatron/core/transformer/transformer_block.py` get_num_layers_to_build): the
+/// layers plus one per counted end split evenly into pp·vp virtual stages of k, and the first
+/// (last) virtual stage builds k − 1 transformer layers. As first/last_stage_layers: the end
+/// rank holds vp·k − 1 layers, k in each chunk but the outermost.
+std::optional<llama::LayoutIssue> resolve_split_accounting(const llama::Model& model,
+                                                           llama::Layout& layout) {
+  const int ends = (layout.embedding_in_split ? 1 : 0) + (layout.loss_in_split ? 1 : 0);
+  if (ends == 0 || layout.pp < 2) return std::nullopt;
+  const std::string key = layout.embedding_in_split ? "account_for_embedding_in_pipeline_split"
+                                                    : "account_for_loss_in_pipeline_split";
+  if (layout.first_stage_layers > 0 || layout.last_stage_layers > 0) {
+    return llama::LayoutIssue{key, "split-accounting",
+                              "cannot be combined with first_stage_layers/last_stage_layers"};
+  }
+  const long long chunks = static_cast<long long>(layout.pp) * std::max(layout.vp, 1);
+  const long long total = static_cast<long long>(model.layers) + ends;
+  if (total % chunks != 0) {
+    return llama::LayoutIssue{
+        key, "split-accounting",
+        "layers=" + std::to_string(model.layers) + " plus " + std::to_string(ends) +
+            " counted end(s) = " + std::to_string(total) + " must split evenly into pp*vp = " +
+            std::to_string(chunks) + " virtual stages"};
+  }
+  const long long rank_layers = (total / chunks) * std::max(layout.vp, 1) - 1;
+  if (layout.embedding_in_split) layout.first_stage_layers = static_cast<int>(rank_layers);
+  if (layout.loss_in_split) layout.last_stage_layers = static_cast<int>(rank_layers);
+  layout.embedding_in_split = layout.loss_in_split = false;
+  return std::nullopt;
+}
+
+}  // namespace
+
 std::optional<llama::LayoutIssue> resolve_layout(const llama::Model& model, long long world,
                                                  const llama::Training& training,
                                                  llama::Layout& layout, bool dp_given) {
@@ -713,6 +792,7 @@ std::optional<llama::LayoutIssue> resolve_layout(const llama::Model& model, long
   if (std::string why = rank_order_problem(layout.rank_order); !why.empty()) {
     return llama::LayoutIssue{"rank_order", "rank-order", why};
   }
+  if (auto issue = resolve_split_accounting(model, layout)) return issue;
   return llama::check_layout(model, world, training, layout);
 }
 

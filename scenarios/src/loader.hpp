@@ -86,6 +86,12 @@ void apply_option(const Doc& doc, const toml::table& table, llama::Training& tra
                                                                const llama::Training& training,
                                                                llama::Layout& layout, bool dp_given);
 
+/// An FP8 setting the cluster's GPU cannot run (a recipe without its tensor cores,
+/// fp8_param_gather without FP8), blamed on the key that asked for it.
+[[nodiscard]] std::optional<llama::LayoutIssue> check_precision(const hw::Gpu& gpu,
+                                                               const llama::Training& training,
+                                                               const KeyOrigins& origins);
+
 /// Names of the [layout] keys, in SPEC order.
 [[nodiscard]] const std::vector<std::string_view>& layout_keys();
 /// Names of the [training] keys, in SPEC order.

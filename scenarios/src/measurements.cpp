@@ -415,6 +415,11 @@ std::vector<MeasurementRow> read_measurements_text(std::string_view text, const 
     }
 
     if (row.skip_reason.empty()) {
+      if (auto bad = detail::check_precision(row.cluster.gpu, row.training, origins)) {
+        row.skip_reason = bad->key + ": " + bad->message;
+      }
+    }
+    if (row.skip_reason.empty()) {
       const bool dp_given = origins.find("dp") != origins.end();
       if (auto issue = detail::resolve_layout(row.model, n_gpus, row.training, row.layout, dp_given)) {
         row.skip_reason = issue->key.empty() ? issue->message : issue->key + ": " + issue->message;

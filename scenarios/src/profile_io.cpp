@@ -106,9 +106,9 @@ std::string get_choice(const Section& s, std::string_view k, bool required,
 
 constexpr std::array<std::string_view, 5> kCollectiveOps = {
     "all_reduce", "all_gather", "reduce_scatter", "send_recv", "all_to_all"};
-constexpr std::array<std::string_view, 12> kMemoryKernels = {
+constexpr std::array<std::string_view, 14> kMemoryKernels = {
     "copy", "rmsnorm", "layernorm", "swiglu", "gelu", "rope", "residual_add", "softmax", "embedding",
-    "cross_entropy", "grad_norm", "adam"};
+    "cross_entropy", "grad_norm", "adam", "quantize", "amax"};
 constexpr std::array<std::string_view, 2> kPasses = {"fwd", "bwd"};
 
 /// The array-of-tables `name` (or nothing); anything else under that key is an error.

@@ -161,6 +161,9 @@ Scenario load_scenario_text(std::string_view toml_text, const std::string& origi
     throw UserError(SourceLocation{origin}, "[layout]",
                     "missing table (this command needs a layout: add [layout] or pass --layout)");
   }
+  if (const auto bad = detail::check_precision(sc.cluster.gpu, sc.training, origins)) {
+    fail_issue(doc, layout, training, origins, *bad);
+  }
   const bool dp_given = origins.find("dp") != origins.end();
   const auto issue = detail::resolve_layout(sc.model, sc.cluster.total_gpus(), sc.training,
                                             sc.layout, dp_given);

@@ -31,6 +31,16 @@ enum class GpuFamily { a100, h100, h200, other };
 /// (A100, H100) and FA3 forward (H100; H200 and H100-94GB use the H100 tables [assumed]).
 [[nodiscard]] std::vector<AttentionRate> published_attention_rates(const hw::Gpu& gpu);
 
+/// Achievable FP8 and FP4 GEMM rates of `gpu` when its training-precision GEMMs reach
+/// `bf16_rate` (the built-in or calibrated MAMF): published FP8 MAMF where one exists, scaled by
+/// the calibrated/built-in BF16 ratio; otherwise the datasheet ratio at Hopper's FP8/BF16
+/// efficiency ratio. 0 where the GPU has no such tensor cores.
+struct LowPrecisionRates {
+  double fp8_flops = 0;
+  double fp4_flops = 0;
+};
+[[nodiscard]] LowPrecisionRates low_precision_gemm_rates(const hw::Gpu& gpu, double bf16_rate);
+
 /// Compute-model parameters for (cluster, profile): the profile's fit values where set, the
 /// built-in ones otherwise, its measured rows sorted for lookup, the published attention
 /// tables, and the candidate GEMM tiles (the fit's tile alone when the profile fitted one).

@@ -33,8 +33,9 @@ namespace tetra::costmodel {
 /// One GEMM C[M,N] = A[M,K]·B[K,N].
 struct GemmShape {
   long long m = 0, n = 0, k = 0;
-  int dtype_bytes = 2;   ///< bf16
-  int batch = 1;         ///< independent GEMMs of the same shape in one batched call
+  double dtype_bytes = 2;  ///< bytes per input element: 2 bf16, 1 FP8, 0.5 FP4
+  int batch = 1;           ///< independent GEMMs of the same shape in one batched call
+  llama::GemmFormat format = llama::GemmFormat::training;  ///< which peak the math runs at
 };
 
 /// A thread-block output tile the GEMM kernel may use, with its per-SM efficiency relative to
@@ -61,6 +62,8 @@ struct ComputeParams {
   int sms = 132;                       ///< streaming multiprocessors
   double dense_peak_flops = 989e12;    ///< datasheet dense bf16 (reporting only)
   double gemm_peak_flops = 794.5e12;   ///< achievable GEMM rate (MAMF)
+  double fp8_gemm_peak_flops = 0;      ///< achievable FP8 GEMM rate; 0 = no FP8 tensor cores
+  double fp4_gemm_peak_flops = 0;      ///< achievable FP4 GEMM rate; 0 = no FP4 tensor cores
   double gemm_launch_s = 0;            ///< fixed cost per GEMM call
   double gemm_wave_s = 0;              ///< fixed cost per wave of tiles
   double hbm_Bps = 0;                  ///< achieved streaming bandwidth
@@ -87,10 +90,15 @@ struct GemmEstimate {
   bool memory_bound = false;
 };
 
+/// The achievable rate of a GEMM in `format` (falls back to the training-precision rate where
+/// the GPU has no faster tensor cores).
+[[nodiscard]] double gemm_peak(llama::GemmFormat format, const ComputeParams& p) noexcept;
+
 /// Wave-quantised roofline only (no measured rows).
 [[nodiscard]] GemmEstimate gemm_roofline(const GemmShape& shape, const ComputeParams& p) noexcept;
 
-/// GEMM time. With measured rows: an exact (m, n, k) row is used as is; otherwise rows with the
+/// GEMM time. Measured rows (training precision) apply to training-precision GEMMs only. With
+/// measured rows: an exact (m, n, k) row is used as is; otherwise rows with the
 /// same (n, k) (the same weight, other token counts) are interpolated linearly in
 /// (log m, log t) between the two nearest bracketing m, and a shape outside their range (or with
 /// no same-(n, k) rows) takes the analytical time scaled by the measured/analytical ratio of

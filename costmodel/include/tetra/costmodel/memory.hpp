@@ -16,6 +16,7 @@ struct StageMemory {
   int stage = 0;
   int layers = 0;
   double params_bytes = 0;       ///< weights in the training precision
+  double fp8_cache_bytes = 0;    ///< quantised FP8 / FP4 copies of the linear weights (TE cache)
   double grads_bytes = 0;        ///< gradient buffer in grad_dtype
   double optimizer_bytes = 0;    ///< master weights + Adam moments, sharded by zero_stage
   double activations_bytes = 0;  ///< saved activations of in-flight micro-batches + embedding/logits

@@ -7,6 +7,8 @@
 #include <string_view>
 #include <vector>
 
+#include "tetra/llama/fp8.hpp"
+
 namespace tetra::llama {
 
 enum class Recompute { none, selective, full };
@@ -30,6 +32,11 @@ struct Layout {
   std::string rank_order = "tp-cp-dp-pp";  ///< innermost first, as Megatron orders ranks
   int first_stage_layers = 0;      ///< uneven split: layers on the first stage (0 = even)
   int last_stage_layers = 0;       ///< uneven split: layers on the last stage (0 = even)
+  /// Megatron-Core `account_for_embedding_in_pipeline_split` / `..._loss_...`: the embedding
+  /// (loss) counts as one layer of the first (last) virtual stage, which then holds one
+  /// transformer layer fewer. Resolved into first/last_stage_layers when the scenario loads.
+  bool embedding_in_split = false;
+  bool loss_in_split = false;
 
   [[nodiscard]] long long world() const noexcept {
     return static_cast<long long>(tp) * cp * pp * dp;
@@ -39,7 +46,8 @@ struct Layout {
 struct Training {
   int seq_len = 4096;
   int global_batch = 1;            ///< sequences per optimizer step
-  Precision precision = Precision::bf16;
+  Precision precision = Precision::bf16;   ///< weights and activations ("fp8" sets fp8 below)
+  Fp8Training fp8;                         ///< FP8 / FP4 GEMMs of the linear layers
   Precision grad_dtype = Precision::fp32;  ///< dtype gradients are accumulated and reduced in
   Optimizer optimizer = Optimizer::adam;
   int zero_stage = 1;              ///< 0..3; 1 = Megatron distributed optimizer over DP x CP
@@ -47,6 +55,9 @@ struct Training {
   bool fused_rmsnorm = true;
   bool overlap_grad_reduce = true;
   bool overlap_param_gather = true;
+  /// Megatron-Core `tp_comm_overlap` (TE userbuffers): the SP all-gather and reduce-scatter of
+  /// each linear run chunked under its GEMM instead of blocking before / after it.
+  bool tp_comm_overlap = false;
   Framework framework = Framework::megatron;
 };
 

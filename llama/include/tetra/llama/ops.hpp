@@ -80,6 +80,8 @@ enum class MemoryKernel : std::uint8_t {
   cross_entropy,  ///< vocab-parallel cross entropy over the logits (fwd or bwd)
   grad_norm,      ///< gradient-norm reduction before clipping
   adam,           ///< fused Adam step over the local (sharded) parameters
+  quantize,       ///< FP8 / FP4 cast of a GEMM operand with its transpose or columnwise copy
+  amax,           ///< absolute-maximum reduction before a current-scaling cast
 };
 
 /// NCCL collective, named as nccl-tests names its tests.
@@ -113,6 +115,7 @@ struct Op {
   const char* name = "";     ///< static label, e.g. "qkv", "fc1", "tp_ag", "core_attention"
   // gemm
   long long m = 0, n = 0, k = 0;
+  GemmFormat format = GemmFormat::training;  ///< element format of the GEMM's inputs
   // attention
   AttentionShape attn;
   // memory_bound
