@@ -60,6 +60,39 @@ TEST_CASE("world-size mismatch: file:line:col of the dp that does not match") {
                    "tests/data/scenarios/world_size.toml:16:6: [layout].dp: ");
 }
 
+TEST_CASE("an FP8 recipe the GPU cannot run: file:line:col of fp8_recipe") {
+  check_user_error(tetrasim("memory tests/data/scenarios/fp8_a100.toml"),
+                   "tests/data/scenarios/fp8_a100.toml:12:14: [training].fp8_recipe: ");
+  check_user_error(tetrasim("simulate tests/data/scenarios/mxfp8_h100.toml"),
+                   "tests/data/scenarios/mxfp8_h100.toml:12:14: [training].fp8_recipe: ");
+}
+
+TEST_CASE("fp8_recipe with a precision other than fp8 names the recipe") {
+  const std::string dir = TETRA_BINARY_DIR "/cli_fp8";
+  fs::create_directories(dir);
+  std::ofstream(dir + "/bf16_recipe.toml")
+      << "[model]\npreset = \"llama3.1-8b\"\n[cluster]\npreset = \"dgx-h100\"\n"
+         "[training]\nseq_len = 4096\nglobal_batch = 64\nprecision = \"bf16\"\n"
+         "fp8_recipe = \"current\"\n[layout]\ntp = 1\n";
+  check_user_error(tetrasim("memory " + dir + "/bf16_recipe.toml"),
+                   dir + "/bf16_recipe.toml:8:14: [training].fp8_recipe: needs precision");
+}
+
+TEST_CASE("Megatron-Core's split accounting: 405B on pp 8 x vp 8, one layer fewer at each end") {
+  const Result r = tetrasim("memory tests/data/scenarios/fp8_split.toml --json");
+  CAPTURE(r.err);
+  REQUIRE(r.code == 0);
+  const auto j = nlohmann::json::parse(r.out);
+  // (126 + 2) / 64 = 2 layers per virtual stage; the end ranks hold 8*2 - 1 = 15.
+  CHECK(j["stages"][0]["layers"] == 15);
+  CHECK(j["stages"][7]["layers"] == 15);
+  CHECK(j["stages"][3]["layers"] == 16);
+  // The FP8 weight caches are shown: the ranks hold FP8 copies of their linear weights.
+  CHECK(j["stages"][3]["fp8_cache_gib"].get<double>() > 0.0);
+  const Result table = tetrasim("memory tests/data/scenarios/fp8_split.toml");
+  CHECK(table.out.find("fp8 cache") != std::string::npos);
+}
+
 TEST_CASE("missing file") {
   check_user_error(tetrasim("memory tests/data/scenarios/does_not_exist.toml"),
                    "tests/data/scenarios/does_not_exist.toml: no such file");

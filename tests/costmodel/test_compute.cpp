@@ -49,6 +49,39 @@ TEST_SUITE("costmodel") {
     CHECK(two.seconds == doctest::Approx(2 * 22.299e-6).epsilon(1e-3));
   }
 
+  TEST_CASE("FP8 GEMM by hand: the same waves at the FP8 MAMF (hardware.md 2: H100 1402.6)") {
+    ComputeParams p;
+    p.sms = 132;
+    p.gemm_peak_flops = 794.5e12;
+    p.fp8_gemm_peak_flops = 1402.6e12;
+    p.tiles = {GemmTile{128, 128, 1.0}};
+    p.hbm_Bps = 1e18;  // no memory bound
+    // 8192^3: 64 x 64 = 4096 tiles -> ceil(4096/132) = 32 waves; one tile 2*128*128*8192 =
+    // 268,435,456 FLOP at 1402.6e12/132 FLOP/s per SM = 25.2628 us -> 808.41 us.
+    GemmShape fp8{8192, 8192, 8192, 1.0, 1, llama::GemmFormat::fp8};
+    CHECK(gemm_roofline(fp8, p).seconds == doctest::Approx(32 * 268435456.0 / (1402.6e12 / 132)));
+    CHECK(gemm_roofline(fp8, p).seconds == doctest::Approx(808.41e-6).epsilon(1e-4));
+    GemmShape bf16{8192, 8192, 8192, 2.0, 1, llama::GemmFormat::training};
+    CHECK(gemm_roofline(bf16, p).seconds / gemm_roofline(fp8, p).seconds ==
+          doctest::Approx(1402.6 / 794.5));
+    // FP4 on a GPU without FP4 rates falls back to FP8, FP8 without FP8 to the bf16 rate.
+    CHECK(gemm_peak(llama::GemmFormat::fp4, p) == 1402.6e12);
+    p.fp8_gemm_peak_flops = 0;
+    CHECK(gemm_peak(llama::GemmFormat::fp8, p) == 794.5e12);
+  }
+
+  TEST_CASE("Built-in FP8 rates: MAMF on Hopper, scaled with a calibrated bf16 rate (hardware.md 2)") {
+    const auto h100 = hw::find_gpu_preset("h100-sxm-80gb");
+    const auto a100 = hw::find_gpu_preset("a100-sxm-80gb");
+    REQUIRE(h100);
+    REQUIRE(a100);
+    CHECK(low_precision_gemm_rates(*h100, 794.5e12).fp8_flops == doctest::Approx(1402.6e12));
+    // A calibrated bf16 rate of 700 moves FP8 with it: 1402.6 * 700 / 794.5 = 1235.78.
+    CHECK(low_precision_gemm_rates(*h100, 700e12).fp8_flops == doctest::Approx(1235.78e12).epsilon(1e-5));
+    CHECK(low_precision_gemm_rates(*h100, 794.5e12).fp4_flops == 0.0);
+    CHECK(low_precision_gemm_rates(*a100, 251e12).fp8_flops == 0.0);
+  }
+
   TEST_CASE("Wave quantisation is visible for small shapes with the built-in tile set") {
     const ComputeParams p = builtin_params("dgx-h100");
     const GemmShape full{3072, 1408, 4096, 2, 1};   // 12 x 11 tiles of 256x128 = 132: one wave

@@ -138,6 +138,10 @@ TEST_SUITE("costmodel") {
       //     input shard 2 s' b h / t held, instead of 4 s' b (h + V) / t; the bf16 logits
       //     transient 2 s' b V / t is counted in buffers (§6).
       if (v.pp == 1) delta += 4.0 * s * b * V / t_ + 2.0 * s * b * h / t_ - 4.0 * s * b * (h + V) / t_;
+      // (4) Megatron-Core's fused SwiGLU keeps gate and up but not silu(gate)
+      //     (`megatron/core/fusions/fused_bias_swiglu.py` saves its input only): 2 s' b f / t
+      //     fewer per layer, f = 14336.
+      delta -= 32.0 * 2.0 * s * b * 14336.0 / t_;
       CHECK(phys.activations_bytes - ref.activations_bytes == doctest::Approx(delta));
       // Physics mode adds what F24-code leaves to its 80 % rule: buffers and fragmentation.
       CHECK(phys.buffers_bytes > 0.0);
@@ -145,16 +149,51 @@ TEST_SUITE("costmodel") {
     }
   }
 
-  TEST_CASE("memory: Llama-3.1-8B per-layer activation, coefficient 41 (§4.1)") {
+  TEST_CASE("memory: Llama-3.1-8B per-layer activation, coefficient 41 eager, 34 with "
+            "Megatron-Core's fused SwiGLU (§4.1)") {
     const llama::Model m = model("llama3.1-8b");
     llama::Training t;
     t.seq_len = 8192;
+    t.framework = llama::Framework::fsdp;
     const llama::Layout l = simple_layout(1, 1, 1, 1);
-    // s b h (12 + 4*8/32 + 8*14336/4096) = 8192*4096*41 = 1,375,731,712 B = 1.28125 GiB,
-    // plus the fp32 log-sum-exp 4*32*8192 = 1,048,576 B that F24-code omits.
+    // Eager SwiGLU: s b h (12 + 4*8/32 + 8*14336/4096) = 8192*4096*41 = 1,375,731,712 B =
+    // 1.28125 GiB, plus the fp32 log-sum-exp 4*32*8192 = 1,048,576 B that F24-code omits.
     CHECK(costmodel::activation_bytes_per_layer(m, t, l) == doctest::Approx(1375731712.0 + 1048576.0));
     CHECK((costmodel::activation_bytes_per_layer(m, t, l) - 1048576.0) / kGiB ==
           doctest::Approx(1.28125));
+    // Megatron-Core (`megatron/core/fusions/fused_bias_swiglu.py`): silu(gate) is not kept,
+    // 41 - 2*3.5 = 34: 8192*4096*34 = 1,140,850,688 B = 1.0625 GiB.
+    t.framework = llama::Framework::megatron;
+    CHECK(costmodel::activation_bytes_per_layer(m, t, l) == doctest::Approx(1140850688.0 + 1048576.0));
+  }
+
+  TEST_CASE("memory: FP8 saves the linears' inputs quantised and caches FP8 weights "
+            "(TE linear.py, is_first_microbatch)") {
+    const llama::Model m = model("llama3.1-8b");
+    const hw::Cluster c = cluster("dgx-h100");
+    llama::Training t;
+    t.seq_len = 8192;
+    t.global_batch = 8;
+    llama::Layout l = simple_layout(1, 1, 1, 1);
+    const double sbh = 8192.0 * 4096.0, lse = 4.0 * 32 * 8192;
+    // bf16: 34 s b h (coefficient test). FP8: norm inputs 4, QKV / FC1 inputs 1 + 1, Q 2,
+    // K V 4 k/a = 1, attention output 2 plus its FP8 copy 1, gate/up 4 f/h and the FC2 input
+    // 1 f/h: 4 + 2 + 6 + 5 * 3.5 = 29.5.
+    t.fp8.recipe = llama::Fp8Recipe::delayed;
+    CHECK(costmodel::activation_bytes_per_layer(m, t, l) == doctest::Approx(29.5 * sbh + lse));
+    // Weight cache: the linears of a layer, 4096*6144 + 4096^2 + 3*4096*14336 = 218,103,808
+    // parameters, 32 layers = 6,979,321,856, row-wise + column-wise FP8 = 2 bytes each.
+    const auto fp8 = estimate_memory(m, c, t, l).stages.front();
+    CHECK(fp8.fp8_cache_bytes == doctest::Approx(2.0 * 6979321856.0));
+    // fp8_param_gather: the row-wise copy is the parameter; the bf16 linears go.
+    t.fp8.param_gather = true;
+    const auto gathered = estimate_memory(m, c, t, l).stages.front();
+    CHECK(gathered.fp8_cache_bytes == doctest::Approx(6979321856.0));
+    CHECK(fp8.params_bytes - gathered.params_bytes == doctest::Approx(6979321856.0));
+    // MXFP8 adds a scale byte per 32 elements.
+    t.fp8 = {llama::Fp8Recipe::mxfp8, false};
+    CHECK(estimate_memory(m, c, t, l).stages.front().fp8_cache_bytes ==
+          doctest::Approx(2.0 * (1.0 + 1.0 / 32.0) * 6979321856.0));
   }
 
   TEST_CASE("memory: full recompute stores 0.0625 GiB per layer (§4.5, K22 Table 2)") {
@@ -176,11 +215,12 @@ TEST_SUITE("costmodel") {
     llama::Training t;
     t.seq_len = 8192;
     llama::Layout l = simple_layout(2, 1, 1, 1);
-    // s b h [8 + (4 + 4*0.25 + 8*3.5)/2] = 8192*4096*24.5 = 822,083,584 B, + LSE 4*32*8192/2.
-    CHECK(costmodel::activation_bytes_per_layer(m, t, l) == doctest::Approx(822083584.0 + 524288.0));
+    // s b h [8 + (4 + 4*0.25 + 6*3.5)/2] = 8192*4096*21 = 704,643,072 B, + LSE 4*32*8192/2
+    // (fused SwiGLU: 6 f/h, see the coefficient test).
+    CHECK(costmodel::activation_bytes_per_layer(m, t, l) == doctest::Approx(704643072.0 + 524288.0));
     l.sp = true;
-    // SP (Megatron keeps the shard): s b h * 41 / 2 = 687,865,856 B, + LSE.
-    CHECK(costmodel::activation_bytes_per_layer(m, t, l) == doctest::Approx(687865856.0 + 524288.0));
+    // SP (Megatron keeps the shard): s b h * 34 / 2 = 570,425,344 B, + LSE.
+    CHECK(costmodel::activation_bytes_per_layer(m, t, l) == doctest::Approx(570425344.0 + 524288.0));
   }
 
   TEST_CASE("memory: s^2 terms of unfused attention, dropped by selective recompute (§4.3, §4.4)") {

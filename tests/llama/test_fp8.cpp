@@ -1,0 +1,149 @@
+// FP8 / FP4 linears (llama/include/tetra/llama/fp8.hpp, ops.hpp): which GEMMs run in the
+// recipe's format, the casts TE adds (`NVIDIA/TransformerEngine:
+// transformer_engine/pytorch/module/linear.py`, `tensor/float8_tensor.py`), the scale layouts
+// (`transformer_engine/common/recipe/__init__.py`), and which GPUs can run which recipe.
+#include <doctest/doctest.h>
+
+#include <string_view>
+
+#include "tetra/hw/presets.hpp"
+#include "tetra/llama/fp8.hpp"
+#include "tetra/llama/layout.hpp"
+#include "tetra/llama/ops.hpp"
+#include "tetra/llama/presets.hpp"
+
+using namespace tetra::llama;
+
+namespace {
+
+Model preset(const char* name) {
+  auto m = find_model_preset(name);
+  REQUIRE(m);
+  return *m;
+}
+
+double bytes_named(const std::vector<Op>& ops, std::string_view name, Pass pass) {
+  double b = 0;
+  for (const Op& op : ops) {
+    if (name == op.name && op.pass == pass) b += op.bytes;
+  }
+  return b;
+}
+
+}  // namespace
+
+TEST_SUITE("llama") {
+  TEST_CASE("fp8: scale bytes per element of each recipe (TE recipe/__init__.py, OCP MX v1.0)") {
+    CHECK(quantized_bytes_per_element(Fp8Recipe::none) == 0.0);
+    CHECK(quantized_bytes_per_element(Fp8Recipe::delayed) == 1.0);
+    CHECK(quantized_bytes_per_element(Fp8Recipe::current) == 1.0);
+    // MXFP8: one E8M0 byte per 32 elements.
+    CHECK(quantized_bytes_per_element(Fp8Recipe::mxfp8) == doctest::Approx(1.0 + 1.0 / 32.0));
+    // Blockwise: one FP32 scale per 128.
+    CHECK(quantized_bytes_per_element(Fp8Recipe::blockwise) == doctest::Approx(1.0 + 4.0 / 128.0));
+    // NVFP4: half a byte per E2M1 value and one E4M3 scale per 16.
+    CHECK(quantized_bytes_per_element(Fp8Recipe::nvfp4) == doctest::Approx(0.5 + 1.0 / 16.0));
+    CHECK(gemm_format(Fp8Recipe::nvfp4) == GemmFormat::fp4);
+    CHECK(gemm_format(Fp8Recipe::mxfp8) == GemmFormat::fp8);
+    for (auto r : {Fp8Recipe::none, Fp8Recipe::delayed, Fp8Recipe::current, Fp8Recipe::blockwise,
+                   Fp8Recipe::mxfp8, Fp8Recipe::nvfp4}) {
+      CHECK(parse_fp8_recipe(to_string(r)) == r);
+    }
+    CHECK_FALSE(parse_fp8_recipe("fp8"));
+  }
+
+  TEST_CASE("fp8: a recipe needs the GPU's tensor cores (A100 none, Hopper no block scaling)") {
+    const auto a100 = tetra::hw::find_gpu_preset("a100-sxm-80gb");
+    const auto h100 = tetra::hw::find_gpu_preset("h100-sxm-80gb");
+    REQUIRE(a100);
+    REQUIRE(h100);
+    CHECK(recipe_problem(Fp8Recipe::none, *a100).empty());
+    CHECK(recipe_problem(Fp8Recipe::delayed, *a100).find("FP8 tensor cores") != std::string::npos);
+    CHECK(recipe_problem(Fp8Recipe::current, *h100).empty());
+    CHECK(recipe_problem(Fp8Recipe::blockwise, *h100).empty());
+    CHECK(recipe_problem(Fp8Recipe::mxfp8, *h100).find("compute capability 9.0") != std::string::npos);
+    CHECK_FALSE(recipe_problem(Fp8Recipe::nvfp4, *h100).empty());
+  }
+
+  TEST_CASE("fp8: the four linears run their three GEMMs in FP8; attention and LM head stay bf16") {
+    const Model m = preset("llama3.1-8b");
+    Training t;
+    t.seq_len = 4096;
+    t.global_batch = 8;
+    t.fp8.recipe = Fp8Recipe::current;
+    Layout l;
+    l.dp = 1;
+    l.mbs = 1;
+    const auto ops = layer_ops(m, t, l);
+    int fp8 = 0;
+    for (const Op& op : ops) {
+      if (op.kind != OpKind::gemm) continue;
+      CHECK(op.format == GemmFormat::fp8);
+      ++fp8;
+    }
+    CHECK(fp8 == 12);  // "4 Fprop + 4 Dgrad + 4 Wgrad" per layer (TE docs, speedups)
+    for (const Op& op : head_ops(m, t, l)) {
+      if (op.kind == OpKind::gemm) CHECK(op.format == GemmFormat::training);
+    }
+    t.fp8.recipe = Fp8Recipe::none;
+    for (const Op& op : layer_ops(m, t, l)) {
+      if (op.kind == OpKind::gemm) CHECK(op.format == GemmFormat::training);
+    }
+  }
+
+  TEST_CASE("fp8: cast and amax bytes of one layer, by hand (current scaling, 8 micro-batches)") {
+    // Llama-3.1-8B, seq 4096, mbs 1, tp 1: T = 4096 tokens, h = 4096, qkv_out = (32+16)*128 =
+    // 6144, f = 14336 (fc1_out 28672).
+    const Model m = preset("llama3.1-8b");
+    Training t;
+    t.seq_len = 4096;
+    t.global_batch = 8;
+    t.fp8.recipe = Fp8Recipe::current;
+    Layout l;
+    l.dp = 1;
+    l.mbs = 1;
+    const auto ops = layer_ops(m, t, l);
+    const double T = 4096, h = 4096, qkv = 6144, f = 14336;
+    // Forward inputs: qkv and fc1 read [T, h], proj [T, h], fc2 [T, f]; each cast reads bf16 (2)
+    // and writes two FP8 copies (1 + 1): 4 bytes per element; the amax pass reads 2.
+    const double fwd_inputs = T * h + T * h + T * h + T * f;
+    // Weights (h x qkv, h x h, h x 2f, f x h) cast once per step over 8 micro-batches.
+    const double weights = (h * qkv + h * h + h * 2 * f + f * h) / 8.0;
+    CHECK(bytes_named(ops, "fp8_cast", Pass::forward) == doctest::Approx(4.0 * (fwd_inputs + weights)));
+    CHECK(bytes_named(ops, "fp8_amax", Pass::forward) == doctest::Approx(2.0 * (fwd_inputs + weights)));
+    // Backward: the output gradient of each linear, [T, out]: fc2 h, fc1 2f, proj h, qkv qkv.
+    const double grads = T * h + T * 2 * f + T * h + T * qkv;
+    CHECK(bytes_named(ops, "fp8_cast", Pass::backward_input) == doctest::Approx(4.0 * grads));
+    CHECK(bytes_named(ops, "fp8_amax", Pass::backward_input) == doctest::Approx(2.0 * grads));
+    // Delayed scaling has no amax pass.
+    t.fp8.recipe = Fp8Recipe::delayed;
+    CHECK(bytes_named(layer_ops(m, t, l), "fp8_amax", Pass::forward) == 0.0);
+  }
+
+  TEST_CASE("tp_comm_overlap: the SP collectives of the linears run under their GEMMs") {
+    const Model m = preset("llama3.1-8b");
+    Training t;
+    t.seq_len = 4096;
+    t.global_batch = 8;
+    Layout l;
+    l.tp = 4;
+    l.sp = true;
+    l.dp = 1;
+    t.tp_comm_overlap = true;
+    const auto ops = layer_ops(m, t, l);
+    for (std::size_t i = 0; i < ops.size(); ++i) {
+      const Op& op = ops[i];
+      if (op.kind != OpKind::collective || op.pass != Pass::forward) continue;
+      // Every forward TP collective is async and directly followed by the GEMM it hides under.
+      CHECK(op.async);
+      REQUIRE(i + 1 < ops.size());
+      CHECK(ops[i + 1].kind == OpKind::gemm);
+    }
+    t.tp_comm_overlap = false;
+    int blocking = 0;
+    for (const Op& op : layer_ops(m, t, l)) {
+      if (op.kind == OpKind::collective && op.pass == Pass::forward && !op.async) ++blocking;
+    }
+    CHECK(blocking == 4);  // AG before qkv and fc1, RS after proj and fc2
+  }
+}
