@@ -75,7 +75,7 @@ TEST_CASE("fp8_recipe with a precision other than fp8 names the recipe") {
          "[training]\nseq_len = 4096\nglobal_batch = 64\nprecision = \"bf16\"\n"
          "fp8_recipe = \"current\"\n[layout]\ntp = 1\n";
   check_user_error(tetrasim("memory " + dir + "/bf16_recipe.toml"),
-                   dir + "/bf16_recipe.toml:8:14: [training].fp8_recipe: needs precision");
+                   dir + "/bf16_recipe.toml:9:14: [training].fp8_recipe: needs precision");
 }
 
 TEST_CASE("Megatron-Core's split accounting: 405B on pp 8 x vp 8, one layer fewer at each end") {
