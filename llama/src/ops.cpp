@@ -111,40 +111,6 @@ Op mem(Pass pass, const char* name, MemoryKernel kernel, double bytes) {
   return op;
 }
 
-/// A GEMM of a transformer linear layer: in the recipe's format under FP8.
-Op linear_gemm(const Dims& d, Pass pass, const char* name, long long m, long long n, long long k) {
-  Op op = gemm(pass, name, m, n, k);
-  op.format = d.linear_format;
-  return op;
-}
-
-/// The casts TE runs before a linear's FP8 GEMMs on `elements` of a high-precision operand
-/// (`NVIDIA/TransformerEngine: transformer_engine/pytorch/module/linear.py`): the operand is
-/// read once and written twice in the low-precision format, the row-wise copy for this GEMM
-/// and the transposed (Hopper) or column-wise (MXFP8 / NVFP4) copy that the other GEMM of the
-/// pair needs (input: fprop and wgrad; output gradient: dgrad and wgrad; weight: fprop and
-/// dgrad). Current scaling first reads the operand once more for its amax
-/// (Float8CurrentScalingQuantizer); delayed scaling takes the scale of earlier steps and the
-/// block-scaled recipes compute theirs per block inside the cast.
-void quantize(std::vector<Op>& ops, const Dims& d, Pass pass, double elements, bool recompute) {
-  if (d.recipe == Fp8Recipe::none || elements <= 0) return;
-  if (d.recipe == Fp8Recipe::current) {
-    Op a = mem(pass, "fp8_amax", MemoryKernel::amax, d.act * elements);
-    a.recompute = recompute;
-    ops.push_back(a);
-  }
-  Op q = mem(pass, "fp8_cast", MemoryKernel::quantize, (d.act + 2.0 * d.quantized) * elements);
-  q.recompute = recompute;
-  ops.push_back(q);
-}
-
-/// The weight cast of one linear, spread over the step's micro-batches (see Dims).
-void quantize_weight(std::vector<Op>& ops, const Dims& d, long long in, long long out, bool recompute) {
-  if (recompute) return;  // the cached copy serves the recomputed forward too
-  quantize(ops, d, Pass::forward, static_cast<double>(in) * static_cast<double>(out) / d.micro_batches,
-           false);
-}
-
 Op coll(Pass pass, const char* name, CollectiveKind kind, CommDim dim, int group, double bytes,
         bool async = false) {
   Op op;
@@ -171,6 +137,52 @@ Op p2p(Pass pass, const char* name, CommDim dim, double bytes, int count, bool a
   op.count = count;
   op.async = async;
   return op;
+}
+
+/// A GEMM of a transformer linear layer: in the recipe's format under FP8.
+Op linear_gemm(const Dims& d, Pass pass, const char* name, long long m, long long n, long long k) {
+  Op op = gemm(pass, name, m, n, k);
+  op.format = d.linear_format;
+  return op;
+}
+
+/// The casts TE runs before a linear's FP8 GEMMs on `elements` of a high-precision operand
+/// (`NVIDIA/TransformerEngine: transformer_engine/pytorch/module/linear.py`): the operand is
+/// read once and written twice in the low-precision format, the row-wise copy for this GEMM
+/// and the transposed (Hopper) or column-wise (MXFP8 / NVFP4) copy that the other GEMM of the
+/// pair needs (input: fprop and wgrad; output gradient: dgrad and wgrad; weight: fprop and
+/// dgrad). Current scaling first reads the operand once more for its amax
+/// (Float8CurrentScalingQuantizer); delayed scaling takes the scale of earlier steps and the
+/// block-scaled recipes compute theirs per block inside the cast.
+/// `gathered`: the tensor is all-gathered over TP under SP (a column-parallel input, a
+/// row-parallel output gradient); current scaling then all-reduces its amax (one fp32, MAX)
+/// over the TP group before the cast, so that every rank casts with the same scale
+/// (`transformer_engine/pytorch/csrc/quantizer.cpp`, Float8CurrentScalingQuantizer with
+/// `with_amax_reduction`).
+void quantize(std::vector<Op>& ops, const Dims& d, Pass pass, double elements, bool recompute,
+              bool gathered = false) {
+  if (d.recipe == Fp8Recipe::none || elements <= 0) return;
+  if (d.recipe == Fp8Recipe::current) {
+    Op a = mem(pass, "fp8_amax", MemoryKernel::amax, d.act * elements);
+    a.recompute = recompute;
+    ops.push_back(a);
+    if (gathered && d.sp) {
+      Op r = coll(pass, "tp_ar_amax", CollectiveKind::all_reduce, CommDim::tp,
+                  static_cast<int>(d.t), 4.0);
+      r.recompute = recompute;
+      ops.push_back(r);
+    }
+  }
+  Op q = mem(pass, "fp8_cast", MemoryKernel::quantize, (d.act + 2.0 * d.quantized) * elements);
+  q.recompute = recompute;
+  ops.push_back(q);
+}
+
+/// The weight cast of one linear, spread over the step's micro-batches (see Dims).
+void quantize_weight(std::vector<Op>& ops, const Dims& d, long long in, long long out, bool recompute) {
+  if (recompute) return;  // the cached copy serves the recomputed forward too
+  quantize(ops, d, Pass::forward, static_cast<double>(in) * static_cast<double>(out) / d.micro_batches,
+           false);
 }
 
 /// Forward core-attention FLOPs of one call: 4·b·s_q·s_kv·heads·d (QK^T and AV), halved when
@@ -349,7 +361,7 @@ void layer_forward(std::vector<Op>& ops, const Dims& d, const Training& tr, bool
 
   push(mem(fw, "input_norm", norm_kernel(d), norm_fwd_bytes(d)));
   quantize_weight(ops, d, d.h, qkv_out, recompute);
-  quantize(ops, d, fw, static_cast<double>(d.tokens * d.h), recompute);
+  quantize(ops, d, fw, static_cast<double>(d.tokens * d.h), recompute, true);
   tp_column_forward(ops, d, fw, recompute);
   push(linear_gemm(d, fw, "qkv", d.tokens, qkv_out, d.h));
   if (d.bias) {
@@ -378,7 +390,7 @@ void layer_forward(std::vector<Op>& ops, const Dims& d, const Training& tr, bool
   push(mem(fw, "residual_add", MemoryKernel::residual_add, residual_bytes(d)));
   push(mem(fw, "mlp_norm", norm_kernel(d), norm_fwd_bytes(d)));
   quantize_weight(ops, d, d.h, fc1_out, recompute);
-  quantize(ops, d, fw, static_cast<double>(d.tokens * d.h), recompute);
+  quantize(ops, d, fw, static_cast<double>(d.tokens * d.h), recompute, true);
   tp_column_forward(ops, d, fw, recompute);
   push(linear_gemm(d, fw, "fc1", d.tokens, fc1_out, d.h));
   if (d.gated) {
@@ -412,10 +424,10 @@ void weight_grad(std::vector<Op>& ops, const Dims& d, const char* wname, long lo
 /// The dgrad GEMM of a linear; a transformer linear (`linear`) first casts its output
 /// gradient under FP8.
 void input_grad(std::vector<Op>& ops, const Dims& d, const char* dname, long long in, long long out,
-                bool linear) {
+                bool linear, bool gathered) {
   Op g = gemm(Pass::backward_input, dname, d.tokens, in, out);
   if (linear) {
-    quantize(ops, d, Pass::backward_input, static_cast<double>(d.tokens * out), false);
+    quantize(ops, d, Pass::backward_input, static_cast<double>(d.tokens * out), false, gathered);
     g.format = d.linear_format;
   }
   ops.push_back(g);
@@ -430,7 +442,7 @@ void row_backward(std::vector<Op>& ops, const Dims& d, const char* dname, const 
                        static_cast<int>(d.t), d.act * static_cast<double>(d.tokens * d.h),
                        d.tp_overlap));
   }
-  input_grad(ops, d, dname, in, out, true);
+  input_grad(ops, d, dname, in, out, true, true);
   weight_grad(ops, d, wname, in, out, true);
 }
 
@@ -448,7 +460,7 @@ void column_backward(std::vector<Op>& ops, const Dims& d, const char* dname, con
     ops.push_back(coll(Pass::backward_input, "tp_ag_input", CollectiveKind::all_gather, CommDim::tp,
                        t, bytes, true));
   }
-  input_grad(ops, d, dname, in, out, linear);
+  input_grad(ops, d, dname, in, out, linear, false);
   if (d.t > 1) {
     ops.push_back(d.sp ? coll(Pass::backward_input, "tp_rs_dgrad", CollectiveKind::reduce_scatter,
                               CommDim::tp, t, bytes, !d.eager)

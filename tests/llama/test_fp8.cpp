@@ -118,6 +118,21 @@ TEST_SUITE("llama") {
     // Delayed scaling has no amax pass.
     t.fp8.recipe = Fp8Recipe::delayed;
     CHECK(bytes_named(layer_ops(m, t, l), "fp8_amax", Pass::forward) == 0.0);
+    // Under SP, current scaling all-reduces the amax of each gathered tensor over TP
+    // (quantizer.cpp): the QKV and FC1 inputs in forward, the FC2 and projection output
+    // gradients in backward: 4 fp32 values per layer and micro-batch.
+    t.fp8.recipe = Fp8Recipe::current;
+    l.tp = 2;
+    l.sp = true;
+    int reductions = 0;
+    for (const Op& op : layer_ops(m, t, l)) {
+      if (std::string_view(op.name) == "tp_ar_amax") {
+        CHECK(op.bytes == 4.0);
+        CHECK_FALSE(op.async);
+        ++reductions;
+      }
+    }
+    CHECK(reductions == 4);
   }
 
   TEST_CASE("tp_comm_overlap: the SP collectives of the linears run under their GEMMs") {
