@@ -52,6 +52,11 @@ void draw_progress(std::size_t done, std::size_t total) {
   std::fflush(stderr);
 }
 
+/// "bf16", or "fp8-<recipe>" for FP8 linears.
+std::string precision_name(const llama::Fp8Training& fp8) {
+  return fp8.enabled() ? std::string("fp8-") + llama::to_string(fp8.recipe) : "bf16";
+}
+
 nlohmann::json layout_row(const search::RankedLayout& r) {
   nlohmann::json j = layout_json(r.layout);
   j["micro_batches"] = r.micro_batches;
@@ -62,6 +67,7 @@ nlohmann::json layout_row(const search::RankedLayout& r) {
   j["bubble_fraction"] = r.bubble_fraction;
   j["peak_gib"] = gib3(r.peak_bytes);
   j["estimate_peak_gib"] = gib3(r.estimate_peak_bytes);
+  j["precision"] = precision_name(r.fp8);
   return j;
 }
 
@@ -70,7 +76,7 @@ std::string csv_text(const std::vector<search::RankedLayout>& rows, std::size_t 
   os.precision(17);
   os << "rank,tp,cp,pp,dp,vp,mbs,recompute,schedule,sp,first_stage_layers,last_stage_layers,"
         "micro_batches,step_time_s,tokens_per_s,tflops_per_gpu,mfu,bubble_fraction,peak_gib,"
-        "estimate_peak_gib\n";
+        "estimate_peak_gib,precision\n";
   for (std::size_t i = 0; i < n; ++i) {
     const auto& r = rows[i];
     const auto& l = r.layout;
@@ -79,7 +85,8 @@ std::string csv_text(const std::vector<search::RankedLayout>& rows, std::size_t 
        << ',' << (l.sp ? 1 : 0) << ',' << l.first_stage_layers << ',' << l.last_stage_layers << ','
        << r.micro_batches << ',' << r.step_time_s << ',' << r.tokens_per_s << ','
        << r.tflops_per_gpu << ',' << r.mfu << ',' << r.bubble_fraction << ','
-       << fixed(gib(r.peak_bytes), 3) << ',' << fixed(gib(r.estimate_peak_bytes), 3) << '\n';
+       << fixed(gib(r.peak_bytes), 3) << ',' << fixed(gib(r.estimate_peak_bytes), 3) << ','
+       << precision_name(r.fp8) << '\n';
   }
   return os.str();
 }
@@ -176,6 +183,8 @@ int run_search(const SearchArgs& args) {
     std::cout << "no layout fits the memory budget\n";
     return 0;
   }
+  // A precision column when the space compares precisions.
+  const bool by_precision = sc.search.precision.size() > 1;
   std::vector<std::vector<std::string>> rows;
   for (std::size_t i = 0; i < shown; ++i) {
     const auto& r = res.layouts[i];
@@ -191,11 +200,13 @@ int run_search(const SearchArgs& args) {
                     fixed(r.tokens_per_s / 1e6, 3), fixed(r.tflops_per_gpu, 0),
                     fixed(r.mfu * 100.0, 1), fixed(std::max(0.0, r.bubble_fraction) * 100.0, 1),
                     fixed(gib(r.peak_bytes), 1)});
+    if (by_precision) rows.back().insert(rows.back().begin() + 10, precision_name(r.fp8));
   }
-  std::cout << format_table({"rank", "tp", "cp", "pp", "dp", "vp", "mbs", "sp", "recompute",
-                             "schedule", "step s", "Mtok/s", "TFLOP/s", "MFU %", "bubble %",
-                             "peak GiB"},
-                            rows);
+  std::vector<std::string> header{"rank", "tp", "cp", "pp", "dp", "vp", "mbs", "sp", "recompute",
+                                  "schedule", "step s", "Mtok/s", "TFLOP/s", "MFU %", "bubble %",
+                                  "peak GiB"};
+  if (by_precision) header.insert(header.begin() + 10, "precision");
+  std::cout << format_table(header, rows);
   return 0;
 }
 

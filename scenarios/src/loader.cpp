@@ -821,9 +821,11 @@ std::vector<T> list_of(const Section& s, const toml::node& node, std::string_vie
 
 }  // namespace
 
-search::SearchSpace load_search(const Doc& doc, const toml::table& table) {
+search::SearchSpace load_search(const Doc& doc, const toml::table& table,
+                                const llama::Training& training, const hw::Gpu& gpu) {
   const Section s{doc, "search", table};
-  s.check_keys({"tp", "cp", "pp", "mbs", "vp", "recompute", "schedule", "sp", "memory_fraction"});
+  s.check_keys({"tp", "cp", "pp", "mbs", "vp", "recompute", "schedule", "sp", "memory_fraction",
+                "precision", "fp8_recipe"});
   search::SearchSpace space;
   auto ints = [&](std::string_view k, long long hi) {
     return list_of<int>(s, *s.get(k), k,
@@ -860,6 +862,23 @@ search::SearchSpace load_search(const Doc& doc, const toml::table& table) {
   }
   if (const auto* n = s.get("memory_fraction")) {
     space.memory_fraction = s.number(*n, "memory_fraction", 0.01, 1.0);
+  }
+  // precision = ["bf16", "fp8"]: "fp8" under [search] fp8_recipe, else the [training] recipe
+  // when it trains in FP8, else delayed scaling (TE's default recipe).
+  llama::Fp8Recipe fp8 = training.fp8.enabled() ? training.fp8.recipe : llama::Fp8Recipe::delayed;
+  if (const auto* n = s.get("fp8_recipe")) {
+    fp8 = enum_value(s, *n, "fp8_recipe", llama::parse_fp8_recipe, kFp8Recipe);
+  }
+  if (const auto* n = s.get("precision")) {
+    space.precision = list_of<llama::Fp8Recipe>(s, *n, "precision", [&](const toml::node& el) {
+      const std::string v = s.string(el, "precision");
+      if (v != "bf16" && v != "fp8") {
+        s.fail_at(el, "precision", "unknown value \"" + v + "\" (expected one of: bf16, fp8)");
+      }
+      if (v == "bf16") return llama::Fp8Recipe::none;
+      if (std::string why = llama::recipe_problem(fp8, gpu); !why.empty()) s.fail_at(el, "precision", why);
+      return fp8;
+    });
   }
   return space;
 }

@@ -73,7 +73,10 @@ void apply_layout(const Doc& doc, const toml::table& table, llama::Layout& layou
 void apply_option(const Doc& doc, const toml::table& table, llama::Training& training,
                   llama::Layout& layout, KeyOrigins& origins);
 /// The [search] table.
-[[nodiscard]] search::SearchSpace load_search(const Doc& doc, const toml::table& table);
+/// The [search] table; `precision` entries resolve against the [training] FP8 recipe and are
+/// checked against the GPU.
+[[nodiscard]] search::SearchSpace load_search(const Doc& doc, const toml::table& table,
+                                              const llama::Training& training, const hw::Gpu& gpu);
 
 /// Checks rank_order: a permutation of tp, cp, dp, pp joined by '-'. Empty when fine,
 /// otherwise what is wrong.

@@ -146,7 +146,7 @@ Scenario load_scenario_text(std::string_view toml_text, const std::string& origi
     }
   }
   if (search != nullptr) {
-    sc.search = detail::load_search(doc, *search);
+    sc.search = detail::load_search(doc, *search, sc.training, sc.cluster.gpu);
     sc.has_search = true;
   }
 

@@ -16,25 +16,41 @@ namespace tetra::search {
 bool ranks_before(const RankedLayout& a, const RankedLayout& b) {
   if (a.tokens_per_s != b.tokens_per_s) return a.tokens_per_s > b.tokens_per_s;
   if (a.peak_bytes != b.peak_bytes) return a.peak_bytes < b.peak_bytes;
-  return layout_key(a.layout) < layout_key(b.layout);
+  if (const std::string ka = layout_key(a.layout), kb = layout_key(b.layout); ka != kb) return ka < kb;
+  return a.fp8.recipe < b.fp8.recipe;
 }
 
-SearchResult run_search(const SearchInput& in, const SearchOptions& options) {
+namespace {
+
+/// The trainings the space asks for: the scenario's own, or one per listed precision.
+std::vector<llama::Training> precision_variants(const llama::Training& training,
+                                                const SearchSpace& space) {
+  if (space.precision.empty()) return {training};
+  std::vector<llama::Training> out;
+  for (const llama::Fp8Recipe r : space.precision) {
+    llama::Training t = training;
+    t.fp8.recipe = r;
+    if (r == llama::Fp8Recipe::none) t.fp8.param_gather = false;
+    out.push_back(t);
+  }
+  return out;
+}
+
+/// Steps 1-4 of the search for one training precision, added to `out`.
+void search_precision(const SearchInput& in, const llama::Training& training,
+                      const SearchOptions& options, SearchResult& out) {
   const llama::Model& model = *in.model;
   const hw::Cluster& cluster = *in.cluster;
-  const llama::Training& training = *in.training;
   const SearchSpace& space = *in.space;
   const int threads = resolve_threads(options.threads);
-
-  SearchResult out;
   SearchSummary& sum = out.summary;
 
   // 1. Enumerate and check the rules.
   Enumeration en = enumerate_layouts(model, cluster.total_gpus(), training, space, in.base);
-  sum.enumerated = en.enumerated;
-  sum.invalid = en.invalid;
-  sum.invalid_by_rule = std::move(en.invalid_by_rule);
-  sum.valid = en.valid.size();
+  sum.enumerated += en.enumerated;
+  sum.invalid += en.invalid;
+  for (const auto& [rule, n] : en.invalid_by_rule) sum.invalid_by_rule[rule] += n;
+  sum.valid += en.valid.size();
 
   // 2. Analytical memory peak (schedule-rule in-flight counts), pruned against the budget.
   costmodel::MemoryOptions mem_options;
@@ -78,6 +94,7 @@ SearchResult run_search(const SearchInput& in, const SearchOptions& options) {
             sim::sim_input(model, cluster, training, layout, costs), sim_options);
         RankedLayout& rl = simulated[k];
         rl.layout = layout;
+        rl.fp8 = training.fp8;
         rl.step_time_s = r.step_time_s;
         rl.tokens_per_s = r.tokens_per_s;
         rl.tflops_per_gpu = r.tflops_per_gpu;
@@ -88,11 +105,10 @@ SearchResult run_search(const SearchInput& in, const SearchOptions& options) {
         rl.micro_batches = r.micro_batches;
       },
       options.progress);
-  sum.simulated = survivors.size();
-  sum.layer_shapes = layer_cache.size();
+  sum.simulated += survivors.size();
+  sum.layer_shapes += layer_cache.size();
 
-  // 4. Rank what fits the budget at the simulated in-flight counts.
-  out.layouts.reserve(simulated.size());
+  // 4. Keep what fits the budget at the simulated in-flight counts.
   for (auto& rl : simulated) {
     if (rl.peak_bytes <= sum.budget_bytes) {
       out.layouts.push_back(std::move(rl));
@@ -100,8 +116,17 @@ SearchResult run_search(const SearchInput& in, const SearchOptions& options) {
       ++sum.over_budget_simulated;
     }
   }
+}
+
+}  // namespace
+
+SearchResult run_search(const SearchInput& in, const SearchOptions& options) {
+  SearchResult out;
+  for (const llama::Training& t : precision_variants(*in.training, *in.space)) {
+    search_precision(in, t, options, out);
+  }
   std::sort(out.layouts.begin(), out.layouts.end(), ranks_before);
-  sum.feasible = out.layouts.size();
+  out.summary.feasible = out.layouts.size();
   return out;
 }
 

@@ -42,6 +42,7 @@ struct SearchOptions {
 /// One simulated layout.
 struct RankedLayout {
   llama::Layout layout;
+  llama::Fp8Training fp8;          ///< the precision it was simulated in (SearchSpace::precision)
   double step_time_s = 0;
   double tokens_per_s = 0;
   double tflops_per_gpu = 0;
@@ -74,7 +75,7 @@ struct SearchResult {
 };
 
 /// The ranking order: higher tokens/s first; equal tokens/s: lower simulated peak first;
-/// then layout_key() ascending. A strict weak order (total on distinct layouts).
+/// then layout_key() ascending, then the FP8 recipe. A strict weak order (total on distinct layouts).
 [[nodiscard]] bool ranks_before(const RankedLayout& a, const RankedLayout& b);
 
 /// Runs the search. The result is identical for every `threads` value (each layout is

@@ -20,6 +20,9 @@ struct SearchSpace {
   std::vector<llama::Schedule> schedule{llama::Schedule::one_f_one_b};
   std::vector<bool> sp{true};          ///< sp values tried where tp > 1 (sp is off at tp == 1)
   double memory_fraction = 0.8;        ///< usable share of GPU memory for pruning
+  /// Precisions to try: `none` = the training precision (bf16), a recipe = FP8 linears under
+  /// it. Empty: the scenario's [training] precision only.
+  std::vector<llama::Fp8Recipe> precision;
 };
 
 }  // namespace tetra::search
