@@ -54,9 +54,12 @@ nlohmann::json gpus_json() {
                    {"memory_bytes", g.memory_bytes},
                    {"memory_gib", g.memory_bytes / hw::kGiB},
                    {"bf16_tflop_per_s", g.bf16_peak_flops / 1e12},
+                   {"fp8_tflop_per_s", g.fp8_peak_flops / 1e12},
+                   {"fp4_tflop_per_s", g.fp4_peak_flops / 1e12},
                    {"hbm_tbytes_per_s", g.hbm_bandwidth_Bps / 1e12},
                    {"sms", g.sms},
-                   {"compute_capability", g.compute_capability}});
+                   {"compute_capability", g.compute_capability},
+                   {"source", g.source}});
   }
   return out;
 }
@@ -67,13 +70,15 @@ nlohmann::json clusters_json() {
     out.push_back({{"name", c.name},
                    {"gpu", c.gpu.name},
                    {"gpus_per_node", c.gpus_per_node},
+                   {"nvlink_domain", c.nvlink_domain()},
                    {"intra_kind", hw::to_string(c.intra.kind)},
                    {"nvlink_gbytes_per_s", c.intra.bandwidth_Bps / 1e9},
                    {"intra_latency_us", c.intra.latency_s * 1e6},
                    {"nvls", c.intra.nvls},
                    {"nics_per_node", c.inter.nics_per_node},
                    {"nic_gbits_per_s", c.inter.nic_bandwidth_Bps * 8 / 1e9},
-                   {"inter_latency_us", c.inter.latency_s * 1e6}});
+                   {"inter_latency_us", c.inter.latency_s * 1e6},
+                   {"source", c.source}});
   }
   return out;
 }
@@ -95,23 +100,26 @@ std::string models_table() {
 std::string gpus_table() {
   std::vector<std::vector<std::string>> rows;
   for (const auto& g : hw::gpu_presets()) {
-    rows.push_back({g.name, fixed(g.memory_bytes / hw::kGiB, 2), fixed(g.bf16_peak_flops / 1e12, 0),
-                    fixed(g.hbm_bandwidth_Bps / 1e12, 3), std::to_string(g.sms)});
+    auto rate = [](double flops) { return flops > 0 ? fixed(flops / 1e12, 0) : std::string("-"); };
+    rows.push_back({g.name, fixed(g.memory_bytes / hw::kGiB, 2), rate(g.bf16_peak_flops), rate(g.fp8_peak_flops),
+                    rate(g.fp4_peak_flops), fixed(g.hbm_bandwidth_Bps / 1e12, 3), std::to_string(g.sms),
+                    g.source});
   }
-  return format_table({"gpu", "memory GiB", "bf16 TFLOP/s", "HBM TB/s", "SMs"}, rows);
+  return format_table({"gpu", "memory GiB", "bf16 TFLOP/s", "fp8", "fp4", "HBM TB/s", "SMs", "source"}, rows);
 }
 
 std::string clusters_table() {
   std::vector<std::vector<std::string>> rows;
   for (const auto& c : hw::cluster_presets()) {
-    rows.push_back({c.name, c.gpu.name, std::to_string(c.gpus_per_node),
+    rows.push_back({c.name, c.gpu.name, std::to_string(c.gpus_per_node), std::to_string(c.nvlink_domain()),
                     std::string(hw::to_string(c.intra.kind)) + (c.intra.nvls ? "+nvls" : ""),
                     fixed(c.intra.bandwidth_Bps / 1e9, 0),
                     std::to_string(c.inter.nics_per_node) + " x " +
-                        fixed(c.inter.nic_bandwidth_Bps * 8 / 1e9, 0)});
+                        fixed(c.inter.nic_bandwidth_Bps * 8 / 1e9, 0),
+                    c.source});
   }
   return format_table(
-      {"cluster", "gpu", "GPUs/node", "intra", "NVLink GB/s", "NICs x Gb/s"}, rows);
+      {"cluster", "gpu", "GPUs/node", "NVLink domain", "intra", "NVLink GB/s", "NICs x Gb/s", "source"}, rows);
 }
 
 int run_presets(const PresetsOptions& opts) {
@@ -120,9 +128,9 @@ int run_presets(const PresetsOptions& opts) {
     return 0;
   }
   std::cout << "Models (params counted unpadded; gpt positions at " << kListedSeqLen << ")\n"
-            << models_table() << "\nGPUs\n"
+            << models_table() << "\nGPUs (dense tensor-core peaks, TFLOP/s; '-': none)\n"
             << gpus_table()
-            << "\nClusters (per node; NVLink per GPU per direction, NICs per node)\n"
+            << "\nClusters (per node; NVLink per GPU per direction; NVLink domain in GPUs; NICs per node)\n"
             << clusters_table();
   return 0;
 }

@@ -138,7 +138,7 @@ int print_preset_costs(const PresetCostOptions& o) {
       note = "tile " + std::to_string(est.tile_m) + "x" + std::to_string(est.tile_n) + ", " +
              std::to_string(est.waves) + " wave" + (est.waves == 1 ? "" : "s") + (est.memory_bound ? ", HBM-bound" : "");
     } else if (op.kind == OpKind::collective) {
-      const GroupPlacement g = costmodel::place_group(layout, op.dim, cluster.gpus_per_node);
+      const GroupPlacement g = costmodel::place_group(layout, op.dim, cluster.nvlink_domain());
       const CollectiveEstimate e = costmodel::collective(op.coll, op.bytes, g, mp);
       note = algo_label(e) + ", busbw " + fixed(e.busbw_Bps / 1e9, 0) + " GB/s";
     }
@@ -172,7 +172,8 @@ int print_preset_costs(const PresetCostOptions& o) {
 
   // Collectives against size.
   const CollectiveKind kinds[] = {CollectiveKind::all_reduce, CollectiveKind::all_gather, CollectiveKind::reduce_scatter};
-  const int node_counts[] = {1, 2, 4, 16};
+  const int node_counts[] = {1, 2, 4, 16};  // NVLink domains
+  const int domain = cluster.nvlink_domain();
   nlohmann::json jcoll = nlohmann::json::array();
   std::string coll_text;
   for (CollectiveKind k : kinds) {
@@ -180,7 +181,7 @@ int print_preset_costs(const PresetCostOptions& o) {
     for (double s : sizes()) {
       std::vector<std::string> r{size_label(s)};
       for (int n : node_counts) {
-        const GroupPlacement g{cluster.gpus_per_node * n, cluster.gpus_per_node, n};
+        const GroupPlacement g{domain * n, domain, n};
         const CollectiveEstimate e = costmodel::collective(k, s, g, mp);
         r.push_back(fixed(e.seconds * 1e6, 1));
         r.push_back(fixed(e.busbw_Bps / 1e9, 1));
@@ -200,13 +201,13 @@ int print_preset_costs(const PresetCostOptions& o) {
     }
     std::vector<std::string> header{"size"};
     for (int n : node_counts) {
-      const std::string tag = std::to_string(n * cluster.gpus_per_node) + "g";
+      const std::string tag = std::to_string(n * domain) + "g";
       header.push_back(tag + " us");
       header.push_back(tag + " busbw");
       header.push_back(tag + " algo");
     }
     coll_text += std::string("\n") + llama::to_string(k) + " (GB/s busbw per nccl-tests; " +
-                 std::to_string(cluster.gpus_per_node) + " GPUs per node; 8g = one node)\n" + format_table(header, crows);
+                 std::to_string(domain) + " GPUs per NVLink domain; " + std::to_string(domain) + "g = one domain)\n" + format_table(header, crows);
   }
 
   // Published figures next to the model at 1 GiB.
@@ -259,8 +260,9 @@ int print_preset_costs(const PresetCostOptions& o) {
                 {"published", jpub}});
     return 0;
   }
-  std::printf("Cost model of %s (%s, %d GPUs/node), built-in profile, NCCL %s\n", cluster.name.c_str(),
-              cluster.gpu.name.c_str(), cluster.gpus_per_node, costmodel::to_string(mp.version));
+  std::printf("Cost model of %s (%s, %d GPUs/node, NVLink domain %d), built-in profile, NCCL %s\n",
+              cluster.name.c_str(), cluster.gpu.name.c_str(), cluster.gpus_per_node, cluster.nvlink_domain(),
+              costmodel::to_string(mp.version));
   std::printf("GEMM ceiling %.1f TFLOP/s (MAMF), HBM %.0f GB/s, %d SMs\n", cp.gemm_peak_flops / 1e12, cp.hbm_Bps / 1e9,
               cp.sms);
   std::printf("\nOne layer of %s, seq %d, layout %s (one micro-batch, one rank)\n", model.name.c_str(), o.seq,

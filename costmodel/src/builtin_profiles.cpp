@@ -18,10 +18,24 @@
 //  [MLE]   stas00/ml-engineering: network/README.md: A100 node all-reduce 235 GB/s busbw.
 //  [N212]  NVIDIA/nccl-tests issue #212 (maintainer comment): H100 NVLink 370 GB/s effective;
 //          NVLS all-reduce ~480 busbw (algbw ~275).
-//  [TOPO]  NVIDIA/nccl: src/graph/topo.h SM80_NVLINK_BW 20.0, SM90_NVLINK_BW 20.6 GB/s per link;
-//          src/graph/topo.cc NIC bandwidth = speed_Mbps / 8000.
+//  [TOPO]  NVIDIA/nccl: src/graph/topo.h SM80_NVLINK_BW 20.0, SM90_NVLINK_BW 20.6,
+//          SM100_NVLINK_BW 40.1 GB/s per link; src/graph/topo.cc NIC bandwidth = speed_Mbps / 8000.
+//  [MNNVL] NVIDIA/nccl: NCCL_MNNVL_ENABLE (docs env.rst, src/graph/topo.cc): the GPUs of one
+//          multi-node NVLink clique form one NCCL "node"; rings and NVLS stay on NVLink inside it.
 //  [VTR]   VIA-Research/vTrain (commit f8dda84): trace/a100/AR_GPU{2..8}_1M_1024M_LUT, nccl-tests
 //          all_reduce_perf on one A100 NVSwitch node, 2..8 GPUs, 1 MiB..1 GiB; in-place time.
+//  [MAMF-B] the same table (stas00/ml-engineering compute/accelerator/README.md, MAMF rows):
+//          B200 SXM BF16 1745.0 / FP8 3432.5, B300 SXM 1769.0 / 3353.3, GB200 1822.0 / 3615.6
+//          TFLOP/s (no GB300 row).
+//  [AZ-GB] Azure/AI-benchmarking-guide Azure_Results/ND_GB200_v6_results.md: cuBLASLt GEMMs
+//          at 16384^3 after 10,000 warm-up iterations, per GB200: FP8 2906.9, FP4 7627.6 TFLOP/s.
+//  [AZ-H200] Azure/AI-benchmarking-guide Azure_Results/ND_H200_v5_results.md: cuBLASLt FP8
+//          16384^3 after 10,000 warm-up iterations 1366.3 TFLOP/s per H200.
+//  [B300M] public B300 SXM6 AC microbenchmark reference: HBM 7.30 TB/s measured of 8 (0.91),
+//          in line with [HBM-H].
+//  [NCCL-B] stas00/ml-engineering network/README.md: 8x B200 all-reduce 838.0 GB/s busbw (NVLS),
+//          682.2 (ring); coreweave/nccl-tests PR #43: GB200 NVL72, 72 GPUs, all-reduce
+//          834.6-846.8 GB/s busbw at 8 GiB.
 //  [CLK]   G. Lockwood, "Peak FLOPS" (glennklockwood.com/garden/peak-FLOPS): NVIDIA's HPL Rpeak
 //          for A100 uses the clock sustained at the power limit under dense tensor-core load,
 //          1305 MHz, against the 1410 MHz boost clock of the datasheet peak.
@@ -130,10 +144,53 @@ GpuFamily gpu_family(const hw::Gpu& gpu) noexcept {
   if (starts_with(gpu.name, "a100")) return GpuFamily::a100;
   if (starts_with(gpu.name, "h100")) return GpuFamily::h100;
   if (starts_with(gpu.name, "h200")) return GpuFamily::h200;
+  if (starts_with(gpu.name, "b200")) return GpuFamily::b200;
+  if (starts_with(gpu.name, "b300")) return GpuFamily::b300;
+  if (starts_with(gpu.name, "gb200")) return GpuFamily::gb200;
+  if (starts_with(gpu.name, "gb300")) return GpuFamily::gb300;
   if (gpu.compute_capability == 80) return GpuFamily::a100;
   if (gpu.compute_capability == 90) return GpuFamily::h100;
+  if (gpu.compute_capability == 100) return GpuFamily::b200;
+  if (gpu.compute_capability == 103) return GpuFamily::b300;
   return GpuFamily::other;
 }
+
+namespace {
+
+/// Published achievable GEMM rates of the Blackwell parts, TFLOP/s: MAMF BF16 / FP8 [MAMF-B];
+/// GB300 has no published row and takes GB200's [assumed].
+///
+/// `sustained`: the share of the short-run MAMF rate that a training step holds, when the
+/// tensor cores run for hours at the board power limit (the A100 story of [CLK]). Measured on
+/// GB200: cuBLASLt FP8 16384^3 after 10,000 warm-up iterations runs at 2906.9 TFLOP/s [AZ-GB]
+/// against MAMF's 3615.6 [MAMF-B], 0.804; the same benchmark on H200 (1366.3 against 1453.4
+/// [AZ-H200]) shows Hopper at 700 W loses only 6 %, which the H100 tables already absorb.
+/// B200 (1000 W) and B300 (1100 W) run the same silicon at or below GB200's 1200 W and are
+/// taken at GB200's share [assumed]; GB300's 1400 W limit is 17 % above GB200's, taken to lift
+/// the throttle entirely [assumed]. Checked on Megatron-Bridge rows: the same Llama 3 8B layout
+/// runs 1.19x (FP8) / 1.21x (MXFP8) faster on GB300 than on GB200 (megatron_bridge.csv 25.11).
+/// FP4 is priced at its own sustained measurement: 7627.6 of 10,000 TFLOP/s on GB200 [AZ-GB],
+/// the same efficiency on every part's FP4 peak [derived].
+struct BlackwellRates {
+  double bf16, fp8, sustained;
+};
+constexpr double kFp4SustainedEfficiency = 7627.6 / 10000.0;
+constexpr double kGb200Sustained = 2906.9 / 3615.6;
+BlackwellRates blackwell_rates(GpuFamily fam) {
+  switch (fam) {
+    case GpuFamily::b200: return {1745.0, 3432.5, kGb200Sustained};
+    case GpuFamily::b300: return {1769.0, 3353.3, kGb200Sustained};
+    case GpuFamily::gb200: return {1822.0, 3615.6, kGb200Sustained};
+    case GpuFamily::gb300: return {1822.0, 3615.6, 1.0};
+    default: return {0, 0, 1.0};
+  }
+}
+
+bool is_blackwell(GpuFamily fam) {
+  return fam == GpuFamily::b200 || fam == GpuFamily::b300 || fam == GpuFamily::gb200 || fam == GpuFamily::gb300;
+}
+
+}  // namespace
 
 std::vector<AttentionRate> published_attention_rates(const hw::Gpu& gpu) {
   std::vector<AttentionRate> out;
@@ -146,9 +203,14 @@ std::vector<AttentionRate> published_attention_rates(const hw::Gpu& gpu) {
       append(out, kFa2H100, AttentionKernel::flash2, AttentionRatePass::fwd_bwd);
       append(out, kFa3H100, AttentionKernel::flash3, AttentionRatePass::fwd);
       break;
+    case GpuFamily::b200:
+    case GpuFamily::b300:
+    case GpuFamily::gb200:
+    case GpuFamily::gb300:
     case GpuFamily::other: {
       // Scale the H100 FA2 table by the dense peak ratio [assumed].
-      const double scale = gpu.bf16_peak_flops > 0 ? gpu.bf16_peak_flops / (989 * kT) : 1.0;
+      double scale = gpu.bf16_peak_flops > 0 ? gpu.bf16_peak_flops / (989 * kT) : 1.0;
+      if (is_blackwell(gpu_family(gpu))) scale *= blackwell_rates(gpu_family(gpu)).sustained;
       append(out, kFa2H100, AttentionKernel::flash2, AttentionRatePass::fwd_bwd);
       for (auto& r : out) r.flops *= scale;
       break;
@@ -177,12 +239,25 @@ LowPrecisionRates low_precision_gemm_rates(const hw::Gpu& gpu, double bf16_rate)
       case GpuFamily::h200:
         r.fp8_flops = 1453.4 * kT * calibrated;  // [MAMF] H200 SXM FP8 e4m3fn
         break;
+      case GpuFamily::b200:
+      case GpuFamily::b300:
+      case GpuFamily::gb200:
+      case GpuFamily::gb300:
+        r.fp8_flops = [&] {
+          const BlackwellRates b = blackwell_rates(gpu_family(gpu));
+          return b.fp8 * b.sustained * kT * calibrated;  // [MAMF-B], [AZ-GB]
+        }();
+        break;
       default:
         r.fp8_flops = datasheet * gpu.fp8_peak_flops;  // [derived] Hopper's efficiency ratio
         break;
     }
   }
-  if (gpu.fp4_peak_flops > 0) r.fp4_flops = datasheet * gpu.fp4_peak_flops;  // [derived] same
+  if (gpu.fp4_peak_flops > 0) {
+    const GpuFamily fam = gpu_family(gpu);
+    r.fp4_flops = is_blackwell(fam) ? kFp4SustainedEfficiency * gpu.fp4_peak_flops * calibrated  // [AZ-GB]
+                                    : datasheet * gpu.fp4_peak_flops;  // [derived] Hopper's ratio
+  }
   return r;
 }
 
@@ -231,6 +306,15 @@ Profile builtin_profile(const hw::Cluster& cluster) {
       f.hbm_Bps = 0.9 * g.hbm_bandwidth_Bps;                    // [HBM-H] 4.3 TB/s at 4.8
       f.attention_fwd_flops = 308 * kT;                         // [FA2] H100 table [assumed]
       f.attention_bwd_flops = 308 * kT;
+      break;
+    case GpuFamily::b200:
+    case GpuFamily::b300:
+    case GpuFamily::gb200:
+    case GpuFamily::gb300:
+      f.gemm_peak_flops = blackwell_rates(gpu_family(g)).bf16 * blackwell_rates(gpu_family(g)).sustained * kT;  // [MAMF-B], [AZ-GB]
+      f.hbm_Bps = 0.9 * g.hbm_bandwidth_Bps;                    // [HBM-H], [B300M] 0.91
+      f.attention_fwd_flops = 0.31 * g.bf16_peak_flops;         // [assumed] FA2 H100 308/989
+      f.attention_bwd_flops = f.attention_fwd_flops;
       break;
     case GpuFamily::other:
       f.gemm_peak_flops = 0.8 * g.bf16_peak_flops;              // [assumed] ~MAMF/peak of H100
@@ -286,14 +370,18 @@ NcclTopology derive_topology(const hw::Cluster& cluster) {
   t.compute_capability = g.compute_capability > 0 ? g.compute_capability : 90;
   t.nvlink = cluster.intra.kind != hw::IntraKind::pcie;
   t.nvls = cluster.intra.nvls && t.nvlink && t.compute_capability >= 90;
-  // NVLink links of 25 GB/s per direction each (A100: 12 x 25 = 300; H100: 18 x 25 = 450),
-  // counted by NCCL at SM80_NVLINK_BW 20.0 / SM90_NVLINK_BW 20.6 GB/s per link [TOPO].
-  const double links = std::max(1.0, std::round(cluster.intra.bandwidth_Bps / 25e9));
-  const double per_link = t.compute_capability >= 90 ? 20.6 : 20.0;
+  // NVLink links per direction: 25 GB/s each up to NVLink 4 (A100: 12 x 25 = 300; H100:
+  // 18 x 25 = 450), 50 GB/s on NVLink 5 (B200 / GB200: 18 x 50 = 900), counted by NCCL at
+  // SM80_NVLINK_BW 20.0 / SM90_NVLINK_BW 20.6 / SM100_NVLINK_BW 40.1 GB/s per link [TOPO].
+  const bool nvlink5 = t.compute_capability >= 100;
+  const double link_Bps = nvlink5 ? 50e9 : 25e9;
+  const double links = std::max(1.0, std::round(cluster.intra.bandwidth_Bps / link_Bps));
+  const double per_link = nvlink5 ? 40.1 : t.compute_capability >= 90 ? 20.6 : 20.0;
   t.nvlink_GBps = t.nvlink ? links * per_link : 12.0;
   t.nic_GBps = cluster.inter.nic_bandwidth_Bps / 1e9;  // speed_Mbps / 8000 [TOPO]
-  t.nics_per_node = std::max(1, cluster.inter.nics_per_node);
-  t.gpus_per_node = std::max(1, cluster.gpus_per_node);
+  // A multi-node NVLink domain is one NCCL node with the NICs of all its trays [MNNVL].
+  t.gpus_per_node = cluster.nvlink_domain();
+  t.nics_per_node = std::max(1, cluster.nics_per_domain());
   const GpuFamily fam = gpu_family(g);
   // Pair copy: 88 % of the NVLink line rate (measured on H200 [NVB]; A100 assumed the same).
   t.p2p_intra_Bps = t.nvlink ? 0.88 * cluster.intra.bandwidth_Bps : cluster.intra.bandwidth_Bps;
@@ -334,6 +422,11 @@ std::vector<PublishedBusbw> published_busbw(const hw::Cluster& cluster) {
     out.push_back({CollectiveKind::reduce_scatter, 8, 8, "", 370 * kG, 370 * kG, "nccl-tests #212"});
     out.push_back({ar, 32, 8, "", 370 * kG, 380 * kG, "GTC25 (370); GTC24 (380): DGX H100, 8x 400Gb RDMA"});
     out.push_back({CollectiveKind::all_to_all, 8, 8, "", 320 * kG, 320 * kG, "GTC25 S72583"});
+  } else if (is_blackwell(fam) && cluster.nvlink_domain() == 8) {
+    out.push_back({ar, 8, 8, "ring", 682 * kG, 682 * kG, "ml-engineering network/README.md: 8x B200, NVLS off"});
+    out.push_back({ar, 8, 8, "nvls", 838 * kG, 838 * kG, "ml-engineering network/README.md: 8x B200"});
+  } else if (is_blackwell(fam) && cluster.nvlink_domain() == 72) {
+    out.push_back({ar, 72, 72, "", 835 * kG, 847 * kG, "coreweave/nccl-tests PR #43: GB200 NVL72 rack, 8 GiB"});
   }
   return out;
 }

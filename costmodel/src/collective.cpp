@@ -7,6 +7,7 @@
 #include <array>
 #include <cmath>
 #include <limits>
+#include <string>
 #include <string_view>
 
 namespace tetra::costmodel {
@@ -72,12 +73,16 @@ constexpr double kTreeCorrection[3][24] = {
     {1.0, 1.0, 1.0, 1.0, 1.0, .9, .8, .8, .8, .7, .6, .6, .6, .6, .6, .6, .8, .9, .9, .9, .9, 1.0, 1.0, 1.0},
     {.9, .9, .9, .9, .9, .9, .9, .8, .7, .6, .6, .5, .5, .5, .5, .6, .7, .8, .7, .7, .8, .9, .9, .9}};
 
-// Candidate per-channel speeds, GB/s (src/graph/search.cc).
+// Candidate per-channel speeds, GB/s (src/graph/search.cc: speedArray*, sm90SpeedArray*,
+// sm100SpeedArray*).
 constexpr std::array<double, 13> kSpeedIntra = {40, 30, 20, 18, 15, 12, 10, 9, 7, 6, 5, 4, 3};
 constexpr std::array<double, 11> kSm90SpeedIntra = {60, 50, 40, 30, 24, 20, 15, 12, 11, 6, 3};
 constexpr std::array<double, 17> kSm90SpeedInter = {48, 45, 42, 40, 30, 24, 22, 20, 17.5, 15, 12, 6, 3, 2.4, 1.2, 0.24, 0.12};
 constexpr std::array<double, 19> kSpeedInter = {48, 30, 28, 24, 20, 18, 15, 12, 10, 9, 7, 6, 5, 4, 3, 2.4, 1.2, 0.24, 0.12};
+constexpr std::array<double, 11> kSm100SpeedIntra = {90, 80, 70, 60, 50, 40, 30, 24, 20, 19, 18};
+constexpr std::array<double, 18> kSm100SpeedInter = {96, 48, 45.1, 42, 40, 30, 24, 22, 20, 17.5, 15, 12, 6, 3, 2.4, 1.2, 0.24, 0.12};
 constexpr int kMaxGraphChannels = 32;  // MAXCHANNELS / 2
+constexpr int kMaxNvlsChannels = 16;   // NCCL_NVLS_NCHANNELS default (docs/env.rst)
 
 int cc_index(int cc) { return cc >= 100 ? 3 : cc >= 90 ? 2 : cc >= 80 ? 1 : 0; }
 
@@ -91,6 +96,10 @@ struct Speeds {
   std::size_t n;
 };
 Speeds speeds_for(int cc, bool inter) {
+  if (cc >= 100) {
+    return inter ? Speeds{kSm100SpeedInter.data(), kSm100SpeedInter.size()}
+                 : Speeds{kSm100SpeedIntra.data(), kSm100SpeedIntra.size()};
+  }
   if (cc >= 90) {
     return inter ? Speeds{kSm90SpeedInter.data(), kSm90SpeedInter.size()}
                  : Speeds{kSm90SpeedIntra.data(), kSm90SpeedIntra.size()};
@@ -184,7 +193,9 @@ GraphInfo tree_graph(const NcclTopology& t, int ranks_per_node, int nodes) noexc
 GraphInfo nvls_graph(const NcclTopology& t, int ranks_per_node, int nodes) noexcept {
   GraphInfo g;
   if (!t.nvls || !t.nvlink || ranks_per_node < 2) return g;
-  g.channels = ranks_per_node;  // one NVLS head per GPU of the node
+  // One NVLS head per GPU of the node, at most NCCL_NVLS_NCHANNELS (default 16) of them:
+  // the 72 GPUs of an NVL72 domain share 16 heads.
+  g.channels = std::min(ranks_per_node, kMaxNvlsChannels);
   const Speeds sp = speeds_for(t.compute_capability, false);
   for (std::size_t i = 0; i < sp.n; ++i) {
     if (sp.v[i] * g.channels <= t.nvlink_GBps + 1e-9) {
@@ -615,6 +626,30 @@ long long rank_stride(const llama::Layout& layout, CommDim dim) {
     stride *= dim_size(layout, d);
   }
   return stride;
+}
+
+std::optional<CommDim> straddling_dim(const llama::Layout& layout, int domain) {
+  const long long d = std::max(1, domain);
+  for (const CommDim dim : {CommDim::tp, CommDim::cp}) {
+    const long long n = dim == CommDim::tp ? std::max(1, layout.tp) : std::max(1, layout.cp);
+    if (n <= 1) continue;
+    const long long s = rank_stride(layout, dim);
+    const long long span = s * n;
+    const bool alike = d % span == 0 || (span % d == 0 && d % s == 0) || s % d == 0;
+    if (!alike) return dim;
+  }
+  return std::nullopt;
+}
+
+std::optional<llama::LayoutIssue> domain_issue(const llama::Layout& layout, int domain) {
+  const auto dim = straddling_dim(layout, domain);
+  if (!dim) return std::nullopt;
+  const bool tp = *dim == CommDim::tp;
+  const long long span = rank_stride(layout, *dim) * (tp ? layout.tp : layout.cp);
+  return llama::LayoutIssue{tp ? "tp" : "cp", "straddles-domain",
+                            std::string(tp ? "tp" : "cp") + "=" + std::to_string(tp ? layout.tp : layout.cp) +
+                                " groups span " + std::to_string(span) + " ranks, which do not tile the NVLink domain of " +
+                                std::to_string(domain) + " GPUs: some groups would straddle two domains"};
 }
 
 GroupPlacement place_group(const llama::Layout& layout, CommDim dim, int gpus_per_node) {

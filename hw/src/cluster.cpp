@@ -1,5 +1,7 @@
 #include "tetra/hw/cluster.hpp"
 
+#include <string>
+
 namespace tetra::hw {
 
 const char* to_string(IntraKind kind) noexcept {
@@ -19,6 +21,33 @@ std::optional<IntraKind> parse_intra_kind(std::string_view name) noexcept {
   if (name == "nvlink-mesh") return IntraKind::nvlink_mesh;
   if (name == "pcie") return IntraKind::pcie;
   return std::nullopt;
+}
+
+std::optional<std::string> domain_problem(const Cluster& c) {
+  const int gpn = std::max(1, c.gpus_per_node);
+  const int domain = c.nvlink_domain();
+  if (domain % gpn != 0) {
+    return "an NVLink domain of " + std::to_string(domain) + " GPUs is not made of whole nodes of " +
+           std::to_string(gpn) + " GPUs";
+  }
+  const long long total = c.total_gpus();
+  if (total > domain && total % domain != 0) {
+    const int fit = job_domain(c, total);
+    return std::to_string(total) + " GPUs are not a whole number of NVLink domains of " + std::to_string(domain) +
+           " GPUs (set [cluster.intra_node].domain to the GPUs used per domain, e.g. " + std::to_string(fit) + ")";
+  }
+  return std::nullopt;
+}
+
+int job_domain(const Cluster& c, long long gpus) {
+  const int gpn = std::max(1, c.gpus_per_node);
+  const int domain = c.nvlink_domain();
+  if (gpus <= domain) return static_cast<int>(std::max(1LL, gpus));
+  int best = gpn;
+  for (int d = gpn; d <= domain; d += gpn) {
+    if (gpus % d == 0) best = d;
+  }
+  return best;
 }
 
 }  // namespace tetra::hw

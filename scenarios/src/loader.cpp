@@ -11,6 +11,7 @@
 #include <stdexcept>
 #include <system_error>
 
+#include "tetra/costmodel/collective.hpp"
 #include "tetra/hw/presets.hpp"
 #include "tetra/hw/units.hpp"
 #include "tetra/llama/presets.hpp"
@@ -474,7 +475,7 @@ hw::Cluster load_cluster(const Doc& doc, const toml::table& table) {
   if (const auto* n = s.get("gpu")) {
     const Section g{doc, "cluster.gpu", s.subtable(*n, "gpu")};
     gpu_region = &g.table.source();
-    g.check_keys({"preset", "memory", "bf16_peak", "hbm_bandwidth", "sms"});
+    g.check_keys({"preset", "memory", "bf16_peak", "fp8_peak", "fp4_peak", "hbm_bandwidth", "sms"});
     if (const auto* p = g.get("preset")) {
       const std::string name = g.string(*p, "preset");
       const auto found = hw::find_gpu_preset(name);
@@ -491,6 +492,12 @@ hw::Cluster load_cluster(const Doc& doc, const toml::table& table) {
     if (const auto* v = g.get("bf16_peak")) {
       c.gpu.bf16_peak_flops = g.quantity(*v, "bf16_peak", hw::parse_flop_rate, "989TFLOP/s", kMaxFlops);
     }
+    if (const auto* v = g.get("fp8_peak")) {
+      c.gpu.fp8_peak_flops = g.quantity(*v, "fp8_peak", hw::parse_flop_rate, "1979TFLOP/s", kMaxFlops);
+    }
+    if (const auto* v = g.get("fp4_peak")) {
+      c.gpu.fp4_peak_flops = g.quantity(*v, "fp4_peak", hw::parse_flop_rate, "9000TFLOP/s", kMaxFlops);
+    }
     if (const auto* v = g.get("hbm_bandwidth")) {
       c.gpu.hbm_bandwidth_Bps =
           g.quantity(*v, "hbm_bandwidth", hw::parse_bandwidth, "3.35TB/s", kMaxBandwidth);
@@ -501,10 +508,11 @@ hw::Cluster load_cluster(const Doc& doc, const toml::table& table) {
 
   // [cluster.intra_node]
   const toml::source_region* intra_region = &table.source();
+  const toml::node* domain_node = nullptr;
   if (const auto* n = s.get("intra_node")) {
     const Section g{doc, "cluster.intra_node", s.subtable(*n, "intra_node")};
     intra_region = &g.table.source();
-    g.check_keys({"kind", "bandwidth", "latency", "nvls"});
+    g.check_keys({"kind", "bandwidth", "latency", "nvls", "domain"});
     if (const auto* v = g.get("kind")) c.intra.kind = enum_value(g, *v, "kind", hw::parse_intra_kind, kIntraKind);
     if (const auto* v = g.get("bandwidth")) {
       c.intra.bandwidth_Bps = g.quantity(*v, "bandwidth", hw::parse_bandwidth, "450GB/s", kMaxBandwidth);
@@ -513,6 +521,10 @@ hw::Cluster load_cluster(const Doc& doc, const toml::table& table) {
       c.intra.latency_s = g.quantity(*v, "latency", hw::parse_duration, "1us", kMaxLatency, true);
     }
     if (const auto* v = g.get("nvls")) c.intra.nvls = g.boolean(*v, "nvls");
+    if (const auto* v = g.get("domain")) {
+      domain_node = v;
+      c.intra.domain_gpus = g.int_value(*v, "domain", 1, kMaxGpusPerNode);
+    }
   }
 
   // [cluster.inter_node]
@@ -552,6 +564,14 @@ hw::Cluster load_cluster(const Doc& doc, const toml::table& table) {
     need(c.inter.nics_per_node > 0, *inter_region, "cluster.inter_node", "nics_per_node", "8");
     need(c.inter.nic_bandwidth_Bps > 0, *inter_region, "cluster.inter_node", "nic_bandwidth",
          "\"400Gb/s\"");
+  }
+  if (auto bad = hw::domain_problem(c)) {
+    // A preset's domain with the user's node count: the line of `nodes` (or of the table).
+    const toml::source_region& at = domain_node != nullptr   ? domain_node->source()
+                                    : s.get("nodes") != nullptr ? s.get("nodes")->source()
+                                                                : table.source();
+    fail(doc, at, domain_node != nullptr ? key_name(doc, "cluster.intra_node", "domain") : key_name(doc, "cluster", "nodes"),
+         *bad);
   }
   (void)base;
   return c;
@@ -776,7 +796,7 @@ std::optional<llama::LayoutIssue> resolve_split_accounting(const llama::Model& m
 }  // namespace
 
 std::optional<llama::LayoutIssue> resolve_layout(const llama::Model& model, long long world,
-                                                 const llama::Training& training,
+                                                 int nvlink_domain, const llama::Training& training,
                                                  llama::Layout& layout, bool dp_given) {
   if (!dp_given) {
     const long long inner = static_cast<long long>(layout.tp) * layout.cp * layout.pp;
@@ -793,7 +813,8 @@ std::optional<llama::LayoutIssue> resolve_layout(const llama::Model& model, long
     return llama::LayoutIssue{"rank_order", "rank-order", why};
   }
   if (auto issue = resolve_split_accounting(model, layout)) return issue;
-  return llama::check_layout(model, world, training, layout);
+  if (auto issue = llama::check_layout(model, world, training, layout)) return issue;
+  return costmodel::domain_issue(layout, nvlink_domain);
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -82,10 +82,11 @@ void apply_option(const Doc& doc, const toml::table& table, llama::Training& tra
 /// otherwise what is wrong.
 [[nodiscard]] std::string rank_order_problem(std::string_view order);
 
-/// Derives dp from the world size when it was not given, then checks rank_order and every rule
-/// of llama::check_layout. An issue with an empty key blames the [layout] table as a whole.
+/// Derives dp from the world size when it was not given, then checks rank_order, every rule
+/// of llama::check_layout and the placement of TP / CP groups on NVLink domains of
+/// `nvlink_domain` GPUs. An issue with an empty key blames the [layout] table as a whole.
 [[nodiscard]] std::optional<llama::LayoutIssue> resolve_layout(const llama::Model& model,
-                                                               long long world,
+                                                               long long world, int nvlink_domain,
                                                                const llama::Training& training,
                                                                llama::Layout& layout, bool dp_given);
 

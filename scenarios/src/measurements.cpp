@@ -402,9 +402,13 @@ std::vector<MeasurementRow> read_measurements_text(std::string_view text, const 
       detail::apply_option(doc, opts, row.training, row.layout, origins);
     }
 
-    // The cluster holds exactly the row's GPUs.
+    // The cluster holds exactly the row's GPUs; on racks larger than one node (NVL72) the job
+    // fills each rack with the same share of it (hw::job_domain).
     if (n_gpus % row.cluster.gpus_per_node == 0) {
       row.cluster.nodes = n_gpus / row.cluster.gpus_per_node;
+      if (row.cluster.nvlink_domain() > row.cluster.gpus_per_node) {
+        row.cluster.intra.domain_gpus = hw::job_domain(row.cluster, n_gpus);
+      }
     } else if (n_gpus < row.cluster.gpus_per_node) {
       row.cluster.gpus_per_node = n_gpus;
       row.cluster.nodes = 1;
@@ -421,7 +425,8 @@ std::vector<MeasurementRow> read_measurements_text(std::string_view text, const 
     }
     if (row.skip_reason.empty()) {
       const bool dp_given = origins.find("dp") != origins.end();
-      if (auto issue = detail::resolve_layout(row.model, n_gpus, row.training, row.layout, dp_given)) {
+      if (auto issue = detail::resolve_layout(row.model, n_gpus, row.cluster.nvlink_domain(), row.training,
+                                                row.layout, dp_given)) {
         row.skip_reason = issue->key.empty() ? issue->message : issue->key + ": " + issue->message;
       }
     }

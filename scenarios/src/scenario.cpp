@@ -165,8 +165,8 @@ Scenario load_scenario_text(std::string_view toml_text, const std::string& origi
     fail_issue(doc, layout, training, origins, *bad);
   }
   const bool dp_given = origins.find("dp") != origins.end();
-  const auto issue = detail::resolve_layout(sc.model, sc.cluster.total_gpus(), sc.training,
-                                            sc.layout, dp_given);
+  const auto issue = detail::resolve_layout(sc.model, sc.cluster.total_gpus(), sc.cluster.nvlink_domain(),
+                                            sc.training, sc.layout, dp_given);
   if (issue) {
     if (require_layout) fail_issue(doc, layout, training, origins, *issue);
     sc.has_layout = false;

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "tetra/costmodel/collective.hpp"
 #include "tetra/hw/error.hpp"
 #include "tetra/llama/params.hpp"
 #include "tetra/llama/validate.hpp"
@@ -38,7 +39,7 @@ std::string layout_key(const llama::Layout& l) {
 
 Enumeration enumerate_layouts(const llama::Model& model, long long world,
                               const llama::Training& training, const SearchSpace& space,
-                              const llama::Layout& base) {
+                              const llama::Layout& base, int nvlink_domain) {
   const std::vector<int> pps = pp_values(space, model.layers);
   auto require = [](bool nonempty, const char* key) {
     if (!nonempty) {
@@ -92,7 +93,9 @@ Enumeration enumerate_layouts(const llama::Model& model, long long world,
                   l.first_stage_layers = split ? split->first_stage_layers : 0;
                   l.last_stage_layers = split ? split->last_stage_layers : 0;
                   ++out.enumerated;
-                  if (const auto issue = llama::check_layout(model, world, training, l)) {
+                  auto issue = llama::check_layout(model, world, training, l);
+                  if (!issue && nvlink_domain > 0) issue = costmodel::domain_issue(l, nvlink_domain);
+                  if (issue) {
                     ++out.invalid;
                     ++out.invalid_by_rule[issue->rule];
                   } else {

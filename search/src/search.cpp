@@ -46,7 +46,8 @@ void search_precision(const SearchInput& in, const llama::Training& training,
   SearchSummary& sum = out.summary;
 
   // 1. Enumerate and check the rules.
-  Enumeration en = enumerate_layouts(model, cluster.total_gpus(), training, space, in.base);
+  Enumeration en = enumerate_layouts(model, cluster.total_gpus(), training, space, in.base,
+                                     cluster.nvlink_domain());
   sum.enumerated += en.enumerated;
   sum.invalid += en.invalid;
   for (const auto& [rule, n] : en.invalid_by_rule) sum.invalid_by_rule[rule] += n;

@@ -69,7 +69,7 @@ Result Simulator::run(const SimInput& in, const SimOptions& options) {
   // (`NVIDIA/nccl: src/enqueue.cc`, one CTA per channel), so compute overlapped with a
   // collective runs on the remaining SMs (DESIGN §3: "a slowdown of compute when
   // communication kernels share the SMs"). Channels as NCCL's search finds them.
-  const int gpn = std::max(cluster.gpus_per_node, 1);
+  const int gpn = cluster.nvlink_domain();  // NVLink peers: a node, or an NVL72 rack
   const double sms = std::max(cp.sms, 1);
   const auto intra = costmodel::ring_graph(cm.topo, gpn, 1);
   const double intra_share = std::min(0.5, std::max(intra.channels, 0) / sms);

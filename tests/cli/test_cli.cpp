@@ -67,6 +67,16 @@ TEST_CASE("an FP8 recipe the GPU cannot run: file:line:col of fp8_recipe") {
                    "tests/data/scenarios/mxfp8_h100.toml:12:14: [training].fp8_recipe: ");
 }
 
+TEST_CASE("NVLink domains: a cluster they do not tile, a layout that straddles them") {
+  check_user_error(tetrasim("memory tests/data/scenarios/nvl72_domain.toml"),
+                   "tests/data/scenarios/nvl72_domain.toml:7:9: [cluster].nodes: 512 GPUs are not a whole number of "
+                   "NVLink domains of 72 GPUs (set [cluster.intra_node].domain to the GPUs used per domain, e.g. 64)");
+  check_user_error(tetrasim("simulate tests/data/scenarios/nvl72_trays.toml"),
+                   "tests/data/scenarios/nvl72_trays.toml:10:10: [cluster.intra_node].domain: an NVLink domain of 66");
+  check_user_error(tetrasim("simulate tests/data/scenarios/nvl72_straddle.toml"),
+                   "tests/data/scenarios/nvl72_straddle.toml:15:6: [layout].cp: cp=2 groups span 16 ranks");
+}
+
 TEST_CASE("fp8_recipe with a precision other than fp8 names the recipe") {
   const std::string dir = TETRA_BINARY_DIR "/cli_fp8";
   fs::create_directories(dir);

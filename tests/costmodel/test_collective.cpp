@@ -280,3 +280,98 @@ TEST_SUITE("costmodel") {
     CHECK(p2p_seconds(48.5e6, false, h) == doctest::Approx(1e-3 + 5e-6));
   }
 }
+
+TEST_SUITE("costmodel") {
+  TEST_CASE("NVL72: one NCCL node of 72 GPUs on NVLink 5 (src/graph/topo.h, search.cc)") {
+    hw::Cluster rack = cluster("gb200-nvl72");
+    rack.nodes = 18;
+    const CommParams p = make_comm_params(rack, builtin_profile(rack));
+    // SM100_NVLINK_BW 40.1 GB/s x 18 NVLink 5 links of 50 GB/s (900 GB/s per direction).
+    CHECK(p.topo.nvlink_GBps == doctest::Approx(721.8));
+    // The whole rack is the NCCL node, with the NICs of its 18 trays (one per GPU).
+    CHECK(p.topo.gpus_per_node == 72);
+    CHECK(p.topo.nics_per_node == 72);
+    // sm100SpeedArrayIntra: 8 channels at 90 (720 of 721.8) beat 9 x 80, 12 x 60, 14 x 50;
+    // duplicated (90 >= 50) -> 16 at 45; 50 fits only 14 channels, so pass 2 keeps 45.
+    const GraphInfo ring = ring_graph(p.topo, 72, 1);
+    CHECK(ring.channels == 16);
+    CHECK(ring.bw_intra_GBps == doctest::Approx(45.0));
+    // NVLS: 16 heads (NCCL_NVLS_NCHANNELS), the fastest intra speed with 16 x s <= 721.8: 40.
+    const GraphInfo nvls = nvls_graph(p.topo, 72, 1);
+    CHECK(nvls.channels == 16);
+    CHECK(nvls.bw_intra_GBps == doctest::Approx(40.0));
+  }
+
+  TEST_CASE("NVL72: a 72-GPU TP x CP x DP layout prices its collectives on NVLink, by hand") {
+    hw::Cluster rack = cluster("gb200-nvl72");
+    rack.nodes = 18;
+    const CommParams p = make_comm_params(rack, builtin_profile(rack));
+    llama::Layout l;
+    l.tp = 4;
+    l.cp = 2;
+    l.dp = 9;
+    l.pp = 1;
+    // Every group stays in the 72-GPU domain although it spans several 4-GPU trays.
+    for (const auto dim : {llama::CommDim::tp, llama::CommDim::cp, llama::CommDim::dp_cp}) {
+      const GroupPlacement g = place_group(l, dim, rack.nvlink_domain());
+      CHECK(g.nodes == 1);
+      CHECK(g.ranks_per_node == g.ranks);
+    }
+    CHECK_FALSE(straddling_dim(l, rack.nvlink_domain()));
+    // TP all-gather of 64 MiB over 4 ranks, ring / Simple: 16 channels x 45 GB/s = 720 GB/s
+    // bus, x n/(n-1) = 4/3 -> 960 GB/s algorithm bandwidth; latency 8.4 us base + 3 steps x
+    // 3.4 us NVLink = 18.6 us (tuning.cc v2.30.7). NVLS (4 heads at 90 GB/s, efficiency 0.74,
+    // x 3/4 x 3/4) gives 150 GB/s and loses.
+    const double bytes = 64.0 * 1024 * 1024;
+    const GroupPlacement tp = place_group(l, llama::CommDim::tp, rack.nvlink_domain());
+    const CollectiveEstimate ag = collective(CollectiveKind::all_gather, bytes, tp, p);
+    CHECK(ag.algo == NcclAlgo::ring);
+    CHECK(ag.proto == NcclProto::simple);
+    CHECK(ag.seconds == doctest::Approx(18.6e-6 + bytes / 960e9).epsilon(1e-9));
+    // The DP x CP gradient all-reduce over 18 ranks on NVLink: NVLS, 16 heads at 40 GB/s x 0.74
+    // x 15/16 x 2 = 55.5 per channel, 888 GB/s bus, x n/nsteps = 18/34 algorithm bandwidth;
+    // latency 25 us (NVLS Simple on NVLink).
+    const GroupPlacement dp = place_group(l, llama::CommDim::dp_cp, rack.nvlink_domain());
+    const CollectiveEstimate ar = collective(CollectiveKind::all_reduce, kGiB, dp, p);
+    CHECK(ar.algo == NcclAlgo::nvls);
+    CHECK(ar.seconds == doctest::Approx(25e-6 + kGiB / (888e9 * 18.0 / 34.0)).epsilon(1e-9));
+    // Were the trays not one NVLink domain (4 GPUs each, MNNVL off), the same group would
+    // cross 5 ConnectX-7 NICs and take several times longer.
+    hw::Cluster trays = rack;
+    trays.intra.domain_gpus = 4;
+    const CommParams q = make_comm_params(trays, builtin_profile(trays));
+    const GroupPlacement dp4 = place_group(l, llama::CommDim::dp_cp, trays.nvlink_domain());
+    CHECK(dp4.nodes > 1);
+    CHECK(collective(CollectiveKind::all_reduce, kGiB, dp4, q).seconds > 3 * ar.seconds);
+  }
+
+  TEST_CASE("NVL72 all-reduce of the whole rack near the published 835-847 GB/s busbw") {
+    hw::Cluster rack = cluster("gb200-nvl72");
+    rack.nodes = 18;
+    const CommParams p = make_comm_params(rack, builtin_profile(rack));
+    const double busbw = collective(CollectiveKind::all_reduce, 8 * kGiB, GroupPlacement{72, 72, 1}, p).busbw_Bps;
+    // coreweave/nccl-tests PR #43, 72 GB200, 8 GiB: 834.6-846.8 GB/s; the model within 7 %.
+    CHECK(busbw / 1e9 > 835 * 0.93);
+    CHECK(busbw / 1e9 < 847 * 1.07);
+  }
+
+  TEST_CASE("TP / CP groups that straddle NVLink domains are named") {
+    llama::Layout l;
+    l.tp = 16;
+    l.cp = 1;
+    l.dp = 9;
+    l.pp = 1;
+    // 72 = 4.5 x 16: the fifth TP group spans ranks 64..79 across two racks.
+    CHECK(straddling_dim(l, 72) == llama::CommDim::tp);
+    CHECK_FALSE(straddling_dim(l, 64));
+    l.tp = 8;
+    l.cp = 2;  // TP x CP block of 16 on a 72-GPU domain
+    CHECK(straddling_dim(l, 72) == llama::CommDim::cp);
+    const auto issue = domain_issue(l, 72);
+    REQUIRE(issue);
+    CHECK(issue->key == "cp");
+    CHECK(issue->rule == "straddles-domain");
+    // On 8-GPU nodes a CP group of stride 8 puts each member in its own node: alike.
+    CHECK_FALSE(straddling_dim(l, 8));
+  }
+}

@@ -10,7 +10,7 @@ using namespace tetra::hw;
 
 TEST_SUITE("hw") {
   TEST_CASE("GPU presets: datasheet numbers (reference/hardware.md section 1)") {
-    REQUIRE(gpu_presets().size() == 5);
+    REQUIRE(gpu_presets().size() == 9);
     const auto a40 = find_gpu_preset("a100-sxm-40gb");
     const auto a80 = find_gpu_preset("a100-sxm-80gb");
     const auto h80 = find_gpu_preset("h100-sxm-80gb");
@@ -41,23 +41,104 @@ TEST_SUITE("hw") {
     CHECK(a80->compute_capability == 80);
     CHECK(h200->compute_capability == 90);
     CHECK_FALSE(find_gpu_preset("v100"));
+    for (const auto& g : gpu_presets()) {
+      CAPTURE(g.name);
+      CHECK_FALSE(g.source.empty());
+    }
   }
 
-  TEST_CASE("cluster presets: 8 GPUs, NVSwitch, rails") {
-    REQUIRE(cluster_presets().size() == 4);
+  TEST_CASE("Blackwell GPU presets: dense peaks are half the printed sparse rates") {
+    const auto b200 = find_gpu_preset("b200");
+    const auto b300 = find_gpu_preset("b300");
+    const auto gb200 = find_gpu_preset("gb200");
+    const auto gb300 = find_gpu_preset("gb300");
+    REQUIRE(b200);
+    REQUIRE(b300);
+    REQUIRE(gb200);
+    REQUIRE(gb300);
+    // DGX B200 datasheet, per 8 GPUs: FP8 72 PF sparse -> 4.5 PF dense per GPU; FP4 72 PF dense
+    // -> 9 PF; BF16 36 PF sparse (HGX B200) -> 2.25 PF; 64 TB/s -> 8 TB/s.
+    CHECK(b200->bf16_peak_flops == 2250e12);
+    CHECK(b200->fp8_peak_flops == 4500e12);
+    CHECK(b200->fp4_peak_flops == 9000e12);
+    CHECK(b200->hbm_bandwidth_Bps == 8e12);
+    // GB200 NVL72, per 72 GPUs: BF16 360, FP8 720, FP4 1,440 PF sparse -> 2.5 / 5 / 10 PF dense.
+    CHECK(gb200->bf16_peak_flops == 360e15 / 72 / 2);
+    CHECK(gb200->fp8_peak_flops == 720e15 / 72 / 2);
+    CHECK(gb200->fp4_peak_flops == 1440e15 / 72 / 2);
+    // HGX B300: FP4 105 PF dense per 8 GPUs; Blackwell Ultra blog: 15 PF dense NVFP4 (GB300).
+    CHECK(b300->fp4_peak_flops == doctest::Approx(105e15 / 8));
+    CHECK(gb300->fp4_peak_flops == 15000e12);
+    // Device-reported memory (nvidia-smi MiB): 183359, 275040, 189471, 284208.
+    CHECK(b200->memory_bytes == 183359 * kMiB);
+    CHECK(b300->memory_bytes == 275040 * kMiB);
+    CHECK(gb200->memory_bytes == 189471 * kMiB);
+    CHECK(gb300->memory_bytes == 284208 * kMiB);
+    // Compute capability 10.0 (B200, GB200) and 10.3 (B300, GB300).
+    CHECK(b200->compute_capability == 100);
+    CHECK(gb200->compute_capability == 100);
+    CHECK(b300->compute_capability == 103);
+    CHECK(gb300->compute_capability == 103);
+    CHECK(b200->sms == 148);
+  }
+
+  TEST_CASE("NVL72 presets: 4-GPU trays in one 72-GPU NVLink domain") {
+    for (const char* name : {"gb200-nvl72", "gb300-nvl72"}) {
+      CAPTURE(name);
+      const auto c = find_cluster_preset(name);
+      REQUIRE(c);
+      CHECK(c->gpus_per_node == 4);
+      CHECK(c->nvlink_domain() == 72);
+      // NVLink 5: 1.8 TB/s bidirectional = 900 GB/s per direction per GPU.
+      CHECK(c->intra.bandwidth_Bps == 900e9);
+      CHECK(c->inter.nics_per_node == 4);
+      CHECK(c->nics_per_domain() == 72);
+    }
+    CHECK(find_cluster_preset("gb200-nvl72")->inter.nic_bandwidth_Bps == 400e9 / 8);
+    CHECK(find_cluster_preset("gb300-nvl72")->inter.nic_bandwidth_Bps == 800e9 / 8);
+    CHECK(find_cluster_preset("dgx-b300")->inter.nic_bandwidth_Bps == 800e9 / 8);
+    CHECK(find_cluster_preset("dgx-b200")->nvlink_domain() == 8);
+  }
+
+  TEST_CASE("NVLink domains tile the cluster; a job fills racks evenly") {
+    Cluster c = *find_cluster_preset("gb200-nvl72");
+    c.nodes = 18;  // one full rack
+    CHECK_FALSE(domain_problem(c));
+    c.nodes = 16;  // 64 GPUs of one rack
+    CHECK_FALSE(domain_problem(c));
+    c.nodes = 128;  // 512 GPUs: 7.1 racks of 72
+    const auto bad = domain_problem(c);
+    REQUIRE(bad);
+    CHECK(bad->find("e.g. 64") != std::string::npos);
+    c.intra.domain_gpus = 64;
+    CHECK_FALSE(domain_problem(c));
+    c.intra.domain_gpus = 66;  // not whole trays of 4
+    REQUIRE(domain_problem(c));
+    CHECK(domain_problem(c)->find("whole nodes") != std::string::npos);
+    // The largest multiple of 4 that divides the job and fits in 72.
+    const Cluster rack = *find_cluster_preset("gb200-nvl72");
+    CHECK(job_domain(rack, 256) == 64);
+    CHECK(job_domain(rack, 144) == 72);
+    CHECK(job_domain(rack, 8) == 8);
+    CHECK(job_domain(rack, 96) == 48);
+    CHECK(job_domain(*find_cluster_preset("dgx-h100"), 64) == 8);
+  }
+
+  TEST_CASE("cluster presets: NVSwitch, one NIC per GPU") {
+    REQUIRE(cluster_presets().size() == 8);
     std::set<std::string> names;
     for (const auto& c : cluster_presets()) {
       CAPTURE(c.name);
       names.insert(c.name);
-      CHECK(c.gpus_per_node == 8);
+      CHECK_FALSE(c.source.empty());
       CHECK(c.nodes == 1);
       CHECK(c.intra.kind == IntraKind::nvswitch);
-      CHECK(c.inter.nics_per_node == 8);
+      CHECK(c.inter.nics_per_node == c.gpus_per_node);
       CHECK(c.intra.latency_s > 0);
       CHECK(c.inter.latency_s > 0);
-      CHECK(c.total_gpus() == 8);
+      CHECK(c.total_gpus() == c.gpus_per_node);
     }
-    CHECK(names.size() == 4);
+    CHECK(names.size() == 8);
     const auto a = find_cluster_preset("dgx-a100-80gb");
     const auto h = find_cluster_preset("dgx-h100");
     const auto h2 = find_cluster_preset("hgx-h200");
@@ -79,7 +160,7 @@ TEST_SUITE("hw") {
     // 200 Gb/s HDR = 25 GB/s, 400 Gb/s NDR = 50 GB/s per NIC (NCCL speed_Mbps / 8000).
     CHECK(a->inter.nic_bandwidth_Bps == 25e9);
     CHECK(h->inter.nic_bandwidth_Bps == 50e9);
-    CHECK_FALSE(find_cluster_preset("dgx-b200"));
+    CHECK_FALSE(find_cluster_preset("dgx-v100"));
   }
 
   TEST_CASE("IntraKind spellings round-trip") {

@@ -488,3 +488,30 @@ precision = ["bf16", "fp8"]
     }
   }
 }
+
+TEST_SUITE("search") {
+  TEST_CASE("NVL72 racks: TP x CP blocks that straddle a 72-GPU domain are rejected by rule") {
+    llama::Model m = *llama::find_model_preset("llama3.1-70b");
+    llama::Training t;
+    t.seq_len = 8192;
+    t.global_batch = 144;
+    search::SearchSpace s;
+    s.tp = {4, 8, 16};
+    s.cp = {1, 2};
+    s.pp = {1};
+    s.pp_divisors = false;
+    s.vp = {1};
+    s.mbs = {1};
+    s.recompute = {llama::Recompute::none};
+    s.schedule = {llama::Schedule::one_f_one_b};
+    s.sp = {true};
+    // 144 GPUs = two full racks. TP 8 x CP 2 blocks of 16 straddle (72 = 4.5 x 16); TP 4 x
+    // CP 1 / 2 and TP 8 x CP 1 tile the rack; TP 16 breaks tp-divides-heads (8 KV heads) first.
+    const auto en = search::enumerate_layouts(m, 144, t, s, {}, 72);
+    CHECK(en.enumerated == 6);
+    CHECK(en.invalid_by_rule.at("straddles-domain") == 1);
+    CHECK(en.valid.size() == 3);
+    // Without a domain (0) the rule is not applied.
+    CHECK(search::enumerate_layouts(m, 144, t, s, {}, 0).invalid_by_rule.count("straddles-domain") == 0);
+  }
+}

@@ -15,10 +15,11 @@
 namespace tetra::costmodel {
 
 /// GPU family the published tables belong to.
-enum class GpuFamily { a100, h100, h200, other };
+enum class GpuFamily { a100, h100, h200, b200, b300, gb200, gb300, other };
 
-/// Family of a GPU, from its preset name ("a100-…", "h100-…", "h200-…") or, for custom GPUs,
-/// its compute capability (80 -> a100, 90 -> h100).
+/// Family of a GPU, from its preset name ("a100-…", "h100-…", "h200-…", "b200", "b300",
+/// "gb200", "gb300") or, for custom GPUs, its compute capability (80 -> a100, 90 -> h100,
+/// 100 -> b200, 103 -> b300).
 [[nodiscard]] GpuFamily gpu_family(const hw::Gpu& gpu) noexcept;
 
 /// The built-in profile of a cluster's GPU and node: meta (NCCL 2.30.7, source "built-in"),
@@ -48,8 +49,9 @@ struct LowPrecisionRates {
 
 /// The NCCL view of the cluster's links (collective.hpp NcclTopology): per-GPU NVLink
 /// bandwidth in NCCL's units (SM80 20.0 GB/s x links, SM90 20.6 x links, links =
-/// NVLink bandwidth / 25 GB/s), NIC = line rate in Gb/s / 8, NVLS, pair-copy and NIC
-/// effective bandwidths, measured intra-node all-to-all busbw.
+/// NVLink bandwidth / 25 GB/s; SM100 40.1 x links of 50 GB/s), NIC = line rate in Gb/s / 8,
+/// NVLS, pair-copy and NIC effective bandwidths, measured intra-node all-to-all busbw. Its
+/// "node" is the NVLink domain, with the NICs of all the domain's nodes.
 [[nodiscard]] NcclTopology derive_topology(const hw::Cluster& cluster);
 
 /// Communication-model parameters for (cluster, profile): NCCL version from `profile.meta.nccl`

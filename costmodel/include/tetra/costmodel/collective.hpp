@@ -10,12 +10,14 @@
 /// node's links by `ring_graph` / `tree_graph` / `nvls_graph` the way `src/graph/search.cc`
 /// would find them; a calibration profile's measured collective rows or fits replace the model.
 
+#include <optional>
 #include <vector>
 
 #include "tetra/costmodel/profile.hpp"
 #include "tetra/hw/cluster.hpp"
 #include "tetra/llama/layout.hpp"
 #include "tetra/llama/ops.hpp"
+#include "tetra/llama/validate.hpp"
 
 namespace tetra::costmodel {
 
@@ -115,6 +117,18 @@ struct GroupPlacement {
 /// when cp and dp are adjacent in the order); pp is a pair of neighbouring stages.
 [[nodiscard]] GroupPlacement place_group(const llama::Layout& layout, llama::CommDim dim,
                                          int gpus_per_node);
+
+/// The first of TP and CP whose groups do not lie alike on every NVLink domain of `domain`
+/// GPUs, or nothing. A group of stride s and size n spans s·n consecutive ranks; its groups are
+/// alike when that span tiles the domain (domain % (s·n) == 0), when whole domains tile the
+/// span with whole stride blocks inside each (s·n % domain == 0 and domain % s == 0), or when
+/// every member sits in its own domain (s % domain == 0). Otherwise some groups straddle a
+/// domain boundary: a TP 16 block on a 72-GPU NVL72 domain (72 = 4.5 x 16).
+[[nodiscard]] std::optional<llama::CommDim> straddling_dim(const llama::Layout& layout, int domain);
+
+/// `straddling_dim` as a layout rule ("straddles-domain", keyed by tp or cp), for the checks
+/// that reject a layout before it is priced.
+[[nodiscard]] std::optional<llama::LayoutIssue> domain_issue(const llama::Layout& layout, int domain);
 
 /// Rank distance between neighbours of dimension `dim` under `layout.rank_order`: the product
 /// of the sizes of the dimensions inside it (dp_cp: of the inner of dp and cp).

@@ -3,6 +3,7 @@
 /// the NICs between nodes, and the whole cluster. Units are in the member names
 /// (`_bytes`, `_Bps` = bytes per second, `_flops` = FLOP per second, `_s` = seconds).
 
+#include <algorithm>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -18,18 +19,21 @@ struct Gpu {
   double fp4_peak_flops = 0;        ///< dense FP4 (NVFP4/MXFP4) peak; 0 = no FP4 tensor cores
   double hbm_bandwidth_Bps = 0;     ///< HBM peak bandwidth
   int sms = 0;                      ///< streaming multiprocessors
-  int compute_capability = 0;       ///< 80 for A100, 90 for H100/H200, 100 for B200/GB200
+  int compute_capability = 0;       ///< 80 A100, 90 H100/H200, 100 B200/GB200, 103 B300/GB300
+  std::string source;               ///< where a preset's numbers come from (presets.cpp)
 };
 
 /// How GPUs of one node talk to each other.
 enum class IntraKind { nvswitch, nvlink_mesh, pcie };
 
-/// The NVLink (or PCIe) domain of one node.
+/// The NVLink (or PCIe) fabric: one node's GPUs, or several nodes' behind NVLink switch
+/// trays (GB200 / GB300 NVL72: 18 nodes of 4 GPUs in one 72-GPU domain).
 struct IntraNode {
   IntraKind kind = IntraKind::nvswitch;
   double bandwidth_Bps = 0;  ///< per GPU, per direction
   double latency_s = 0;
   bool nvls = false;         ///< NVLink SHARP available (third-generation NVSwitch)
+  int domain_gpus = 0;       ///< GPUs on one fabric; 0 = the GPUs of one node
 };
 
 /// The network between nodes (rail-aligned NICs).
@@ -42,6 +46,7 @@ struct InterNode {
 /// A homogeneous cluster of identical nodes.
 struct Cluster {
   std::string name;          ///< preset name or "custom"
+  std::string source;        ///< where a preset's numbers come from (presets.cpp)
   Gpu gpu;
   int gpus_per_node = 8;
   int nodes = 1;
@@ -52,7 +57,25 @@ struct Cluster {
   [[nodiscard]] long long total_gpus() const noexcept {
     return static_cast<long long>(gpus_per_node) * nodes;
   }
+  /// GPUs that reach each other over NVLink: the unit every placement and collective model
+  /// calls a "node" (NCCL fuses a multi-node NVLink domain into one node the same way).
+  [[nodiscard]] int nvlink_domain() const noexcept {
+    return intra.domain_gpus > 0 ? intra.domain_gpus : std::max(1, gpus_per_node);
+  }
+  /// NICs of one NVLink domain (every node of it brings its own).
+  [[nodiscard]] int nics_per_domain() const noexcept {
+    return inter.nics_per_node * (nvlink_domain() / std::max(1, gpus_per_node));
+  }
 };
+
+/// Why the NVLink domain does not tile the cluster, or nothing: a domain is made of whole
+/// nodes, and a cluster larger than one domain is made of whole domains.
+[[nodiscard]] std::optional<std::string> domain_problem(const Cluster& cluster);
+
+/// The domain a job of `gpus` GPUs fills on racks of `cluster`'s domain: the largest multiple
+/// of gpus_per_node that divides `gpus` and fits in one domain (a 256-GPU job on NVL72 racks
+/// uses 64 GPUs of each of 4 racks); the whole job when it fits in one domain.
+[[nodiscard]] int job_domain(const Cluster& cluster, long long gpus);
 
 /// SPEC spelling of the intra-node kind: "nvswitch", "nvlink-mesh", "pcie".
 [[nodiscard]] const char* to_string(IntraKind kind) noexcept;

@@ -46,12 +46,14 @@ struct Enumeration {
 /// layers the candidate takes uneven_chunk_split(layers, pp, vp) (uneven_split() at vp = 1:
 /// the end ranks, or with vp > 1 the very first and last chunk, hold what the common chunk
 /// size leaves); other fields (rank_order) come from `base`.
-/// Each candidate is checked with llama::check_layout and rejected under the rule it breaks
-/// first. Complexity: one check per candidate, O(product of the list sizes).
+/// Each candidate is checked with llama::check_layout, then (with `nvlink_domain` > 0) for TP /
+/// CP groups straddling NVLink domains (costmodel::domain_issue, rule "straddles-domain"), and
+/// rejected under the rule it breaks first. Complexity: one check per candidate, O(product of
+/// the list sizes).
 [[nodiscard]] Enumeration enumerate_layouts(const llama::Model& model, long long world,
                                             const llama::Training& training,
                                             const SearchSpace& space,
-                                            const llama::Layout& base = {});
+                                            const llama::Layout& base = {}, int nvlink_domain = 0);
 
 /// A total order key of a layout for deterministic tie-breaks ("tp=8,cp=1,pp=16,...").
 [[nodiscard]] std::string layout_key(const llama::Layout& layout);

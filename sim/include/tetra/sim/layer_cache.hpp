@@ -36,9 +36,9 @@ struct LayerKey {
   friend auto operator<=>(const LayerKey&, const LayerKey&) = default;
 };
 
-/// The key of `layout` for a cluster with `gpus_per_node` GPUs per node.
+/// The key of `layout` for a cluster whose NVLink domains hold `nvlink_domain` GPUs.
 [[nodiscard]] LayerKey layer_key(const llama::Training& training, const llama::Layout& layout,
-                                 int gpus_per_node);
+                                 int nvlink_domain);
 
 /// The replayed passes of one transformer layer, the embedding and the head.
 struct LayerTables {
