@@ -248,7 +248,7 @@ Result Simulator::run(const SimInput& in, const SimOptions& options) {
       }
       if (step_.pipeline_span_s > 0) bubble += (step_.pipeline_span_s - so.pipeline_busy_s) / step_.pipeline_span_s;
     }
-    step_.bubble_fraction = step_.stages.empty() ? 0 : bubble / static_cast<double>(step_.stages.size());
+    step_.bubble_fraction = step_.stages.empty() ? 0 : std::max(0.0, bubble / static_cast<double>(step_.stages.size()));
     spec_.m = m;
   }
   recorded_ = record;

@@ -437,7 +437,8 @@ StepOutcome simulate_step(const StepSpec& spec, TaskGraph& g, Engine& engine, Ev
     for (const auto& c : spec.stages[static_cast<std::size_t>(r)].chunks) per_mb += c.activation_bytes;
     so.inflight = per_mb > 0 ? so.peak_activation_bytes / per_mb : 0;
   }
-  out.bubble_fraction = p > 0 ? bubble / p : 0;
+  // Clamped: a pipeline of one stage is busy for its whole span, up to rounding.
+  out.bubble_fraction = p > 0 ? std::max(0.0, bubble / p) : 0;
   return out;
 }
 
