@@ -172,7 +172,10 @@ namespace {
 /// FP4 is priced at its own sustained measurement: 7627.6 of 10,000 TFLOP/s on GB200 [AZ-GB],
 /// the same efficiency on every part's FP4 peak [derived].
 struct BlackwellRates {
-  double bf16, fp8, sustained;
+  double bf16_mamf, fp8_mamf, sustained;
+  /// What a training step holds, FLOP/s.
+  [[nodiscard]] double bf16_flops() const { return bf16_mamf * sustained * kT; }
+  [[nodiscard]] double fp8_flops() const { return fp8_mamf * sustained * kT; }
 };
 constexpr double kFp4SustainedEfficiency = 7627.6 / 10000.0;
 constexpr double kGb200Sustained = 2906.9 / 3615.6;
@@ -243,10 +246,7 @@ LowPrecisionRates low_precision_gemm_rates(const hw::Gpu& gpu, double bf16_rate)
       case GpuFamily::b300:
       case GpuFamily::gb200:
       case GpuFamily::gb300:
-        r.fp8_flops = [&] {
-          const BlackwellRates b = blackwell_rates(gpu_family(gpu));
-          return b.fp8 * b.sustained * kT * calibrated;  // [MAMF-B], [AZ-GB]
-        }();
+        r.fp8_flops = blackwell_rates(gpu_family(gpu)).fp8_flops() * calibrated;  // [MAMF-B], [AZ-GB]
         break;
       default:
         r.fp8_flops = datasheet * gpu.fp8_peak_flops;  // [derived] Hopper's efficiency ratio
@@ -310,12 +310,14 @@ Profile builtin_profile(const hw::Cluster& cluster) {
     case GpuFamily::b200:
     case GpuFamily::b300:
     case GpuFamily::gb200:
-    case GpuFamily::gb300:
-      f.gemm_peak_flops = blackwell_rates(gpu_family(g)).bf16 * blackwell_rates(gpu_family(g)).sustained * kT;  // [MAMF-B], [AZ-GB]
+    case GpuFamily::gb300: {
+      const BlackwellRates b = blackwell_rates(gpu_family(g));
+      f.gemm_peak_flops = b.bf16_flops();                       // [MAMF-B], [AZ-GB]
       f.hbm_Bps = 0.9 * g.hbm_bandwidth_Bps;                    // [HBM-H], [B300M] 0.91
-      f.attention_fwd_flops = 0.31 * g.bf16_peak_flops;         // [assumed] FA2 H100 308/989
+      f.attention_fwd_flops = 0.31 * g.bf16_peak_flops * b.sustained;  // [assumed] FA2 H100 308/989
       f.attention_bwd_flops = f.attention_fwd_flops;
       break;
+    }
     case GpuFamily::other:
       f.gemm_peak_flops = 0.8 * g.bf16_peak_flops;              // [assumed] ~MAMF/peak of H100
       f.hbm_Bps = 0.9 * g.hbm_bandwidth_Bps;                    // [assumed]
