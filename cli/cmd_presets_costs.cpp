@@ -263,7 +263,7 @@ int print_preset_costs(const PresetCostOptions& o) {
   std::printf("Cost model of %s (%s, %d GPUs/node, NVLink domain %d), built-in profile, NCCL %s\n",
               cluster.name.c_str(), cluster.gpu.name.c_str(), cluster.gpus_per_node, cluster.nvlink_domain(),
               costmodel::to_string(mp.version));
-  std::printf("GEMM ceiling %.1f TFLOP/s (MAMF), HBM %.0f GB/s, %d SMs\n", cp.gemm_peak_flops / 1e12, cp.hbm_Bps / 1e9,
+  std::printf("GEMM ceiling %.1f TFLOP/s (MAMF held under load), HBM %.0f GB/s, %d SMs\n", cp.gemm_peak_flops / 1e12, cp.hbm_Bps / 1e9,
               cp.sms);
   std::printf("\nOne layer of %s, seq %d, layout %s (one micro-batch, one rank)\n", model.name.c_str(), o.seq,
               layout_text.c_str());
