@@ -31,6 +31,9 @@
 //          at 16384^3 after 10,000 warm-up iterations, per GB200: FP8 2906.9, FP4 7627.6 TFLOP/s.
 //  [AZ-H200] Azure/AI-benchmarking-guide Azure_Results/ND_H200_v5_results.md: cuBLASLt FP8
 //          16384^3 after 10,000 warm-up iterations 1366.3 TFLOP/s per H200.
+//  [FB-PWR] facebookexperimental/triton PR #2023 (denoise.sh): a GB300 at its rated 1400 W runs
+//          cuBLAS GEMMs at about 1600-2174 TFLOP/s with the SM clock locked at 2070 MHz, and at
+//          about 617 when capped to 500 W; rated powers B200 750, GB200 1200, GB300 1400 W.
 //  [B300M] public B300 SXM6 AC microbenchmark reference: HBM 7.30 TB/s measured of 8 (0.91),
 //          in line with [HBM-H].
 //  [NCCL-B] stas00/ml-engineering network/README.md: 8x B200 all-reduce 838.0 GB/s busbw (NVLS),
@@ -167,7 +170,9 @@ namespace {
 /// [AZ-H200]) shows Hopper at 700 W loses only 6 %, which the H100 tables already absorb.
 /// B200 (1000 W) and B300 (1100 W) run the same silicon at or below GB200's 1200 W and are
 /// taken at GB200's share [assumed]; GB300's 1400 W limit is 17 % above GB200's, taken to lift
-/// the throttle entirely [assumed]. Checked on Megatron-Bridge rows: the same Llama 3 8B layout
+/// the throttle entirely: a GB300 at 1400 W holds up to 2174 TFLOP/s in cuBLAS [FB-PWR], above
+/// the 1822 it is given here, and the same part capped to 500 W drops to 617, so the power
+/// limit, not the silicon, sets the rate. Checked on Megatron-Bridge rows: the same Llama 3 8B layout
 /// runs 1.19x (FP8) / 1.21x (MXFP8) faster on GB300 than on GB200 (megatron_bridge.csv 25.11).
 /// FP4 is priced at its own sustained measurement: 7627.6 of 10,000 TFLOP/s on GB200 [AZ-GB],
 /// the same efficiency on every part's FP4 peak [derived].
