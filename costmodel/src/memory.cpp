@@ -271,6 +271,23 @@ double activation_bytes_per_layer(const llama::Model& model, const llama::Traini
       const Geometry g = geometry(model, training, layout);
       return 2.0 * g.s * g.b * g.h / g.nd;
     }
+    case llama::Recompute::selective_op: {
+      // torchtitan's per-op policy (`torchtitan/parallelisms/parallelize_llama.py`
+      // `_save_list`, llama::layer_ops): the block input (the SP shard), the outputs of the
+      // saved matmuls wq (2 h), wv (2 h k/a) and w1 (2 f) inside the TP region, w2's output
+      // (2 h, a partial sum of full width under TP), SDPA's output (2 h) and fp32
+      // log-sum-exp, and under SP the reduce-scatter shards after wo and w2 (2 h / t each).
+      // Everything else is rebuilt one block at a time in backward.
+      const Geometry g = geometry(model, training, layout);
+      const double sbh = g.s * g.b * g.h;
+      double bytes = 2.0 * sbh / g.nd;                                   // block input
+      bytes += (2.0 + 2.0 * g.kv + 2.0) * sbh / g.t;                     // wq, wv, SDPA out
+      bytes += 2.0 * g.s * g.b * g.f / g.t;                              // w1
+      bytes += 2.0 * sbh;                                                // w2 out
+      if (g.sp) bytes += 2.0 * 2.0 * sbh / g.t;                          // wo, w2 RS shards
+      if (!unfused_attention(training.attention)) bytes += 4.0 * g.a * g.s * g.b / g.t;
+      return bytes;
+    }
   }
   return 0.0;
 }
@@ -333,7 +350,8 @@ MemoryReport estimate_memory(const llama::Model& model, const hw::Cluster& clust
                                : activation_bytes_per_layer(model, training, layout);
   const double a_layer_full = layer_saved_full(model, training, layout, false);
   double transient_layer = fujii ? 0.0 : layer_transient(model, training, layout);
-  if (!fujii && layout.recompute == llama::Recompute::full) {
+  if (!fujii && (layout.recompute == llama::Recompute::full ||
+                 layout.recompute == llama::Recompute::selective_op)) {
     // The recomputed layer is rebuilt one at a time during backward (§4.5 working set).
     transient_layer += a_layer_full;
   }

@@ -25,8 +25,10 @@ const char* spell(const std::array<std::pair<E, const char*>, N>& table, E value
   return "unknown";
 }
 
-constexpr std::array<std::pair<Recompute, const char*>, 3> kRecompute = {{
-    {Recompute::none, "none"}, {Recompute::selective, "selective"}, {Recompute::full, "full"}}};
+constexpr std::array<std::pair<Recompute, const char*>, 4> kRecompute = {{{Recompute::none, "none"},
+                                                                          {Recompute::selective, "selective"},
+                                                                          {Recompute::full, "full"},
+                                                                          {Recompute::selective_op, "selective_op"}}};
 constexpr std::array<std::pair<Schedule, const char*>, 5> kSchedule = {{
     {Schedule::gpipe, "gpipe"},
     {Schedule::one_f_one_b, "1f1b"},

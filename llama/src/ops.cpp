@@ -409,6 +409,47 @@ void layer_forward(std::vector<Op>& ops, const Dims& d, const Training& tr, bool
   push(mem(fw, "residual_add", MemoryKernel::residual_add, residual_bytes(d)));
 }
 
+/// What torchtitan's per-op selective checkpointing recomputes of one block before its
+/// backward (`pytorch/torchtitan: torchtitan/parallelisms/parallelize_llama.py` at 9dec370,
+/// `_save_list` and `_custom_policy`): the outputs of aten.mm are saved except every second
+/// one, counted per block, and those of SDPA and of the TP reduce-scatters always. The block
+/// calls mm in the order wq, wk, wv, wo, w1, w3, w2 (`torchtitan/models/llama/model.py`:
+/// `self.wq(x), self.wk(x), self.wv(x)`, then `self.wo(...)`, `self.w2(F.silu(self.w1(x)) *
+/// self.w3(x))`), so wk, wo and w3 run again, with every non-saved op: both norms, the SP
+/// all-gathers of their outputs, RoPE, SiLU and the product, the residual adds.
+void layer_recompute_selective_op(std::vector<Op>& ops, const Dims& d) {
+  const Pass fw = Pass::forward;
+  auto push = [&](Op op) {
+    op.recompute = true;
+    ops.push_back(op);
+  };
+  const long long k_out = d.nkv * d.dh / d.t;
+  const long long q_in = d.nq * d.dh / d.t;
+  const long long fc2_in = d.f / d.t;
+  push(mem(fw, "input_norm", norm_kernel(d), norm_fwd_bytes(d)));
+  quantize(ops, d, fw, static_cast<double>(d.tokens * d.h), true, true);
+  tp_column_forward(ops, d, fw, true);
+  push(linear_gemm(d, fw, "wk", d.tokens, k_out, d.h));
+  if (d.llama) {
+    push(mem(fw, "rope", MemoryKernel::rope,
+             rope_fwd_per_elem(d) * static_cast<double>(d.tokens * (d.nq + d.nkv) / d.t * d.dh)));
+  }
+  quantize(ops, d, fw, static_cast<double>(d.tokens * q_in), true);
+  push(linear_gemm(d, fw, "wo", d.tokens, d.h, q_in));
+  push(mem(fw, "residual_add", MemoryKernel::residual_add, residual_bytes(d)));
+  push(mem(fw, "mlp_norm", norm_kernel(d), norm_fwd_bytes(d)));
+  quantize(ops, d, fw, static_cast<double>(d.tokens * d.h), true, true);
+  tp_column_forward(ops, d, fw, true);
+  if (d.gated) {
+    push(linear_gemm(d, fw, "w3", d.tokens, fc2_in, d.h));
+    push(mem(fw, "swiglu", MemoryKernel::swiglu,
+             (d.eager ? 5.0 : 3.0) * d.act * static_cast<double>(d.tokens * fc2_in)));
+  } else {
+    push(mem(fw, "gelu", MemoryKernel::gelu, 2.0 * d.act * static_cast<double>(d.tokens * fc2_in)));
+  }
+  push(mem(fw, "residual_add", MemoryKernel::residual_add, residual_bytes(d)));
+}
+
 /// Weight-gradient GEMM of an `in` x `out` weight, then its eager accumulation.
 void weight_grad(std::vector<Op>& ops, const Dims& d, const char* wname, long long in, long long out,
                  bool linear) {
@@ -504,6 +545,8 @@ std::vector<Op> layer_ops(const Model& model, const Training& training, const La
 
   if (layout.recompute == Recompute::full) {
     layer_forward(ops, d, training, true);
+  } else if (layout.recompute == Recompute::selective_op) {
+    layer_recompute_selective_op(ops, d);
   }
   if (zero3) {
     ops.push_back(coll(Pass::backward_input, "zero3_param_ag", CollectiveKind::all_gather,

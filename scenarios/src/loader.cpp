@@ -228,7 +228,8 @@ E enum_value(const Section& s, const toml::node& node, std::string_view k, Parse
 }
 
 constexpr std::initializer_list<llama::Recompute> kRecompute{
-    llama::Recompute::none, llama::Recompute::selective, llama::Recompute::full};
+    llama::Recompute::none, llama::Recompute::selective, llama::Recompute::full,
+    llama::Recompute::selective_op};
 constexpr std::initializer_list<llama::Schedule> kSchedule{
     llama::Schedule::gpipe, llama::Schedule::one_f_one_b, llama::Schedule::interleaved,
     llama::Schedule::zb_h1, llama::Schedule::layered};

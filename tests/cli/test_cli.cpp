@@ -230,7 +230,8 @@ TEST_CASE("a malformed measurement row names file:line and the column") {
 
 TEST_CASE("the shipped validation files run") {
   for (const char* f : {"data/validation/hagemann2023.csv", "data/validation/megatron_selene.csv",
-                        "data/validation/megatron_h100.csv"}) {
+                        "data/validation/megatron_h100.csv", "data/validation/megatron_bridge.csv",
+                        "data/validation/torchtitan.csv"}) {
     CAPTURE(f);
     const Result r = tetrasim(std::string("validate ") + f + " --json");
     CAPTURE(r.err);

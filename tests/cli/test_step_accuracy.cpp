@@ -221,3 +221,14 @@ TEST_SUITE("cli") {
     CHECK(checked == 8);
   }
 }
+
+TEST_SUITE("cli") {
+  TEST_CASE("validate torchtitan.csv: memory under torchtitan's per-op checkpointing (achieved bound)") {
+    // data/validation/torchtitan.csv with `selective_op`: peak reserved MAPE 16.3 % (148 % when
+    // the same rows were priced as Megatron's selective recompute), outcome accuracy 62.5 %.
+    // FSDP2's own memory terms are not modelled yet; a regression beyond these fails.
+    const auto j = validate("torchtitan.csv");
+    CHECK(j["metrics"]["peak_reserved_gib"]["mape"].get<double>() <= 0.20);
+    CHECK(j["outcome"]["accuracy"].get<double>() >= 0.6);
+  }
+}

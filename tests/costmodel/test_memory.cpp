@@ -416,3 +416,25 @@ TEST_SUITE("costmodel") {
     CHECK(r.stages[0].runtime_bytes == doctest::Approx(0.5 * kGiB + 32.0 * 1048576));
   }
 }
+
+TEST_SUITE("costmodel") {
+  TEST_CASE("memory: torchtitan per-op selective checkpointing keeps the saved matmul outputs") {
+    // torchtitan/parallelisms/parallelize_llama.py @9dec370 `_save_list`: block input, wq, wv,
+    // w1 and w2 outputs, SDPA output and log-sum-exp (llama::layer_ops for the order).
+    const llama::Model m = model("llama3.1-8b");
+    llama::Training t;
+    t.seq_len = 8192;
+    llama::Layout l = simple_layout(1, 1, 1, 2);
+    l.recompute = llama::Recompute::selective_op;
+    // s b = 16384, h = 4096, f = 14336, 32 heads, k/a = 0.25:
+    // s b h (2 + 2 + 0.5 + 2 + 2) + 2 s b f + 4 * 32 * s b
+    // = 67,108,864 * 8.5 + 469,762,048 + 2,097,152 = 1,042,284,544 B.
+    CHECK(costmodel::activation_bytes_per_layer(m, t, l) == doctest::Approx(1042284544.0));
+    // TP 2 with SP: input shard s b h, (2 + 0.5 + 2)/2 s b h, s b f, w2's full-width partial
+    // sum 2 s b h, the two reduce-scatter shards 2 s b h, log-sum-exp halved:
+    // 67,108,864 * (1 + 2.25 + 2 + 2) + 234,881,024 + 1,048,576 = 722,468,864 B.
+    l.tp = 2;
+    l.sp = true;
+    CHECK(costmodel::activation_bytes_per_layer(m, t, l) == doctest::Approx(722468864.0));
+  }
+}

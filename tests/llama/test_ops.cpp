@@ -496,3 +496,48 @@ TEST_SUITE("llama") {
     CHECK(opt[0].bytes == doctest::Approx(28.0 * p0));
   }
 }
+
+TEST_SUITE("llama") {
+  TEST_CASE("selective_op recomputes wk, wo and w3 of each block (torchtitan per-op SAC)") {
+    // torchtitan/parallelisms/parallelize_llama.py @9dec370: every second aten.mm of a block is
+    // recomputed; the block calls wq, wk, wv, wo, w1, w3, w2, so wk, wo and w3 run again.
+    const Model m = preset("llama3.1-8b");
+    Training tr;
+    tr.seq_len = 8192;
+    tr.global_batch = 16;
+    tr.framework = Framework::fsdp;
+    Layout l;
+    l.mbs = 2;
+    l.dp = 8;
+    l.recompute = Recompute::selective_op;
+    const auto ops = layer_ops(m, tr, l);
+    double gemm_flops = 0;
+    int gemms = 0;
+    for (const Op& op : ops) {
+      if (!op.recompute) continue;
+      CHECK(op.kind != OpKind::attention);  // SDPA's outputs are saved
+      if (op.kind == OpKind::gemm) {
+        gemm_flops += op.total_flops();
+        ++gemms;
+      }
+    }
+    CHECK(gemms == 3);
+    // 2 x (2 x 8192 tokens) x 4096 x (1024 + 4096 + 14336) = 2,611,340,115,968 FLOPs.
+    CHECK(gemm_flops == doctest::Approx(2611340115968.0));
+    // Both norms, RoPE and SwiGLU run again.
+    CHECK(find(ops, "input_norm", Pass::forward, true) != nullptr);
+    CHECK(find(ops, "mlp_norm", Pass::forward, true) != nullptr);
+    CHECK(find(ops, "rope", Pass::forward, true) != nullptr);
+    CHECK(find(ops, "swiglu", Pass::forward, true) != nullptr);
+    // Under TP with SP the all-gathers before the recomputed column linears run again; the
+    // reduce-scatters are in the save list and do not.
+    l.tp = 2;
+    l.sp = true;
+    l.dp = 4;
+    const auto tp_ops = layer_ops(m, tr, l);
+    CHECK(count(tp_ops, CollectiveKind::all_gather, Pass::forward, true) == 2);
+    CHECK(count(tp_ops, CollectiveKind::reduce_scatter, Pass::forward, true) == 0);
+    CHECK(parse_recompute("selective_op") == Recompute::selective_op);
+    CHECK(std::string(to_string(Recompute::selective_op)) == "selective_op");
+  }
+}

@@ -11,7 +11,11 @@
 
 namespace tetra::llama {
 
-enum class Recompute { none, selective, full };
+/// Activation recomputation: none; Megatron's selective (core attention only); full (every
+/// layer from its input); torchtitan's per-op selective checkpointing (`selective_op`: the
+/// outputs of every second matmul and of attention are saved, the rest of the block is
+/// recomputed, `torchtitan/parallelisms/parallelize_llama.py` `_save_list`).
+enum class Recompute { none, selective, full, selective_op };
 enum class Schedule { gpipe, one_f_one_b, interleaved, zb_h1, layered };
 enum class AttentionKernel { flash2, flash3, flash1, fused, torch };
 enum class Precision { bf16, fp16, fp32 };
