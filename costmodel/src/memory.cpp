@@ -58,6 +58,11 @@ struct Habits {
   /// transformer/model/losses/cross_entropy.py; the usual pattern of Hugging Face models
   /// under DeepSpeed or FSDP).
   bool vocab_parallel_loss = true;
+  /// torchtitan shards the loss over the vocabulary whenever there is a TP mesh ("loss
+  /// parallel": the output projection keeps `Shard(-1)` logits and the cross-entropy runs on
+  /// the shards, `torchtitan/parallelisms/parallelize_llama.py` apply_tp at 9dec370 and
+  /// `models/llama3/parallelize_llama.py` at 820504e, on unless `disable_loss_parallel`).
+  bool loss_parallel_with_tp = false;
   /// MLM keeps the SP shard of a column-parallel GEMM input and re-gathers it in backward
   /// (§4.1). A plain F.linear after a gather saves the gathered input (AAS:
   /// core/nn/norm/rms_norm.py gathers after the norm, column_parallel_linear.py calls
@@ -87,6 +92,7 @@ Habits habits_of(llama::Framework f) noexcept {
     h.fused_adam = false;
     h.fused_swiglu = false;
   }
+  if (f == llama::Framework::fsdp) h.loss_parallel_with_tp = true;
   return h;
 }
 
@@ -464,7 +470,7 @@ MemoryReport estimate_memory(const llama::Model& model, const hw::Cluster& clust
         if (p == 1) s.logits_bytes = 4.0 * g.s * g.b * (h + vocab) / t;
       } else {
         const double live = logits_all_live ? static_cast<double>(m) : 1.0;
-        if (hab.vocab_parallel_loss) {
+        if (hab.vocab_parallel_loss || (hab.loss_parallel_with_tp && t > 1)) {
           // MLM cross_entropy.py: fp32 softmax of the local shard held until backward, plus
           // the LM-head input shard; bf16 logits / logit gradient transient.
           s.logits_bytes = live * (4.0 * g.s * g.b * vocab / t + 2.0 * g.s * g.b * h / g.nd);

@@ -394,6 +394,14 @@ TEST_SUITE("costmodel") {
     const auto ds = estimate_memory(m, c, t, l).stages.back();
     // bf16 gathered logits (2) + fp32 log-softmax (4) over the full vocabulary.
     CHECK(ds.logits_bytes == doctest::Approx(6.0 * s * V));
+    // torchtitan (framework fsdp) runs the loss on vocabulary shards whenever there is TP
+    // (loss parallel, apply_tp in parallelize_llama.py): the sharded form, as Megatron.
+    t.framework = llama::Framework::fsdp;
+    const auto tt = estimate_memory(m, c, t, l).stages.back();
+    CHECK(tt.logits_bytes == doctest::Approx(4.0 * s * V / 2 + 2.0 * s * 4096));
+    // Without TP it is F.cross_entropy on the full logits.
+    const auto tt1 = estimate_memory(m, c, t, simple_layout(1, 2, 4, 1)).stages.back();
+    CHECK(tt1.logits_bytes == doctest::Approx(6.0 * s * V));
   }
 
   TEST_CASE("memory: simulator in-flight override and buffers") {
