@@ -69,14 +69,14 @@ Result Simulator::run(const SimInput& in, const SimOptions& options) {
   // (`NVIDIA/nccl: src/enqueue.cc`, one CTA per channel), so compute overlapped with a
   // collective runs on the remaining SMs (DESIGN §3: "a slowdown of compute when
   // communication kernels share the SMs"). Channels as NCCL's search finds them.
-  const int gpn = cluster.nvlink_domain();  // NVLink peers: a node, or an NVL72 rack
+  const int domain = cluster.nvlink_domain();  // NVLink peers: a node, or an NVL72 rack
   const double sms = std::max(cp.sms, 1);
-  const auto intra = costmodel::ring_graph(cm.topo, gpn, 1);
+  const auto intra = costmodel::ring_graph(cm.topo, domain, 1);
   const double intra_share = std::min(0.5, std::max(intra.channels, 0) / sms);
   // Layer level: one replay per distinct op list.
   // Shared with earlier runs of the same per-layer shape through options.layer_cache.
   LayerCache* cache = record ? nullptr : options.layer_cache;
-  const LayerKey key = cache != nullptr ? layer_key(training, layout, gpn) : LayerKey{};
+  const LayerKey key = cache != nullptr ? layer_key(training, layout, domain) : LayerKey{};
   const auto shared = cache != nullptr ? cache->find(key) : nullptr;
   if (shared) {
     layer_ = shared->layer;
@@ -119,12 +119,12 @@ Result Simulator::run(const SimInput& in, const SimOptions& options) {
   const long long pp_stride = costmodel::rank_stride(layout, llama::CommDim::pp);
   spec_.pp_inter_node.assign(static_cast<std::size_t>(p), 1);
   for (int r = 0; r < p; ++r) {
-    const long long a = static_cast<long long>(r) * pp_stride / gpn;
-    const long long b = static_cast<long long>((r + 1) % p) * pp_stride / gpn;
+    const long long a = static_cast<long long>(r) * pp_stride / domain;
+    const long long b = static_cast<long long>((r + 1) % p) * pp_stride / domain;
     spec_.pp_inter_node[static_cast<std::size_t>(r)] = a != b ? 1 : 0;
   }
-  const auto dp_place = costmodel::place_group(layout, llama::CommDim::dp_cp, gpn);
-  const auto cp_place = costmodel::place_group(layout, llama::CommDim::cp, gpn);
+  const auto dp_place = costmodel::place_group(layout, llama::CommDim::dp_cp, domain);
+  const auto cp_place = costmodel::place_group(layout, llama::CommDim::cp, domain);
   const auto dp_graph = costmodel::ring_graph(cm.topo, dp_place.ranks_per_node, dp_place.nodes);
   spec_.comm_sm_share = std::min(0.5, std::max(dp_graph.channels, 0) / sms);
   if (p > 1) {

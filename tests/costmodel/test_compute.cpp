@@ -162,3 +162,29 @@ TEST_SUITE("costmodel") {
     CHECK(memory_bound_seconds(llama::MemoryKernel::rope, 1e9, m) == doctest::Approx(333.67e-6).epsilon(1e-4));
   }
 }
+
+TEST_SUITE("costmodel") {
+  TEST_CASE("Blackwell GEMM ceilings: MAMF held under load (builtin_profiles.cpp [MAMF-B], [AZ-GB])") {
+    // Share a GB200 holds under long load: Azure/AI-benchmarking-guide ND_GB200_v6_results.md,
+    // cuBLASLt FP8 16384^3 after 10,000 warm-ups 2906.9 TFLOP/s, against ml-engineering's MAMF
+    // 3615.6: 0.80398.
+    const double share = 2906.9 / 3615.6;
+    const ComputeParams gb200 = builtin_params("gb200-nvl72");
+    // BF16: MAMF 1822.0 x 0.80398 = 1464.85 TFLOP/s; FP8: 3615.6 x 0.80398 = 2906.9.
+    CHECK(gb200.gemm_peak_flops == doctest::Approx(1822.0e12 * share));
+    CHECK(gb200.gemm_peak_flops / 1e12 == doctest::Approx(1464.85).epsilon(1e-4));
+    CHECK(gb200.fp8_gemm_peak_flops / 1e12 == doctest::Approx(2906.9).epsilon(1e-6));
+    // FP4: Azure's 7627.6 of 10,000 TFLOP/s.
+    CHECK(gb200.fp4_gemm_peak_flops / 1e12 == doctest::Approx(7627.6).epsilon(1e-6));
+    // B200 (MAMF 1745.0 / 3432.5) at GB200's share; FP4 0.76276 x 9000 = 6864.84.
+    const ComputeParams b200 = builtin_params("dgx-b200");
+    CHECK(b200.gemm_peak_flops == doctest::Approx(1745.0e12 * share));
+    CHECK(b200.fp8_gemm_peak_flops == doctest::Approx(3432.5e12 * share));
+    CHECK(b200.fp4_gemm_peak_flops / 1e12 == doctest::Approx(6864.84).epsilon(1e-6));
+    // GB300 at 1400 W is unthrottled: GB200's MAMF as measured; FP4 0.76276 x 15000 = 11441.4.
+    const ComputeParams gb300 = builtin_params("gb300-nvl72");
+    CHECK(gb300.gemm_peak_flops == doctest::Approx(1822.0e12));
+    CHECK(gb300.fp8_gemm_peak_flops == doctest::Approx(3615.6e12));
+    CHECK(gb300.fp4_gemm_peak_flops / 1e12 == doctest::Approx(11441.4).epsilon(1e-6));
+  }
+}
