@@ -14,19 +14,21 @@ namespace {
 Prediction predict_memory(const scenarios::MeasurementRow& row) {
   const costmodel::MemoryReport rep =
       costmodel::estimate_memory(row.model, row.cluster, row.training, row.layout);
+  // peak_alloc_gib / peak_reserved_gib are torch.cuda.max_memory_allocated / _reserved: the
+  // caching allocator's view, without the CUDA context and NCCL's own buffers.
   double allocated = 0;
-  double reserved = 0;
+  double torch_reserved = 0;
   for (const auto& s : rep.stages) {
-    allocated = std::max(allocated, s.allocated_bytes);
-    reserved = std::max(reserved, s.reserved_bytes);
+    allocated = std::max(allocated, s.allocated_bytes - s.outside_allocator_bytes);
+    torch_reserved = std::max(torch_reserved, s.reserved_bytes - s.outside_allocator_bytes);
   }
   switch (row.metric) {
     case scenarios::Metric::outcome:
-      return {reserved <= rep.capacity_bytes ? 1.0 : 0.0, {}};
+      return {rep.fits ? 1.0 : 0.0, {}};
     case scenarios::Metric::peak_alloc_gib:
       return {allocated / hw::kGiB, {}};
     default:
-      return {reserved / hw::kGiB, {}};
+      return {torch_reserved / hw::kGiB, {}};
   }
 }
 

@@ -224,6 +224,8 @@ std::vector<AttentionRate> published_attention_rates(const hw::Gpu& gpu) {
       break;
     }
   }
+  // The published rates ran at the rated power; a lower limit lowers the clock.
+  for (auto& r : out) r.flops *= hw::sustained_clock_share(gpu);
   return out;
 }
 
@@ -233,7 +235,9 @@ LowPrecisionRates low_precision_gemm_rates(const hw::Gpu& gpu, double bf16_rate)
   hw::Cluster alone;
   alone.gpu = gpu;
   const double builtin_bf16 = builtin_profile(alone).fit.gemm_peak_flops;
-  const double calibrated = builtin_bf16 > 0 ? bf16_rate / builtin_bf16 : 1.0;
+  // builtin_bf16 already runs at the GPU's power limit; the published FP8 rates below ran at
+  // the rated power, so they take the same clock share.
+  const double calibrated = (builtin_bf16 > 0 ? bf16_rate / builtin_bf16 : 1.0) * hw::sustained_clock_share(gpu);
   // Hopper's achievable FP8 rate over its achievable BF16 rate [MAMF]: 1402.6 / 794.5, i.e.
   // the FP8 efficiency (70.9 % of 1979) over the BF16 one (80.3 % of 989).
   const double fp8_over_bf16_efficiency = (1402.6 / 1979.0) / (794.5 / 989.0);
@@ -330,6 +334,11 @@ Profile builtin_profile(const hw::Cluster& cluster) {
       f.attention_bwd_flops = f.attention_fwd_flops;
       break;
   }
+  // Tensor-core rates at the GPU's power limit (hw::sustained_clock_share); HBM keeps its rate.
+  const double clock = hw::sustained_clock_share(g);
+  f.gemm_peak_flops *= clock;
+  f.attention_fwd_flops *= clock;
+  f.attention_bwd_flops *= clock;
   return p;
 }
 

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "fsdp2_memory.hpp"
 #include "tetra/llama/params.hpp"
 
 namespace tetra::costmodel {
@@ -81,18 +82,43 @@ struct Habits {
   /// models turn it on with `bias_activation_fusion`, Megatron-Bridge
   /// `models/llama/llama_bridge.py`). Eager SwiGLU saves gate, up and silu(gate).
   bool fused_swiglu = true;
+  /// RMSNorm as one kernel that saves its input (and per-row rstd) only.
+  bool fused_norm = true;
+  /// torchtitan's train step drops the bf16 logits before backward (`del pred` in `train.py`
+  /// at 9dec370): the loss holds only its fp32 log-softmax.
+  bool frees_logits_before_backward = false;
+  /// Under torch.compile the block's graph saves what its backward reads (the partitioner of
+  /// `torch/_functorch/partitioners.py`), not every output a checkpoint policy marks: w2's
+  /// output, read by no backward, is no longer kept by selective_op.
+  bool saves_unread_outputs = true;
+  /// Transformer Engine saves the quantised FP8 copies of GEMM inputs for backward; torchao's
+  /// Float8 linears save the high-precision input and weight and cast again in backward
+  /// (`torchao/float8/float8_linear.py` matmul_with_hp_or_float8_args).
+  bool saves_quantized_inputs = true;
 };
 
-Habits habits_of(llama::Framework f) noexcept {
+Habits habits_of(const llama::Training& tr) noexcept {
   Habits h;
-  if (f != llama::Framework::megatron) {
+  if (tr.framework != llama::Framework::megatron) {
     h.vocab_parallel_loss = false;
     h.sp_saves_shard = false;
     h.frees_stage_output = false;
     h.fused_adam = false;
     h.fused_swiglu = false;
   }
-  if (f == llama::Framework::fsdp) h.loss_parallel_with_tp = true;
+  h.fused_norm = tr.fused_rmsnorm;
+  if (tr.framework == llama::Framework::fsdp) {
+    h.loss_parallel_with_tp = true;
+    h.frees_logits_before_backward = true;
+    h.saves_quantized_inputs = false;
+    if (tr.torch.compile) {
+      // Inductor fuses RMSNorm and SiLU x up into single kernels (torchtitan compiles each
+      // block, `apply_compile`).
+      h.fused_swiglu = true;
+      h.fused_norm = true;
+      h.saves_unread_outputs = false;
+    }
+  }
   return h;
 }
 
@@ -113,7 +139,7 @@ struct Geometry {
 
 Geometry geometry(const llama::Model& m, const llama::Training& tr, const llama::Layout& l) {
   Geometry g;
-  const Habits hab = habits_of(tr.framework);
+  const Habits hab = habits_of(tr);
   g.s = static_cast<double>(tr.seq_len) / std::max(l.cp, 1);
   g.b = std::max(l.mbs, 1);
   g.h = m.hidden;
@@ -172,7 +198,7 @@ double layer_saved_full(const llama::Model& m, const llama::Training& tr,
   // the column-wise quantised copy its wgrad GEMM reads instead (linear.py keeps
   // `columnwise_usage` only): q + q.
   const double q = llama::quantized_bytes_per_element(tr.fp8.recipe);
-  const bool fp8 = tr.fp8.enabled();
+  const bool fp8 = tr.fp8.enabled() && habits_of(tr).saves_quantized_inputs;
   bytes += (fp8 ? 2.0 * q : 4.0) * sbh / g.gd;
   // Inside the TP region: Q (2), K and V (4 k/a), attention output (2); under FP8 the
   // projection also saves its quantised input (q) while attention keeps its bf16 output.
@@ -186,14 +212,14 @@ double layer_saved_full(const llama::Model& m, const llama::Training& tr,
     // SwiGLU: up out, gate out, act(gate) (eager; the fused kernel keeps only gate and up),
     // and the product, the FC2 input (§4.1): 4 x 2 f/h eager, 3 x 2 f/h fused; under FP8 the
     // product is saved quantised (q).
-    const double swiglu_saved = habits_of(tr.framework).fused_swiglu ? 4.0 : 6.0;
+    const double swiglu_saved = habits_of(tr).fused_swiglu ? 4.0 : 6.0;
     inner += (swiglu_saved + (fp8 ? q : 2.0)) * g.f / g.h;
   }
   bytes += inner * sbh / g.t;
   // FlashAttention's per-row log-sum-exp, fp32 (§4.1).
   if (!unfused_attention(tr.attention)) bytes += 4.0 * g.a * g.s * g.b / g.t;
   // Unfused RMSNorm (§4.7).
-  if (!g.gpt && !tr.fused_rmsnorm) bytes += 2.0 * kUnfusedNormExtra * sbh / g.nd;
+  if (!g.gpt && !habits_of(tr).fused_norm) bytes += 2.0 * kUnfusedNormExtra * sbh / g.nd;
   // s^2 terms of an unfused attention (§4.3); selective recompute drops them (§4.4).
   if (!drop_s2) bytes += c_s2_saved(tr.attention, g.gpt) * g.a * g.s * g.s * g.b / g.t;
   return bytes;
@@ -215,7 +241,7 @@ double layer_transient(const llama::Model& m, const llama::Training& tr, const l
   // s^2 gradients of an unfused attention.
   bytes += c_s2_transient(tr.attention) * g.a * g.s * g.s * g.b / g.t;
   // Unfused RMSNorm forward: fp32 x^2 and fp32 x * rsqrt temporaries (4 + 4).
-  if (!g.gpt && !tr.fused_rmsnorm) bytes += 8.0 * sbh / g.nd;
+  if (!g.gpt && !habits_of(tr).fused_norm) bytes += 8.0 * sbh / g.nd;
   // CP ring (§4.6): double-buffered bf16 K,V blocks (2 x 4 s' b h k/a / t) plus the dK,dV
   // accumulator in fp32 (8 s' b h k/a / t) [derived; accumulator dtype unconfirmed].
   if (l.cp > 1) bytes += 16.0 * sbh * g.kv / g.t;
@@ -289,7 +315,7 @@ double activation_bytes_per_layer(const llama::Model& model, const llama::Traini
       double bytes = 2.0 * sbh / g.nd;                                   // block input
       bytes += (2.0 + 2.0 * g.kv + 2.0) * sbh / g.t;                     // wq, wv, SDPA out
       bytes += 2.0 * g.s * g.b * g.f / g.t;                              // w1
-      bytes += 2.0 * sbh;                                                // w2 out
+      if (habits_of(training).saves_unread_outputs) bytes += 2.0 * sbh;  // w2 out
       if (g.sp) bytes += 2.0 * 2.0 * sbh / g.t;                          // wo, w2 RS shards
       if (!unfused_attention(training.attention)) bytes += 4.0 * g.a * g.s * g.b / g.t;
       return bytes;
@@ -331,7 +357,7 @@ MemoryReport estimate_memory(const llama::Model& model, const hw::Cluster& clust
   report.capacity_bytes = cluster.gpu.memory_bytes;
   report.usable_bytes = cluster.gpu.memory_bytes * options.memory_fraction;
 
-  const Habits hab = habits_of(training.framework);
+  const Habits hab = habits_of(training);
   const Geometry g = geometry(model, training, layout);
   const StateBytes sb = state_bytes(training);
   const int p = std::max(layout.pp, 1);
@@ -385,6 +411,8 @@ MemoryReport estimate_memory(const llama::Model& model, const hw::Cluster& clust
     s.layers = st.layers;
     s.fragmentation_fraction = frag;
     double phi = static_cast<double>(st.params);
+    double fsdp_layer_transient = 0.0;   // FSDP2 all-gather / reduce-scatter buffers of a block
+    double fsdp_step_temporary = -1.0;   // FSDP2's optimizer temporary (-1: not FSDP2)
     if (fujii && st.stage == 0) {
       // Final-code variant (§2.2): ((P_layers - h)/p + h V)/t, plus the head when p = 1.
       const double p_layers =
@@ -411,7 +439,16 @@ MemoryReport estimate_memory(const llama::Model& model, const hw::Cluster& clust
         s.optimizer_bytes = phi * sb.o / shard;
         break;
       default: {
-        // ZeRO-3 / FSDP: everything sharded, plus the gathered weights of the layer being
+        if (training.framework == llama::Framework::fsdp && !fujii) {
+          const detail::Fsdp2States f = detail::fsdp2_states(model, training, layout, st);
+          s.params_bytes = f.sharded_params + f.resident_unsharded;
+          s.grads_bytes = f.sharded_grads;
+          s.optimizer_bytes = f.optimizer;
+          fsdp_layer_transient = f.gather_transient + f.reduce_transient;
+          fsdp_step_temporary = f.optimizer_temporary;
+          break;
+        }
+        // ZeRO-3 (DeepSpeed): everything sharded, plus the gathered weights of the layer being
         // computed and the one prefetched: 2 x P_layer / t in the training dtype [assumed §3].
         const double gathered =
             fujii ? 0.0
@@ -428,7 +465,8 @@ MemoryReport estimate_memory(const llama::Model& model, const hw::Cluster& clust
     // and the transposed / column-wise copy for dgrad, q + q per linear weight. Under
     // `fp8_param_gather` the parameter itself is the row-wise FP8 copy: the bf16 weights of the
     // linears go (2 -> q per parameter) and only the column-wise copy is extra.
-    if (training.fp8.enabled()) {
+    // torchao's Float8 linears cast the weights every forward and keep no cache.
+    if (training.fp8.enabled() && training.framework != llama::Framework::fsdp) {
       const double linear = linear_per_layer * st.layers;
       if (training.fp8.param_gather) {
         const double shard_div = training.zero_stage >= 3 ? shard : 1.0;
@@ -480,7 +518,8 @@ MemoryReport estimate_memory(const llama::Model& model, const hw::Cluster& clust
           // by cross_entropy (4) held; in backward the fp32 NLL gradient (4) and the
           // log-softmax gradient (4) on top: 14 bytes per token and vocabulary entry at the
           // peak, on every TP rank [derived from AAS losses/cross_entropy.py + PT autograd].
-          s.logits_bytes = live * 6.0 * g.s * g.b * vocab;
+          const double held = hab.frees_logits_before_backward ? 4.0 : 6.0;
+          s.logits_bytes = live * held * g.s * g.b * vocab;
           logits_transient = 8.0 * g.s * g.b * vocab;
         }
       }
@@ -488,12 +527,14 @@ MemoryReport estimate_memory(const llama::Model& model, const hw::Cluster& clust
     s.activations_bytes = s.layer_activations_bytes + s.embedding_bytes + s.logits_bytes;
 
     // Transients of the activation phase: one layer's backward or the loss backward.
-    double transient = fujii ? 0.0 : std::max(transient_layer, logits_transient);
+    double transient = fujii ? 0.0 : std::max(transient_layer + fsdp_layer_transient, logits_transient);
     // Optimizer phase (activations freed): fp32 gradient partition of DeepSpeed-style ZeRO
     // and the foreach-Adam temporary of the shard.
     const double opt_shard = training.zero_stage >= 1 ? shard : 1.0;
     double step_extra = 0.0;
-    if (!fujii && !hab.fused_adam) {
+    if (fsdp_step_temporary >= 0.0) {
+      step_extra = fsdp_step_temporary;
+    } else if (!fujii && !hab.fused_adam) {
       step_extra = 4.0 * phi / opt_shard;                   // fp32 grads of the owned shard
       if (training.zero_stage >= 1) step_extra += 4.0 * phi / opt_shard;  // Adam temporary
     }
@@ -506,6 +547,7 @@ MemoryReport estimate_memory(const llama::Model& model, const hw::Cluster& clust
     s.transient_bytes = transient;
     s.communication_bytes = comm_bytes;
     s.runtime_bytes = runtime_bytes;
+    s.outside_allocator_bytes = fujii ? 0.0 : kCudaContextBytes + comm_bytes;
     s.buffers_bytes = transient + comm_bytes + runtime_bytes;
     s.allocated_bytes = s.params_bytes + s.fp8_cache_bytes + s.grads_bytes + s.optimizer_bytes +
                         s.activations_bytes + s.buffers_bytes;

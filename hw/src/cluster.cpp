@@ -1,5 +1,7 @@
 #include "tetra/hw/cluster.hpp"
 
+#include <algorithm>
+
 #include <string>
 
 namespace tetra::hw {
@@ -48,6 +50,16 @@ int job_domain(const Cluster& c, long long gpus) {
     if (gpus % d == 0) best = d;
   }
   return best;
+}
+
+double sustained_clock_share(const Gpu& gpu) noexcept {
+  if (gpu.rated_power_w <= 0 || gpu.power_limit_w <= 0 || gpu.power_limit_w >= gpu.rated_power_w) {
+    return 1.0;
+  }
+  // H100 SXM / H100 NVL datasheets: (1 - 835.5 / 989.4) / (1 - 400 / 700).
+  constexpr double kClockLossPerPowerCut = (1.0 - 835.5 / 989.4) / (1.0 - 400.0 / 700.0);
+  const double cut = 1.0 - gpu.power_limit_w / gpu.rated_power_w;
+  return std::max(0.0, 1.0 - kClockLossPerPowerCut * cut);
 }
 
 }  // namespace tetra::hw

@@ -65,38 +65,41 @@ constexpr double kUs = 1e-6;
 constexpr const char* kA100Src = "A100 datasheet";
 constexpr const char* kH100Src = "H100 datasheet";
 
+// Rated board power (W) last: A100 SXM 400 [A100-DS], H100 / H200 SXM 700 [H100-DS],
+// [H200-DS], B200 1000 [DGXB200], B300 1100 [HGXB300], GB200 1200 and GB300 1400 [FB-PWR in
+// costmodel/src/builtin_profiles.cpp].
 const std::array<Gpu, 9>& gpu_table() {
   static const std::array<Gpu, 9> table = {{
       // A100 SXM4 40GB: 312 TFLOP/s [A100-DS], 1.555 TB/s [A100-DS], 108 SMs [SMS], sm_80.
-      {"a100-sxm-40gb", 40960 * kMiB, 312 * kTflops, 0, 0, 1.555 * kTBps, 108, 80, kA100Src},
+      {"a100-sxm-40gb", 40960 * kMiB, 312 * kTflops, 0, 0, 1.555 * kTBps, 108, 80, kA100Src, 400},
       // A100 SXM4 80GB: 312 TFLOP/s [A100-DS], 2.039 TB/s [A100-DS], 108 SMs [SMS], sm_80.
-      {"a100-sxm-80gb", 81920 * kMiB, 312 * kTflops, 0, 0, 2.039 * kTBps, 108, 80, kA100Src},
+      {"a100-sxm-80gb", 81920 * kMiB, 312 * kTflops, 0, 0, 2.039 * kTBps, 108, 80, kA100Src, 400},
       // H100 SXM5 80GB: 989 TFLOP/s BF16, 1979 FP8 [H100-DS], 3.35 TB/s [H100-DS], 132 SMs
       // [SMS], sm_90.
-      {"h100-sxm-80gb", 81559 * kMiB, 989 * kTflops, 1979 * kTflops, 0, 3.35 * kTBps, 132, 90, kH100Src},
+      {"h100-sxm-80gb", 81559 * kMiB, 989 * kTflops, 1979 * kTflops, 0, 3.35 * kTBps, 132, 90, kH100Src, 700},
       // H100 SXM 94GB: compute assumed equal to H100 SXM5 (hardware.md section 1 marks
       // 989 TFLOP/s and 132 SMs [assumed]); HBM bandwidth unconfirmed, 3.35 TB/s [assumed].
       {"h100-sxm-94gb", 94 * kGB, 989 * kTflops, 1979 * kTflops, 0, 3.35 * kTBps, 132, 90,
-       "H100 datasheet (94 GB label; compute and HBM assumed)"},
+       "H100 datasheet (94 GB label; compute and HBM assumed)", 700},
       // H200 SXM 141GB: 989 TFLOP/s BF16, 1979 FP8 (same GH100 compute as H100 SXM)
       // [H200-DS], 4.8 TB/s [H200-DS], 132 SMs, sm_90.
-      {"h200-sxm-141gb", 143771 * kMiB, 989 * kTflops, 1979 * kTflops, 0, 4.8 * kTBps, 132, 90, "H200 datasheet"},
+      {"h200-sxm-141gb", 143771 * kMiB, 989 * kTflops, 1979 * kTflops, 0, 4.8 * kTBps, 132, 90, "H200 datasheet", 700},
       // B200 SXM (1000 W): 36 / 72 PF sparse BF16 / FP8 and 72 PF dense FP4 per 8 GPUs
       // [DGXB200] -> 2250 / 4500 / 9000; 64 TB/s / 8 = 8 TB/s [DGXB200]; 148 SMs [SMI]; sm_100.
       {"b200", 183359 * kMiB, 2250 * kTflops, 4500 * kTflops, 9000 * kTflops, 8 * kTBps, 148, 100,
-       "DGX B200 datasheet"},
+       "DGX B200 datasheet", 1000},
       // B300 SXM6 AC (Blackwell Ultra, HGX / DGX B300): BF16 / FP8 as B200, FP4 105 PF dense
       // per 8 GPUs -> 13125 [HGXB300]; 8 TB/s; 148 SMs [SMI]; sm_103 [CUDA-CC].
       {"b300", 275040 * kMiB, 2250 * kTflops, 4500 * kTflops, 13125 * kTflops, 8 * kTBps, 148, 103,
-       "HGX B300 specifications"},
+       "HGX B300 specifications", 1100},
       // GB200 (1200 W, in NVL72): 360 / 720 / 1,440 PF sparse per 72 GPUs [NVL72] -> 2500 /
       // 5000 / 10000 dense; 576 TB/s / 72 = 8 TB/s; 152 SMs [SMI]; sm_100 [CUDA-CC].
       {"gb200", 189471 * kMiB, 2500 * kTflops, 5000 * kTflops, 10000 * kTflops, 8 * kTBps, 152, 100,
-       "GB200 NVL72 specifications"},
+       "GB200 NVL72 specifications", 1200},
       // GB300 (1400 W, in NVL72): BF16 / FP8 360 / 720 PF sparse per 72 -> 2500 / 5000, 15 PF
       // dense NVFP4 [GB300]; 8 TB/s [GB300]; 152 SMs [SMI]; sm_103 [CUDA-CC].
       {"gb300", 284208 * kMiB, 2500 * kTflops, 5000 * kTflops, 15000 * kTflops, 8 * kTBps, 152, 103,
-       "GB300 NVL72 specifications; Blackwell Ultra blog"},
+       "GB300 NVL72 specifications; Blackwell Ultra blog", 1400},
   }};
   return table;
 }

@@ -172,6 +172,14 @@ double parse_duration(std::string_view text) {
   fail(kDurationWhat, text, "unknown unit \"" + std::string(unit) + "\": use ps, ns, us, ms or s");
 }
 
+double parse_power(std::string_view text) {
+  static constexpr std::string_view kWhat = "a power such as \"500W\" or \"1.2kW\"";
+  const auto [value, unit] = split(text, kWhat);
+  if (unit == "W") return checked(value, 1.0, kWhat, text);
+  if (unit == "kW") return checked(value, 1e3, kWhat, text);
+  fail(kWhat, text, unit.empty() ? "missing unit: W or kW" : "unknown unit \"" + std::string(unit) + "\": use W or kW");
+}
+
 std::string format_bytes(double bytes) {
   static constexpr std::array<const char*, 6> kNames = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
   double v = bytes;

@@ -11,13 +11,15 @@
 namespace tetra::llama {
 namespace {
 
-constexpr std::array<std::pair<Fp8Recipe, const char*>, 6> kRecipes = {{
+constexpr std::array<std::pair<Fp8Recipe, const char*>, 8> kRecipes = {{
     {Fp8Recipe::none, "none"},
     {Fp8Recipe::delayed, "delayed"},
     {Fp8Recipe::current, "current"},
     {Fp8Recipe::blockwise, "blockwise"},
     {Fp8Recipe::mxfp8, "mxfp8"},
     {Fp8Recipe::nvfp4, "nvfp4"},
+    {Fp8Recipe::tensorwise, "tensorwise"},
+    {Fp8Recipe::rowwise, "rowwise"},
 }};
 
 /// Blackwell (sm_100) is the first architecture with block-scaled MXFP8 / NVFP4 tensor-core
@@ -27,6 +29,10 @@ constexpr int kBlockScaledCapability = 100;
 constexpr int kFp8Capability = 89;
 
 }  // namespace
+
+bool torchao_recipe(Fp8Recipe recipe) noexcept {
+  return recipe == Fp8Recipe::tensorwise || recipe == Fp8Recipe::rowwise;
+}
 
 GemmFormat gemm_format(Fp8Recipe recipe) noexcept {
   switch (recipe) {

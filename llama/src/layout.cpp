@@ -50,6 +50,12 @@ constexpr std::array<std::pair<Optimizer, const char*>, 1> kOptimizer = {{{Optim
 
 }  // namespace
 
+bool fsdp_keeps_blocks_unsharded(const Training& training, const Layout& layout) noexcept {
+  const int raf = training.torch.reshard_after_forward;
+  return training.framework == Framework::fsdp && training.zero_stage >= 3 &&
+         (raf == 1 || (raf == TorchNative::kReshardDefault && layout.pp > 1));
+}
+
 int micro_batches(const Layout& layout, const Training& training) noexcept {
   const long long per_step = static_cast<long long>(layout.mbs) * layout.dp;
   if (per_step <= 0) return 0;

@@ -29,7 +29,10 @@ struct Dims {
   /// Eager PyTorch modules (framework deepspeed / fsdp): every elementwise step of norm,
   /// rotary, SwiGLU, softmax and loss is its own kernel with fp32 intermediates.
   bool eager = false;
-  /// RMSNorm as the eager fp32 chain (llama, eager, fused_rmsnorm = false).
+  /// The block's elementwise steps as separate eager kernels: eager and not compiled
+  /// (torch.compile fuses them into Triton kernels with the byte counts of fused kernels).
+  bool eager_kernels = false;
+  /// RMSNorm as the eager fp32 chain (llama, eager kernels, fused_rmsnorm = false).
   bool eager_norm = false;
   /// Megatron GPT dropout (attention and hidden, p = 0.1): `--attention-dropout` and
   /// `--hidden-dropout` default to 0.1 (`NVIDIA/Megatron-LM: megatron/arguments.py`, 2021).
@@ -50,6 +53,12 @@ struct Dims {
   double micro_batches = 1;
   /// TP communication overlapped with the GEMMs (Training::tp_comm_overlap, SP only).
   bool tp_overlap = false;
+  /// FP8 parameters all-gathered by the data-parallel sharding (fp8_param_gather).
+  bool fp8_param_gather = false;
+  /// Bytes per element of the SP all-gather before a column-parallel linear: torchtitan's
+  /// Float8ColwiseParallel casts the input to FP8 before gathering it under tensorwise
+  /// scaling (`torchao/float8/float8_tensor_parallel.py`); everything else gathers act.
+  double tp_gather_bytes = 2;
 };
 
 Dims dims_of(const Model& m, const Training& tr, const Layout& l) {
@@ -71,11 +80,15 @@ Dims dims_of(const Model& m, const Training& tr, const Layout& l) {
   d.gated = m.gated_mlp();
   d.llama = m.arch == Arch::llama;
   d.eager = tr.framework != Framework::megatron;
-  d.eager_norm = d.eager && d.llama && !tr.fused_rmsnorm;
+  d.eager_kernels = d.eager && !tr.torch.compile;
+  d.eager_norm = d.eager_kernels && d.llama && !tr.fused_rmsnorm;
   d.dropout = !d.llama && tr.framework == Framework::megatron;
   d.bias = !d.llama;
-  d.tp_overlap = tr.tp_comm_overlap && d.sp;
+  // TE userbuffers, or Inductor's micro-pipelined async TP (TorchNative::async_tp).
+  d.tp_overlap = (tr.tp_comm_overlap || tr.torch.async_tp) && d.sp;
   d.recipe = tr.fp8.recipe;
+  d.fp8_param_gather = tr.fp8.param_gather && tr.fp8.enabled();
+  d.tp_gather_bytes = d.recipe == Fp8Recipe::tensorwise ? 1.0 : d.act;
   d.linear_format = gemm_format(d.recipe);
   d.quantized = quantized_bytes_per_element(d.recipe);
   d.micro_batches = std::max(1, micro_batches(l, tr));
@@ -159,9 +172,24 @@ Op linear_gemm(const Dims& d, Pass pass, const char* name, long long m, long lon
 /// over the TP group before the cast, so that every rank casts with the same scale
 /// (`transformer_engine/pytorch/csrc/quantizer.cpp`, Float8CurrentScalingQuantizer with
 /// `with_amax_reduction`).
+/// torchao (`torchao/float8/float8_linear.py`, `float8_scaling_utils.py`) casts each use of
+/// an operand from its high-precision copy, an amax reduction before each: the forward
+/// operand here, and again the transposed one for the other GEMM in backward. Eager, the two
+/// casts are separate kernels that each read the operand (2 act + 2 q); compiled, Inductor
+/// emits them as one kernel (act + 2 q), as TE's fused cast-transpose.
 void quantize(std::vector<Op>& ops, const Dims& d, Pass pass, double elements, bool recompute,
               bool gathered = false) {
   if (d.recipe == Fp8Recipe::none || elements <= 0) return;
+  if (torchao_recipe(d.recipe)) {
+    Op a = mem(pass, "fp8_amax", MemoryKernel::amax, d.act * elements);
+    a.recompute = recompute;
+    ops.push_back(a);
+    const double reads = d.eager_kernels ? 2.0 : 1.0;
+    Op q = mem(pass, "fp8_cast", MemoryKernel::quantize, (reads * d.act + 2.0 * d.quantized) * elements);
+    q.recompute = recompute;
+    ops.push_back(q);
+    return;
+  }
   if (d.recipe == Fp8Recipe::current) {
     Op a = mem(pass, "fp8_amax", MemoryKernel::amax, d.act * elements);
     a.recompute = recompute;
@@ -178,11 +206,26 @@ void quantize(std::vector<Op>& ops, const Dims& d, Pass pass, double elements, b
   ops.push_back(q);
 }
 
-/// The weight cast of one linear, spread over the step's micro-batches (see Dims).
+/// The weight cast of one linear, spread over the step's micro-batches (see Dims). torchao
+/// keeps no cache: it casts the weight in every forward, recomputed ones included, unless
+/// FSDP2 all-gathers it in FP8 already (`enable_fsdp_float8_all_gather`, fp8_param_gather).
 void quantize_weight(std::vector<Op>& ops, const Dims& d, long long in, long long out, bool recompute) {
+  const double elements = static_cast<double>(in) * static_cast<double>(out);
+  if (torchao_recipe(d.recipe)) {
+    if (!d.fp8_param_gather) quantize(ops, d, Pass::forward, elements, recompute);
+    return;
+  }
   if (recompute) return;  // the cached copy serves the recomputed forward too
-  quantize(ops, d, Pass::forward, static_cast<double>(in) * static_cast<double>(out) / d.micro_batches,
-           false);
+  quantize(ops, d, Pass::forward, elements / d.micro_batches, false);
+}
+
+/// Rowwise backward GEMMs run without fast accumulation, which torchao routes to cuBLAS's
+/// tensor-wise kernel with unit scales and a separate rescale of the output by the row and
+/// column scales (`torchao/float8/float8_python_api.py` addmm_float8_unwrapped, pytorch/ao
+/// PR #1325): one read and one write of the output.
+void rowwise_rescale(std::vector<Op>& ops, const Dims& d, Pass pass, double output_elements) {
+  if (d.recipe != Fp8Recipe::rowwise) return;
+  ops.push_back(mem(pass, "fp8_rescale", MemoryKernel::copy, 2.0 * d.act * output_elements));
 }
 
 /// Forward core-attention FLOPs of one call: 4·b·s_q·s_kv·heads·d (QK^T and AV), halved when
@@ -233,7 +276,7 @@ void tp_row_forward(std::vector<Op>& ops, const Dims& d, Pass pass, bool recompu
 void tp_column_forward(std::vector<Op>& ops, const Dims& d, Pass pass, bool recompute) {
   if (d.t <= 1 || !d.sp) return;
   Op op = coll(pass, "tp_ag", CollectiveKind::all_gather, CommDim::tp, static_cast<int>(d.t),
-               d.act * static_cast<double>(d.tokens * d.h), d.tp_overlap);
+               d.tp_gather_bytes * static_cast<double>(d.tokens * d.h), d.tp_overlap);
   op.recompute = recompute;
   ops.push_back(op);
 }
@@ -273,8 +316,8 @@ double residual_bytes(const Dims& d) {
 /// (`pytorch/pytorch: tools/autograd/derivatives.yaml`): g·cos and g·sin (2 act each), cat's
 /// split is a view, neg (act), the two slices' backward each zero a full gradient and copy a
 /// half in (2 act each), and the three gradients of q are summed (3 act twice) = 15 act.
-double rope_fwd_per_elem(const Dims& d) { return (d.eager ? 10.0 : 2.0) * d.act; }
-double rope_bwd_per_elem(const Dims& d) { return (d.eager ? 15.0 : 2.0) * d.act; }
+double rope_fwd_per_elem(const Dims& d) { return (d.eager_kernels ? 10.0 : 2.0) * d.act; }
+double rope_bwd_per_elem(const Dims& d) { return (d.eager_kernels ? 15.0 : 2.0) * d.act; }
 MemoryKernel norm_kernel(const Dims& d) {
   return d.llama ? MemoryKernel::rmsnorm : MemoryKernel::layernorm;
 }
@@ -397,7 +440,7 @@ void layer_forward(std::vector<Op>& ops, const Dims& d, const Training& tr, bool
     // SwiGLU: read gate and up (2·T·F/t), write T·F/t; eager silu(gate) (2 act) then
     // · up (3 act): 5 act per element
     push(mem(fw, "swiglu", MemoryKernel::swiglu,
-             (d.eager ? 5.0 : 3.0) * d.act * static_cast<double>(d.tokens * fc2_in)));
+             (d.eager_kernels ? 5.0 : 3.0) * d.act * static_cast<double>(d.tokens * fc2_in)));
   } else {
     push(mem(fw, "gelu", MemoryKernel::gelu, 2.0 * d.act * static_cast<double>(d.tokens * fc2_in)));
   }
@@ -443,7 +486,7 @@ void layer_recompute_selective_op(std::vector<Op>& ops, const Dims& d) {
   if (d.gated) {
     push(linear_gemm(d, fw, "w3", d.tokens, fc2_in, d.h));
     push(mem(fw, "swiglu", MemoryKernel::swiglu,
-             (d.eager ? 5.0 : 3.0) * d.act * static_cast<double>(d.tokens * fc2_in)));
+             (d.eager_kernels ? 5.0 : 3.0) * d.act * static_cast<double>(d.tokens * fc2_in)));
   } else {
     push(mem(fw, "gelu", MemoryKernel::gelu, 2.0 * d.act * static_cast<double>(d.tokens * fc2_in)));
   }
@@ -456,6 +499,7 @@ void weight_grad(std::vector<Op>& ops, const Dims& d, const char* wname, long lo
   Op w = gemm(Pass::backward_weight, wname, out, in, d.tokens);
   if (linear) w.format = d.linear_format;
   ops.push_back(w);
+  if (linear) rowwise_rescale(ops, d, Pass::backward_weight, static_cast<double>(in) * static_cast<double>(out));
   if (d.grad_accumulate > 0) {
     ops.push_back(mem(Pass::backward_weight, "grad_accumulate", MemoryKernel::copy,
                       d.grad_accumulate * static_cast<double>(in) * static_cast<double>(out)));
@@ -472,6 +516,7 @@ void input_grad(std::vector<Op>& ops, const Dims& d, const char* dname, long lon
     g.format = d.linear_format;
   }
   ops.push_back(g);
+  if (linear) rowwise_rescale(ops, d, Pass::backward_input, static_cast<double>(d.tokens * in));
 }
 
 /// Backward of a row-parallel linear: SP all-gather of the output gradient (blocking), dgrad,
@@ -548,7 +593,9 @@ std::vector<Op> layer_ops(const Model& model, const Training& training, const La
   } else if (layout.recompute == Recompute::selective_op) {
     layer_recompute_selective_op(ops, d);
   }
-  if (zero3) {
+  // FSDP2 blocks kept unsharded after forward need no all-gather before their backward:
+  // reshard_after_forward = false, or torchtitan's default under PP (TorchNative).
+  if (zero3 && !fsdp_keeps_blocks_unsharded(training, layout)) {
     ops.push_back(coll(Pass::backward_input, "zero3_param_ag", CollectiveKind::all_gather,
                        CommDim::dp_cp, dpc, layer_param_bytes(model, training, d), true));
   }
@@ -566,7 +613,7 @@ std::vector<Op> layer_ops(const Model& model, const Training& training, const La
     // read dy and both inputs (3·T·F/t), write both input gradients (2·T·F/t); eager: the
     // mul's two gradients (3 act each) and silu backward (3 act): 9 act per element
     ops.push_back(mem(bi, "swiglu_bwd", MemoryKernel::swiglu,
-                      (d.eager ? 9.0 : 5.0) * d.act * static_cast<double>(d.tokens * fc2_in)));
+                      (d.eager_kernels ? 9.0 : 5.0) * d.act * static_cast<double>(d.tokens * fc2_in)));
   } else {
     ops.push_back(mem(bi, "gelu_bwd", MemoryKernel::gelu,
                       3.0 * d.act * static_cast<double>(d.tokens * fc2_in)));

@@ -232,6 +232,58 @@ std::optional<LayoutIssue> check_layout(const Model& model, long long world,
                  "rank_order=\"" + layout.rank_order +
                      "\" must name tp, cp, dp and pp once each, joined by '-' (e.g. \"tp-cp-dp-pp\")");
   }
+  return check_torch_native(training, layout);
+}
+
+std::optional<LayoutIssue> check_torch_native(const Training& training, const Layout& layout) {
+  const TorchNative& tn = training.torch;
+  const bool fsdp = training.framework == Framework::fsdp;
+  // HSDP: the DP ranks are dp_shard shards times dp_replicate replicas (torchtitan
+  // ParallelDims._validate: dp_replicate * dp_shard * cp * tp * pp == world_size).
+  if (layout.dp_replicate != 1 || layout.dp_shard != 0) {
+    const std::string key = layout.dp_shard != 0 ? "dp_shard" : "dp_replicate";
+    if (!fsdp || training.zero_stage != 3) {
+      return issue(key, "hsdp-needs-fsdp", key + " needs framework = \"fsdp\" with zero_stage = 3");
+    }
+    if (layout.dp_replicate < 1 || layout.dp % layout.dp_replicate != 0) {
+      return issue("dp_replicate", "dp-split",
+                   "dp_replicate=" + str(layout.dp_replicate) + " must divide dp=" + str(layout.dp));
+    }
+    if (layout.dp_shard != 0 && static_cast<long long>(layout.dp_shard) * layout.dp_replicate != layout.dp) {
+      return issue("dp_shard", "dp-split",
+                   "dp_shard*dp_replicate = " + str(layout.dp_shard) + "*" + str(layout.dp_replicate) +
+                       " = " + str(static_cast<long long>(layout.dp_shard) * layout.dp_replicate) +
+                       " must equal dp = GPUs/(tp*cp*pp) = " + str(layout.dp));
+    }
+  }
+  // reshard_after_forward is FSDP2's (fully_shard); ZeRO-1/2 keep whole parameters anyway.
+  if (tn.reshard_after_forward != TorchNative::kReshardDefault) {
+    if (!fsdp || training.zero_stage != 3) {
+      return issue("reshard_after_forward", "reshard-needs-fsdp",
+                   "reshard_after_forward needs framework = \"fsdp\" with zero_stage = 3 (got "
+                   "framework = \"" + std::string(to_string(training.framework)) +
+                       "\", zero_stage = " + str(training.zero_stage) + ")");
+    }
+    // `_get_post_forward_mesh_info`: an int must be a factor of the shard mesh size.
+    const long long shard = static_cast<long long>(layout.shard_dp()) * layout.cp;
+    if (tn.reshard_after_forward > 0 && shard % tn.reshard_after_forward != 0) {
+      return issue("reshard_after_forward", "reshard-divides",
+                   "reshard_after_forward=" + str(tn.reshard_after_forward) +
+                       " must divide the FSDP shard group of dp_shard*cp = " + str(shard) + " ranks");
+    }
+  }
+  if (tn.compile && !fsdp) {
+    return issue("compile", "compile-needs-fsdp", "compile needs framework = \"fsdp\" (torch.compile)");
+  }
+  // torchtitan refuses async TP without compile ("Async TP requires --training.compile",
+  // `torchtitan/models/llama3/parallelize_llama.py` at 820504e).
+  if (tn.async_tp && (!fsdp || !tn.compile)) {
+    return issue("async_tp", "async-tp-needs-compile",
+                 "async_tp needs framework = \"fsdp\" and compile = true");
+  }
+  if (tn.async_tp && !layout.sp) {
+    return issue("async_tp", "async-tp-needs-sp", "async_tp needs tp > 1 with sp = true");
+  }
   return std::nullopt;
 }
 

@@ -240,7 +240,8 @@ constexpr std::initializer_list<llama::Precision> kPrecision{
     llama::Precision::bf16, llama::Precision::fp16, llama::Precision::fp32};
 constexpr std::initializer_list<llama::Fp8Recipe> kFp8Recipe{
     llama::Fp8Recipe::delayed, llama::Fp8Recipe::current, llama::Fp8Recipe::blockwise,
-    llama::Fp8Recipe::mxfp8, llama::Fp8Recipe::nvfp4};
+    llama::Fp8Recipe::mxfp8, llama::Fp8Recipe::nvfp4, llama::Fp8Recipe::tensorwise,
+    llama::Fp8Recipe::rowwise};
 constexpr std::initializer_list<llama::Framework> kFramework{
     llama::Framework::megatron, llama::Framework::deepspeed, llama::Framework::fsdp};
 constexpr std::initializer_list<llama::Optimizer> kOptimizer{llama::Optimizer::adam};
@@ -263,6 +264,7 @@ constexpr long long kMaxBatch = 1'000'000'000;
 constexpr double kMaxBytes = 1e15;               // 1 PB of memory on one GPU
 constexpr double kMinGpuBytes = 1024.0 * 1024.0; // 1 MiB: less cannot hold one layer
 constexpr double kMaxBandwidth = 1e16;           // 10 PB/s
+constexpr double kMaxPowerW = 1e5;
 constexpr double kMaxFlops = 1e19;               // 10 EFLOP/s
 constexpr double kMaxLatency = 10.0;             // seconds
 
@@ -476,7 +478,8 @@ hw::Cluster load_cluster(const Doc& doc, const toml::table& table) {
   if (const auto* n = s.get("gpu")) {
     const Section g{doc, "cluster.gpu", s.subtable(*n, "gpu")};
     gpu_region = &g.table.source();
-    g.check_keys({"preset", "memory", "bf16_peak", "fp8_peak", "fp4_peak", "hbm_bandwidth", "sms"});
+    g.check_keys({"preset", "memory", "bf16_peak", "fp8_peak", "fp4_peak", "hbm_bandwidth", "sms",
+                  "rated_power", "power_limit"});
     if (const auto* p = g.get("preset")) {
       const std::string name = g.string(*p, "preset");
       const auto found = hw::find_gpu_preset(name);
@@ -504,6 +507,15 @@ hw::Cluster load_cluster(const Doc& doc, const toml::table& table) {
           g.quantity(*v, "hbm_bandwidth", hw::parse_bandwidth, "3.35TB/s", kMaxBandwidth);
     }
     if (const auto* v = g.get("sms")) c.gpu.sms = g.int_value(*v, "sms", 1, kMaxSms);
+    if (const auto* v = g.get("rated_power")) {
+      c.gpu.rated_power_w = g.quantity(*v, "rated_power", hw::parse_power, "700W", kMaxPowerW);
+    }
+    if (const auto* v = g.get("power_limit")) {
+      c.gpu.power_limit_w = g.quantity(*v, "power_limit", hw::parse_power, "500W", kMaxPowerW);
+      if (c.gpu.rated_power_w <= 0) {
+        g.fail_at(*v, "power_limit", "needs the GPU's rated_power (a preset GPU has one)");
+      }
+    }
   }
   if (c.gpu.name.empty()) c.gpu.name = "custom";
 
@@ -585,7 +597,8 @@ const std::vector<std::string_view>& training_keys() {
   static const std::vector<std::string_view> keys{
       "seq_len",   "global_batch",  "precision",      "grad_dtype",          "optimizer", "zero_stage",
       "attention", "fused_rmsnorm", "overlap_grad_reduce", "overlap_param_gather", "framework",
-      "fp8_recipe", "fp8_param_gather", "tp_comm_overlap"};
+      "fp8_recipe", "fp8_param_gather", "tp_comm_overlap", "compile", "async_tp",
+      "reshard_after_forward"};
   return keys;
 }
 
@@ -594,7 +607,8 @@ const std::vector<std::string_view>& layout_keys() {
       "tp",        "cp",       "pp",         "dp",         "vp",
       "mbs",       "sp",       "recompute",  "schedule",   "rank_order",
       "first_stage_layers", "last_stage_layers",
-      "account_for_embedding_in_pipeline_split", "account_for_loss_in_pipeline_split"};
+      "account_for_embedding_in_pipeline_split", "account_for_loss_in_pipeline_split",
+      "dp_shard", "dp_replicate"};
   return keys;
 }
 
@@ -630,6 +644,17 @@ void set_training_key(const Section& s, std::string_view k, const toml::node& n,
     t.fp8.param_gather = s.boolean(n, k);
   } else if (k == "tp_comm_overlap") {
     t.tp_comm_overlap = s.boolean(n, k);
+  } else if (k == "compile") {
+    t.torch.compile = s.boolean(n, k);
+  } else if (k == "async_tp") {
+    t.torch.async_tp = s.boolean(n, k);
+  } else if (k == "reshard_after_forward") {
+    // FSDP2 spelling: true, false or the size of the groups the parameters reshard over.
+    if (n.is_boolean()) {
+      t.torch.reshard_after_forward = s.boolean(n, k) ? llama::TorchNative::kReshardFull : 1;
+    } else {
+      t.torch.reshard_after_forward = s.int_value(n, k, 1, kMaxParallel);
+    }
   } else if (k == "grad_dtype") {
     t.grad_dtype = enum_value(s, n, k, llama::parse_precision, kPrecision);
   } else if (k == "optimizer") {
@@ -658,6 +683,10 @@ void set_layout_key(const Section& s, std::string_view k, const toml::node& n, l
     l.pp = s.int_value(n, k, 1, kMaxParallel);
   } else if (k == "dp") {
     l.dp = s.int_value(n, k, 1, kMaxParallel);
+  } else if (k == "dp_shard") {
+    l.dp_shard = s.int_value(n, k, 1, kMaxParallel);
+  } else if (k == "dp_replicate") {
+    l.dp_replicate = s.int_value(n, k, 1, kMaxParallel);
   } else if (k == "vp") {
     l.vp = s.int_value(n, k, 1, kMaxParallel);
   } else if (k == "mbs") {

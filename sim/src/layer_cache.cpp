@@ -19,6 +19,7 @@ LayerKey layer_key(const llama::Training& training, const llama::Layout& layout,
   const int dpc = std::max(1, layout.dp) * std::max(1, layout.cp);
   // llama::layer_ops adds per-layer parameter all-gathers over DP×CP only under ZeRO-3.
   k.dp_cp = training.zero_stage >= 3 && dpc > 1 ? dpc : 0;
+  k.blocks_kept_unsharded = llama::fsdp_keeps_blocks_unsharded(training, layout);
   const int gpn = std::max(nvlink_domain, 1);
   const auto tp = costmodel::place_group(layout, llama::CommDim::tp, gpn);
   const auto cp = costmodel::place_group(layout, llama::CommDim::cp, gpn);

@@ -77,6 +77,18 @@ TEST_CASE("NVLink domains: a cluster they do not tile, a layout that straddles t
                    "tests/data/scenarios/nvl72_straddle.toml:15:6: [layout].cp: cp=2 groups span 16 ranks");
 }
 
+TEST_CASE("PyTorch-native options: reshard with ZeRO-1, an HSDP split that misses dp, Float8 on A100") {
+  check_user_error(tetrasim("memory tests/data/scenarios/fsdp_reshard_zero1.toml"),
+                   "tests/data/scenarios/fsdp_reshard_zero1.toml:10:25: [training].reshard_after_forward: "
+                   "reshard_after_forward needs framework = \"fsdp\" with zero_stage = 3");
+  check_user_error(tetrasim("simulate tests/data/scenarios/fsdp_hsdp_split.toml"),
+                   "tests/data/scenarios/fsdp_hsdp_split.toml:15:12: [layout].dp_shard: dp_shard*dp_replicate = "
+                   "4*2 = 8 must equal dp = GPUs/(tp*cp*pp) = 16");
+  check_user_error(tetrasim("memory tests/data/scenarios/fsdp_float8_a100.toml"),
+                   "tests/data/scenarios/fsdp_float8_a100.toml:12:14: [training].fp8_recipe: fp8_recipe "
+                   "\"tensorwise\" needs FP8 tensor cores");
+}
+
 TEST_CASE("fp8_recipe with a precision other than fp8 names the recipe") {
   const std::string dir = TETRA_BINARY_DIR "/cli_fp8";
   fs::create_directories(dir);

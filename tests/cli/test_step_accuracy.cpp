@@ -222,15 +222,52 @@ TEST_SUITE("cli") {
   }
 }
 
+namespace {
+
+/// MAPE of `metric` over the torchtitan rows whose options do (`fp8`) or do not name FP8.
+double torchtitan_mape(const nlohmann::json& j, const std::string& metric, bool fp8) {
+  std::map<std::string, std::string> options;
+  {
+    std::ifstream in(std::string(TETRA_SOURCE_DIR) + "/data/validation/torchtitan.csv");
+    std::string line;
+    std::getline(in, line);
+    while (std::getline(in, line)) {
+      const auto comma = line.find(',');
+      options[line.substr(0, comma)] = line;
+    }
+  }
+  double sum = 0;
+  int n = 0;
+  for (const auto& r : j["per_row"]) {
+    if (r["metric"] != metric || r["ape"].is_null()) continue;
+    const bool row_fp8 = options[r["id"].get<std::string>()].find("precision=fp8") != std::string::npos;
+    if (row_fp8 != fp8) continue;
+    sum += r["ape"].get<double>();
+    ++n;
+  }
+  return n > 0 ? sum / n : 1.0;
+}
+
+}  // namespace
+
 TEST_SUITE("cli") {
-  TEST_CASE("validate torchtitan.csv: memory under torchtitan's per-op checkpointing (achieved bound)") {
-    // data/validation/torchtitan.csv with `selective_op`, SP under TP and loss parallel: peak
-    // reserved MAPE 16.3 % (148 % when the rows were priced as Megatron's selective recompute),
-    // outcome accuracy 93.8 % (18.8 %), throughput MAPE 13.2 % (21.1 %). FSDP2's own memory
-    // terms, compile and async TP are not modelled yet; a regression beyond these fails.
+  TEST_CASE("validate torchtitan.csv: FSDP2, compile, async TP and Float8 (achieved bounds)") {
+    // data/validation/torchtitan.csv, 104 rows (BF16 and Float8, H100 at 500 W and A100):
+    // outcome 94.9 %, peak reserved MAPE 15.8 % (6.5 % without the PP rows), tokens/s MAPE
+    // 16.6 % on the BF16 rows and 24.3 % on the Float8 ones (9.8 % without CP and rowwise).
+    // A regression beyond these fails.
     const auto j = validate("torchtitan.csv");
-    CHECK(j["metrics"]["peak_reserved_gib"]["mape"].get<double>() <= 0.20);
     CHECK(j["outcome"]["accuracy"].get<double>() >= 0.9);
-    CHECK(j["metrics"]["tokens_per_s_per_gpu"]["mape"].get<double>() <= 0.15);
+    CHECK(j["metrics"]["peak_reserved_gib"]["mape"].get<double>() <= 0.17);
+    CHECK(torchtitan_mape(j, "tokens_per_s_per_gpu", false) <= 0.18);
+    CHECK(torchtitan_mape(j, "tokens_per_s_per_gpu", true) <= 0.26);
+  }
+
+  TEST_CASE("validate torchtitan.csv: targets 10 % memory, 12 % BF16 and 15 % Float8 tokens/s (not met yet)" *
+            doctest::should_fail()) {
+    const auto j = validate("torchtitan.csv");
+    CHECK(j["metrics"]["peak_reserved_gib"]["mape"].get<double>() <= 0.10);
+    CHECK(torchtitan_mape(j, "tokens_per_s_per_gpu", false) <= 0.12);
+    CHECK(torchtitan_mape(j, "tokens_per_s_per_gpu", true) <= 0.15);
   }
 }

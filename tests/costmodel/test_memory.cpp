@@ -399,9 +399,10 @@ TEST_SUITE("costmodel") {
     t.framework = llama::Framework::fsdp;
     const auto tt = estimate_memory(m, c, t, l).stages.back();
     CHECK(tt.logits_bytes == doctest::Approx(4.0 * s * V / 2 + 2.0 * s * 4096));
-    // Without TP it is F.cross_entropy on the full logits.
+    // Without TP it is F.cross_entropy on the full logits, and torchtitan's train step drops
+    // the bf16 logits before backward (`del pred`, train.py @9dec370): the fp32 log-softmax.
     const auto tt1 = estimate_memory(m, c, t, simple_layout(1, 2, 4, 1)).stages.back();
-    CHECK(tt1.logits_bytes == doctest::Approx(6.0 * s * V));
+    CHECK(tt1.logits_bytes == doctest::Approx(4.0 * s * V));
   }
 
   TEST_CASE("memory: simulator in-flight override and buffers") {
@@ -444,5 +445,59 @@ TEST_SUITE("costmodel") {
     l.tp = 2;
     l.sp = true;
     CHECK(costmodel::activation_bytes_per_layer(m, t, l) == doctest::Approx(722468864.0));
+  }
+}
+
+TEST_SUITE("costmodel") {
+  TEST_CASE("memory: FSDP2 states of a two-block Llama-3.1-8B at world size 8, by reshard_after_forward") {
+    // pytorch/pytorch torch/distributed/_composable/fsdp (_fsdp_param.py: fp32 shards,
+    // _fsdp_state.py: the root is not resharded after forward) and torchtitan apply_fsdp
+    // (@9dec370: the last block keeps its parameters). One block: 4096^2 (wq) + 2 * 4096 * 1024
+    // (wk, wv) + 4096^2 (wo) + 3 * 4096 * 14336 + 2 * 4096 (norms) = 218,112,000 parameters;
+    // root: 2 * 128,256 * 4096 + 4096 = 1,050,677,248; stage: 1,486,901,248.
+    llama::Model m = model("llama3.1-8b");
+    m.layers = 2;
+    const hw::Cluster c = cluster("dgx-h100");
+    llama::Training t;
+    t.seq_len = 8192;
+    t.global_batch = 8;
+    t.zero_stage = 3;
+    t.framework = llama::Framework::fsdp;
+    const llama::Layout l = simple_layout(1, 1, 8, 1);
+    auto params_at = [&](int reshard) {
+      llama::Training tr = t;
+      tr.torch.reshard_after_forward = reshard;
+      return estimate_memory(m, c, tr, l).stages[0];
+    };
+    // Shards: fp32 parameters 4 * 1,486,901,248 / 8 = 743,450,624, fp32 gradients the same,
+    // Adam moments 8 * 1,486,901,248 / 8. Root unsharded in bf16: 2,101,354,496.
+    const auto full = params_at(llama::TorchNative::kReshardFull);
+    CHECK(full.params_bytes == doctest::Approx(743450624.0 + 2101354496.0));
+    CHECK(full.grads_bytes == doctest::Approx(743450624.0));
+    CHECK(full.optimizer_bytes == doctest::Approx(1486901248.0));
+    // false: both blocks stay gathered, + 2 * 436,224,000.
+    CHECK(params_at(1).params_bytes == doctest::Approx(743450624.0 + 2101354496.0 + 872448000.0));
+    // torchtitan's default: the last block only.
+    CHECK(params_at(llama::TorchNative::kReshardDefault).params_bytes ==
+          doctest::Approx(743450624.0 + 2101354496.0 + 436224000.0));
+    // reshard over groups of 4: each block leaves a quarter, 2 * 436,224,000 / 4.
+    CHECK(params_at(4).params_bytes == doctest::Approx(743450624.0 + 2101354496.0 + 218112000.0));
+    // The caching allocator's view leaves out the CUDA context and the NCCL buffers of the one
+    // DP communicator: 0.5 GiB + 16 x 2 x 9,633,792 B.
+    CHECK(full.outside_allocator_bytes == doctest::Approx(0.5 * kGiB + 16.0 * 2 * 9633792.0));
+  }
+
+  TEST_CASE("memory: torch.compile drops the output torchtitan's per-op policy saves but no backward reads") {
+    // Under compile the partitioner keeps what the backward reads: w2's output (2 s b h) goes.
+    const llama::Model m = model("llama3.1-8b");
+    llama::Training t;
+    t.seq_len = 8192;
+    t.framework = llama::Framework::fsdp;
+    llama::Layout l = simple_layout(1, 1, 1, 2);
+    l.recompute = llama::Recompute::selective_op;
+    const double eager = costmodel::activation_bytes_per_layer(m, t, l);
+    t.torch.compile = true;
+    // s b h = 16384 * 4096 = 67,108,864 elements; 2 bytes each.
+    CHECK(eager - costmodel::activation_bytes_per_layer(m, t, l) == doctest::Approx(134217728.0));
   }
 }

@@ -171,3 +171,20 @@ TEST_SUITE("hw") {
     CHECK_FALSE(parse_intra_kind("infiniband"));
   }
 }
+
+TEST_SUITE("hw") {
+  TEST_CASE("sustained clock share under a power limit, from the two GH100 datasheet ratings") {
+    // H100 SXM: 989.4 TFLOP/s at 700 W; H100 NVL: 835.5 at 400 W (both 132 SMs): the clock
+    // loses 1 - 835.5/989.4 = 0.15555 over a 3/7 power cut, 0.36295 per unit of cut.
+    tetra::hw::Gpu g = *tetra::hw::find_gpu_preset("h100-sxm-94gb");
+    CHECK(g.rated_power_w == 700.0);
+    CHECK(tetra::hw::sustained_clock_share(g) == 1.0);  // no limit set: the rating
+    g.power_limit_w = 500.0;
+    // 1 - 0.36295 * (1 - 500/700) = 1 - 0.36295 * 0.285714 = 0.896300
+    CHECK(tetra::hw::sustained_clock_share(g) == doctest::Approx(0.896300).epsilon(1e-5));
+    g.power_limit_w = 400.0;  // the NVL's rating gives the NVL's clock: 835.5 / 989.4
+    CHECK(tetra::hw::sustained_clock_share(g) == doctest::Approx(835.5 / 989.4));
+    g.power_limit_w = 900.0;  // above the rating: no faster than rated
+    CHECK(tetra::hw::sustained_clock_share(g) == 1.0);
+  }
+}

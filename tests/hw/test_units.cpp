@@ -48,6 +48,13 @@ TEST_SUITE("hw") {
     CHECK_THROWS_AS((void)parse_flop_rate("1TiFLOP/s"), std::invalid_argument);
   }
 
+  TEST_CASE("parse_power") {
+    CHECK(parse_power("500W") == doctest::Approx(500.0));
+    CHECK(parse_power("1.2kW") == doctest::Approx(1200.0));
+    CHECK_THROWS_AS((void)parse_power("500"), std::invalid_argument);
+    CHECK_THROWS_AS((void)parse_power("500 MHz"), std::invalid_argument);
+  }
+
   TEST_CASE("parse_duration") {
     CHECK(parse_duration("2.5us") == doctest::Approx(2.5e-6));
     CHECK(parse_duration("1µs") == doctest::Approx(1e-6));

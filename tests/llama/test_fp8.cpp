@@ -4,6 +4,7 @@
 // (`transformer_engine/common/recipe/__init__.py`), and which GPUs can run which recipe.
 #include <doctest/doctest.h>
 
+#include <string>
 #include <string_view>
 
 #include "tetra/hw/presets.hpp"
@@ -160,5 +161,67 @@ TEST_SUITE("llama") {
       if (op.kind == OpKind::collective && op.pass == Pass::forward && !op.async) ++blocking;
     }
     CHECK(blocking == 4);  // AG before qkv and fc1, RS after proj and fc2
+  }
+}
+
+TEST_SUITE("llama") {
+  TEST_CASE("FSDP2 all-gathers and reduce-scatters per step, by reshard_after_forward") {
+    // Llama-3.1-8B on 8 GPUs, FSDP2 (torch/distributed/_composable/fsdp/_fsdp_collectives.py):
+    // a block's bf16 parameters are all-gathered before its forward and, resharded after it,
+    // again before its backward: 2 * 218,112,000 B = 436,224,000 B each time; its fp32
+    // gradients are reduce-scattered once per step: 4 * 218,112,000 = 872,448,000 B per block.
+    const Model m = *find_model_preset("llama3.1-8b");
+    Training t;
+    t.seq_len = 8192;
+    t.global_batch = 8;
+    t.zero_stage = 3;
+    t.framework = Framework::fsdp;
+    Layout l;
+    l.dp = 8;
+    auto gathers = [&](const Training& tr) {
+      double bytes = 0;
+      for (const Op& op : layer_ops(m, tr, l)) {
+        if (op.kind == OpKind::collective && op.coll == CollectiveKind::all_gather) {
+          bytes += op.bytes * op.count;
+        }
+      }
+      return bytes;
+    };
+    t.torch.reshard_after_forward = TorchNative::kReshardFull;
+    CHECK(gathers(t) == doctest::Approx(2.0 * 436224000.0));
+    t.torch.reshard_after_forward = 1;  // false: no gather before backward
+    CHECK(gathers(t) == doctest::Approx(436224000.0));
+    double rs = 0;
+    for (const Op& op : dp_gradient_ops(m, t, l, 0)) {
+      if (op.coll == CollectiveKind::reduce_scatter && std::string(op.name) == "zero3_grad_rs") {
+        rs += op.bytes * op.count;
+      }
+    }
+    CHECK(rs == doctest::Approx(32.0 * 872448000.0));
+  }
+
+  TEST_CASE("torchao Float8: tensorwise casts every forward with an amax each, rowwise rescales its backward GEMMs") {
+    const Model m = *find_model_preset("llama3.1-8b");
+    Training t;
+    t.seq_len = 8192;
+    t.framework = Framework::fsdp;
+    t.torch.compile = true;
+    t.fp8.recipe = Fp8Recipe::tensorwise;
+    Layout l;
+    l.mbs = 1;
+    // The fc2 weight (14336 x 4096 = 58,720,256 elements) is cast in every forward, compiled:
+    // one amax read (2 B) and one cast reading bf16 and writing the row-wise and transposed
+    // copies, 2 + 2 x 1 = 4 B per element.
+    double cast = 0;
+    int rescales = 0;
+    for (const Op& op : layer_ops(m, t, l)) {
+      if (op.pass == Pass::forward && std::string(op.name) == "fp8_cast") cast += op.bytes;
+    }
+    // Forward casts: weights wqkv (4096 x 6144), wo (4096^2), w13 (4096 x 28672), w2 (14336 x 4096)
+    // = 218,103,808 elements, inputs 8192 x (4096 + 4096 + 4096 + 14336) = 218,103,808: 4 B each.
+    CHECK(cast == doctest::Approx(4.0 * (218103808.0 + 218103808.0)));
+    t.fp8.recipe = Fp8Recipe::rowwise;
+    for (const Op& op : layer_ops(m, t, l)) rescales += std::string(op.name) == "fp8_rescale";
+    CHECK(rescales == 8);  // dgrad and wgrad of the four linears
   }
 }

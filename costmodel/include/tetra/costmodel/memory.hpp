@@ -33,6 +33,9 @@ struct StageMemory {
   double transient_bytes = 0;          ///< largest working set of one step phase (part of buffers)
   double communication_bytes = 0;      ///< NCCL buffers of the communicators (part of buffers)
   double runtime_bytes = 0;            ///< CUDA context + cuBLAS workspace (part of buffers)
+  /// CUDA context and NCCL buffers: device memory outside PyTorch's caching allocator, so
+  /// counted in reserved_bytes (what decides OOM) but not in torch.cuda.max_memory_reserved.
+  double outside_allocator_bytes = 0;
   double fragmentation_bytes = 0;      ///< reserved - allocated
   double optimizer_step_bytes = 0;     ///< peak of the optimizer phase (activations freed)
   double fragmentation_fraction = 0;   ///< MemoryOptions::fragmentation used for this stage

@@ -21,7 +21,17 @@ struct Gpu {
   int sms = 0;                      ///< streaming multiprocessors
   int compute_capability = 0;       ///< 80 A100, 90 H100/H200, 100 B200/GB200, 103 B300/GB300
   std::string source;               ///< where a preset's numbers come from (presets.cpp)
+  double rated_power_w = 0;         ///< board power the datasheet rates and prices (0 = unknown)
+  double power_limit_w = 0;         ///< power limit it runs at (0 = rated); see sustained_clock_share
 };
+
+/// Tensor-core clock a GPU sustains at its power limit over the one at its rated power, from
+/// the two GH100 parts NVIDIA rates at two powers: 132 SMs give 989.4 TFLOP/s dense BF16 at
+/// 700 W (H100 SXM, 1830 MHz) and 835.5 at 400 W (H100 NVL, 1545 MHz), so the clock falls
+/// 15.6 % over a 42.9 % power cut: share = 1 - 0.3634 (1 - limit / rated), taken for every
+/// GPU [assumed beyond GH100]; a limit at or above the rating gives 1. Memory-bound kernels are
+/// bound by HBM, not the SM clock, and are not scaled.
+[[nodiscard]] double sustained_clock_share(const Gpu& gpu) noexcept;
 
 /// How GPUs of one node talk to each other.
 enum class IntraKind { nvswitch, nvlink_mesh, pcie };

@@ -22,6 +22,8 @@ inline constexpr double kGB = 1e9;
 [[nodiscard]] double parse_flop_rate(std::string_view text);
 /// "2.5us", "1µs", "5ms", "100ns", "1.5s", "3ps" -> seconds.
 [[nodiscard]] double parse_duration(std::string_view text);
+/// "500W", "1.2kW" -> watts.
+[[nodiscard]] double parse_power(std::string_view text);
 
 /// Human-readable forms used by tables: "80.00 GiB", "3.35 TB/s", "989 TFLOP/s", "2.50 us".
 [[nodiscard]] std::string format_bytes(double bytes);

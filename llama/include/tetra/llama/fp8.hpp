@@ -23,7 +23,14 @@ enum class Fp8Recipe {
   blockwise,  ///< Float8BlockScaling: 1x128 (activations) / 128x128 (weights) FP32 scales
   mxfp8,      ///< MXFP8BlockScaling: 1x32 blocks with E8M0 scales (Blackwell)
   nvfp4,      ///< NVFP4BlockScaling: FP4 E2M1 values, 1x16 blocks with E4M3 scales (Blackwell)
+  /// torchao Float8 linears as torchtitan converts them (`torchao/float8/config.py`):
+  tensorwise, ///< dynamic per-tensor scales, cuBLAS FP8 GEMMs
+  rowwise,    ///< per-row (axis-wise) scales; backward GEMMs rescale their output in a kernel
 };
+
+/// torchao's recipes (tensorwise, rowwise): no weight cache across micro-batches, high-precision
+/// inputs saved for backward, every cast preceded by its own amax reduction.
+[[nodiscard]] bool torchao_recipe(Fp8Recipe recipe) noexcept;
 
 /// The element format a GEMM's inputs are quantised to.
 enum class GemmFormat { training, fp8, fp4 };

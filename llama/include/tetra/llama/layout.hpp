@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "tetra/llama/fp8.hpp"
+#include "tetra/llama/torch_native.hpp"
 
 namespace tetra::llama {
 
@@ -28,6 +29,11 @@ struct Layout {
   int cp = 1;
   int pp = 1;
   int dp = 1;
+  /// HSDP (framework fsdp): replicas of the FSDP shard group; the dp ranks split into
+  /// dp_shard = dp / dp_replicate ranks that shard the model and dp_replicate that replicate it
+  /// (torchtitan `data_parallel_replicate_degree` x `data_parallel_shard_degree`).
+  int dp_replicate = 1;
+  int dp_shard = 0;                ///< as written in [layout]; 0 = dp / dp_replicate
   int vp = 1;                      ///< model chunks (virtual stages) per pipeline rank
   int mbs = 1;                     ///< micro-batch size in sequences
   bool sp = false;                 ///< sequence parallelism (needs tp > 1)
@@ -41,6 +47,9 @@ struct Layout {
   /// transformer layer fewer. Resolved into first/last_stage_layers when the scenario loads.
   bool embedding_in_split = false;
   bool loss_in_split = false;
+
+  /// DP ranks of one FSDP shard group (one HSDP replica).
+  [[nodiscard]] int shard_dp() const noexcept { return dp / (dp_replicate > 0 ? dp_replicate : 1); }
 
   [[nodiscard]] long long world() const noexcept {
     return static_cast<long long>(tp) * cp * pp * dp;
@@ -63,6 +72,8 @@ struct Training {
   /// each linear run chunked under its GEMM instead of blocking before / after it.
   bool tp_comm_overlap = false;
   Framework framework = Framework::megatron;
+  /// PyTorch-native options of framework fsdp (torch_native.hpp).
+  TorchNative torch;
 };
 
 /// Micro-batches per step per DP rank: global_batch / (mbs * dp).

@@ -45,4 +45,10 @@ struct LayoutIssue {
                                                       const Training& training,
                                                       const Layout& layout);
 
+/// The PyTorch-native rules alone (part of check_layout): HSDP's dp_shard x dp_replicate = dp,
+/// reshard_after_forward only under FSDP2 and dividing its shard group, compile and async TP
+/// only with framework fsdp (async TP also needs compile and SP).
+[[nodiscard]] std::optional<LayoutIssue> check_torch_native(const Training& training,
+                                                            const Layout& layout);
+
 }  // namespace tetra::llama

@@ -28,6 +28,7 @@ struct LayerKey {
   bool sp = false;
   llama::Recompute recompute = llama::Recompute::none;
   int dp_cp = 0;  ///< DP×CP group size when ZeRO-3 gathers parameters per layer, else 0
+  bool blocks_kept_unsharded = false;  ///< llama::fsdp_keeps_blocks_unsharded (reads pp)
   /// Placement (ranks, ranks per node, nodes) of the TP, CP and DP×CP groups on the nodes,
   /// which decides the link class each collective is priced on.
   int tp_ranks = 1, tp_per_node = 1, tp_nodes = 1;
