@@ -11,7 +11,7 @@
 
 #include "commands.hpp"
 #include "output.hpp"
-#include "tetra/calib/fit.hpp"
+#include "tetra/calib/curve_fit.hpp"
 #include "tetra/calib/runner.hpp"
 #include "tetra/calib/tables.hpp"
 #include "tetra/calib/trace_import.hpp"

@@ -68,6 +68,7 @@ nlohmann::json layout_row(const search::RankedLayout& r) {
   j["peak_gib"] = gib3(r.peak_bytes);
   j["estimate_peak_gib"] = gib3(r.estimate_peak_bytes);
   j["precision"] = precision_name(r.fp8);
+  j["compile"] = r.compile;
   return j;
 }
 
@@ -76,7 +77,7 @@ std::string csv_text(const std::vector<search::RankedLayout>& rows, std::size_t 
   os.precision(17);
   os << "rank,tp,cp,pp,dp,vp,mbs,recompute,schedule,sp,first_stage_layers,last_stage_layers,"
         "micro_batches,step_time_s,tokens_per_s,tflops_per_gpu,mfu,bubble_fraction,peak_gib,"
-        "estimate_peak_gib,precision\n";
+        "estimate_peak_gib,precision,dp_replicate,ac_freq,compile\n";
   for (std::size_t i = 0; i < n; ++i) {
     const auto& r = rows[i];
     const auto& l = r.layout;
@@ -86,7 +87,9 @@ std::string csv_text(const std::vector<search::RankedLayout>& rows, std::size_t 
        << r.micro_batches << ',' << r.step_time_s << ',' << r.tokens_per_s << ','
        << r.tflops_per_gpu << ',' << r.mfu << ',' << r.bubble_fraction << ','
        << fixed(gib(r.peak_bytes), 3) << ',' << fixed(gib(r.estimate_peak_bytes), 3) << ','
-       << precision_name(r.fp8) << '\n';
+       << precision_name(r.fp8) << ',' << l.dp_replicate << ','
+       << (l.recompute == llama::Recompute::selective_layer ? l.ac_freq : 0) << ',' << (r.compile ? 1 : 0)
+       << '\n';
   }
   return os.str();
 }
@@ -185,6 +188,9 @@ int run_search(const SearchArgs& args) {
   }
   // A precision column when the space compares precisions.
   const bool by_precision = sc.search.precision.size() > 1;
+  const bool by_compile = sc.search.compile.size() > 1;
+  const bool by_replicas =
+      std::any_of(sc.search.dp_replicate.begin(), sc.search.dp_replicate.end(), [](int r) { return r != 1; });
   std::vector<std::vector<std::string>> rows;
   for (std::size_t i = 0; i < shown; ++i) {
     const auto& r = res.layouts[i];
@@ -200,12 +206,21 @@ int run_search(const SearchArgs& args) {
                     fixed(r.tokens_per_s / 1e6, 3), fixed(r.tflops_per_gpu, 0),
                     fixed(r.mfu * 100.0, 1), fixed(std::max(0.0, r.bubble_fraction) * 100.0, 1),
                     fixed(gib(r.peak_bytes), 1)});
+    std::string rc = llama::to_string(l.recompute);
+    if (l.recompute == llama::Recompute::selective_layer) rc += "/" + std::to_string(l.ac_freq);
+    rows.back()[8] = rc;
+    if (by_compile) rows.back().insert(rows.back().begin() + 10, r.compile ? "on" : "off");
     if (by_precision) rows.back().insert(rows.back().begin() + 10, precision_name(r.fp8));
+    if (by_replicas) {
+      rows.back()[4] = std::to_string(l.shard_dp()) + "x" + std::to_string(l.dp_replicate);
+    }
   }
   std::vector<std::string> header{"rank", "tp", "cp", "pp", "dp", "vp", "mbs", "sp", "recompute",
                                   "schedule", "step s", "Mtok/s", "TFLOP/s", "MFU %", "bubble %",
                                   "peak GiB"};
+  if (by_compile) header.insert(header.begin() + 10, "compile");
   if (by_precision) header.insert(header.begin() + 10, "precision");
+  if (by_replicas) header[4] = "dp (shard x rep)";
   std::cout << format_table(header, rows);
   return 0;
 }

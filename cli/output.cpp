@@ -67,6 +67,11 @@ nlohmann::json layout_json(const llama::Layout& l) {
   j["mbs"] = l.mbs;
   j["sp"] = l.sp;
   j["recompute"] = llama::to_string(l.recompute);
+  if (l.recompute == llama::Recompute::selective_layer) j["ac_freq"] = l.ac_freq;
+  if (l.dp_replicate > 1) {
+    j["dp_shard"] = l.shard_dp();
+    j["dp_replicate"] = l.dp_replicate;
+  }
   j["schedule"] = llama::to_string(l.schedule);
   j["rank_order"] = l.rank_order;
   if (l.first_stage_layers > 0) j["first_stage_layers"] = l.first_stage_layers;

@@ -611,6 +611,7 @@ std::string_view dim_name(CommDim dim) {
     case CommDim::dp: return "dp";
     case CommDim::pp: return "pp";
     case CommDim::dp_cp: return "dp";
+    case CommDim::dp_replicate: return "dp";
   }
   return "dp";
 }
@@ -622,7 +623,10 @@ long long rank_stride(const llama::Layout& layout, CommDim dim) {
   const std::string_view name = dim_name(dim);
   long long stride = 1;
   for (const auto d : order) {
-    if (d == name || (dim == CommDim::dp_cp && d == "cp")) return stride;
+    if (d == name || (dim == CommDim::dp_cp && d == "cp")) {
+      // HSDP replicas are the outer factor of the DP dimension.
+      return dim == CommDim::dp_replicate ? stride * layout.shard_dp() : stride;
+    }
     stride *= dim_size(layout, d);
   }
   return stride;
@@ -670,11 +674,22 @@ GroupPlacement place_group(const llama::Layout& layout, CommDim dim, int gpus_pe
       case CommDim::dp: return name == "dp";
       case CommDim::pp: return name == "pp";
       case CommDim::dp_cp: return name == "dp" || name == "cp";
+      case CommDim::dp_replicate: return false;  // placed below
     }
     return false;
   };
   const long long gpn = std::max(1, gpus_per_node);
   GroupPlacement g;
+  if (dim == CommDim::dp_replicate) {
+    // One member per shard group: ranks rank_stride(dp_replicate) apart.
+    const long long n = std::max(1, layout.dp_replicate);
+    const long long s = std::max(1LL, rank_stride(layout, dim));
+    const long long on_node = std::clamp((gpn + s - 1) / s, 1LL, n);
+    g.ranks = static_cast<int>(n);
+    g.ranks_per_node = static_cast<int>(on_node);
+    g.nodes = static_cast<int>(std::max(1LL, n / on_node));
+    return g;
+  }
   if (dim == CommDim::pp) {
     long long s = 1;
     for (std::size_t i = 0; i < 4; ++i) {

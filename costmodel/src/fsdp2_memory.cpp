@@ -68,8 +68,17 @@ Fsdp2States fsdp2_states(const llama::Model& model, const llama::Training& train
   // of the block before it in the reduce dtype (`foreach_reduce`), which FSDP2 frees only
   // when this block's own reduce-scatter is issued (`comm_ctx.reduce_scatter_state`). The
   // root's unsharded gradients wait for the root's post-backward at the end.
-  const double block_params = block / act;
+  const double block_params = static_cast<double>(llama::params_per_layer(model)) / std::max(layout.tp, 1);
   const double reduce_bytes = llama::bytes_of(training.grad_dtype);
+  if (llama::fsdp_defers_gradient_reduction(training, layout)) {
+    // Pipelining: no reduce-scatter until the last backward; each block's param-dtype
+    // gradient is cast and added into its reduce-dtype accumulator
+    // (`FSDPParam.to_accumulated_grad_if_needed`, `_fsdp_param.py`).
+    st.accumulated_grads = reduce_bytes * phi;
+    st.sharded_grads = 0.0;
+    st.reduce_transient = block_params * (act + reduce_bytes);
+    return st;
+  }
   st.reduce_transient = block_params * (act + reduce_bytes) + root_params * act;
   return st;
 }

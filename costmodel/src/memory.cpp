@@ -95,6 +95,10 @@ struct Habits {
   /// Float8 linears save the high-precision input and weight and cast again in backward
   /// (`torchao/float8/float8_linear.py` matmul_with_hp_or_float8_args).
   bool saves_quantized_inputs = true;
+  /// Loss compiled by Inductor (TorchNative::loss_compiled): its graph saves the bf16 logits
+  /// (its input) and per-token statistics instead of the fp32 log-softmax, and its backward
+  /// writes the bf16 logit gradient only.
+  bool compiled_loss = false;
 };
 
 Habits habits_of(const llama::Training& tr) noexcept {
@@ -118,6 +122,7 @@ Habits habits_of(const llama::Training& tr) noexcept {
       h.fused_norm = true;
       h.saves_unread_outputs = false;
     }
+    h.compiled_loss = tr.torch.loss_compiled();
   }
   return h;
 }
@@ -320,6 +325,16 @@ double activation_bytes_per_layer(const llama::Model& model, const llama::Traini
       if (!unfused_attention(training.attention)) bytes += 4.0 * g.a * g.s * g.b / g.t;
       return bytes;
     }
+    case llama::Recompute::selective_layer: {
+      // The checkpointed blocks keep their input, the others everything (llama::block_kinds).
+      double bytes = 0.0;
+      for (const llama::BlockKind& kind : llama::block_kinds(layout)) {
+        llama::Layout one = layout;
+        one.recompute = kind.recompute;
+        bytes += kind.share * activation_bytes_per_layer(model, training, one);
+      }
+      return bytes;
+    }
   }
   return 0.0;
 }
@@ -383,7 +398,8 @@ MemoryReport estimate_memory(const llama::Model& model, const hw::Cluster& clust
   const double a_layer_full = layer_saved_full(model, training, layout, false);
   double transient_layer = fujii ? 0.0 : layer_transient(model, training, layout);
   if (!fujii && (layout.recompute == llama::Recompute::full ||
-                 layout.recompute == llama::Recompute::selective_op)) {
+                 layout.recompute == llama::Recompute::selective_op ||
+                 layout.recompute == llama::Recompute::selective_layer)) {
     // The recomputed layer is rebuilt one at a time during backward (§4.5 working set).
     transient_layer += a_layer_full;
   }
@@ -442,7 +458,7 @@ MemoryReport estimate_memory(const llama::Model& model, const hw::Cluster& clust
         if (training.framework == llama::Framework::fsdp && !fujii) {
           const detail::Fsdp2States f = detail::fsdp2_states(model, training, layout, st);
           s.params_bytes = f.sharded_params + f.resident_unsharded;
-          s.grads_bytes = f.sharded_grads;
+          s.grads_bytes = f.sharded_grads + f.accumulated_grads;
           s.optimizer_bytes = f.optimizer;
           fsdp_layer_transient = f.gather_transient + f.reduce_transient;
           fsdp_step_temporary = f.optimizer_temporary;
@@ -511,16 +527,17 @@ MemoryReport estimate_memory(const llama::Model& model, const hw::Cluster& clust
         if (hab.vocab_parallel_loss || (hab.loss_parallel_with_tp && t > 1)) {
           // MLM cross_entropy.py: fp32 softmax of the local shard held until backward, plus
           // the LM-head input shard; bf16 logits / logit gradient transient.
-          s.logits_bytes = live * (4.0 * g.s * g.b * vocab / t + 2.0 * g.s * g.b * h / g.nd);
+          const double saved = hab.compiled_loss ? 2.0 : 4.0;  // bf16 logits or fp32 softmax
+          s.logits_bytes = live * (saved * g.s * g.b * vocab / t + 2.0 * g.s * g.b * h / g.nd);
           logits_transient = 2.0 * g.s * g.b * vocab / t;
         } else {
           // Gathered logits: bf16 full-vocabulary logits (2) and the fp32 log-softmax saved
           // by cross_entropy (4) held; in backward the fp32 NLL gradient (4) and the
           // log-softmax gradient (4) on top: 14 bytes per token and vocabulary entry at the
           // peak, on every TP rank [derived from AAS losses/cross_entropy.py + PT autograd].
-          const double held = hab.frees_logits_before_backward ? 4.0 : 6.0;
+          const double held = hab.compiled_loss ? 2.0 : hab.frees_logits_before_backward ? 4.0 : 6.0;
           s.logits_bytes = live * held * g.s * g.b * vocab;
-          logits_transient = 8.0 * g.s * g.b * vocab;
+          logits_transient = (hab.compiled_loss ? 2.0 : 8.0) * g.s * g.b * vocab;
         }
       }
     }

@@ -1,5 +1,6 @@
 #include "tetra/llama/layout.hpp"
 
+#include <algorithm>
 #include <array>
 #include <utility>
 
@@ -25,10 +26,12 @@ const char* spell(const std::array<std::pair<E, const char*>, N>& table, E value
   return "unknown";
 }
 
-constexpr std::array<std::pair<Recompute, const char*>, 4> kRecompute = {{{Recompute::none, "none"},
-                                                                          {Recompute::selective, "selective"},
-                                                                          {Recompute::full, "full"},
-                                                                          {Recompute::selective_op, "selective_op"}}};
+constexpr std::array<std::pair<Recompute, const char*>, 5> kRecompute = {{
+    {Recompute::none, "none"},
+    {Recompute::selective, "selective"},
+    {Recompute::full, "full"},
+    {Recompute::selective_op, "selective_op"},
+    {Recompute::selective_layer, "selective_layer"}}};
 constexpr std::array<std::pair<Schedule, const char*>, 5> kSchedule = {{
     {Schedule::gpipe, "gpipe"},
     {Schedule::one_f_one_b, "1f1b"},
@@ -54,6 +57,17 @@ bool fsdp_keeps_blocks_unsharded(const Training& training, const Layout& layout)
   const int raf = training.torch.reshard_after_forward;
   return training.framework == Framework::fsdp && training.zero_stage >= 3 &&
          (raf == 1 || (raf == TorchNative::kReshardDefault && layout.pp > 1));
+}
+
+bool fsdp_defers_gradient_reduction(const Training& training, const Layout& layout) noexcept {
+  return training.framework == Framework::fsdp && training.zero_stage >= 3 && layout.pp > 1;
+}
+
+std::vector<BlockKind> block_kinds(const Layout& layout) {
+  if (layout.recompute != Recompute::selective_layer) return {{layout.recompute, 1.0}};
+  const double checkpointed = 1.0 / std::max(1, layout.ac_freq);
+  if (checkpointed >= 1.0) return {{Recompute::full, 1.0}};
+  return {{Recompute::none, 1.0 - checkpointed}, {Recompute::full, checkpointed}};
 }
 
 int micro_batches(const Layout& layout, const Training& training) noexcept {

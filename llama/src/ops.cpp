@@ -580,7 +580,8 @@ std::vector<Op> layer_ops(const Model& model, const Training& training, const La
   const Dims d = dims_of(model, training, layout);
   std::vector<Op> ops;
   ops.reserve(64);
-  const int dpc = std::max(1, layout.dp) * std::max(1, layout.cp);
+  // ZeRO-3 / FSDP gathers over the shard group: DP x CP, or one HSDP replica of it.
+  const int dpc = layout.shard_dp() * std::max(1, layout.cp);
   const bool zero3 = training.zero_stage >= 3 && dpc > 1;
   if (zero3) {
     ops.push_back(coll(Pass::forward, "zero3_param_ag", CollectiveKind::all_gather, CommDim::dp_cp,
@@ -672,7 +673,10 @@ std::vector<Op> head_ops(const Model& model, const Training& training, const Lay
   ops.push_back(mem(Pass::forward, "final_norm", norm_kernel(d), norm_fwd_bytes(d)));
   tp_column_forward(ops, d, Pass::forward, false);
   ops.push_back(gemm(Pass::forward, "lm_head", d.tokens, vocab_rank, d.h));
-  if (d.eager) {
+  const bool compiled_loss = training.torch.loss_compiled();
+  // torchtitan's loss parallel (TP > 1) keeps the logits sharded over the vocabulary.
+  const bool loss_parallel = training.framework == Framework::fsdp && d.t > 1;
+  if (d.eager && !loss_parallel) {
     // Loss on the gathered full-vocabulary logits on every TP rank
     // (`Aleph-Alpha/scaling: transformer/model/layers/lm_head.py` parallel_output=False,
     // `losses/cross_entropy.py`): all-gather of the bf16 logits, .float() (act + 4),
@@ -683,10 +687,14 @@ std::vector<Op> head_ops(const Model& model, const Training& training, const Lay
       ops.push_back(coll(Pass::forward, "tp_ag_logits", CollectiveKind::all_gather, CommDim::tp,
                          static_cast<int>(d.t), d.act * full));
     }
+    // Compiled (TorchNative::loss_compiled): Inductor reads the bf16 logits once in forward
+    // (max, sum of exponentials and target logit in one reduction) and once in backward,
+    // writing the bf16 gradient [derived: the upcast, log-softmax and NLL fuse into one kernel
+    // per pass].
     ops.push_back(mem(Pass::forward, "cross_entropy", MemoryKernel::cross_entropy,
-                      (d.act + 16.0) * full));
+                      (compiled_loss ? d.act : d.act + 16.0) * full));
     ops.push_back(mem(Pass::backward_input, "cross_entropy_bwd", MemoryKernel::cross_entropy,
-                      (d.act + 20.0) * full));
+                      (compiled_loss ? 2.0 * d.act : d.act + 20.0) * full));
     column_backward(ops, d, "lm_head_dgrad", "lm_head_wgrad", d.h, vocab_rank, false);
     ops.push_back(mem(Pass::backward_input, "final_norm_bwd", norm_kernel(d), norm_bwd_bytes(d)));
     return ops;
@@ -695,7 +703,7 @@ std::vector<Op> head_ops(const Model& model, const Training& training, const Lay
   // exponentials, target logit), writing the fp32 softmax kept for backward.
   const double logits = static_cast<double>(d.tokens) * static_cast<double>(vocab_rank);
   ops.push_back(mem(Pass::forward, "cross_entropy", MemoryKernel::cross_entropy,
-                    (d.act + 4.0) * logits));
+                    (compiled_loss ? d.act : d.act + 4.0) * logits));
   if (d.t > 1) {
     // Three all-reduces of one fp32 value per token (max, sum-exp, predicted logit):
     // `megatron/core/tensor_parallel/cross_entropy.py`.
@@ -705,7 +713,7 @@ std::vector<Op> head_ops(const Model& model, const Training& training, const Lay
     ops.push_back(ar);
   }
   ops.push_back(mem(Pass::backward_input, "cross_entropy_bwd", MemoryKernel::cross_entropy,
-                    (4.0 + d.act) * logits));
+                    (compiled_loss ? 2.0 * d.act : 4.0 + d.act) * logits));
   column_backward(ops, d, "lm_head_dgrad", "lm_head_wgrad", d.h, vocab_rank, false);
   ops.push_back(mem(Pass::backward_input, "final_norm_bwd", norm_kernel(d), norm_bwd_bytes(d)));
   return ops;
@@ -730,17 +738,30 @@ std::vector<Op> dp_gradient_ops(const Model& model, const Training& training, co
   const CommDim dim = layout.cp > 1 ? CommDim::dp_cp : CommDim::dp;
 
   if (training.zero_stage >= 3) {
-    // Per-layer gradient reduce-scatter (FSDP / ZeRO-3), plus the embedding / head shards.
+    // Per-layer gradient reduce-scatter (FSDP / ZeRO-3) over the shard group, plus the
+    // embedding / head shards. HSDP then all-reduces each reduced shard over the replicas
+    // (FSDP2 `foreach_reduce`: all_reduce on the reduce-scatter output when an all-reduce
+    // group exists, `torch/distributed/_composable/fsdp/_fsdp_collectives.py`).
+    const int shard = layout.shard_dp() * std::max(1, layout.cp);
+    const int replicas = std::max(1, layout.dp_replicate);
     const double layer_params = static_cast<double>(params_per_layer(model)) / std::max(1, layout.tp);
-    Op rs = coll(Pass::optimizer, "zero3_grad_rs", CollectiveKind::reduce_scatter, dim, dpc,
-                 grad_bytes * layer_params, true);
-    rs.count = std::max(1, sp.layers);
-    ops.push_back(rs);
     const double rest = static_cast<double>(sp.params) - layer_params * sp.layers;
-    if (rest > 0) {
-      ops.push_back(coll(Pass::optimizer, "zero3_grad_rs_rest", CollectiveKind::reduce_scatter, dim,
-                         dpc, grad_bytes * rest, true));
-    }
+    auto push = [&](const char* rs_name, const char* ar_name, double params, int count) {
+      if (shard > 1) {
+        Op rs = coll(Pass::optimizer, rs_name, CollectiveKind::reduce_scatter, dim, shard,
+                     grad_bytes * params, true);
+        rs.count = count;
+        ops.push_back(rs);
+      }
+      if (replicas > 1) {
+        Op ar = coll(Pass::optimizer, ar_name, CollectiveKind::all_reduce, CommDim::dp_replicate,
+                     replicas, grad_bytes * params / shard, true);
+        ar.count = count;
+        ops.push_back(ar);
+      }
+    };
+    push("zero3_grad_rs", "hsdp_grad_ar", layer_params, std::max(1, sp.layers));
+    if (rest > 0) push("zero3_grad_rs_rest", "hsdp_grad_ar_rest", rest, 1);
     return ops;
   }
   if (training.framework == Framework::deepspeed) {
@@ -888,6 +909,7 @@ const char* to_string(CommDim d) noexcept {
     case CommDim::pp: return "pp";
     case CommDim::dp: return "dp";
     case CommDim::dp_cp: return "dp_cp";
+    case CommDim::dp_replicate: return "dp_replicate";
   }
   return "?";
 }

@@ -226,7 +226,14 @@ std::optional<LayoutIssue> check_layout(const Model& model, long long world,
     }
   }
 
-  // 11. Rank order.
+  // 11. ac_freq belongs to selective_layer.
+  if (layout.ac_freq != Layout{}.ac_freq && layout.recompute != Recompute::selective_layer) {
+    return issue("ac_freq", "ac-freq-needs-selective-layer",
+                 "ac_freq=" + str(layout.ac_freq) + " needs recompute = \"selective_layer\" (got \"" +
+                     to_string(layout.recompute) + "\")");
+  }
+
+  // 12. Rank order.
   if (!valid_rank_order(layout.rank_order)) {
     return issue("rank_order", "rank-order",
                  "rank_order=\"" + layout.rank_order +

@@ -229,7 +229,7 @@ E enum_value(const Section& s, const toml::node& node, std::string_view k, Parse
 
 constexpr std::initializer_list<llama::Recompute> kRecompute{
     llama::Recompute::none, llama::Recompute::selective, llama::Recompute::full,
-    llama::Recompute::selective_op};
+    llama::Recompute::selective_op, llama::Recompute::selective_layer};
 constexpr std::initializer_list<llama::Schedule> kSchedule{
     llama::Schedule::gpipe, llama::Schedule::one_f_one_b, llama::Schedule::interleaved,
     llama::Schedule::zb_h1, llama::Schedule::layered};
@@ -598,7 +598,7 @@ const std::vector<std::string_view>& training_keys() {
       "seq_len",   "global_batch",  "precision",      "grad_dtype",          "optimizer", "zero_stage",
       "attention", "fused_rmsnorm", "overlap_grad_reduce", "overlap_param_gather", "framework",
       "fp8_recipe", "fp8_param_gather", "tp_comm_overlap", "compile", "async_tp",
-      "reshard_after_forward"};
+      "compile_loss", "reshard_after_forward"};
   return keys;
 }
 
@@ -608,7 +608,7 @@ const std::vector<std::string_view>& layout_keys() {
       "mbs",       "sp",       "recompute",  "schedule",   "rank_order",
       "first_stage_layers", "last_stage_layers",
       "account_for_embedding_in_pipeline_split", "account_for_loss_in_pipeline_split",
-      "dp_shard", "dp_replicate"};
+      "dp_shard", "dp_replicate", "ac_freq"};
   return keys;
 }
 
@@ -648,6 +648,8 @@ void set_training_key(const Section& s, std::string_view k, const toml::node& n,
     t.torch.compile = s.boolean(n, k);
   } else if (k == "async_tp") {
     t.torch.async_tp = s.boolean(n, k);
+  } else if (k == "compile_loss") {
+    t.torch.compile_loss = s.boolean(n, k);
   } else if (k == "reshard_after_forward") {
     // FSDP2 spelling: true, false or the size of the groups the parameters reshard over.
     if (n.is_boolean()) {
@@ -695,6 +697,8 @@ void set_layout_key(const Section& s, std::string_view k, const toml::node& n, l
     l.sp = s.boolean(n, k);
   } else if (k == "recompute") {
     l.recompute = enum_value(s, n, k, llama::parse_recompute, kRecompute);
+  } else if (k == "ac_freq") {
+    l.ac_freq = s.int_value(n, k, 1, kMaxLayers);
   } else if (k == "schedule") {
     l.schedule = enum_value(s, n, k, llama::parse_schedule, kSchedule);
   } else if (k == "rank_order") {
@@ -876,7 +880,7 @@ search::SearchSpace load_search(const Doc& doc, const toml::table& table,
                                 const llama::Training& training, const hw::Gpu& gpu) {
   const Section s{doc, "search", table};
   s.check_keys({"tp", "cp", "pp", "mbs", "vp", "recompute", "schedule", "sp", "memory_fraction",
-                "precision", "fp8_recipe"});
+                "precision", "fp8_recipe", "dp_replicate", "ac_freq", "compile"});
   search::SearchSpace space;
   auto ints = [&](std::string_view k, long long hi) {
     return list_of<int>(s, *s.get(k), k,
@@ -910,6 +914,11 @@ search::SearchSpace load_search(const Doc& doc, const toml::table& table,
   }
   if (const auto* n = s.get("sp")) {
     space.sp = list_of<bool>(s, *n, "sp", [&](const toml::node& el) { return s.boolean(el, "sp"); });
+  }
+  if (s.get("dp_replicate")) space.dp_replicate = ints("dp_replicate", kMaxParallel);
+  if (s.get("ac_freq")) space.ac_freq = ints("ac_freq", kMaxLayers);
+  if (const auto* n = s.get("compile")) {
+    space.compile = list_of<bool>(s, *n, "compile", [&](const toml::node& el) { return s.boolean(el, "compile"); });
   }
   if (const auto* n = s.get("memory_fraction")) {
     space.memory_fraction = s.number(*n, "memory_fraction", 0.01, 1.0);

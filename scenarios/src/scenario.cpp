@@ -6,7 +6,7 @@
 
 #include "loader.hpp"
 #include "tetra/hw/error.hpp"
-#include "tetra/calib/fit.hpp"
+#include "tetra/calib/curve_fit.hpp"
 #include "tetra/llama/validate.hpp"
 #include "tetra/scenarios/profile_io.hpp"
 

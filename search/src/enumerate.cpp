@@ -30,7 +30,8 @@ std::string layout_key(const llama::Layout& l) {
   k.reserve(96);
   k += "tp=" + num(l.tp) + ",cp=" + num(l.cp) + ",pp=" + num(l.pp) + ",dp=" + num(l.dp) +
        ",vp=" + num(l.vp) + ",mbs=" + num(l.mbs) + ",sp=" + (l.sp ? "1" : "0") +
-       ",recompute=" + std::to_string(static_cast<int>(l.recompute)) +
+       ",recompute=" + std::to_string(static_cast<int>(l.recompute)) + ",ac=" + num(l.ac_freq) +
+       ",replicas=" + num(l.dp_replicate) +
        ",schedule=" + std::to_string(static_cast<int>(l.schedule)) +
        ",first=" + num(l.first_stage_layers) + ",last=" + num(l.last_stage_layers) +
        ",order=" + l.rank_order;
@@ -55,6 +56,8 @@ Enumeration enumerate_layouts(const llama::Model& model, long long world,
   require(!space.recompute.empty(), "recompute");
   require(!space.schedule.empty(), "schedule");
   require(!space.sp.empty(), "sp");
+  require(!space.dp_replicate.empty(), "dp_replicate");
+  require(!space.ac_freq.empty(), "ac_freq");
 
   // sp values: as listed where tp > 1 (duplicates removed, order kept), sp = false at tp = 1.
   std::vector<bool> sp_multi;
@@ -64,7 +67,38 @@ Enumeration enumerate_layouts(const llama::Model& model, long long world,
   const std::vector<bool> sp_single{false};
 
   Enumeration out;
+  auto consider = [&](const llama::Layout& l) {
+    ++out.enumerated;
+    auto issue = llama::check_layout(model, world, training, l);
+    if (!issue && nvlink_domain > 0) issue = costmodel::domain_issue(l, nvlink_domain);
+    if (issue) {
+      ++out.invalid;
+      ++out.invalid_by_rule[issue->rule];
+    } else {
+      out.valid.push_back(l);
+    }
+  };
+  // The knobs of one (tp, cp, pp, vp, mbs, recompute) cell: checkpoint frequency, HSDP
+  // replicas, schedule and sp.
+  const std::vector<int> one_ac_freq{llama::Layout{}.ac_freq};
+  auto cell = [&](llama::Layout l, const std::vector<bool>& sps) {
+    const bool per_layer = l.recompute == llama::Recompute::selective_layer;
+    for (const int ac_freq : per_layer ? space.ac_freq : one_ac_freq) {
+      for (const int replicas : space.dp_replicate) {
+        for (const llama::Schedule sched : space.schedule) {
+          for (const bool sp : sps) {
+            l.ac_freq = ac_freq;
+            l.dp_replicate = replicas;
+            l.schedule = sched;
+            l.sp = sp;
+            consider(l);
+          }
+        }
+      }
+    }
+  };
   llama::Layout l = base;
+  l.dp_shard = 0;  // derived from dp and dp_replicate
   for (const int tp : space.tp) {
     const std::vector<bool>& sps = tp > 1 ? sp_multi : sp_single;
     for (const int cp : space.cp) {
@@ -76,33 +110,19 @@ Enumeration enumerate_layouts(const llama::Model& model, long long world,
           const auto split = llama::uneven_chunk_split(model.layers, pp, vp);
           for (const int mbs : space.mbs) {
             for (const llama::Recompute rc : space.recompute) {
-              for (const llama::Schedule sched : space.schedule) {
-                for (const bool sp : sps) {
-                  l.tp = tp;
-                  l.cp = cp;
-                  l.pp = pp;
-                  l.dp = static_cast<int>(std::min<long long>(dp, 1LL << 30));
-                  l.vp = vp;
-                  l.mbs = mbs;
-                  l.sp = sp;
-                  l.recompute = rc;
-                  l.schedule = sched;
-                  // An uneven split where the layers do not divide into pp·vp chunks and the
-                  // split exists; otherwise the even split is tried and "layers-divide"
-                  // rejects what does not divide.
-                  l.first_stage_layers = split ? split->first_stage_layers : 0;
-                  l.last_stage_layers = split ? split->last_stage_layers : 0;
-                  ++out.enumerated;
-                  auto issue = llama::check_layout(model, world, training, l);
-                  if (!issue && nvlink_domain > 0) issue = costmodel::domain_issue(l, nvlink_domain);
-                  if (issue) {
-                    ++out.invalid;
-                    ++out.invalid_by_rule[issue->rule];
-                  } else {
-                    out.valid.push_back(l);
-                  }
-                }
-              }
+              l.tp = tp;
+              l.cp = cp;
+              l.pp = pp;
+              l.dp = static_cast<int>(std::min<long long>(dp, 1LL << 30));
+              l.vp = vp;
+              l.mbs = mbs;
+              l.recompute = rc;
+              // An uneven split where the layers do not divide into pp·vp chunks and the
+              // split exists; otherwise the even split is tried and "layers-divide" rejects
+              // what does not divide.
+              l.first_stage_layers = split ? split->first_stage_layers : 0;
+              l.last_stage_layers = split ? split->last_stage_layers : 0;
+              cell(l, sps);
             }
           }
         }

@@ -17,27 +17,40 @@ bool ranks_before(const RankedLayout& a, const RankedLayout& b) {
   if (a.tokens_per_s != b.tokens_per_s) return a.tokens_per_s > b.tokens_per_s;
   if (a.peak_bytes != b.peak_bytes) return a.peak_bytes < b.peak_bytes;
   if (const std::string ka = layout_key(a.layout), kb = layout_key(b.layout); ka != kb) return ka < kb;
-  return a.fp8.recipe < b.fp8.recipe;
+  if (a.fp8.recipe != b.fp8.recipe) return a.fp8.recipe < b.fp8.recipe;
+  return a.compile < b.compile;
 }
 
 namespace {
 
-/// The trainings the space asks for: the scenario's own, or one per listed precision.
-std::vector<llama::Training> precision_variants(const llama::Training& training,
-                                                const SearchSpace& space) {
-  if (space.precision.empty()) return {training};
-  std::vector<llama::Training> out;
+/// The trainings the space asks for: the scenario's own, or one per listed precision and
+/// compile setting.
+std::vector<llama::Training> training_variants(const llama::Training& training,
+                                               const SearchSpace& space) {
+  std::vector<llama::Training> by_precision;
+  if (space.precision.empty()) by_precision.push_back(training);
   for (const llama::Fp8Recipe r : space.precision) {
     llama::Training t = training;
     t.fp8.recipe = r;
     if (r == llama::Fp8Recipe::none) t.fp8.param_gather = false;
-    out.push_back(t);
+    by_precision.push_back(t);
+  }
+  if (space.compile.empty()) return by_precision;
+  std::vector<llama::Training> out;
+  for (const llama::Training& t : by_precision) {
+    for (const bool compile : space.compile) {
+      llama::Training c = t;
+      c.torch.compile = compile;
+      // Async TP needs compile (check_torch_native): it goes with it.
+      if (!compile) c.torch.async_tp = false;
+      out.push_back(c);
+    }
   }
   return out;
 }
 
-/// Steps 1-4 of the search for one training precision, added to `out`.
-void search_precision(const SearchInput& in, const llama::Training& training,
+/// Steps 1-4 of the search for one training variant, added to `out`.
+void search_training(const SearchInput& in, const llama::Training& training,
                       const SearchOptions& options, SearchResult& out) {
   const llama::Model& model = *in.model;
   const hw::Cluster& cluster = *in.cluster;
@@ -96,6 +109,7 @@ void search_precision(const SearchInput& in, const llama::Training& training,
         RankedLayout& rl = simulated[k];
         rl.layout = layout;
         rl.fp8 = training.fp8;
+        rl.compile = training.torch.compile;
         rl.step_time_s = r.step_time_s;
         rl.tokens_per_s = r.tokens_per_s;
         rl.tflops_per_gpu = r.tflops_per_gpu;
@@ -123,8 +137,8 @@ void search_precision(const SearchInput& in, const llama::Training& training,
 
 SearchResult run_search(const SearchInput& in, const SearchOptions& options) {
   SearchResult out;
-  for (const llama::Training& t : precision_variants(*in.training, *in.space)) {
-    search_precision(in, t, options, out);
+  for (const llama::Training& t : training_variants(*in.training, *in.space)) {
+    search_training(in, t, options, out);
   }
   std::sort(out.layouts.begin(), out.layouts.end(), ranks_before);
   out.summary.feasible = out.layouts.size();

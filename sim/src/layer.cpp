@@ -12,7 +12,8 @@ CommAxis axis_of(llama::CommDim dim) noexcept {
     case llama::CommDim::cp: return CommAxis::cp;
     case llama::CommDim::pp: return CommAxis::pp;
     case llama::CommDim::dp:
-    case llama::CommDim::dp_cp: return CommAxis::dp;
+    case llama::CommDim::dp_cp:
+    case llama::CommDim::dp_replicate: return CommAxis::dp;
   }
   return CommAxis::tp;
 }
@@ -177,6 +178,37 @@ LayerTimes replay_layer(const std::vector<llama::Op>& ops, const OpPricer& price
   });
   lt.backward_weight = run([](const llama::Op& o) { return o.pass == Pass::backward_weight; });
   return lt;
+}
+
+namespace {
+
+void add_scaled(PassTime& into, const PassTime& from, double share) {
+  into.seconds += share * from.seconds;
+  into.compute_s += share * from.compute_s;
+  for (std::size_t a = 0; a < into.exposed_s.size(); ++a) {
+    into.exposed_s[a] += share * from.exposed_s[a];
+    into.comm_s[a] += share * from.comm_s[a];
+  }
+}
+
+}  // namespace
+
+LayerTimes blend(const std::vector<std::pair<LayerTimes, double>>& kinds) {
+  if (kinds.size() == 1 && kinds.front().second == 1.0) return kinds.front().first;
+  LayerTimes out;
+  for (const auto& [times, share] : kinds) {
+    add_scaled(out.forward, times.forward, share);
+    add_scaled(out.backward, times.backward, share);
+    add_scaled(out.backward_input, times.backward_input, share);
+    add_scaled(out.backward_weight, times.backward_weight, share);
+  }
+  if (!kinds.empty()) {
+    out.forward.comm = kinds.front().first.forward.comm;
+    out.backward.comm = kinds.front().first.backward.comm;
+    out.backward_input.comm = kinds.front().first.backward_input.comm;
+    out.backward_weight.comm = kinds.front().first.backward_weight.comm;
+  }
+  return out;
 }
 
 }  // namespace tetra::sim

@@ -16,8 +16,10 @@ LayerKey layer_key(const llama::Training& training, const llama::Layout& layout,
   k.mbs = layout.mbs;
   k.sp = layout.sp;
   k.recompute = layout.recompute;
-  const int dpc = std::max(1, layout.dp) * std::max(1, layout.cp);
-  // llama::layer_ops adds per-layer parameter all-gathers over DP×CP only under ZeRO-3.
+  k.ac_freq = layout.recompute == llama::Recompute::selective_layer ? layout.ac_freq : 0;
+  const int dpc = layout.shard_dp() * std::max(1, layout.cp);
+  // llama::layer_ops adds per-layer parameter all-gathers over the shard group (DP×CP, or one
+  // HSDP replica of it) only under ZeRO-3.
   k.dp_cp = training.zero_stage >= 3 && dpc > 1 ? dpc : 0;
   k.blocks_kept_unsharded = llama::fsdp_keeps_blocks_unsharded(training, layout);
   const int gpn = std::max(nvlink_domain, 1);

@@ -83,7 +83,14 @@ Result Simulator::run(const SimInput& in, const SimOptions& options) {
     embedding_ = shared->embedding;
     head_ = shared->head;
   } else {
-    layer_ = replay_layer(llama::layer_ops(model, training, layout), price, record, intra_share);
+    std::vector<std::pair<LayerTimes, double>> kinds;
+    for (const llama::BlockKind& kind : llama::block_kinds(layout)) {
+      llama::Layout one = layout;
+      one.recompute = kind.recompute;
+      kinds.emplace_back(replay_layer(llama::layer_ops(model, training, one), price, record, intra_share),
+                         kind.share);
+    }
+    layer_ = blend(kinds);
     embedding_ = replay_layer(llama::embedding_ops(model, training, layout), price, record, intra_share);
     head_ = replay_layer(llama::head_ops(model, training, layout), price, record, intra_share);
     if (cache != nullptr) cache->insert(key, LayerTables{layer_, embedding_, head_});
@@ -110,7 +117,9 @@ Result Simulator::run(const SimInput& in, const SimOptions& options) {
   // Aleph Alpha's DeepSpeed-style trainer reduces and gathers on the compute stream after the
   // backward / the optimizer (llama::dp_gradient_ops): no overlap whatever the flags say.
   const bool ds = training.framework == llama::Framework::deepspeed;
-  spec_.overlap_grad_reduce = training.overlap_grad_reduce && !ds;
+  // FSDP2 under pipelining reduces only after the stage's last backward (TorchNative).
+  spec_.overlap_grad_reduce = training.overlap_grad_reduce && !ds &&
+                              !llama::fsdp_defers_gradient_reduction(training, layout);
   spec_.overlap_param_gather = training.overlap_param_gather && !ds;
   spec_.record_memory = record;
   chunk_layers_.assign(static_cast<std::size_t>(V), 0);
@@ -171,7 +180,8 @@ Result Simulator::run(const SimInput& in, const SimOptions& options) {
     }
     // DP buckets of the stage (per chunk: each chunk has its own gradient buffer).
     const auto dp_ops = llama::dp_gradient_ops(model, training, layout, r);
-    std::vector<llama::Op> reduces, gathers;
+    // HSDP's replica all-reduces follow the reduce-scatter of the same bucket on its stream.
+    std::vector<llama::Op> reduces, gathers, replica_reduces;
     for (const auto& op : dp_ops) {
       if (op.kind != llama::OpKind::collective) continue;
       for (int k = 0; k < std::max(op.count, 1); ++k) {
@@ -180,11 +190,20 @@ Result Simulator::run(const SimInput& in, const SimOptions& options) {
         one.bytes = op.bytes / v;
         if (op.coll == llama::CollectiveKind::all_gather) {
           gathers.push_back(one);
+        } else if (op.dim == llama::CommDim::dp_replicate) {
+          replica_reduces.push_back(one);
         } else if (op.coll == llama::CollectiveKind::reduce_scatter ||
                    op.coll == llama::CollectiveKind::all_reduce) {
           reduces.push_back(one);
         }
       }
+    }
+    std::vector<double> follow_s(reduces.size(), 0.0);
+    if (reduces.empty()) {
+      reduces = replica_reduces;  // HSDP with one rank per shard group: all-reduce only
+      follow_s.assign(reduces.size(), 0.0);
+    } else if (replica_reduces.size() == reduces.size()) {
+      for (std::size_t k = 0; k < reduces.size(); ++k) follow_s[k] = price(replica_reduces[k]);
     }
     if (!reduces.empty()) {
       double total = 0;
@@ -195,7 +214,7 @@ Result Simulator::run(const SimInput& in, const SimOptions& options) {
       for (std::size_t k = 0; k < reduces.size(); ++k) {
         BucketCost b;
         b.params_fraction = total > 0 ? reduces[k].bytes / total : 1.0 / static_cast<double>(reduces.size());
-        b.reduce = Duration::from_seconds(price(reduces[k]));
+        b.reduce = Duration::from_seconds(price(reduces[k]) + follow_s[k]);
         if (gathers.size() == reduces.size()) {
           b.gather = Duration::from_seconds(price(gathers[k]));
         } else {

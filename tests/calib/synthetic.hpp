@@ -11,7 +11,7 @@
 #include <tuple>
 #include <vector>
 
-#include "tetra/calib/fit.hpp"
+#include "tetra/calib/curve_fit.hpp"
 #include "tetra/costmodel/profile.hpp"
 
 namespace tetra::calib::testing {

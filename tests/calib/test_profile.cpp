@@ -3,7 +3,7 @@
 #include <doctest/doctest.h>
 
 #include "synthetic.hpp"
-#include "tetra/calib/fit.hpp"
+#include "tetra/calib/curve_fit.hpp"
 #include "tetra/scenarios/profile_io.hpp"
 
 using namespace tetra;

@@ -6,7 +6,7 @@
 
 #include <doctest/doctest.h>
 
-#include "tetra/calib/fit.hpp"
+#include "tetra/calib/curve_fit.hpp"
 #include "tetra/calib/sweep.hpp"
 
 using namespace tetra;

@@ -87,6 +87,9 @@ TEST_CASE("PyTorch-native options: reshard with ZeRO-1, an HSDP split that misse
   check_user_error(tetrasim("memory tests/data/scenarios/fsdp_float8_a100.toml"),
                    "tests/data/scenarios/fsdp_float8_a100.toml:12:14: [training].fp8_recipe: fp8_recipe "
                    "\"tensorwise\" needs FP8 tensor cores");
+  check_user_error(tetrasim("memory tests/data/scenarios/fsdp_ac_freq_full.toml"),
+                   "tests/data/scenarios/fsdp_ac_freq_full.toml:15:11: [layout].ac_freq: ac_freq=3 needs "
+                   "recompute = \"selective_layer\" (got \"full\")");
 }
 
 TEST_CASE("fp8_recipe with a precision other than fp8 names the recipe") {

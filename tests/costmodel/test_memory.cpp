@@ -500,4 +500,67 @@ TEST_SUITE("costmodel") {
     // s b h = 16384 * 4096 = 67,108,864 elements; 2 bytes each.
     CHECK(eager - costmodel::activation_bytes_per_layer(m, t, l) == doctest::Approx(134217728.0));
   }
+
+  TEST_CASE("memory: torchtitan's per-layer checkpointing keeps every ac_freq-th block's input only") {
+    // torchtitan parallelize_llama.py @820504e: ptd_checkpoint_wrapper wraps the blocks with
+    // _count % ac_freq == 0; the others save everything. Llama-3.1-8B, s = 8192, b = 2, no TP:
+    // a checkpointed block keeps its input, 2 s b h = 2 * 16384 * 4096 = 134,217,728 B.
+    const llama::Model m = model("llama3.1-8b");
+    llama::Training t;
+    t.seq_len = 8192;
+    t.framework = llama::Framework::fsdp;
+    llama::Layout l = simple_layout(1, 1, 1, 2);
+    l.recompute = llama::Recompute::full;
+    CHECK(costmodel::activation_bytes_per_layer(m, t, l) == doctest::Approx(134217728.0));
+    l.recompute = llama::Recompute::none;
+    const double whole = costmodel::activation_bytes_per_layer(m, t, l);
+    l.recompute = llama::Recompute::selective_layer;
+    l.ac_freq = 2;  // one block in two checkpointed
+    CHECK(costmodel::activation_bytes_per_layer(m, t, l) == doctest::Approx(0.5 * whole + 0.5 * 134217728.0));
+    l.ac_freq = 4;
+    CHECK(costmodel::activation_bytes_per_layer(m, t, l) == doctest::Approx(0.75 * whole + 0.25 * 134217728.0));
+    l.ac_freq = 1;  // every block: full recompute
+    CHECK(costmodel::activation_bytes_per_layer(m, t, l) == doctest::Approx(134217728.0));
+  }
+
+  TEST_CASE("memory: a compiled loss keeps the bf16 logits instead of the fp32 log-softmax") {
+    // torchtitan compiles the loss under --training.compile (components/loss.py @820504e,
+    // train.py @4d88a8a44; commented out @9dec370). Llama-3.1-8B, s b = 4096, V = 128,256,
+    // no TP: eager holds the fp32 log-softmax 4 s b V = 2,101,346,304 B; compiled the bf16
+    // logits 2 s b V = 1,050,673,152 B.
+    const llama::Model m = model("llama3.1-8b");
+    const hw::Cluster c = cluster("dgx-h100");
+    llama::Training t;
+    t.seq_len = 4096;
+    t.global_batch = 64;
+    t.framework = llama::Framework::fsdp;
+    t.zero_stage = 3;
+    const llama::Layout l = simple_layout(1, 2, 4, 1);
+    CHECK(estimate_memory(m, c, t, l).stages.back().logits_bytes == doctest::Approx(2101346304.0));
+    t.torch.compile = true;
+    CHECK(estimate_memory(m, c, t, l).stages.back().logits_bytes == doctest::Approx(1050673152.0));
+    t.torch.compile_loss = false;  // torchtitan @9dec370
+    CHECK(estimate_memory(m, c, t, l).stages.back().logits_bytes == doctest::Approx(2101346304.0));
+  }
+
+  TEST_CASE("memory: FSDP2 under pipelining accumulates unsharded fp32 gradients until the last backward") {
+    // torch/distributed/pipelining/stage.py backward_maybe_with_nosync: FSDP modules run every
+    // micro-batch's backward with set_requires_gradient_sync(False); FSDPParam
+    // to_accumulated_grad_if_needed keeps the unsharded gradient in the reduce dtype (fp32).
+    // Two-block Llama-3.1-8B over pp = 2: stage 0 holds the embedding, 128,256 * 4096 =
+    // 525,336,576, and one block, 218,112,000: 743,448,576 parameters, 4 B each.
+    llama::Model m = model("llama3.1-8b");
+    m.layers = 2;
+    const hw::Cluster c = cluster("dgx-h100");
+    llama::Training t;
+    t.seq_len = 8192;
+    t.global_batch = 8;
+    t.zero_stage = 3;
+    t.framework = llama::Framework::fsdp;
+    const auto s0 = estimate_memory(m, c, t, simple_layout(1, 2, 4, 1)).stages[0];
+    CHECK(s0.grads_bytes == doctest::Approx(4.0 * 743448576.0));
+    // Without PP the gradients are fp32 shards over the 8 ranks: 4 * 1,486,901,248 / 8.
+    CHECK(estimate_memory(m, c, t, simple_layout(1, 1, 8, 1)).stages[0].grads_bytes ==
+          doctest::Approx(743450624.0));
+  }
 }

@@ -540,4 +540,79 @@ TEST_SUITE("llama") {
     CHECK(parse_recompute("selective_op") == Recompute::selective_op);
     CHECK(std::string(to_string(Recompute::selective_op)) == "selective_op");
   }
+
+  TEST_CASE("torchtitan's loss parallel under TP and the compiled loss (head ops)") {
+    // Loss parallel (torchtitan apply_tp @820504e: the output keeps Shard(-1) logits): no
+    // gather of the logits; the loss reads the vocabulary shard. Llama-3.1-8B, s = 4096, b = 1,
+    // t = 2: T = 4096 tokens, V/t = 64,128; T V/t = 262,668,288 elements.
+    const Model m = preset("llama3.1-8b");
+    Training tr;
+    tr.seq_len = 4096;
+    tr.framework = Framework::fsdp;
+    tr.zero_stage = 3;
+    Layout l;
+    l.tp = 2;
+    l.dp = 4;
+    auto head = head_ops(m, tr, l);
+    CHECK(find(head, "tp_ag_logits", Pass::forward) == nullptr);
+    const Op* ce = find(head, "cross_entropy", Pass::forward);
+    REQUIRE(ce);
+    CHECK(ce->bytes == doctest::Approx(6.0 * 262668288.0));  // bf16 read, fp32 softmax written
+    // Compiled: one read of the bf16 shard in forward; backward reads it and writes the bf16
+    // gradient.
+    tr.torch.compile = true;
+    head = head_ops(m, tr, l);
+    CHECK(find(head, "cross_entropy", Pass::forward)->bytes == doctest::Approx(2.0 * 262668288.0));
+    CHECK(find(head, "cross_entropy_bwd", Pass::backward_input)->bytes == doctest::Approx(4.0 * 262668288.0));
+  }
+
+  TEST_CASE("HSDP: gathers and reduce-scatters over one replica, all-reduce of the shards across replicas") {
+    // FSDP2 foreach_reduce (torch/distributed/_composable/fsdp/_fsdp_collectives.py): the
+    // reduce-scatter output is all-reduced over the replicate group. Llama-3.1-8B, 16 DP ranks
+    // as 2 replicas x 8 shards, fp32 gradients: one block 218,112,000 parameters.
+    const Model m = preset("llama3.1-8b");
+    Training tr;
+    tr.seq_len = 4096;
+    tr.zero_stage = 3;
+    tr.framework = Framework::fsdp;
+    Layout l;
+    l.dp = 16;
+    l.dp_replicate = 2;
+    const auto layer = layer_ops(m, tr, l);
+    const Op* ag = find(layer, "zero3_param_ag", Pass::forward);
+    REQUIRE(ag);
+    CHECK(ag->group == 8);
+    const auto grads = dp_gradient_ops(m, tr, l, 0);
+    const Op* rs = find(grads, "zero3_grad_rs", Pass::optimizer);
+    const Op* ar = find(grads, "hsdp_grad_ar", Pass::optimizer);
+    REQUIRE(rs);
+    REQUIRE(ar);
+    CHECK(rs->group == 8);
+    CHECK(rs->bytes == doctest::Approx(4.0 * 218112000));  // 872,448,000
+    CHECK(rs->count == 32);
+    CHECK(ar->dim == CommDim::dp_replicate);
+    CHECK(ar->group == 2);
+    CHECK(ar->bytes == doctest::Approx(4.0 * 218112000 / 8));  // 109,056,000: one shard
+    CHECK(ar->count == 32);
+    // Embedding and head: 2 * 128,256 * 4096 + 4096 = 1,050,677,248 parameters.
+    const Op* ar_rest = find(grads, "hsdp_grad_ar_rest", Pass::optimizer);
+    REQUIRE(ar_rest);
+    CHECK(ar_rest->bytes == doctest::Approx(4.0 * 1050677248.0 / 8));
+  }
+
+  TEST_CASE("selective_layer: one block in ac_freq recomputed in full") {
+    Layout l;
+    l.recompute = Recompute::selective_layer;
+    l.ac_freq = 4;
+    const auto kinds = block_kinds(l);
+    REQUIRE(kinds.size() == 2);
+    CHECK(kinds[0].recompute == Recompute::none);
+    CHECK(kinds[0].share == doctest::Approx(0.75));
+    CHECK(kinds[1].recompute == Recompute::full);
+    CHECK(kinds[1].share == doctest::Approx(0.25));
+    l.recompute = Recompute::selective_op;
+    REQUIRE(block_kinds(l).size() == 1);
+    CHECK(block_kinds(l)[0].share == 1.0);
+    CHECK(parse_recompute("selective_layer") == Recompute::selective_layer);
+  }
 }

@@ -311,4 +311,14 @@ TEST_SUITE("llama") {
     t.global_batch = 512;
     CHECK(micro_batches(l, t) == 32);
   }
+
+  TEST_CASE("ac_freq belongs to recompute = selective_layer") {
+    Case c;
+    c.layout.recompute = Recompute::selective_layer;
+    c.layout.ac_freq = 3;
+    CHECK_FALSE(c.check().has_value());
+    c.layout.recompute = Recompute::full;
+    const std::string msg = expect_issue(c, "ac_freq", "ac-freq-needs-selective-layer");
+    CHECK(msg.find("selective_layer") != std::string::npos);
+  }
 }

@@ -465,6 +465,56 @@ fp8_recipe = "current"
     CHECK(res.summary.enumerated == 2 * en.enumerated);
   }
 
+  TEST_CASE("PyTorch-native knobs: HSDP replicas, selective_layer frequencies and compile on / off") {
+    const std::string text = R"(
+[model]
+preset = "llama3.1-8b"
+[cluster]
+preset = "dgx-h100"
+nodes = 2
+[training]
+seq_len = 4096
+global_batch = 64
+zero_stage = 3
+framework = "fsdp"
+[search]
+tp = [1]
+pp = [1]
+mbs = [1]
+recompute = ["none", "selective_layer"]
+ac_freq = [2, 4]
+dp_replicate = [1, 2, 3]
+compile = [true, false]
+)";
+    const auto sc = scenarios::load_scenario_text(text, "torch.toml", "", false);
+    const auto en = search::enumerate_layouts(sc.model, sc.cluster.total_gpus(), sc.training,
+                                              sc.search, sc.layout);
+    // Recompute none: 3 replica counts; selective_layer: 2 frequencies x 3 replica counts.
+    // dp = 16: 3 replicas do not divide it (rule dp-split), twice.
+    CHECK(en.enumerated == 9);
+    CHECK(en.invalid_by_rule.at("dp-split") == 3);
+    search::SearchInput in;
+    in.model = &sc.model;
+    in.cluster = &sc.cluster;
+    in.training = &sc.training;
+    in.space = &sc.search;
+    const auto res = search::run_search(in);
+    CHECK(res.summary.enumerated == 2 * en.enumerated);  // compile on and off
+    bool compiled = false, eager = false, hsdp = false, every4 = false;
+    for (const auto& r : res.layouts) {
+      (r.compile ? compiled : eager) = true;
+      hsdp = hsdp || r.layout.dp_replicate == 2;
+      every4 = every4 || (r.layout.recompute == llama::Recompute::selective_layer && r.layout.ac_freq == 4);
+    }
+    CHECK(compiled);
+    CHECK(eager);
+    CHECK(hsdp);
+    CHECK(every4);
+    // torch.compile fuses the block's memory-bound kernels: the same layout runs faster.
+    REQUIRE_FALSE(res.layouts.empty());
+    CHECK(res.layouts.front().compile);
+  }
+
   TEST_CASE("precision = fp8 on an A100 names [search].precision") {
     const std::string text = R"(
 [model]

@@ -207,4 +207,28 @@ TEST_SUITE("sim") {
       CHECK(slow.stages[r].idle_s == doctest::Approx(plain.stages[r].idle_s + 0.75));
     }
   }
+
+  TEST_CASE("simulate: per-layer checkpointing costs the share-weighted mean of its two kinds of block") {
+    // selective_layer with ac_freq = 2: half the blocks recompute in full, half not
+    // (llama::block_kinds), so one layer's passes are the means of the two.
+    Fixture f("llama3.1-8b", "dgx-h100", 1);
+    f.training.seq_len = 8192;
+    f.training.global_batch = 16;
+    f.training.framework = llama::Framework::fsdp;
+    f.training.zero_stage = 3;
+    llama::Layout l;
+    l.dp = 8;
+    l.mbs = 2;
+    auto layer = [&](llama::Recompute r) {
+      l.recompute = r;
+      return sim::simulate(f.input(l));
+    };
+    const auto none = layer(llama::Recompute::none);
+    const auto full = layer(llama::Recompute::full);
+    const auto half = layer(llama::Recompute::selective_layer);
+    CHECK(half.layer_forward_s == doctest::Approx(0.5 * (none.layer_forward_s + full.layer_forward_s)));
+    CHECK(half.layer_backward_s == doctest::Approx(0.5 * (none.layer_backward_s + full.layer_backward_s)));
+    CHECK(half.step_time_s > none.step_time_s);
+    CHECK(half.step_time_s < full.step_time_s);
+  }
 }

@@ -15,8 +15,11 @@ namespace tetra::llama {
 /// Activation recomputation: none; Megatron's selective (core attention only); full (every
 /// layer from its input); torchtitan's per-op selective checkpointing (`selective_op`: the
 /// outputs of every second matmul and of attention are saved, the rest of the block is
-/// recomputed, `torchtitan/parallelisms/parallelize_llama.py` `_save_list`).
-enum class Recompute { none, selective, full, selective_op };
+/// recomputed, `torchtitan/parallelisms/parallelize_llama.py` `_save_list`); torchtitan's
+/// per-layer selective checkpointing (`selective_layer`: every `ac_freq`-th block recomputed in
+/// full, the others keep everything; `ptd_checkpoint_wrapper._count % ac_freq == 0`,
+/// `torchtitan/models/llama3/parallelize_llama.py` at 820504e).
+enum class Recompute { none, selective, full, selective_op, selective_layer };
 enum class Schedule { gpipe, one_f_one_b, interleaved, zb_h1, layered };
 enum class AttentionKernel { flash2, flash3, flash1, fused, torch };
 enum class Precision { bf16, fp16, fp32 };
@@ -38,6 +41,9 @@ struct Layout {
   int mbs = 1;                     ///< micro-batch size in sequences
   bool sp = false;                 ///< sequence parallelism (needs tp > 1)
   Recompute recompute = Recompute::none;
+  /// selective_layer: one block in ac_freq is checkpointed (torchtitan `selective_ac_option`,
+  /// default "2").
+  int ac_freq = 2;
   Schedule schedule = Schedule::one_f_one_b;
   std::string rank_order = "tp-cp-dp-pp";  ///< innermost first, as Megatron orders ranks
   int first_stage_layers = 0;      ///< uneven split: layers on the first stage (0 = even)
@@ -76,13 +82,24 @@ struct Training {
   TorchNative torch;
 };
 
+/// One kind of transformer block a layout runs and the share of the blocks of that kind.
+struct BlockKind {
+  Recompute recompute = Recompute::none;
+  double share = 1.0;
+};
+
+/// The kinds of block of a layout: its own recompute for every block, except under
+/// selective_layer, where one block in ac_freq is recomputed in full and the others not.
+/// Costs and activations of a layer are the share-weighted sums over the kinds.
+[[nodiscard]] std::vector<BlockKind> block_kinds(const Layout& layout);
+
 /// Micro-batches per step per DP rank: global_batch / (mbs * dp).
 [[nodiscard]] int micro_batches(const Layout& layout, const Training& training) noexcept;
 
 /// Bytes of one element of the given dtype.
 [[nodiscard]] int bytes_of(Precision p) noexcept;
 
-/// SPEC spellings: none | selective | full.
+/// SPEC spellings: none | selective | full | selective_op | selective_layer.
 [[nodiscard]] const char* to_string(Recompute r) noexcept;
 /// SPEC spellings: gpipe | 1f1b | interleaved | zb-h1 | layered.
 [[nodiscard]] const char* to_string(Schedule s) noexcept;

@@ -94,6 +94,9 @@ enum class CommDim : std::uint8_t {
   pp,     ///< neighbouring pipeline stages (pair)
   dp,     ///< data-parallel group (size dp)
   dp_cp,  ///< gradient group of DP x CP ranks (size dp·cp); equals dp when cp == 1
+  /// HSDP replicas: ranks that hold the same FSDP shard (size dp_replicate), one per shard
+  /// group, the outer part of the DP dimension (torchtitan mesh dp_replicate x dp_shard).
+  dp_replicate,
 };
 
 /// One core-attention call on one rank (per repetition when `Op::count > 1`).
@@ -147,7 +150,9 @@ struct Op {
 /// input-gradient and weight-gradient ops interleaved as Megatron issues them (dgrad, then
 /// wgrad of the same linear). Selective recompute re-runs core attention forward; full
 /// recompute re-runs the whole layer forward with its TP collectives. Under ZeRO-3 the
-/// layer's parameter all-gathers (forward, and again in backward) are included.
+/// layer's parameter all-gathers (forward, and again in backward) are included. A layout with
+/// several kinds of block (selective_layer, llama::block_kinds) is priced one kind at a time:
+/// given such a layout, this lists a block that is not checkpointed.
 [[nodiscard]] std::vector<Op> layer_ops(const Model& model, const Training& training,
                                         const Layout& layout);
 
@@ -178,8 +183,9 @@ struct Op {
 /// zero_stage 0: an all-reduce per bucket (pass optimizer, issued during the last backward);
 /// zero_stage 1/2: a reduce-scatter per bucket, then after the optimizer an all-gather of the
 /// bf16 parameters per bucket; zero_stage 3: one gradient reduce-scatter per layer
-/// (`count` = layers on the stage) plus the embedding/head shards. Group dp_cp.
-/// Empty when dp·cp == 1.
+/// (`count` = layers on the stage) plus the embedding/head shards over the FSDP shard group
+/// (dp_shard·cp ranks of the dp_cp group); under HSDP each reduced shard is then all-reduced
+/// over the dp_replicate replicas. Group dp_cp otherwise. Empty when dp·cp == 1.
 [[nodiscard]] std::vector<Op> dp_gradient_ops(const Model& model, const Training& training,
                                               const Layout& layout, int stage);
 

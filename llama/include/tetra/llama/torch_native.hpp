@@ -25,6 +25,15 @@ struct TorchNative {
   /// (`torch._inductor.config._micro_pipeline_tp`) decomposes the SP all-gather + matmul and
   /// matmul + reduce-scatter pairs into chunks overlapped with the GEMMs. Needs compile.
   bool async_tp = false;
+  /// torchtitan compiles the loss with the blocks (`build_cross_entropy_loss`,
+  /// `torchtitan/components/loss.py` at 820504e; `train.py` at 4d88a8a44). At 9dec370 it is
+  /// commented out ("compiling loss function causes CUDA errors"): false describes that code.
+  /// Takes effect only with compile.
+  bool compile_loss = true;
+
+  /// Inductor runs the cross-entropy: one fused pass over the bf16 logits that saves only the
+  /// logits and per-token statistics, and writes the bf16 logit gradient in backward.
+  [[nodiscard]] bool loss_compiled() const noexcept { return compile && compile_loss; }
 
   static constexpr int kReshardDefault = -1;
   static constexpr int kReshardFull = 0;
@@ -34,5 +43,13 @@ struct TorchNative {
 /// (no all-gather before backward): reshard_after_forward = false, or torchtitan's default
 /// under PP. False outside framework fsdp.
 [[nodiscard]] bool fsdp_keeps_blocks_unsharded(const Training& training, const Layout& layout) noexcept;
+
+/// Whether FSDP2 defers its gradient reduction to the end of the step: under PyTorch's
+/// pipelining every micro-batch's backward runs with `set_requires_gradient_sync(False)`, so
+/// the stage accumulates unsharded gradients in the reduce dtype and reduce-scatters them after
+/// its last backward (`torch/distributed/pipelining/stage.py`
+/// `_PipelineStageBase.backward_maybe_with_nosync`, `run_post_backward`). framework fsdp,
+/// zero_stage 3, pp > 1.
+[[nodiscard]] bool fsdp_defers_gradient_reduction(const Training& training, const Layout& layout) noexcept;
 
 }  // namespace tetra::llama

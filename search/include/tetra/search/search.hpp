@@ -43,6 +43,7 @@ struct SearchOptions {
 struct RankedLayout {
   llama::Layout layout;
   llama::Fp8Training fp8;          ///< the precision it was simulated in (SearchSpace::precision)
+  bool compile = false;            ///< torch.compile on (SearchSpace::compile)
   double step_time_s = 0;
   double tokens_per_s = 0;
   double tflops_per_gpu = 0;

@@ -19,6 +19,13 @@ struct SearchSpace {
                                           llama::Recompute::full};
   std::vector<llama::Schedule> schedule{llama::Schedule::one_f_one_b};
   std::vector<bool> sp{true};          ///< sp values tried where tp > 1 (sp is off at tp == 1)
+  /// HSDP replica counts (framework fsdp, zero_stage 3): dp = dp_shard x dp_replicate; a count
+  /// that does not divide dp is rejected by the dp-split rule.
+  std::vector<int> dp_replicate{1};
+  /// Checkpoint frequencies tried under recompute = selective_layer.
+  std::vector<int> ac_freq{2};
+  /// torch.compile on / off (framework fsdp). Empty: the scenario's [training] compile only.
+  std::vector<bool> compile;
   double memory_fraction = 0.8;        ///< usable share of GPU memory for pruning
   /// Precisions to try: `none` = the training precision (bf16), a recipe = FP8 linears under
   /// it. Empty: the scenario's [training] precision only.

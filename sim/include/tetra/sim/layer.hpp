@@ -51,6 +51,10 @@ struct LayerTimes {
   PassTime backward_weight;
 };
 
+/// The share-weighted sum of the times of several kinds of layer (llama::block_kinds);
+/// recorded communication intervals are those of the first kind.
+[[nodiscard]] LayerTimes blend(const std::vector<std::pair<LayerTimes, double>>& kinds);
+
 /// Prices one repetition of an op in seconds.
 using OpPricer = std::function<double(const llama::Op&)>;
 

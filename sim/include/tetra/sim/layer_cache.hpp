@@ -27,6 +27,7 @@ struct LayerKey {
   int mbs = 1;
   bool sp = false;
   llama::Recompute recompute = llama::Recompute::none;
+  int ac_freq = 0;  ///< selective_layer's checkpoint frequency, else 0
   int dp_cp = 0;  ///< DP×CP group size when ZeRO-3 gathers parameters per layer, else 0
   bool blocks_kept_unsharded = false;  ///< llama::fsdp_keeps_blocks_unsharded (reads pp)
   /// Placement (ranks, ranks per node, nodes) of the TP, CP and DP×CP groups on the nodes,

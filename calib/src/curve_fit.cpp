@@ -1,5 +1,5 @@
 // Least-squares fits of calibration tables (reference/costmodels.md sections 2.1, 6.1-6.3).
-#include "tetra/calib/fit.hpp"
+#include "tetra/calib/curve_fit.hpp"
 
 #include <algorithm>
 #include <cmath>

@@ -7,7 +7,7 @@
 #include <doctest/doctest.h>
 
 #include "synthetic.hpp"
-#include "tetra/calib/fit.hpp"
+#include "tetra/calib/curve_fit.hpp"
 #include "tetra/calib/tables.hpp"
 #include "tetra/hw/error.hpp"
 
