@@ -5,22 +5,12 @@
 
 #include <algorithm>
 
+#include "tetra/llama/ops.hpp"
+
 namespace tetra::costmodel::detail {
 
 double fsdp2_shard_ranks(const llama::Layout& layout) noexcept {
   return static_cast<double>(std::max(layout.shard_dp(), 1)) * std::max(layout.cp, 1);
-}
-
-double fsdp2_unsharded_block_bytes(const llama::Model& model, const llama::Training& training,
-                                   const llama::Layout& layout) {
-  const double act = llama::bytes_of(training.precision);
-  const double block = static_cast<double>(llama::params_per_layer(model));
-  const double norms = 2.0 * static_cast<double>(model.hidden);
-  const double linear = std::max(0.0, block - norms);
-  const double linear_bytes = training.fp8.enabled() && training.fp8.param_gather
-                                  ? llama::quantized_bytes_per_element(training.fp8.recipe)
-                                  : act;
-  return (linear * linear_bytes + norms * act) / std::max(layout.tp, 1);
 }
 
 Fsdp2States fsdp2_states(const llama::Model& model, const llama::Training& training,
@@ -39,7 +29,7 @@ Fsdp2States fsdp2_states(const llama::Model& model, const llama::Training& train
   // _foreach_sqrt of exp_avg_sq is a new fp32 list the size of the shard.
   st.optimizer_temporary = 4.0 * phi / shard;
 
-  const double block = fsdp2_unsharded_block_bytes(model, training, layout);
+  const double block = llama::gathered_layer_param_bytes(model, training, layout.tp);
   const double blocks = stage.layers;
   // The root unit (what is not a block: embedding, final norm, output) is never resharded
   // after forward (`FSDPState._lazy_init`: "For the root, do not reshard after forward").

@@ -28,13 +28,6 @@ struct Fsdp2States {
 /// (torchtitan's `dp_shard_cp` mesh).
 [[nodiscard]] double fsdp2_shard_ranks(const llama::Layout& layout) noexcept;
 
-/// Bytes of one transformer block's parameters on this rank once all-gathered: the training
-/// precision (`MixedPrecisionPolicy(param_dtype)`), or FP8 for the linear weights when Float8
-/// all-gathers them (torchao `enable_fsdp_float8_all_gather`, fp8_param_gather).
-[[nodiscard]] double fsdp2_unsharded_block_bytes(const llama::Model& model,
-                                                 const llama::Training& training,
-                                                 const llama::Layout& layout);
-
 /// FSDP2 states of one pipeline rank holding `stage`.
 [[nodiscard]] Fsdp2States fsdp2_states(const llama::Model& model, const llama::Training& training,
                                        const llama::Layout& layout, const llama::StageParams& stage);

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <optional>
 
 #include "fsdp2_memory.hpp"
 #include "tetra/llama/params.hpp"
@@ -428,7 +429,7 @@ MemoryReport estimate_memory(const llama::Model& model, const hw::Cluster& clust
     s.fragmentation_fraction = frag;
     double phi = static_cast<double>(st.params);
     double fsdp_layer_transient = 0.0;   // FSDP2 all-gather / reduce-scatter buffers of a block
-    double fsdp_step_temporary = -1.0;   // FSDP2's optimizer temporary (-1: not FSDP2)
+    std::optional<double> fsdp_step_temporary;  // FSDP2's optimizer temporary
     if (fujii && st.stage == 0) {
       // Final-code variant (§2.2): ((P_layers - h)/p + h V)/t, plus the head when p = 1.
       const double p_layers =
@@ -549,8 +550,8 @@ MemoryReport estimate_memory(const llama::Model& model, const hw::Cluster& clust
     // and the foreach-Adam temporary of the shard.
     const double opt_shard = training.zero_stage >= 1 ? shard : 1.0;
     double step_extra = 0.0;
-    if (fsdp_step_temporary >= 0.0) {
-      step_extra = fsdp_step_temporary;
+    if (fsdp_step_temporary) {
+      step_extra = *fsdp_step_temporary;
     } else if (!fujii && !hab.fused_adam) {
       step_extra = 4.0 * phi / opt_shard;                   // fp32 grads of the owned shard
       if (training.zero_stage >= 1) step_extra += 4.0 * phi / opt_shard;  // Adam temporary

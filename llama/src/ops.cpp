@@ -568,13 +568,12 @@ double gathered_param_bytes(const Model& m, const Training& tr) {
   return linear * quantized_bytes_per_element(tr.fp8.recipe) + (1.0 - linear) * act;
 }
 
-/// Bytes of one layer's parameters on this rank as ZeRO-3 gathers them.
-double layer_param_bytes(const Model& m, const Training& tr, const Dims& d) {
-  return gathered_param_bytes(m, tr) * static_cast<double>(params_per_layer(m)) /
-         static_cast<double>(d.t);
-}
-
 }  // namespace
+
+double gathered_layer_param_bytes(const Model& model, const Training& training, int tp) {
+  return gathered_param_bytes(model, training) * static_cast<double>(params_per_layer(model)) /
+         static_cast<double>(std::max(tp, 1));
+}
 
 std::vector<Op> layer_ops(const Model& model, const Training& training, const Layout& layout) {
   const Dims d = dims_of(model, training, layout);
@@ -585,7 +584,7 @@ std::vector<Op> layer_ops(const Model& model, const Training& training, const La
   const bool zero3 = training.zero_stage >= 3 && dpc > 1;
   if (zero3) {
     ops.push_back(coll(Pass::forward, "zero3_param_ag", CollectiveKind::all_gather, CommDim::dp_cp,
-                       dpc, layer_param_bytes(model, training, d), true));
+                       dpc, gathered_layer_param_bytes(model, training, static_cast<int>(d.t)), true));
   }
   layer_forward(ops, d, training, false);
 
@@ -598,7 +597,7 @@ std::vector<Op> layer_ops(const Model& model, const Training& training, const La
   // reshard_after_forward = false, or torchtitan's default under PP (TorchNative).
   if (zero3 && !fsdp_keeps_blocks_unsharded(training, layout)) {
     ops.push_back(coll(Pass::backward_input, "zero3_param_ag", CollectiveKind::all_gather,
-                       CommDim::dp_cp, dpc, layer_param_bytes(model, training, d), true));
+                       CommDim::dp_cp, dpc, gathered_layer_param_bytes(model, training, static_cast<int>(d.t)), true));
   }
 
   const long long qkv_out = (d.nq + 2 * d.nkv) * d.dh / d.t;

@@ -195,6 +195,11 @@ struct Op {
 [[nodiscard]] std::vector<Op> optimizer_ops(const Model& model, const Training& training,
                                             const Layout& layout, int stage);
 
+/// Bytes of one transformer layer's parameters on a TP rank as data-parallel sharding
+/// all-gathers them (ZeRO-3 / FSDP): the training precision, or FP8 for the linear weights
+/// under fp8_param_gather (Megatron-Core's FP8 parameters, torchao's Float8 all-gather).
+[[nodiscard]] double gathered_layer_param_bytes(const Model& model, const Training& training, int tp);
+
 /// Sum of `total_flops()` over ops; `include_recompute` adds the re-run forward ops
 /// (hardware FLOPs).
 [[nodiscard]] double sum_flops(const std::vector<Op>& ops, bool include_recompute = false) noexcept;
