@@ -70,6 +70,23 @@ double states(const costmodel::StageMemory& s) {
   return s.params_bytes + s.grads_bytes + s.optimizer_bytes;
 }
 
+/// Llama-3.1-8B cut to two blocks, for FSDP2 terms small enough to check by hand.
+llama::Model two_block_8b() {
+  llama::Model m = model("llama3.1-8b");
+  m.layers = 2;
+  return m;
+}
+
+/// torchtitan's training of the FSDP2 tests: seq 8192, 8 sequences, FSDP2 (zero_stage 3).
+llama::Training fsdp2_training() {
+  llama::Training t;
+  t.seq_len = 8192;
+  t.global_batch = 8;
+  t.zero_stage = 3;
+  t.framework = llama::Framework::fsdp;
+  return t;
+}
+
 llama::Layout simple_layout(int tp, int pp, int dp, int mbs) {
   llama::Layout l;
   l.tp = tp;
@@ -455,14 +472,9 @@ TEST_SUITE("costmodel") {
     // (@9dec370: the last block keeps its parameters). One block: 4096^2 (wq) + 2 * 4096 * 1024
     // (wk, wv) + 4096^2 (wo) + 3 * 4096 * 14336 + 2 * 4096 (norms) = 218,112,000 parameters;
     // root: 2 * 128,256 * 4096 + 4096 = 1,050,677,248; stage: 1,486,901,248.
-    llama::Model m = model("llama3.1-8b");
-    m.layers = 2;
+    const llama::Model m = two_block_8b();
     const hw::Cluster c = cluster("dgx-h100");
-    llama::Training t;
-    t.seq_len = 8192;
-    t.global_batch = 8;
-    t.zero_stage = 3;
-    t.framework = llama::Framework::fsdp;
+    const llama::Training t = fsdp2_training();
     const llama::Layout l = simple_layout(1, 1, 8, 1);
     auto params_at = [&](int reshard) {
       llama::Training tr = t;
@@ -549,14 +561,9 @@ TEST_SUITE("costmodel") {
     // to_accumulated_grad_if_needed keeps the unsharded gradient in the reduce dtype (fp32).
     // Two-block Llama-3.1-8B over pp = 2: stage 0 holds the embedding, 128,256 * 4096 =
     // 525,336,576, and one block, 218,112,000: 743,448,576 parameters, 4 B each.
-    llama::Model m = model("llama3.1-8b");
-    m.layers = 2;
+    const llama::Model m = two_block_8b();
     const hw::Cluster c = cluster("dgx-h100");
-    llama::Training t;
-    t.seq_len = 8192;
-    t.global_batch = 8;
-    t.zero_stage = 3;
-    t.framework = llama::Framework::fsdp;
+    const llama::Training t = fsdp2_training();
     const auto s0 = estimate_memory(m, c, t, simple_layout(1, 2, 4, 1)).stages[0];
     CHECK(s0.grads_bytes == doctest::Approx(4.0 * 743448576.0));
     // Without PP the gradients are fp32 shards over the 8 ranks: 4 * 1,486,901,248 / 8.
