@@ -235,7 +235,8 @@ std::string duration_text(double s) {
 }
 
 void print_text(const scenarios::PlanScenario& sc, const plan::PlanInput& in,
-                const std::vector<plan::Evaluation>& evals, const plan::Report& rep, const std::string& time_line) {
+                const std::vector<plan::Evaluation>& evals, const plan::Report& rep, const std::string& time_line,
+                const std::string& fit_line) {
   const plan::PlanSettings& set = in.settings;
   const double tokens_per_step = static_cast<double>(sc.training.global_batch) * sc.training.seq_len;
   char tok[64];
@@ -265,6 +266,7 @@ void print_text(const scenarios::PlanScenario& sc, const plan::PlanInput& in,
     if (set.budget) std::cout << "budget " << millions(*set.budget) << "M";
     std::cout << '\n';
   }
+  if (!fit_line.empty()) std::cout << "fit       " << fit_line << '\n';
   std::size_t fit = 0, simulated = 0, skipped = 0;
   for (std::size_t i = 0; i < evals.size(); ++i) {
     fit += evals[i].best ? 1 : 0;
@@ -346,20 +348,22 @@ void print_text(const scenarios::PlanScenario& sc, const plan::PlanInput& in,
 }
 
 /// Applies the factors of a fitted file to the candidates on the cluster it was fitted on
-/// (all candidates when it names none).
-void apply_fit(const std::string& path, scenarios::PlanScenario& sc) {
+/// (all candidates when it names none); says which.
+std::string apply_fit(const std::string& path, scenarios::PlanScenario& sc) {
   const fit::FitSummary f = scenarios::read_fitted(path);
-  bool any = false;
+  std::size_t n = 0;
   for (plan::Candidate& c : sc.candidates) {
     if (f.cluster.empty() || f.cluster == c.cluster.name) {
       c.factors = f.factors;
-      any = true;
+      ++n;
     }
   }
-  if (!any) {
-    throw UserError(SourceLocation{path}, "", "factors fitted on cluster \"" + f.cluster +
-                                                  "\", which no candidate of the plan uses");
+  if (n > 0) {
+    return path + " on " + std::to_string(n) + " candidate" + (n == 1 ? "" : "s") +
+           (f.cluster.empty() ? "" : " (cluster " + f.cluster + ")");
   }
+  throw UserError(SourceLocation{path}, "", "factors fitted on cluster \"" + f.cluster +
+                                                "\", which no candidate of the plan uses");
 }
 
 void draw_progress(std::size_t done, std::size_t total, const std::string& what) {
@@ -375,7 +379,7 @@ int run_plan(const PlanArgs& args) {
   std::optional<std::pair<int, int>> shard;
   if (!args.shard.empty()) shard = parse_shard(args.shard);  // checked by the option's validator
   scenarios::PlanScenario sc = scenarios::load_plan_scenario(args.scenario);
-  if (!args.fit.empty()) apply_fit(args.fit, sc);
+  const std::string fit_line = args.fit.empty() ? "" : apply_fit(args.fit, sc);
 
   plan::PlanInput in;
   in.model = &sc.model;
@@ -435,11 +439,13 @@ int run_plan(const PlanArgs& args) {
   }
   if (!args.csv.empty()) write_file_atomic(args.csv, plan_csv(in, rep));
   if (args.json) {
-    print_json(plan_json(sc, in, evals, rep));
+    nlohmann::json j = plan_json(sc, in, evals, rep);
+    j["fit"] = args.fit.empty() ? nlohmann::json(nullptr) : nlohmann::json(args.fit);
+    print_json(j);
     return 0;
   }
   if (args.merge.empty()) time_line = fixed(elapsed(), 2) + " s";
-  print_text(sc, in, evals, rep, time_line);
+  print_text(sc, in, evals, rep, time_line, fit_line);
   return 0;
 }
 

@@ -322,6 +322,25 @@ gpus = 8
     CHECK(merge("'" + a3 + "' '" + a1 + "' '" + a2 + "'").code == 0);
   }
 
+  TEST_CASE("plan: --fit applies to the candidates on its cluster and is part of the shards' inputs") {
+    const std::string sc = write("plan_fit.toml", kPlan);
+    const std::string fit = write("slow_h100.fit.toml", "[fitted]\ncluster = \"dgx-h100\"\n[factors.gemm]\nvalue = 0.8\n");
+    const CliRun plain = run_tetrasim("plan '" + sc + "' --json");
+    const CliRun fitted = run_tetrasim("plan '" + sc + "' --json --fit '" + fit + "'");
+    REQUIRE(plain.code == 0);
+    REQUIRE(fitted.code == 0);
+    CHECK(fitted.out != plain.out);
+    const std::string f1 = (scratch() / "fit1.json").string(), f2 = (scratch() / "fit2.json").string();
+    REQUIRE(run_tetrasim("plan '" + sc + "' --fit '" + fit + "' --shard 1/2 --out '" + f1 + "'").code == 0);
+    REQUIRE(run_tetrasim("plan '" + sc + "' --fit '" + fit + "' --shard 2/2 --out '" + f2 + "'").code == 0);
+    const CliRun merged = run_tetrasim("plan '" + sc + "' --json --fit '" + fit + "' --merge '" + f1 + "' '" + f2 + "'");
+    CHECK(merged.out == fitted.out);
+    check_one_line(run_tetrasim("plan '" + sc + "' --json --merge '" + f1 + "' '" + f2 + "'"),
+                   {"fit1.json", "other inputs"});
+    const std::string other = write("b300.fit.toml", "[fitted]\ncluster = \"dgx-b300\"\n");
+    check_one_line(run_tetrasim("plan '" + sc + "' --fit '" + other + "'"), {"b300.fit.toml", "no candidate"});
+  }
+
   TEST_CASE("plan: usage errors exit 2") {
     const std::string sc = write("plan_u.toml", kPlan);
     CHECK(run_tetrasim("plan '" + sc + "' --shard 0/3").code == 2);
