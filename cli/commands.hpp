@@ -18,5 +18,6 @@ void register_simulate(CLI::App& app, Action& action);
 void register_search(CLI::App& app, Action& action);
 void register_calibrate(CLI::App& app, Action& action);
 void register_fit(CLI::App& app, Action& action);
+void register_plan(CLI::App& app, Action& action);
 
 }  // namespace tetra::cli

@@ -19,6 +19,7 @@ int main(int argc, char** argv) {
   tetra::cli::register_memory(app, action);
   tetra::cli::register_simulate(app, action);
   tetra::cli::register_search(app, action);
+  tetra::cli::register_plan(app, action);
   tetra::cli::register_validate(app, action);
   tetra::cli::register_fit(app, action);
   tetra::cli::register_calibrate(app, action);

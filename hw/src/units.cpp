@@ -156,8 +156,8 @@ double parse_flop_rate(std::string_view text) {
 
 double parse_duration(std::string_view text) {
   const auto [value, unit] = split(text, kDurationWhat);
-  if (unit.empty()) fail(kDurationWhat, text, "missing unit: ps, ns, us, ms or s");
-  static constexpr std::array<UnitEntry, 7> kTimes = {{
+  if (unit.empty()) fail(kDurationWhat, text, "missing unit: ps, ns, us, ms, s, min or h");
+  static constexpr std::array<UnitEntry, 9> kTimes = {{
       {"ps", 1e-12},
       {"ns", 1e-9},
       {"us", 1e-6},
@@ -165,11 +165,13 @@ double parse_duration(std::string_view text) {
       {"\xCE\xBCs", 1e-6},  // U+03BC GREEK SMALL LETTER MU
       {"ms", 1e-3},
       {"s", 1.0},
+      {"min", 60.0},
+      {"h", 3600.0},
   }};
   for (const auto& t : kTimes) {
     if (t.suffix == unit) return checked(value, t.factor, kDurationWhat, text);
   }
-  fail(kDurationWhat, text, "unknown unit \"" + std::string(unit) + "\": use ps, ns, us, ms or s");
+  fail(kDurationWhat, text, "unknown unit \"" + std::string(unit) + "\": use ps, ns, us, ms, s, min or h");
 }
 
 double parse_power(std::string_view text) {

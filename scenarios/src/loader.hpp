@@ -14,6 +14,7 @@
 #include "tetra/llama/layout.hpp"
 #include "tetra/llama/model.hpp"
 #include "tetra/llama/validate.hpp"
+#include "tetra/plan/plan.hpp"
 #include "tetra/search/space.hpp"
 #include "toml.hpp"
 
@@ -77,6 +78,38 @@ void apply_option(const Doc& doc, const toml::table& table, llama::Training& tra
 /// checked against the GPU.
 [[nodiscard]] search::SearchSpace load_search(const Doc& doc, const toml::table& table,
                                               const llama::Training& training, const hw::Gpu& gpu);
+
+/// One [[plan.candidate]] table, read but not yet sized to its GPU counts.
+struct CandidateEntry {
+  std::string name;                  ///< `name`, else the preset or the cluster file as written
+  hw::Cluster cluster;               ///< the preset or the file's [cluster] (profile_path resolved)
+  std::string cluster_file;          ///< the file read, empty for a preset
+  std::vector<long long> gpus;       ///< GPU counts in the order given
+  std::optional<double> price_per_gpu_hour;
+  SourceLocation at;                 ///< the table
+  SourceLocation cluster_at;         ///< the `cluster` / `cluster_file` key
+  std::string cluster_key;           ///< "[plan.candidate].cluster" or "...cluster_file"
+  std::vector<SourceLocation> gpus_at;  ///< per GPU count (the list element, or the key)
+  std::string gpus_key;              ///< "[plan.candidate].gpus"
+};
+
+/// The [plan] table: settings and candidates (see the README's scenario-file section).
+struct PlanTable {
+  plan::PlanSettings settings;
+  std::vector<CandidateEntry> candidates;
+  SourceLocation at;                 ///< the [plan] table
+  std::optional<SourceLocation> budget_at;
+};
+
+/// Reads [plan]: key types and ranges, the candidates' clusters (a preset, or a TOML file
+/// holding only [cluster], relative to the scenario) and their GPU lists (an integer, a list,
+/// or "A..B" doubling from A up to B, or "A..B step S"). A [plan] without candidates, a
+/// negative or zero token count, a negative price, an unknown key: UserError at the key.
+[[nodiscard]] PlanTable load_plan(const Doc& doc, const toml::table& table);
+
+/// Reads a calibration profile and fits it when it has no [fit] table (SPEC section 3);
+/// `cluster_sms` when the profile does not say. Errors name the profile file.
+[[nodiscard]] costmodel::Profile load_profile_file(const std::string& path, int cluster_sms);
 
 /// Checks rank_order: a permutation of tp, cp, dp, pp joined by '-'. Empty when fine,
 /// otherwise what is wrong.

@@ -30,7 +30,7 @@ const toml::table* table_or_fail(const Doc& doc, const toml::table& root, std::s
 }
 
 void check_top_level(const Doc& doc, const toml::table& root) {
-  static const std::vector<std::string_view> known{"model", "cluster", "training", "layout", "search"};
+  static const std::vector<std::string_view> known{"model", "cluster", "training", "layout", "search", "plan"};
   const toml::key* first = nullptr;
   for (auto&& [k, v] : root) {
     (void)v;
@@ -39,8 +39,8 @@ void check_top_level(const Doc& doc, const toml::table& root) {
   }
   if (first != nullptr) {
     detail::fail(doc, first->source(), std::string(first->str()),
-                 "unknown table or key (a scenario has [model], [cluster], [training], [layout] "
-                 "and [search])");
+                 "unknown table or key (a scenario has [model], [cluster], [training], [layout], "
+                 "[search] and [plan])");
   }
 }
 
@@ -79,6 +79,12 @@ costmodel::Profile load_profile(const Doc& doc, const toml::table& cluster,
     detail::fail(doc, n != nullptr ? n->source() : cluster.source(), "[cluster].profile",
                  "cannot read \"" + path + "\": no such file");
   }
+  return detail::load_profile_file(path, cluster_sms);
+}
+
+}  // namespace
+
+costmodel::Profile detail::load_profile_file(const std::string& path, int cluster_sms) {
   costmodel::Profile profile = read_profile(path);
   // SPEC section 3: the [fit] table is recomputed on load when absent.
   if (!profile.fit.valid) {
@@ -88,8 +94,6 @@ costmodel::Profile load_profile(const Doc& doc, const toml::table& cluster,
   }
   return profile;
 }
-
-}  // namespace
 
 void apply_layout_string(llama::Layout& layout, std::string_view text, const std::string& origin) {
   const Doc doc{origin, fs::current_path(), 0, true, ""};

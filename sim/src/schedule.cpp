@@ -69,21 +69,24 @@ void interleaved(int p, int v, int m, int rank, std::vector<ScheduleItem>& out) 
   const int group = p;  // microbatch_group_size_per_vp_stage default
   const int total = m * v;
   // Virtual micro-batch k -> (micro-batch, chunk), forward order.
+  const int full = m / group;  // groups of `group` micro-batches; the last may be smaller
   auto fwd = [&](int k, bool backward) {
-    // Groups of `group` micro-batches (the last may be smaller), chunk-major inside a group.
+    // Chunk-major inside a group: group gi holds virtual micro-batches [gi·group·v, ...).
     int base = 0;
     int left = k;
-    while (true) {
-      const int g = std::min(group, m - base);
-      if (left < g * v) {
-        int chunk = left / g;
-        const int mb = base + left % g;
-        if (backward) chunk = v - 1 - chunk;
-        return ScheduleItem{mb, chunk, backward ? StepPass::backward : StepPass::forward};
-      }
-      left -= g * v;
-      base += g;
+    int g = group;
+    if (k < full * group * v) {
+      base = (k / (group * v)) * group;
+      left = k % (group * v);
+    } else {
+      base = full * group;
+      left = k - full * group * v;
+      g = m - base;
     }
+    int chunk = left / g;
+    const int mb = base + left % g;
+    if (backward) chunk = v - 1 - chunk;
+    return ScheduleItem{mb, chunk, backward ? StepPass::backward : StepPass::forward};
   };
   const int warm = interleaved_warmup(p, v, m, rank, group);
   for (int k = 0; k < warm; ++k) out.push_back(fwd(k, false));

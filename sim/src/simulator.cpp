@@ -3,6 +3,7 @@
 #include "tetra/sim/simulator.hpp"
 
 #include <algorithm>
+#include <optional>
 #include <string>
 
 #include "tetra/costmodel/collective.hpp"
@@ -30,48 +31,72 @@ namespace {
 
 double pass_exposed(const PassTime& pt, CommAxis a) { return pt.exposed_s[static_cast<std::size_t>(a)]; }
 
+/// Times of virtual stage `vs` (of V) holding `lc` layers for one micro-batch: the layer's
+/// passes times lc, plus the embedding on the first and the head on the last virtual stage.
+/// One definition for the replay (Simulator::run) and its bound (step_lower_bound).
+ChunkCost chunk_cost(const LayerTimes& layer, const LayerTimes& embedding, const LayerTimes& head,
+                     int lc, int vs, int V) {
+  double f = lc * layer.forward.seconds;
+  double bw = lc * layer.backward.seconds;
+  double bi = lc * layer.backward_input.seconds;
+  double w = lc * layer.backward_weight.seconds;
+  if (vs == 0) {
+    f += embedding.forward.seconds;
+    bw += embedding.backward.seconds;
+    bi += embedding.backward_input.seconds;
+    w += embedding.backward_weight.seconds;
+  }
+  if (vs == V - 1) {
+    f += head.forward.seconds;
+    bw += head.backward.seconds;
+    bi += head.backward_input.seconds;
+    w += head.backward_weight.seconds;
+  }
+  ChunkCost cc;
+  cc.forward = Duration::from_seconds(f);
+  cc.backward = Duration::from_seconds(bw);
+  cc.backward_input = Duration::from_seconds(bi);
+  cc.backward_weight = Duration::from_seconds(w);
+  return cc;
+}
+
 }  // namespace
 
-Result Simulator::run(const SimInput& in, const SimOptions& options) {
-  const llama::Model& model = *in.model;
-  const hw::Cluster& cluster = *in.cluster;
-  const llama::Training& training = *in.training;
-  const llama::Layout& layout = in.layout;
-  const costmodel::ComputeParams& cp = *in.compute;
-  const costmodel::CommParams& cm = *in.comm;
-  const bool record = options.record_trace;
-
+OpPricer Simulator::pricer(const SimInput& in) {
   // Communication prices of this run by op shape: comm_op_seconds reads only (kind, coll,
   // dim, group, bytes), and the DP buckets of a stage and the middle stages repeat each
   // other, so most DP prices repeat (the top hot spot of `tetrasim search`).
-  struct PricedComm {
-    llama::OpKind kind;
-    llama::CollectiveKind coll;
-    llama::CommDim dim;
-    int group;
-    double bytes;
-    double seconds;
-  };
-  std::vector<PricedComm> comm_memo;
-  const OpPricer price = [&](const llama::Op& op) {
-    if (op.is_compute()) return costmodel::op_seconds(op, cp);
-    for (const auto& c : comm_memo) {
+  comm_memo_.clear();
+  const costmodel::ComputeParams* cp = in.compute;
+  const costmodel::CommParams* cm = in.comm;
+  const llama::Layout* layout = &in.layout;
+  return [this, cp, cm, layout](const llama::Op& op) {
+    if (op.is_compute()) return costmodel::op_seconds(op, *cp);
+    for (const auto& c : comm_memo_) {
       if (c.kind == op.kind && c.coll == op.coll && c.dim == op.dim && c.group == op.group &&
           c.bytes == op.bytes) {
         return c.seconds;
       }
     }
-    const double s = costmodel::comm_op_seconds(op, layout, cm);
-    comm_memo.push_back({op.kind, op.coll, op.dim, op.group, op.bytes, s});
+    const double s = costmodel::comm_op_seconds(op, *layout, *cm);
+    comm_memo_.push_back({op.kind, op.coll, op.dim, op.group, op.bytes, s});
     return s;
   };
+}
+
+void Simulator::price_layers(const SimInput& in, const SimOptions& options, const OpPricer& price) {
+  const llama::Model& model = *in.model;
+  const hw::Cluster& cluster = *in.cluster;
+  const llama::Training& training = *in.training;
+  const llama::Layout& layout = in.layout;
+  const bool record = options.record_trace;
   // SM sharing: NCCL runs one thread block per channel on the SMs of the GPU
   // (`NVIDIA/nccl: src/enqueue.cc`, one CTA per channel), so compute overlapped with a
   // collective runs on the remaining SMs (DESIGN §3: "a slowdown of compute when
   // communication kernels share the SMs"). Channels as NCCL's search finds them.
   const int domain = cluster.nvlink_domain();  // NVLink peers: a node, or an NVL72 rack
-  const double sms = std::max(cp.sms, 1);
-  const auto intra = costmodel::ring_graph(cm.topo, domain, 1);
+  const double sms = std::max(in.compute->sms, 1);
+  const auto intra = costmodel::ring_graph(in.comm->topo, domain, 1);
   const double intra_share = std::min(0.5, std::max(intra.channels, 0) / sms);
   // Layer level: one replay per distinct op list.
   // Shared with earlier runs of the same per-layer shape through options.layer_cache.
@@ -95,6 +120,66 @@ Result Simulator::run(const SimInput& in, const SimOptions& options) {
     head_ = replay_layer(llama::head_ops(model, training, layout), price, record, intra_share);
     if (cache != nullptr) cache->insert(key, LayerTables{layer_, embedding_, head_});
   }
+}
+
+double Simulator::step_estimate(const SimInput& in, const SimOptions& options) {
+  SimOptions no_trace = options;
+  no_trace.record_trace = false;
+  kept_.reset();
+  const OpPricer price = pricer(in);
+  price_layers(in, no_trace, price);
+  build_spec(in, no_trace, price);
+  return sim::step_lower_bound(spec_) + in.step_overhead_s;
+}
+
+std::pair<int, int> Simulator::extrapolation_sizes(llama::Schedule schedule, int p) noexcept {
+  const int unit = schedule == llama::Schedule::interleaved ? p : 1;
+  const int m2 = std::max(unit, (kMaxSimulatedMicroBatches / unit) * unit);
+  const int m1 = std::max(unit, (m2 / 2 / unit) * unit);
+  return {m1, m2};
+}
+
+bool Simulator::Kept::matches(const SimInput& in) const {
+  return model == in.model && cluster == in.cluster && training == in.training && compute == in.compute &&
+         comm == in.comm && layout == in.layout;
+}
+
+double Simulator::step_lower_bound(const SimInput& in, const SimOptions& options) {
+  const llama::Layout& layout = in.layout;
+  const int p = std::max(layout.pp, 1);
+  const int m = std::max(llama::micro_batches(layout, *in.training), 1);
+  SimOptions no_trace = options;
+  no_trace.record_trace = false;
+  kept_.reset();
+  const OpPricer price = pricer(in);
+  price_layers(in, no_trace, price);
+  build_spec(in, no_trace, price);
+  if (m <= kMaxSimulatedMicroBatches) return sim::step_lower_bound(spec_) + in.step_overhead_s;
+  // run() extrapolates from replays of m1 < m2 micro-batches: s = s2 + (s2 − s1)·k, k ≥ 0.
+  // With s1 replayed here (and kept for the run() that may follow) and s2 ≥ b2, the bound of
+  // the m2 replay, s ≥ b2 + (b2 − s1)·k (each operation is monotone in s2).
+  const auto [m1, m2] = extrapolation_sizes(layout.schedule, p);
+  spec_.m = m1;
+  kept_ = Kept{in.model, in.cluster, in.training, in.compute, in.comm, layout,
+               simulate_step(spec_, graph_, engine_, queue_)};
+  spec_.m = m2;
+  const double b2 = sim::step_lower_bound(spec_);
+  spec_.m = m;
+  const double s1 = kept_->first.step_time_s;
+  const double k = static_cast<double>(m - m2) / static_cast<double>(m2 - m1);
+  return std::max(0.0, (b2 + (b2 - s1) * k) * (1.0 - 1e-9)) + in.step_overhead_s;
+}
+
+void Simulator::build_spec(const SimInput& in, const SimOptions& options, const OpPricer& price) {
+  const llama::Model& model = *in.model;
+  const hw::Cluster& cluster = *in.cluster;
+  const llama::Training& training = *in.training;
+  const llama::Layout& layout = in.layout;
+  const costmodel::ComputeParams& cp = *in.compute;
+  const costmodel::CommParams& cm = *in.comm;
+  const bool record = options.record_trace;
+  const int domain = cluster.nvlink_domain();  // NVLink peers: a node, or an NVL72 rack
+  const double sms = std::max(cp.sms, 1);
 
   const int p = std::max(layout.pp, 1);
   const int v = std::max(layout.vp, 1);
@@ -102,12 +187,10 @@ Result Simulator::run(const SimInput& in, const SimOptions& options) {
   const int V = p * v;
   p_ = p;
   v_ = v;
-  const auto rank_layers = llama::stage_layers(model, layout);
   // Layers per model chunk (virtual-stage order); uneven ends may leave the first or the last
   // chunk with the embedding or the head only (llama::chunk_layers, arXiv 2407.21783 §3.3.2).
   const auto virtual_layers = llama::chunk_layers(model, layout);
   const double act_layer = costmodel::activation_bytes_per_layer(model, training, layout);
-  const bool zb = splits_backward(layout.schedule);
 
   spec_ = StepSpec{};
   spec_.schedule = layout.schedule;
@@ -150,27 +233,7 @@ Result Simulator::run(const SimInput& in, const SimOptions& options) {
       const int vs = c * p + r;
       const int lc = virtual_layers.at(static_cast<std::size_t>(vs));
       chunk_layers_[static_cast<std::size_t>(vs)] = lc;
-      double f = lc * layer_.forward.seconds;
-      double bw = lc * layer_.backward.seconds;
-      double bi = lc * layer_.backward_input.seconds;
-      double w = lc * layer_.backward_weight.seconds;
-      if (vs == 0) {
-        f += embedding_.forward.seconds;
-        bw += embedding_.backward.seconds;
-        bi += embedding_.backward_input.seconds;
-        w += embedding_.backward_weight.seconds;
-      }
-      if (vs == V - 1) {
-        f += head_.forward.seconds;
-        bw += head_.backward.seconds;
-        bi += head_.backward_input.seconds;
-        w += head_.backward_weight.seconds;
-      }
-      ChunkCost cc;
-      cc.forward = Duration::from_seconds(f);
-      cc.backward = Duration::from_seconds(bw);
-      cc.backward_input = Duration::from_seconds(bi);
-      cc.backward_weight = Duration::from_seconds(w);
+      ChunkCost cc = chunk_cost(layer_, embedding_, head_, lc, vs, V);
       cc.activation_bytes = lc * act_layer;
       constexpr auto kCp = static_cast<std::size_t>(CommAxis::cp);
       cc.cp_forward_s = lc * layer_.forward.comm_s[kCp];
@@ -234,17 +297,42 @@ Result Simulator::run(const SimInput& in, const SimOptions& options) {
     spec_.stages.push_back(std::move(st));
   }
 
+}
+
+Result Simulator::run(const SimInput& in, const SimOptions& options) {
+  const llama::Model& model = *in.model;
+  const hw::Cluster& cluster = *in.cluster;
+  const llama::Training& training = *in.training;
+  const llama::Layout& layout = in.layout;
+  const bool record = options.record_trace;
+
+  // A first replay kept by step_lower_bound serves only the run that directly follows it.
+  std::optional<Kept> kept = std::move(kept_);
+  kept_.reset();
+  const OpPricer price = pricer(in);
+  price_layers(in, options, price);
+  build_spec(in, options, price);
+  const int p = p_;
+  const int v = v_;
+  const int m = spec_.m;
+  const int V = p * v;
+  const auto rank_layers = llama::stage_layers(model, layout);
+  const bool zb = splits_backward(layout.schedule);
+
   if (m <= kMaxSimulatedMicroBatches) {
     step_ = simulate_step(spec_, graph_, engine_, queue_);
   } else {
     // Long horizons are extrapolated (reference/style.md H3): replay two shorter steps of
     // m1 < m2 micro-batches (multiples of the schedule's group) and extend the steady state
     // linearly to m; warm-up, cool-down, DP and optimizer tails stay as simulated.
-    const int unit = layout.schedule == llama::Schedule::interleaved ? p : 1;
-    const int m2 = std::max(unit, (kMaxSimulatedMicroBatches / unit) * unit);
-    const int m1 = std::max(unit, (m2 / 2 / unit) * unit);
-    spec_.m = m1;
-    const StepOutcome a = simulate_step(spec_, graph_, engine_, queue_);
+    const auto [m1, m2] = extrapolation_sizes(layout.schedule, p);
+    StepOutcome a;
+    if (kept && kept->matches(in) && !record) {
+      a = std::move(kept->first);  // replayed by step_lower_bound for this input
+    } else {
+      spec_.m = m1;
+      a = simulate_step(spec_, graph_, engine_, queue_);
+    }
     spec_.m = m2;
     step_ = simulate_step(spec_, graph_, engine_, queue_);
     const double k = static_cast<double>(m - m2) / static_cast<double>(m2 - m1);

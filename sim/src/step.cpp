@@ -449,4 +449,143 @@ StepOutcome simulate_step(const StepSpec& spec) {
   return simulate_step(spec, g, e, q);
 }
 
+double step_lower_bound(const StepSpec& spec) {
+  const int p = std::max(spec.p, 1);
+  const int v = std::max(spec.v, 1);
+  const int m = std::max(spec.m, 1);
+  const int V = p * v;
+  const bool zb = splits_backward(spec.schedule);
+  auto ps_of = [&](Duration d) { return spec.free_links ? std::int64_t{0} : d.count_ps(); };
+  const std::int64_t pf = ps_of(spec.pp_forward);
+  const std::int64_t pb = ps_of(spec.pp_backward);
+  // Per virtual stage u (chunk u / p of rank u % p): pass times, and the chains of one
+  // micro-batch over the virtual stages.
+  const auto n = static_cast<std::size_t>(V);
+  std::vector<std::int64_t> f(n), b(n), bi(n), w(n), grad(n);
+  for (int u = 0; u < V; ++u) {
+    const ChunkCost& cc = spec.stages.at(static_cast<std::size_t>(u % p)).chunks.at(static_cast<std::size_t>(u / p));
+    const auto uu = static_cast<std::size_t>(u);
+    f[uu] = cc.forward.count_ps();
+    b[uu] = cc.backward.count_ps();
+    bi[uu] = cc.backward_input.count_ps();
+    w[uu] = cc.backward_weight.count_ps();
+    grad[uu] = zb ? bi[uu] : b[uu];  // the pass that sends the input gradient down
+  }
+  std::vector<std::int64_t> f_release(n, 0);  // F on u may start
+  std::vector<std::int64_t> b_tail(n, 0);     // still needed after the B on u ends
+  for (std::size_t u = 1; u < n; ++u) {
+    f_release[u] = f_release[u - 1] + f[u - 1] + pf;
+    b_tail[u] = b_tail[u - 1] + grad[u - 1] + pb;
+  }
+  const std::int64_t forward_end = f_release[n - 1] + f[n - 1];
+  std::vector<std::int64_t> b_release(n, 0);  // B on u may start
+  std::int64_t above = 0;
+  for (std::size_t u = n; u-- > 0;) {
+    b_release[u] = forward_end + above;
+    above += grad[u] + pb;
+  }
+
+  // Every rank's optimizer follows the last compute and DP transfer of all ranks; its late
+  // parameter all-gathers follow it. Each rank's replay below bounds those alone, so a few
+  // ranks suffice: the first, the last two, and the (latest) ones with the most compute and
+  // the most DP work.
+  std::int64_t after = 0, tasks = 0;
+  std::vector<std::int64_t> gathers(static_cast<std::size_t>(p), 0), reduces(static_cast<std::size_t>(p), 0);
+  int heaviest = 0, busiest_dp = 0;
+  std::int64_t most = -1, most_dp = -1;
+  for (int r = 0; r < p; ++r) {
+    const StageSpec& st = spec.stages.at(static_cast<std::size_t>(r));
+    const auto rr = static_cast<std::size_t>(r);
+    for (const auto& bk : st.buckets) {
+      for (const auto& x : bk) {
+        gathers[rr] += ps_of(x.gather);
+        reduces[rr] += ps_of(x.reduce);
+      }
+      tasks += 2 * static_cast<std::int64_t>(bk.size());
+    }
+    const bool has_dp = !st.buckets.empty();
+    after = std::max(after, st.optimizer.count_ps() + (has_dp && !spec.overlap_param_gather ? gathers[rr] : 0));
+    std::int64_t work = 0;
+    for (int c = 0; c < v; ++c) {
+      const auto u = static_cast<std::size_t>(c * p + r);
+      work += f[u] + (zb ? bi[u] + w[u] : b[u]);
+    }
+    // Ties go to the later rank: its forward chain starts later and its backward chain is longer.
+    if (work >= most) most = work, heaviest = r;
+    if (gathers[rr] + reduces[rr] >= most_dp) most_dp = gathers[rr] + reduces[rr], busiest_dp = r;
+  }
+  std::vector<int> ranks{0, std::max(0, p - 2), p - 1, heaviest, busiest_dp};
+  std::sort(ranks.begin(), ranks.end());
+  ranks.erase(std::unique(ranks.begin(), ranks.end()), ranks.end());
+
+  std::int64_t compute_end = 0, dp_end = 0;
+  std::vector<ScheduleItem> order;
+  std::vector<int> last_grad_item;
+  for (const int r : ranks) {
+    const StageSpec& st = spec.stages.at(static_cast<std::size_t>(r));
+    pipeline_order(spec.schedule, p, v, m, r, order);
+    tasks += 2 * static_cast<std::int64_t>(order.size()) + 2;  // tasks, sends, optimizer
+    last_grad_item.assign(static_cast<std::size_t>(v), -1);
+    for (int i = 0; i < static_cast<int>(order.size()); ++i) {
+      const auto& it = order[static_cast<std::size_t>(i)];
+      if (it.pass == StepPass::backward || it.pass == StepPass::backward_weight) {
+        last_grad_item[static_cast<std::size_t>(it.chunk)] = i;
+      }
+    }
+    const bool has_dp = !st.buckets.empty();
+    // The DP stream: the overlapped parameter all-gathers come first.
+    std::int64_t dp = has_dp && spec.overlap_param_gather ? gathers[static_cast<std::size_t>(r)] : 0;
+    std::int64_t t = 0;        // end of the last compute task
+    std::int64_t blocked = 0;  // its blocking send
+    for (int i = 0; i < static_cast<int>(order.size()); ++i) {
+      const auto& it = order[static_cast<std::size_t>(i)];
+      const auto u = static_cast<std::size_t>(it.chunk * p + r);
+      std::int64_t start = t + blocked;
+      std::int64_t dur = 0;
+      blocked = 0;
+      switch (it.pass) {
+        case StepPass::forward:
+          start = std::max(start, f_release[u]);
+          dur = f[u];
+          if (u + 1 < n && spec.pp_blocking) blocked = pf;
+          break;
+        case StepPass::backward:
+        case StepPass::backward_input:
+          start = std::max(start, b_release[u]);
+          dur = it.pass == StepPass::backward ? b[u] : bi[u];
+          compute_end = std::max(compute_end, start + dur + b_tail[u]);
+          if (u > 0 && spec.pp_blocking) blocked = pb;
+          break;
+        case StepPass::backward_weight:
+          dur = w[u];
+          break;
+      }
+      t = start + dur;
+      // DP buckets after their pieces of the task that completes the chunk's gradients
+      // (the piece boundaries of add_pieces).
+      if (has_dp && spec.overlap_grad_reduce && i == last_grad_item[static_cast<std::size_t>(it.chunk)]) {
+        const auto& bk = st.buckets[static_cast<std::size_t>(it.chunk)];
+        double acc = 0;
+        std::int64_t used = 0;
+        for (std::size_t k = 0; k < bk.size(); ++k) {
+          acc += bk[k].params_fraction;
+          std::int64_t upto =
+              (k + 1 == bk.size()) ? dur : static_cast<std::int64_t>(static_cast<double>(dur) * acc);
+          upto = std::clamp<std::int64_t>(upto, used, dur);
+          used = upto;
+          dp = std::max(dp, start + upto) + ps_of(bk[k].reduce);
+        }
+      }
+    }
+    compute_end = std::max(compute_end, t);
+    if (has_dp && !spec.overlap_grad_reduce) dp = std::max(dp, t) + reduces[static_cast<std::size_t>(r)];
+    dp_end = std::max(dp_end, dp);
+  }
+  // One picosecond per task and transfer for the rounding of their ends (with the chains
+  // through the other ranks).
+  tasks += 4 * static_cast<std::int64_t>(V);
+  const std::int64_t bound = std::max<std::int64_t>(0, std::max(compute_end, dp_end) + after - tasks);
+  return Duration::ps(bound).seconds() * (1.0 - 1e-9);
+}
+
 }  // namespace tetra::sim

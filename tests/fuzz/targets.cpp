@@ -17,6 +17,7 @@
 #include "tetra/llama/layout.hpp"
 #include "tetra/llama/presets.hpp"
 #include "tetra/scenarios/measurements.hpp"
+#include "tetra/scenarios/plan.hpp"
 #include "tetra/scenarios/profile_io.hpp"
 #include "tetra/scenarios/scenario.hpp"
 #include "tetra/sim/simulator.hpp"
@@ -89,6 +90,7 @@ void scenario(std::string_view input) {
     check_models(sc);
   });
   guarded([&] { (void)scenarios::load_scenario_text(input, "fuzz.toml", {}, false); });
+  guarded([&] { (void)scenarios::load_plan_scenario_text(input, TETRA_FUZZ_DATA_DIR "/fuzz.toml"); });
 }
 
 void layout(std::string_view input) {

@@ -63,6 +63,8 @@ TEST_SUITE("hw") {
     CHECK(parse_duration("100ns") == doctest::Approx(100e-9));
     CHECK(parse_duration("1.5s") == 1.5);
     CHECK(parse_duration("3ps") == doctest::Approx(3e-12));
+    CHECK(parse_duration("10min") == 600.0);
+    CHECK(parse_duration("1.5h") == 5400.0);
     CHECK(parse_duration("1e3 ns") == doctest::Approx(1e-6));
   }
 

@@ -138,3 +138,56 @@ TEST_SUITE("sim") {
     CHECK(base.stages[0].exposed_pp_s > 0);
   }
 }
+
+TEST_SUITE("sim") {
+  TEST_CASE("step lower bound: the closed forms with free communication, below the replay otherwise") {
+    const double tf = 0.010, tb = 0.020;
+    SUBCASE("1F1B: the bound is the makespan (m + p - 1)(t_f + t_b)") {
+      for (int p : {1, 2, 4, 8}) {
+        for (int m : {1, 4, 16}) {
+          CAPTURE(p);
+          CAPTURE(m);
+          const StepSpec spec = make(Schedule::one_f_one_b, p, 1, m, tf, tb);
+          const double bound = step_lower_bound(spec);
+          CHECK(bound <= simulate_step(spec).step_time_s);
+          CHECK(bound == doctest::Approx((m + p - 1) * (tf + tb)).epsilon(1e-9));
+        }
+      }
+    }
+    SUBCASE("every schedule, with PP transfers, DP buckets and an optimizer on the links") {
+      for (Schedule s : {Schedule::gpipe, Schedule::one_f_one_b, Schedule::interleaved, Schedule::zb_h1,
+                         Schedule::layered}) {
+        for (int v : {1, 2}) {
+          if (v > 1 && s != Schedule::interleaved && s != Schedule::layered) continue;
+          for (bool overlap : {true, false}) {
+            CAPTURE(static_cast<int>(s));
+            CAPTURE(v);
+            CAPTURE(overlap);
+            StepSpec spec = make(s, 4, v, 8, tf, tb);
+            spec.free_links = false;
+            spec.pp_forward = spec.pp_backward = Duration::from_seconds(0.002);
+            spec.overlap_grad_reduce = spec.overlap_param_gather = overlap;
+            spec.comm_sm_share = 0.2;
+            for (auto& st : spec.stages) {
+              BucketCost b;
+              b.params_fraction = 0.5;
+              b.reduce = Duration::from_seconds(0.004);
+              b.gather = Duration::from_seconds(0.002);
+              st.buckets.assign(static_cast<std::size_t>(v), {b, b});
+              st.optimizer = Duration::from_seconds(0.003);
+              st.dp_inter_node = true;
+            }
+            const double bound = step_lower_bound(spec);
+            const double step = simulate_step(spec).step_time_s;
+            CHECK(bound <= step);
+            CHECK(bound >= 0.8 * step);
+            // Transfers in the bound: above the free-communication bound.
+            StepSpec free = spec;
+            free.free_links = true;
+            CHECK(bound > step_lower_bound(free));
+          }
+        }
+      }
+    }
+  }
+}

@@ -20,7 +20,7 @@ inline constexpr double kGB = 1e9;
 [[nodiscard]] double parse_bandwidth(std::string_view text);
 /// "989TFLOP/s", "312 TFLOPS", "1.2PFLOP/s" -> FLOP per second.
 [[nodiscard]] double parse_flop_rate(std::string_view text);
-/// "2.5us", "1µs", "5ms", "100ns", "1.5s", "3ps" -> seconds.
+/// "2.5us", "1µs", "5ms", "100ns", "1.5s", "3ps", "10min", "2h" -> seconds.
 [[nodiscard]] double parse_duration(std::string_view text);
 /// "500W", "1.2kW" -> watts.
 [[nodiscard]] double parse_power(std::string_view text);

@@ -60,6 +60,9 @@ struct Layout {
   [[nodiscard]] long long world() const noexcept {
     return static_cast<long long>(tp) * cp * pp * dp;
   }
+
+  /// Every field equal (a simulator reuses work for the same layout).
+  friend bool operator==(const Layout&, const Layout&) = default;
 };
 
 struct Training {

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -83,5 +84,28 @@ struct SearchResult {
 /// simulated independently and written by index). Throws UserError when the space holds no
 /// values of a knob; sim::GraphError (a simulator bug) propagates.
 [[nodiscard]] SearchResult run_search(const SearchInput& in, const SearchOptions& options = {});
+
+/// The best layout of a space and what finding it cost.
+struct BestResult {
+  std::optional<RankedLayout> best;   ///< run_search(...).layouts.front(); empty when none fits
+  /// Counts as in run_search, except: `simulated` = layouts simulated before the bound
+  /// stopped the search, `feasible` = those of them within the budget (not every layout).
+  SearchSummary summary;
+  std::uint64_t skipped_by_bound = 0; ///< within the memory budget, never simulated: their
+                                      ///< step-time lower bound cannot reach `best`
+};
+
+/// Layouts simulated together by find_best between two updates of the best so far. Fixed
+/// (not the thread count), so that what is simulated is the same for every `threads`.
+inline constexpr std::size_t kBestWave = 8;
+
+/// The first layout of run_search(in, options) (same rules, memory pruning, simulation and
+/// order), found without simulating the layouts that cannot rank first: every layout within
+/// the memory budget gets sim::Simulator::step_lower_bound; layouts are simulated in waves of
+/// kBestWave, highest tokens / bound first, until the next one's tokens / bound is below the
+/// tokens/s of the best layout found so far (its simulated step cannot be shorter than its
+/// bound, so it cannot rank before that layout). Layouts whose bound ties are simulated.
+/// Deterministic for every `threads`. `options.progress` is not called.
+[[nodiscard]] BestResult find_best(const SearchInput& in, const SearchOptions& options = {});
 
 }  // namespace tetra::search

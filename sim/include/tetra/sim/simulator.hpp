@@ -6,6 +6,8 @@
 
 #include <array>
 #include <cstdint>
+#include <optional>
+#include <utility>
 #include <string>
 #include <vector>
 
@@ -101,7 +103,56 @@ class Simulator {
   /// stage, one thread per stream (compute, TP, CP, PP, DP), "X" slices and a memory counter.
   [[nodiscard]] std::string chrome_trace() const;
 
+  /// A lower bound on run(in, options).step_time_s, for searches that skip layouts which
+  /// cannot beat one already simulated: the step's inputs are priced as run() prices them
+  /// (layer tables shared through options.layer_cache, DP buckets, optimizer, PP transfers),
+  /// then sim::step_lower_bound relaxes the replay (step.hpp), plus the step overhead.
+  /// Costs one layer replay per new per-layer shape, then O(pp·vp·m) arithmetic.
+  /// Steps of more than kMaxSimulatedMicroBatches micro-batches, which run() extrapolates
+  /// from replays of m1 < m2 micro-batches as s2 + (s2 − s1)·k, get b2 + (b2 − s1)·k with b2
+  /// the bound of the m2 replay and s1 replayed here (about a third of run()'s work); the
+  /// replay is kept, and a run() of the same input that follows directly reuses it.
+  /// Preconditions as run.
+  [[nodiscard]] double step_lower_bound(const SimInput& in, const SimOptions& options = {});
+
+  /// sim::step_lower_bound at the step's own micro-batch count, without any replay: the
+  /// bound itself when run() replays every micro-batch, an estimate (no bound) for
+  /// extrapolated steps, which searches use to order them.
+  [[nodiscard]] double step_estimate(const SimInput& in, const SimOptions& options = {});
+
  private:
+  /// The op pricer of one run: compute ops by the cost model, collectives memoised by shape.
+  OpPricer pricer(const SimInput& in);
+  /// Fills layer_, embedding_ and head_ (from options.layer_cache when it holds the shape).
+  void price_layers(const SimInput& in, const SimOptions& options, const OpPricer& price);
+
+  /// Fills spec_ (and p_, v_, chunk_layers_) for `in` from the priced layer tables.
+  void build_spec(const SimInput& in, const SimOptions& options, const OpPricer& price);
+  /// (m1, m2) of an extrapolated step.
+  static std::pair<int, int> extrapolation_sizes(llama::Schedule schedule, int p) noexcept;
+
+  /// The first replay of an extrapolated step, kept by step_lower_bound for run().
+  struct Kept {
+    const llama::Model* model;
+    const hw::Cluster* cluster;
+    const llama::Training* training;
+    const costmodel::ComputeParams* compute;
+    const costmodel::CommParams* comm;
+    llama::Layout layout;
+    StepOutcome first;
+    [[nodiscard]] bool matches(const SimInput& in) const;
+  };
+  std::optional<Kept> kept_;
+
+  struct PricedComm {
+    llama::OpKind kind;
+    llama::CollectiveKind coll;
+    llama::CommDim dim;
+    int group;
+    double bytes;
+    double seconds;
+  };
+  std::vector<PricedComm> comm_memo_;
   TaskGraph graph_;
   Engine engine_;
   EventQueue queue_;

@@ -105,6 +105,26 @@ StepOutcome simulate_step(const StepSpec& spec, TaskGraph& graph, Engine& engine
 /// Convenience overload with its own buffers.
 [[nodiscard]] StepOutcome simulate_step(const StepSpec& spec);
 
+/// A lower bound on simulate_step(spec).step_time_s without building or running the graph,
+/// for searches that skip steps which cannot beat one already simulated. It relaxes the
+/// replay: every transfer at its time alone on its links (sharing only slows it), every
+/// compute task at full rate (SM sharing only slows it), and of the graph's edges only
+///   - each rank's compute stream in schedule order (pipeline_order), a task after the
+///     blocking PP send of the one before it (pp_blocking);
+///   - the chain of one micro-batch: the forward on virtual stage u after the forward and
+///     the send of u − 1, the backward (B, or B of a split backward) on u after the forward
+///     chain to the last stage and the backwards and sends of the stages above u, and after
+///     it the backwards and sends still needed down to stage 0;
+///   - each rank's DP stream in order: the overlapped parameter all-gathers first, then each
+///     gradient bucket after its piece of the backward that completes the chunk's gradients
+///     (or after the last compute task without overlap);
+///   - the optimizer of every rank after the last compute and the last DP transfer of all
+///     ranks, then its late parameter all-gathers.
+/// Each rank's replay bounds the step alone; the first, the last two and the ranks with the
+/// most compute and DP work are replayed. Less one picosecond per task and transfer and a
+/// relative 1e-9 (rounding of task ends and of the engine's rate arithmetic). O(v·m + p·v).
+[[nodiscard]] double step_lower_bound(const StepSpec& spec);
+
 /// Stream ids inside a step graph: stage·kStepStreams + one of these.
 inline constexpr std::uint32_t kStreamCompute = 0;
 inline constexpr std::uint32_t kStreamPp = 1;

@@ -1,0 +1,124 @@
+#pragma once
+/// `tetrasim plan`: which cluster, and how many of its GPUs, trains a model on a number of
+/// tokens soonest and cheapest. For every candidate (a cluster at one GPU count) the best
+/// layout of the scenario's [search] space (search::find_best: the layout `tetrasim search`
+/// ranks first), its step time, and from them the days, GPU-hours and cost of the whole run
+/// with the time lost to failures and checkpoints (goodput.hpp); then the ranking by days and
+/// by cost, the Pareto front of (days, cost) and the candidates that meet the deadline and the
+/// budget.
+///
+/// Two phases, so that candidates can be evaluated on many machines and combined
+/// (`--shard` / `--merge`): evaluate() is the expensive, independent part of one candidate;
+/// assemble() turns all evaluations into the report, deterministically.
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "tetra/costmodel/factors.hpp"
+#include "tetra/costmodel/profile.hpp"
+#include "tetra/hw/cluster.hpp"
+#include "tetra/llama/layout.hpp"
+#include "tetra/llama/model.hpp"
+#include "tetra/plan/goodput.hpp"
+#include "tetra/search/search.hpp"
+#include "tetra/search/space.hpp"
+
+namespace tetra::plan {
+
+/// One cluster at one GPU count.
+struct Candidate {
+  std::string name;                        ///< the cluster preset, file or given name
+  hw::Cluster cluster;                     ///< sized to the GPU count (total_gpus())
+  std::optional<costmodel::Profile> profile;  ///< calibration profile of a cluster file
+  costmodel::Factors factors;              ///< fitted cluster factors (--fit), neutral if none
+  std::optional<double> price_per_gpu_hour;  ///< the user's price, currency-free; none: no cost
+};
+
+/// What to train and the [plan] keys.
+struct PlanSettings {
+  double tokens = 0;                        ///< tokens to train, > 0
+  std::optional<double> deadline_days;      ///< > 0
+  std::optional<double> budget;             ///< > 0, in the prices' currency
+  GoodputParams goodput;
+};
+
+/// Everything a plan reads. Pointers must outlive the calls.
+struct PlanInput {
+  const llama::Model* model = nullptr;
+  const llama::Training* training = nullptr;
+  const search::SearchSpace* space = nullptr;
+  llama::Layout base;                       ///< fields the space does not vary (rank_order)
+  PlanSettings settings;
+  std::vector<Candidate> candidates;        ///< in scenario order (ids are indices)
+};
+
+/// The expensive part of one candidate: its search. Plain numbers only, so that a shard can
+/// write it and a merge read it back exactly.
+struct Evaluation {
+  std::optional<search::RankedLayout> best;  ///< empty: no layout fits the memory budget
+  search::SearchSummary summary;             ///< find_best's counts
+  std::uint64_t skipped_by_bound = 0;        ///< find_best's
+};
+
+/// Runs search::find_best for candidate `index` (threads and progress from `options`).
+[[nodiscard]] Evaluation evaluate(const PlanInput& in, std::size_t index,
+                                  const search::SearchOptions& options = {});
+
+/// Bytes of one checkpoint: the weights and the optimizer states of one whole (unsharded)
+/// copy of the model, as the memory model counts them for a one-GPU replica without ZeRO
+/// (costmodel::estimate_memory's params + optimizer: the weights in the training precision,
+/// Adam's fp32 master weights and two moments; 14 B per parameter in BF16).
+[[nodiscard]] double checkpoint_bytes(const llama::Model& model, const llama::Training& training,
+                                      const hw::Cluster& cluster);
+
+/// One candidate in the report.
+struct Row {
+  std::size_t index = 0;          ///< into PlanInput::candidates
+  bool fits = false;              ///< a layout fits the memory budget; nothing below otherwise
+  search::RankedLayout best;      ///< the layout and its simulated step
+  Goodput goodput;
+  double compute_days = 0;        ///< tokens / tokens/s, without failures
+  double days = 0;                ///< compute_days / goodput (+inf if goodput is 0)
+  double gpu_hours = 0;           ///< GPUs × days × 24
+  std::optional<double> cost;     ///< gpu_hours × price, when priced
+  double headroom_bytes = 0;      ///< GPU memory − simulated reserved peak of the fullest stage
+  bool finishes = true;           ///< goodput > 0
+  bool pareto = false;            ///< on the front of (days, cost), or fastest without prices
+  std::optional<bool> meets_deadline;  ///< when a deadline is given
+  std::optional<bool> meets_budget;    ///< when a budget is given (needs prices)
+  int rank_days = 0;              ///< 1 = fastest; 0 when it does not fit or never finishes
+  int rank_cost = 0;              ///< 1 = cheapest; 0 without prices
+};
+
+/// The whole plan.
+struct Report {
+  std::vector<Row> rows;                 ///< one per candidate, in candidate order
+  bool priced = false;                   ///< every candidate has a price
+  double checkpoint_bytes = 0;
+  std::vector<std::size_t> by_days;      ///< row indices that finish, fastest first (ties:
+                                         ///< cheaper, then candidate order)
+  std::vector<std::size_t> by_cost;      ///< the same by cost (ties: faster, then order); empty
+                                         ///< without prices
+  std::vector<std::size_t> pareto;       ///< front rows in by_days order
+  std::vector<std::size_t> meeting;      ///< rows meeting the deadline and the budget given
+                                         ///< (all that finish when neither is), by_cost order
+                                         ///< when priced, else by_days order
+};
+
+/// The report of `evals` (one per candidate, in order). Preconditions: evals.size() ==
+/// in.candidates.size(); prices on every candidate or on none; a budget only with prices.
+[[nodiscard]] Report assemble(const PlanInput& in, const std::vector<Evaluation>& evals);
+
+/// Which of `points` (x, y) no other point dominates (x' ≤ x and y' ≤ y, one strictly).
+/// Equal points are all on the front. O(n²).
+[[nodiscard]] std::vector<bool> pareto_front(const std::vector<std::pair<double, double>>& points);
+
+/// Candidate indices of shard `shard` (1-based) of `shards`: every index i with
+/// i mod shards == shard − 1 (round robin, so each shard gets small and large GPU counts).
+/// Preconditions: 1 ≤ shard ≤ shards.
+[[nodiscard]] std::vector<std::size_t> shard_indices(std::size_t count, int shard, int shards);
+
+}  // namespace tetra::plan
