@@ -3,9 +3,7 @@
 #include "tetra/plan/plan.hpp"
 
 #include <algorithm>
-#include <cmath>
 #include <limits>
-#include <numeric>
 #include <stdexcept>
 
 #include "tetra/costmodel/memory.hpp"

@@ -207,8 +207,8 @@ BestResult find_best(const SearchInput& in, const SearchOptions& options) {
   };
 
   // Lower bound of every survivor replayed in full (one layer replay per new shape, then
-  // arithmetic); extrapolated steps are ordered by their step estimate (extra_order), and
-  // their bound waits for their turn (it costs a replay).
+  // arithmetic); extrapolated steps are ordered by Simulator::step_estimate, and their bound
+  // waits for their turn in a wave (it costs a replay).
   std::vector<Bounded> all;
   for (std::size_t pr = 0; pr < cands.size(); ++pr) {
     for (const std::size_t i : cands[pr].survivors) {
