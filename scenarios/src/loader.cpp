@@ -43,6 +43,17 @@ void fail(const Doc& doc, const toml::source_region& region, const std::string& 
   throw UserError(where(doc, region), key, message);
 }
 
+const toml::table* table_or_fail(const Doc& doc, const toml::table& root, std::string_view name) {
+  const toml::node* n = root.get(name);
+  if (n == nullptr) return nullptr;
+  const auto* t = n->as_table();
+  if (t == nullptr) {
+    fail(doc, n->source(), "[" + std::string(name) + "]",
+         "expected a table ([" + std::string(name) + "]), got a value");
+  }
+  return t;
+}
+
 namespace {
 
 constexpr std::uintmax_t kMaxFileBytes = 64ull * 1024 * 1024;

@@ -39,6 +39,10 @@ struct Doc {
 [[noreturn]] void fail(const Doc& doc, const toml::source_region& region, const std::string& key,
                        const std::string& message);
 
+/// The top-level table `name` of `root`, null when absent; a value that is not a table is a
+/// UserError naming `[name]`.
+[[nodiscard]] const toml::table* table_or_fail(const Doc& doc, const toml::table& root, std::string_view name);
+
 /// Reads a whole text file; a missing file, a folder or an unreadable file is a UserError
 /// naming the path.
 [[nodiscard]] std::string read_text_file(const std::string& path);

@@ -18,17 +18,6 @@ using detail::Doc;
 
 namespace {
 
-const toml::table* table_of(const Doc& doc, const toml::table& root, std::string_view name) {
-  const toml::node* n = root.get(name);
-  if (n == nullptr) return nullptr;
-  const auto* t = n->as_table();
-  if (t == nullptr) {
-    detail::fail(doc, n->source(), "[" + std::string(name) + "]",
-                 "expected a table ([" + std::string(name) + "]), got a value");
-  }
-  return t;
-}
-
 /// `c` sized to `gpus` GPUs, or why it cannot be.
 std::string size_cluster(hw::Cluster& c, long long gpus) {
   const int gpn = std::max(1, c.gpus_per_node);
@@ -73,12 +62,12 @@ PlanScenario load_plan_scenario_text(std::string_view toml_text, const std::stri
       }
     }
   }
-  const toml::table* model = table_of(doc, root, "model");
-  const toml::table* training = table_of(doc, root, "training");
-  const toml::table* layout = table_of(doc, root, "layout");
-  const toml::table* search = table_of(doc, root, "search");
-  const toml::table* plan = table_of(doc, root, "plan");
-  (void)table_of(doc, root, "cluster");
+  const toml::table* model = detail::table_or_fail(doc, root, "model");
+  const toml::table* training = detail::table_or_fail(doc, root, "training");
+  const toml::table* layout = detail::table_or_fail(doc, root, "layout");
+  const toml::table* search = detail::table_or_fail(doc, root, "search");
+  const toml::table* plan = detail::table_or_fail(doc, root, "plan");
+  (void)detail::table_or_fail(doc, root, "cluster");
   if (plan == nullptr) {
     throw UserError(SourceLocation{origin}, "[plan]",
                     "missing table (give tokens and [[plan.candidate]] tables with cluster and gpus)");

@@ -18,17 +18,6 @@ using detail::KeyOrigins;
 
 namespace {
 
-const toml::table* table_or_fail(const Doc& doc, const toml::table& root, std::string_view name) {
-  const toml::node* n = root.get(name);
-  if (n == nullptr) return nullptr;
-  const auto* t = n->as_table();
-  if (t == nullptr) {
-    detail::fail(doc, n->source(), "[" + std::string(name) + "]",
-                 "expected a table ([" + std::string(name) + "]), got a value");
-  }
-  return t;
-}
-
 void check_top_level(const Doc& doc, const toml::table& root) {
   static const std::vector<std::string_view> known{"model", "cluster", "training", "layout", "search", "plan"};
   const toml::key* first = nullptr;
@@ -121,11 +110,11 @@ Scenario load_scenario_text(std::string_view toml_text, const std::string& origi
 
   Scenario sc;
   sc.path = origin;
-  const toml::table* model = table_or_fail(doc, root, "model");
-  const toml::table* cluster = table_or_fail(doc, root, "cluster");
-  const toml::table* training = table_or_fail(doc, root, "training");
-  const toml::table* layout = table_or_fail(doc, root, "layout");
-  const toml::table* search = table_or_fail(doc, root, "search");
+  const toml::table* model = detail::table_or_fail(doc, root, "model");
+  const toml::table* cluster = detail::table_or_fail(doc, root, "cluster");
+  const toml::table* training = detail::table_or_fail(doc, root, "training");
+  const toml::table* layout = detail::table_or_fail(doc, root, "layout");
+  const toml::table* search = detail::table_or_fail(doc, root, "search");
   if (model == nullptr) {
     throw UserError(SourceLocation{origin}, "[model]",
                     "missing table (give preset = \"name\", hf_config = \"config.json\" or the shape)");
