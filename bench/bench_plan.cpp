@@ -45,12 +45,11 @@ void BM_plan_405b(benchmark::State& state) {
   search::SearchOptions options;
   options.threads = static_cast<int>(state.range(0));
   std::uint64_t simulated = 0, candidates = 0;
+  std::vector<std::size_t> all(in.candidates.size());
+  for (std::size_t i = 0; i < all.size(); ++i) all[i] = i;
   for (auto _ : state) {
-    std::vector<plan::Evaluation> evals;
-    for (std::size_t i = 0; i < in.candidates.size(); ++i) {
-      evals.push_back(plan::evaluate(in, i, options));
-      simulated += evals.back().summary.simulated;
-    }
+    const std::vector<plan::Evaluation> evals = plan::evaluate_all(in, all, options);
+    for (const auto& e : evals) simulated += e.summary.simulated;
     const plan::Report rep = plan::assemble(in, evals);
     benchmark::DoNotOptimize(rep.rows.data());
     candidates += in.candidates.size();

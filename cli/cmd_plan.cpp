@@ -369,8 +369,9 @@ std::string apply_fit(const std::string& path, scenarios::PlanScenario& sc) {
                                                 "\", which no candidate of the plan uses");
 }
 
-void draw_progress(std::size_t done, std::size_t total, const std::string& what) {
-  std::fprintf(stderr, "\r\033[Kplanning %zu/%zu %s", done, total, what.c_str());
+/// "planning 3/25 candidates" on stderr, overwriting the line.
+void draw_progress(std::size_t done, std::size_t total) {
+  std::fprintf(stderr, "\r\033[Kplanning %zu/%zu candidates", done, total);
   std::fflush(stderr);
 }
 
@@ -397,13 +398,9 @@ int run_plan(const PlanArgs& args) {
   const bool tty = isatty(STDERR_FILENO) != 0;
   auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); };
 
+  if (tty) options.progress = draw_progress;
   auto evaluate = [&](const std::vector<std::size_t>& indices) {
-    std::vector<plan::Evaluation> out;
-    out.reserve(indices.size());
-    for (std::size_t k = 0; k < indices.size(); ++k) {
-      if (tty) draw_progress(k, indices.size(), candidate_label(in.candidates[indices[k]]));
-      out.push_back(plan::evaluate(in, indices[k], options));
-    }
+    std::vector<plan::Evaluation> out = plan::evaluate_all(in, indices, options);
     if (tty) std::fputs("\r\033[K", stderr);
     return out;
   };

@@ -8,6 +8,7 @@
 
 #include "tetra/costmodel/memory.hpp"
 #include "tetra/hw/error.hpp"
+#include "tetra/search/parallel.hpp"
 
 namespace tetra::plan {
 
@@ -27,6 +28,27 @@ Evaluation evaluate(const PlanInput& in, std::size_t index, const search::Search
   e.summary = std::move(r.summary);
   e.skipped_by_bound = r.skipped_by_bound;
   return e;
+}
+
+std::vector<Evaluation> evaluate_all(const PlanInput& in, const std::vector<std::size_t>& indices,
+                                     const search::SearchOptions& options) {
+  const int threads = search::resolve_threads(options.threads);
+  const std::size_t n = indices.size();
+  const int workers = static_cast<int>(std::max<std::size_t>(1, std::min<std::size_t>(static_cast<std::size_t>(threads), n)));
+  search::SearchOptions inner;
+  inner.threads = std::max(1, threads / workers);
+  inner.share_layer_tables = options.share_layer_tables;
+  // Longest first: fewer GPUs mean more micro-batches per step, longer replays.
+  std::vector<std::size_t> order(n);
+  for (std::size_t k = 0; k < n; ++k) order[k] = k;
+  std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
+    return in.candidates.at(indices[a]).cluster.total_gpus() < in.candidates.at(indices[b]).cluster.total_gpus();
+  });
+  std::vector<Evaluation> out(n);
+  search::parallel_for(
+      n, workers, [&](int, std::size_t k) { out[order[k]] = evaluate(in, indices[order[k]], inner); },
+      options.progress);
+  return out;
 }
 
 double checkpoint_bytes(const llama::Model& model, const llama::Training& training,

@@ -271,7 +271,10 @@ BestResult find_best(const SearchInput& in, const SearchOptions& options) {
           const sim::SimInput input = input_of(b);
           const sim::SimOptions so = options_of(b.precision);
           if (b.extrapolated) {
-            const double lb = sim.step_lower_bound(input, so);  // keeps its replay for run()
+            // Its bound needs a replay unless the cheap one already rules it out; a replay is
+            // kept for run().
+            const double enough = beat > 0 ? tokens / beat : std::numeric_limits<double>::infinity();
+            const double lb = sim.step_lower_bound(input, so, enough);
             if (lb > 0 && tokens / lb < beat) return;
           }
           const sim::Result r = sim.run(input, so);

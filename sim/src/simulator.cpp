@@ -144,7 +144,7 @@ bool Simulator::Kept::matches(const SimInput& in) const {
          comm == in.comm && layout == in.layout;
 }
 
-double Simulator::step_lower_bound(const SimInput& in, const SimOptions& options) {
+double Simulator::step_lower_bound(const SimInput& in, const SimOptions& options, double enough) {
   const llama::Layout& layout = in.layout;
   const int p = std::max(layout.pp, 1);
   const int m = std::max(llama::micro_batches(layout, *in.training), 1);
@@ -156,18 +156,53 @@ double Simulator::step_lower_bound(const SimInput& in, const SimOptions& options
   build_spec(in, no_trace, price);
   if (m <= kMaxSimulatedMicroBatches) return sim::step_lower_bound(spec_) + in.step_overhead_s;
   // run() extrapolates from replays of m1 < m2 micro-batches: s = s2 + (s2 − s1)·k, k ≥ 0.
-  // With s1 replayed here (and kept for the run() that may follow) and s2 ≥ b2, the bound of
-  // the m2 replay, s ≥ b2 + (b2 − s1)·k (each operation is monotone in s2).
+  // With s2 ≥ b2, the bound of the m2 replay, and s1 ≤ u1, any upper bound of the m1 replay,
+  // s ≥ b2 + (b2 − u1)·k (each operation is monotone in s2 and in s1).
   const auto [m1, m2] = extrapolation_sizes(layout.schedule, p);
-  spec_.m = m1;
-  kept_ = Kept{in.model, in.cluster, in.training, in.compute, in.comm, layout,
-               simulate_step(spec_, graph_, engine_, queue_)};
+  const double k = static_cast<double>(m - m2) / static_cast<double>(m2 - m1);
   spec_.m = m2;
   const double b2 = sim::step_lower_bound(spec_);
+  auto bound = [&](double u1) { return std::max(0.0, (b2 + (b2 - u1) * k) * (1.0 - 1e-9)) + in.step_overhead_s; };
+  // First u1 from the m1 step's graph alone (a tenth of a replay): often enough to rule the
+  // layout out.
+  spec_.m = m1;
+  const double cheap = bound(sim::step_upper_bound(spec_, graph_));
+  if (cheap > enough) {
+    spec_.m = m;
+    return cheap;
+  }
+  // Else the m1 replay itself (s1), kept for the run() that may follow.
+  kept_ = Kept{in.model, in.cluster, in.training, in.compute, in.comm, layout,
+               simulate_step(spec_, graph_, engine_, queue_)};
   spec_.m = m;
-  const double s1 = kept_->first.step_time_s;
-  const double k = static_cast<double>(m - m2) / static_cast<double>(m2 - m1);
-  return std::max(0.0, (b2 + (b2 - s1) * k) * (1.0 - 1e-9)) + in.step_overhead_s;
+  return std::max(cheap, bound(kept_->first.step_time_s));
+}
+
+double Simulator::step_upper_bound(const SimInput& in, const SimOptions& options) {
+  const llama::Layout& layout = in.layout;
+  const int p = std::max(layout.pp, 1);
+  const int m = std::max(llama::micro_batches(layout, *in.training), 1);
+  SimOptions no_trace = options;
+  no_trace.record_trace = false;
+  kept_.reset();
+  const OpPricer price = pricer(in);
+  price_layers(in, no_trace, price);
+  build_spec(in, no_trace, price);
+  double u = 0;
+  if (m <= kMaxSimulatedMicroBatches) {
+    u = sim::step_upper_bound(spec_, graph_);
+  } else {
+    // s = (1 + k)·s2 − k·s1 ≤ (1 + k)·u2 − k·b1.
+    const auto [m1, m2] = extrapolation_sizes(layout.schedule, p);
+    const double k = static_cast<double>(m - m2) / static_cast<double>(m2 - m1);
+    spec_.m = m1;
+    const double b1 = sim::step_lower_bound(spec_);
+    spec_.m = m2;
+    const double u2 = sim::step_upper_bound(spec_, graph_);
+    spec_.m = m;
+    u = (u2 + (u2 - b1) * k) * (1.0 + 1e-9);
+  }
+  return u + in.step_overhead_s;
 }
 
 void Simulator::build_spec(const SimInput& in, const SimOptions& options, const OpPricer& price) {

@@ -3,6 +3,7 @@
 #include "tetra/sim/step.hpp"
 
 #include <algorithm>
+#include <map>
 #include <string>
 
 namespace tetra::sim {
@@ -77,9 +78,17 @@ std::uint32_t add_transfer(Builder& b, std::uint32_t stream, TaskRole role, int 
   return b.g.add_task(t, {b.link(stage, base), b.link(peer < 0 ? stage : peer, base + 1)});
 }
 
-}  // namespace
 
-StepOutcome simulate_step(const StepSpec& spec, TaskGraph& g, Engine& engine, EventQueue& queue) {
+/// Ids the metrics of a replay need, per stage.
+struct BuiltStep {
+  std::vector<std::uint32_t> opt;                         ///< optimizer task
+  std::vector<std::vector<std::uint32_t>> dp_tasks;       ///< DP reductions
+  std::vector<std::vector<std::uint32_t>> cp_tasks;       ///< CP ring transfers
+  std::vector<std::vector<std::uint32_t>> late_gathers;   ///< parameter gathers after the optimizer
+};
+
+/// The task graph of one step (DESIGN §2.4) into `g`.
+void build_step_graph(const StepSpec& spec, TaskGraph& g, BuiltStep& built) {
   g.clear();
   const int p = std::max(spec.p, 1);
   const int v = std::max(spec.v, 1);
@@ -122,9 +131,12 @@ StepOutcome simulate_step(const StepSpec& spec, TaskGraph& g, Engine& engine, Ev
   std::vector<std::uint32_t> pieces;
   std::vector<double> fr;  // piece fractions of the current task (reused: no allocation per task)
   std::vector<std::uint32_t> stage_last_compute(static_cast<std::size_t>(p), kNone);
-  std::vector<std::vector<std::uint32_t>> stage_dp_tasks(static_cast<std::size_t>(p));
-  std::vector<std::vector<std::uint32_t>> stage_cp_tasks(static_cast<std::size_t>(p));
-  std::vector<std::vector<std::uint32_t>> stage_late_gathers(static_cast<std::size_t>(p));
+  auto& stage_dp_tasks = built.dp_tasks;
+  auto& stage_cp_tasks = built.cp_tasks;
+  auto& stage_late_gathers = built.late_gathers;
+  stage_dp_tasks.assign(static_cast<std::size_t>(p), {});
+  stage_cp_tasks.assign(static_cast<std::size_t>(p), {});
+  stage_late_gathers.assign(static_cast<std::size_t>(p), {});
   std::vector<std::uint32_t> compute_seq;  // this stage's compute tasks in stream order
 
   for (int r = 0; r < p; ++r) {
@@ -332,7 +344,8 @@ StepOutcome simulate_step(const StepSpec& spec, TaskGraph& g, Engine& engine, Ev
   }
   // Optimizer: after every stage's gradients are reduced (the gradient-norm all-reduce over
   // the model-parallel group synchronises the ranks), then the parameter all-gather.
-  std::vector<std::uint32_t> opt(static_cast<std::size_t>(p));
+  auto& opt = built.opt;
+  opt.assign(static_cast<std::size_t>(p), 0);
   for (int r = 0; r < p; ++r) {
     const StageSpec& st = spec.stages[static_cast<std::size_t>(r)];
     TaskSpec t;
@@ -366,6 +379,18 @@ StepOutcome simulate_step(const StepSpec& spec, TaskGraph& g, Engine& engine, Ev
     }
   }
 
+}
+
+}  // namespace
+
+StepOutcome simulate_step(const StepSpec& spec, TaskGraph& g, Engine& engine, EventQueue& queue) {
+  const int p = std::max(spec.p, 1);
+  BuiltStep built;
+  build_step_graph(spec, g, built);
+  const auto& opt = built.opt;
+  const auto& stage_dp_tasks = built.dp_tasks;
+  const auto& stage_cp_tasks = built.cp_tasks;
+  const auto& stage_late_gathers = built.late_gathers;
   engine.run(queue, g, p, spec.record_memory);
 
   // ---- metrics
@@ -586,6 +611,119 @@ double step_lower_bound(const StepSpec& spec) {
   tasks += 4 * static_cast<std::int64_t>(V);
   const std::int64_t bound = std::max<std::int64_t>(0, std::max(compute_end, dp_end) + after - tasks);
   return Duration::ps(bound).seconds() * (1.0 - 1e-9);
+}
+
+double step_upper_bound(const StepSpec& spec, TaskGraph& g) {
+  BuiltStep built;
+  build_step_graph(spec, g, built);
+  const auto& tasks = g.tasks();
+  const auto& task_links = g.task_links();
+  const std::size_t n = tasks.size();
+  const std::size_t n_links = g.link_names().size();
+  auto is_transfer = [&](const TaskSpec& t) { return t.link_count != 0 && t.work_s > 0; };
+  // Transfers that may share a link at once: one per stream that uses it (a stream runs one
+  // task at a time), each transfer without a stream on its own.
+  std::vector<std::vector<std::uint32_t>> link_streams(n_links);
+  std::vector<std::uint32_t> link_loose(n_links, 0);
+  for (const TaskSpec& t : tasks) {
+    if (!is_transfer(t)) continue;
+    for (std::uint32_t k = 0; k < t.link_count; ++k) {
+      const auto l = task_links[t.link_first + k];
+      if (t.stream == kNoStream) {
+        ++link_loose[l];
+      } else if (std::find(link_streams[l].begin(), link_streams[l].end(), t.stream) == link_streams[l].end()) {
+        link_streams[l].push_back(t.stream);
+      }
+    }
+  }
+  // Longest durations: a compute task at full rate (its slowdown is charged below), a transfer
+  // its latency plus its work at 1/k of a link that k transfers share (max-min fairness
+  // gives each flow at least its link's capacity over the flows on it).
+  std::vector<double> dur(n, 0.0);
+  std::map<std::int32_t, double> taken;                         // SM group -> share-seconds
+  std::map<std::int32_t, std::vector<std::uint32_t>> slowed;    // SM group -> compute streams
+  std::map<std::int32_t, std::uint32_t> slowed_loose;
+  for (std::size_t i = 0; i < n; ++i) {
+    const TaskSpec& t = tasks[i];
+    dur[i] = t.duration.seconds();
+    if (is_transfer(t)) {
+      double k = 0;
+      for (std::uint32_t j = 0; j < t.link_count; ++j) {
+        const auto l = task_links[t.link_first + j];
+        if (g.link_unbounded()[l]) continue;
+        k = std::max(k, static_cast<double>(link_streams[l].size() + link_loose[l]));
+      }
+      dur[i] += t.work_s * k;
+    }
+    if (t.sm_group < 0) continue;
+    if (t.sm_share > 0) {
+      taken[t.sm_group] += t.sm_share * dur[i];
+    } else if (!is_transfer(t) && t.duration.count_ps() > 0) {
+      auto& v = slowed[t.sm_group];
+      if (t.stream == kNoStream) {
+        ++slowed_loose[t.sm_group];
+      } else if (std::find(v.begin(), v.end(), t.stream) == v.end()) {
+        v.push_back(t.stream);
+      }
+    }
+  }
+  // A compute task of SM group q running at rate 1 − S(t) (at least 0.05) lasts its duration
+  // plus the integral of min(S, 0.95) over its run: the compute of one stream of the group is
+  // stretched by at most the share-seconds of the group's communication in all.
+  double stretch = 0;
+  for (const auto& [group, share_s] : taken) {
+    const double streams = static_cast<double>(slowed[group].size() + slowed_loose[group]);
+    stretch += share_s * streams;
+  }
+  // Longest path over dependencies and stream order (the engine starts a task when both
+  // allow it, at once), in Kahn order.
+  std::vector<std::uint32_t> indeg(n, 0), succ_first(n + 1, 0), succ;
+  std::vector<std::uint32_t> prev_on_stream(n, kNone), last(g.stream_names().size(), kNone);
+  for (std::uint32_t i = 0; i < n; ++i) {
+    const auto st = tasks[i].stream;
+    if (st == kNoStream) continue;
+    prev_on_stream[i] = last[st];
+    last[st] = i;
+  }
+  for (std::size_t e = 0; e < g.num_deps(); ++e) ++succ_first[g.dep_from()[e] + 1];
+  for (std::uint32_t i = 0; i < n; ++i) {
+    if (prev_on_stream[i] != kNone) ++succ_first[prev_on_stream[i] + 1];
+  }
+  for (std::size_t i = 0; i < n; ++i) succ_first[i + 1] += succ_first[i];
+  succ.resize(succ_first[n]);
+  std::vector<std::uint32_t> fill(succ_first.begin(), succ_first.end() - 1);
+  for (std::size_t e = 0; e < g.num_deps(); ++e) {
+    succ[fill[g.dep_from()[e]]++] = g.dep_to()[e];
+    ++indeg[g.dep_to()[e]];
+  }
+  for (std::uint32_t i = 0; i < n; ++i) {
+    if (prev_on_stream[i] != kNone) {
+      succ[fill[prev_on_stream[i]]++] = i;
+      ++indeg[i];
+    }
+  }
+  std::vector<double> start(n, 0.0);
+  std::vector<std::uint32_t> ready;
+  for (std::uint32_t i = 0; i < n; ++i) {
+    if (indeg[i] == 0) ready.push_back(i);
+  }
+  double makespan = 0;
+  std::size_t seen = 0;
+  while (!ready.empty()) {
+    const auto i = ready.back();
+    ready.pop_back();
+    ++seen;
+    const double end = start[i] + dur[i];
+    makespan = std::max(makespan, end);
+    for (auto k = succ_first[i]; k < succ_first[i + 1]; ++k) {
+      const auto j = succ[k];
+      start[j] = std::max(start[j], end);
+      if (--indeg[j] == 0) ready.push_back(j);
+    }
+  }
+  if (seen != n) g.check_acyclic();  // a cycle is a schedule bug (GraphError)
+  // Margins for the engine's rounding of event times and of its rate arithmetic.
+  return (makespan + stretch) * (1.0 + 1e-6) + static_cast<double>(4 * n) * 1e-12;
 }
 
 }  // namespace tetra::sim

@@ -112,7 +112,7 @@ TEST_SUITE("plan") {
     (void)extrapolated_best;
   }
 
-  TEST_CASE("step lower bound <= simulated step, every layout of the space") {
+  TEST_CASE("step lower bound <= simulated step <= step upper bound, every third layout of the space") {
     const scenarios::PlanScenario sc = scenarios::load_plan_scenario_text(kScenario, "plan-search.toml");
     std::size_t checked = 0, extrapolated = 0;
     for (const plan::Candidate& c : sc.candidates) {
@@ -128,13 +128,19 @@ TEST_SUITE("plan") {
         so.layer_cache = &cache;
         for (std::size_t k = 0; k < en.valid.size(); k += 3) {  // every third layout
           const sim::SimInput input = sim::sim_input(sc.model, c.cluster, t, en.valid[k], costs);
+          const double upper = s.step_upper_bound(input, so);
           const double bound = s.step_lower_bound(input, so);
           const sim::Result r = s.run(input, so);
           CAPTURE(search::layout_key(en.valid[k]));
           CHECK(bound <= r.step_time_s);
           CHECK(bound > 0.5 * r.step_time_s);  // and not vacuous
+          CHECK(upper >= r.step_time_s);
+          CHECK(upper < 2.0 * r.step_time_s);
           ++checked;
           if (r.micro_batches > sim::kMaxSimulatedMicroBatches) {
+            // The cheap bound (no replay; returned when above `enough`) holds too.
+            sim::Simulator cheap;
+            CHECK(cheap.step_lower_bound(input, so, 0.0) <= r.step_time_s);
             // run() reused the replay the bound kept: the same step as a fresh simulator's.
             sim::Simulator fresh;
             CHECK(fresh.run(input, so).step_time_s == r.step_time_s);

@@ -140,7 +140,7 @@ TEST_SUITE("sim") {
 }
 
 TEST_SUITE("sim") {
-  TEST_CASE("step lower bound: the closed forms with free communication, below the replay otherwise") {
+  TEST_CASE("step bounds: the closed forms with free communication, around the replay otherwise") {
     const double tf = 0.010, tb = 0.020;
     SUBCASE("1F1B: the bound is the makespan (m + p - 1)(t_f + t_b)") {
       for (int p : {1, 2, 4, 8}) {
@@ -151,6 +151,8 @@ TEST_SUITE("sim") {
           const double bound = step_lower_bound(spec);
           CHECK(bound <= simulate_step(spec).step_time_s);
           CHECK(bound == doctest::Approx((m + p - 1) * (tf + tb)).epsilon(1e-9));
+          TaskGraph g;  // free links: the longest path is the replay
+          CHECK(step_upper_bound(spec, g) == doctest::Approx((m + p - 1) * (tf + tb)).epsilon(1e-6));
         }
       }
     }
@@ -181,6 +183,10 @@ TEST_SUITE("sim") {
             const double step = simulate_step(spec).step_time_s;
             CHECK(bound <= step);
             CHECK(bound >= 0.8 * step);
+            TaskGraph g;
+            const double upper = step_upper_bound(spec, g);
+            CHECK(upper >= step);
+            CHECK(upper <= 2.0 * step);  // sends share the NICs, each charged at 1/k
             // Transfers in the bound: above the free-communication bound.
             StepSpec free = spec;
             free.free_links = true;

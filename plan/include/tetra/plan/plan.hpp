@@ -67,6 +67,13 @@ struct Evaluation {
 [[nodiscard]] Evaluation evaluate(const PlanInput& in, std::size_t index,
                                   const search::SearchOptions& options = {});
 
+/// evaluate() of candidates `indices`, in that order. The candidates run side by side on
+/// `options.threads` workers (each candidate's search on threads / workers of them), those
+/// with the fewest GPUs (the most micro-batches, the slowest to simulate) first; the result
+/// does not depend on the thread count. `options.progress` is called as candidates finish.
+[[nodiscard]] std::vector<Evaluation> evaluate_all(const PlanInput& in, const std::vector<std::size_t>& indices,
+                                                   const search::SearchOptions& options = {});
+
 /// Bytes of one checkpoint: the weights and the optimizer states of one whole (unsharded)
 /// copy of the model, as the memory model counts them for a one-GPU replica without ZeRO
 /// (costmodel::estimate_memory's params + optimizer: the weights in the training precision,

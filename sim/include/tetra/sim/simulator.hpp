@@ -6,6 +6,7 @@
 
 #include <array>
 #include <cstdint>
+#include <limits>
 #include <optional>
 #include <utility>
 #include <string>
@@ -109,11 +110,20 @@ class Simulator {
   /// then sim::step_lower_bound relaxes the replay (step.hpp), plus the step overhead.
   /// Costs one layer replay per new per-layer shape, then O(pp·vp·m) arithmetic.
   /// Steps of more than kMaxSimulatedMicroBatches micro-batches, which run() extrapolates
-  /// from replays of m1 < m2 micro-batches as s2 + (s2 − s1)·k, get b2 + (b2 − s1)·k with b2
-  /// the bound of the m2 replay and s1 replayed here (about a third of run()'s work); the
-  /// replay is kept, and a run() of the same input that follows directly reuses it.
-  /// Preconditions as run.
-  [[nodiscard]] double step_lower_bound(const SimInput& in, const SimOptions& options = {});
+  /// from replays of m1 < m2 micro-batches as s2 + (s2 − s1)·k, get b2 + (b2 − u1)·k with b2
+  /// the bound of the m2 replay and u1 ≥ s1: first sim::step_upper_bound of the m1 step's
+  /// graph (about a tenth of run()'s work), returned when it exceeds `enough` (the step time
+  /// a caller needs to rule the layout out); otherwise s1 itself, replayed here (about a
+  /// third of run()'s work) and kept, so that a run() of the same input that follows
+  /// directly reuses it. Preconditions as run.
+  [[nodiscard]] double step_lower_bound(const SimInput& in, const SimOptions& options = {},
+                                        double enough = std::numeric_limits<double>::infinity());
+
+  /// An upper bound on run(in, options).step_time_s from the step's task graph without a
+  /// replay (sim::step_upper_bound; for an extrapolated step (1 + k)·u2 − k·b1 from the upper
+  /// bound of the m2 step and the lower bound of the m1 step). For tests and for reasoning
+  /// about the bounds' gap. Preconditions as run.
+  [[nodiscard]] double step_upper_bound(const SimInput& in, const SimOptions& options = {});
 
   /// sim::step_lower_bound at the step's own micro-batch count, without any replay: the
   /// bound itself when run() replays every micro-batch, an estimate (no bound) for

@@ -125,6 +125,17 @@ StepOutcome simulate_step(const StepSpec& spec, TaskGraph& graph, Engine& engine
 /// relative 1e-9 (rounding of task ends and of the engine's rate arithmetic). O(v·m + p·v).
 [[nodiscard]] double step_lower_bound(const StepSpec& spec);
 
+/// An upper bound on simulate_step(spec, g, ...).step_time_s from the step's task graph
+/// (built into `g`) without running the engine: the longest path through dependencies and
+/// stream order, every compute task at full rate and every transfer at its latency plus its
+/// work at 1/k of its link's capacity, k the transfers that can share the link at once (one
+/// per stream using it: max-min fairness gives each flow at least capacity / k), plus the
+/// compute slowdown, charged in full: the share-seconds of the communication of each SM
+/// group times its compute streams. With a relative 1e-6 and 4 ps per task for rounding.
+/// Used with step_lower_bound to bound an extrapolated step (Simulator::step_lower_bound).
+/// O(tasks + dependencies); building the graph is about a tenth of a replay.
+[[nodiscard]] double step_upper_bound(const StepSpec& spec, TaskGraph& g);
+
 /// Stream ids inside a step graph: stage·kStepStreams + one of these.
 inline constexpr std::uint32_t kStreamCompute = 0;
 inline constexpr std::uint32_t kStreamPp = 1;
