@@ -25,8 +25,6 @@ struct MemoryArgs {
   bool json = false;
 };
 
-double gib(double bytes) { return bytes / hw::kGiB; }
-
 int run_memory(const MemoryArgs& args) {
   const scenarios::Scenario sc = scenarios::load_scenario(args.scenario, args.layout, true);
   costmodel::MemoryOptions options;

@@ -47,14 +47,8 @@ struct PlanArgs {
   std::vector<std::string> merge;    // shard files
 };
 
-double gib(double bytes) { return bytes / hw::kGiB; }
-
 /// JSON number, or null for an infinite value (a job that never finishes, no failures).
 nlohmann::json finite_or_null(double x) { return std::isfinite(x) ? nlohmann::json(x) : nlohmann::json(nullptr); }
-
-std::string precision_name(const llama::Fp8Training& fp8) {
-  return fp8.enabled() ? std::string("fp8-") + llama::to_string(fp8.recipe) : "bf16";
-}
 
 /// "I/N" with 1 <= I <= N, or nothing.
 std::optional<std::pair<int, int>> parse_shard(const std::string& text) {
@@ -75,12 +69,15 @@ std::string layout_text(const search::RankedLayout& r) {
     s += "(" + std::to_string(l.first_stage_layers) + "/" + std::to_string(l.last_stage_layers) + ")";
   }
   s += " dp" + std::to_string(l.dp);
+  if (l.dp_replicate > 1) s += "(" + std::to_string(l.shard_dp()) + "x" + std::to_string(l.dp_replicate) + ")";
   if (l.vp > 1) s += " vp" + std::to_string(l.vp);
   s += " mbs" + std::to_string(l.mbs);
   if (l.tp > 1 && !l.sp) s += " no-sp";
   if (l.recompute != llama::Recompute::none) s += std::string(" ") + llama::to_string(l.recompute);
+  if (l.recompute == llama::Recompute::selective_layer) s += "/" + std::to_string(l.ac_freq);
   s += std::string(" ") + llama::to_string(l.schedule);
   if (r.fp8.enabled()) s += " " + precision_name(r.fp8);
+  if (r.compile) s += " compiled";
   return s;
 }
 
@@ -131,6 +128,7 @@ nlohmann::json plan_json(const scenarios::PlanScenario& sc, const plan::PlanInpu
       const search::RankedLayout& b = r.best;
       row["layout"] = layout_json(b.layout);
       row["precision"] = precision_name(b.fp8);
+      row["compile"] = b.compile;
       row["micro_batches"] = b.micro_batches;
       row["step_time_s"] = b.step_time_s;
       row["tokens_per_s"] = b.tokens_per_s;

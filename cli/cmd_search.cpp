@@ -37,8 +37,6 @@ struct SearchArgs {
   bool json = false;
 };
 
-double gib(double bytes) { return bytes / hw::kGiB; }
-
 /// Rounds to 1/1000 GiB so that JSON carries no float noise.
 
 /// Draws "search [=====>    ] 123/456" on stderr, overwriting the line.
@@ -50,11 +48,6 @@ void draw_progress(std::size_t done, std::size_t total) {
   if (filled < kWidth) bar[static_cast<std::size_t>(filled)] = '>';
   std::fprintf(stderr, "\rsimulating [%s] %zu/%zu", bar.c_str(), done, total);
   std::fflush(stderr);
-}
-
-/// "bf16", or "fp8-<recipe>" for FP8 linears.
-std::string precision_name(const llama::Fp8Training& fp8) {
-  return fp8.enabled() ? std::string("fp8-") + llama::to_string(fp8.recipe) : "bf16";
 }
 
 nlohmann::json layout_row(const search::RankedLayout& r) {

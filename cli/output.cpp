@@ -55,6 +55,12 @@ double round_to(double value, int decimals) {
   return static_cast<double>(std::llround(value * k)) / k;
 }
 
+double gib(double bytes) { return bytes / hw::kGiB; }
+
+std::string precision_name(const llama::Fp8Training& fp8) {
+  return fp8.enabled() ? std::string("fp8-") + llama::to_string(fp8.recipe) : "bf16";
+}
+
 double gib3(double bytes) { return round_to(bytes / hw::kGiB, 3); }
 
 nlohmann::json layout_json(const llama::Layout& l) {

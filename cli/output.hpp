@@ -25,6 +25,12 @@ namespace tetra::cli {
 /// `value` rounded to `decimals` decimals, so JSON carries no float noise.
 [[nodiscard]] double round_to(double value, int decimals);
 
+/// Bytes as GiB.
+[[nodiscard]] double gib(double bytes);
+
+/// "bf16", or "fp8-<recipe>" for FP8 linears.
+[[nodiscard]] std::string precision_name(const llama::Fp8Training& fp8);
+
 /// Bytes as GiB rounded to 1/1000 GiB (about 1 MB).
 [[nodiscard]] double gib3(double bytes);
 

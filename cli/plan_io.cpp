@@ -56,6 +56,7 @@ nlohmann::json evaluation_json(const scenarios::PlanScenario& sc, std::size_t in
     nlohmann::json bj;
     bj["layout"] = scenarios::format_layout(b.layout);
     bj["fp8_recipe"] = llama::to_string(b.fp8.recipe);
+    bj["compile"] = b.compile;
     bj["fp8_param_gather"] = b.fp8.param_gather;
     bj["micro_batches"] = b.micro_batches;
     bj["step_time_s"] = b.step_time_s;
@@ -102,6 +103,7 @@ plan::Evaluation evaluation_from(const nlohmann::json& j) {
       b.fp8.recipe = *r;
     }
     b.fp8.param_gather = bj.at("fp8_param_gather").get<bool>();
+    b.compile = bj.at("compile").get<bool>();
     b.micro_batches = bj.at("micro_batches").get<int>();
     b.step_time_s = bj.at("step_time_s").get<double>();
     b.tokens_per_s = bj.at("tokens_per_s").get<double>();

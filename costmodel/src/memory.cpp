@@ -10,6 +10,7 @@
 #include <optional>
 
 #include "fsdp2_memory.hpp"
+#include "tetra/llama/ops.hpp"
 #include "tetra/llama/params.hpp"
 
 namespace tetra::costmodel {
@@ -53,18 +54,6 @@ double cublas_workspace_bytes(int compute_capability) noexcept {
 // ---- Framework habits: what the training code really allocates. ----
 
 struct Habits {
-  /// MLM `_VocabParallelCrossEntropy`: fp32 softmax of the local vocabulary shard (§6).
-  /// Otherwise the LM head gathers the full vocabulary on every TP rank and the loss is
-  /// torch cross_entropy on an fp32 copy (AAS: `ColumnParallelLinear(parallel_output=False)`
-  /// in transformer/model/layers/lm_head.py, `output.activations.float()` in
-  /// transformer/model/losses/cross_entropy.py; the usual pattern of Hugging Face models
-  /// under DeepSpeed or FSDP).
-  bool vocab_parallel_loss = true;
-  /// torchtitan shards the loss over the vocabulary whenever there is a TP mesh ("loss
-  /// parallel": the output projection keeps `Shard(-1)` logits and the cross-entropy runs on
-  /// the shards, `torchtitan/parallelisms/parallelize_llama.py` apply_tp at 9dec370 and
-  /// `models/llama3/parallelize_llama.py` at 820504e, on unless `disable_loss_parallel`).
-  bool loss_parallel_with_tp = false;
   /// MLM keeps the SP shard of a column-parallel GEMM input and re-gathers it in backward
   /// (§4.1). A plain F.linear after a gather saves the gathered input (AAS:
   /// core/nn/norm/rms_norm.py gathers after the norm, column_parallel_linear.py calls
@@ -105,7 +94,6 @@ struct Habits {
 Habits habits_of(const llama::Training& tr) noexcept {
   Habits h;
   if (tr.framework != llama::Framework::megatron) {
-    h.vocab_parallel_loss = false;
     h.sp_saves_shard = false;
     h.frees_stage_output = false;
     h.fused_adam = false;
@@ -113,7 +101,6 @@ Habits habits_of(const llama::Training& tr) noexcept {
   }
   h.fused_norm = tr.fused_rmsnorm;
   if (tr.framework == llama::Framework::fsdp) {
-    h.loss_parallel_with_tp = true;
     h.frees_logits_before_backward = true;
     h.saves_quantized_inputs = false;
     if (tr.torch.compile) {
@@ -525,7 +512,7 @@ MemoryReport estimate_memory(const llama::Model& model, const hw::Cluster& clust
         if (p == 1) s.logits_bytes = 4.0 * g.s * g.b * (h + vocab) / t;
       } else {
         const double live = logits_all_live ? static_cast<double>(m) : 1.0;
-        if (hab.vocab_parallel_loss || (hab.loss_parallel_with_tp && t > 1)) {
+        if (llama::loss_on_vocab_shards(training, layout.tp)) {
           // MLM cross_entropy.py: fp32 softmax of the local shard held until backward, plus
           // the LM-head input shard; bf16 logits / logit gradient transient.
           const double saved = hab.compiled_loss ? 2.0 : 4.0;  // bf16 logits or fp32 softmax

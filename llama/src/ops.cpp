@@ -570,6 +570,10 @@ double gathered_param_bytes(const Model& m, const Training& tr) {
 
 }  // namespace
 
+bool loss_on_vocab_shards(const Training& training, int tp) noexcept {
+  return training.framework == Framework::megatron || (training.framework == Framework::fsdp && tp > 1);
+}
+
 double gathered_layer_param_bytes(const Model& model, const Training& training, int tp) {
   return gathered_param_bytes(model, training) * static_cast<double>(params_per_layer(model)) /
          static_cast<double>(std::max(tp, 1));
@@ -673,9 +677,7 @@ std::vector<Op> head_ops(const Model& model, const Training& training, const Lay
   tp_column_forward(ops, d, Pass::forward, false);
   ops.push_back(gemm(Pass::forward, "lm_head", d.tokens, vocab_rank, d.h));
   const bool compiled_loss = training.torch.loss_compiled();
-  // torchtitan's loss parallel (TP > 1) keeps the logits sharded over the vocabulary.
-  const bool loss_parallel = training.framework == Framework::fsdp && d.t > 1;
-  if (d.eager && !loss_parallel) {
+  if (!loss_on_vocab_shards(training, static_cast<int>(d.t))) {
     // Loss on the gathered full-vocabulary logits on every TP rank
     // (`Aleph-Alpha/scaling: transformer/model/layers/lm_head.py` parallel_output=False,
     // `losses/cross_entropy.py`): all-gather of the bf16 logits, .float() (act + 4),

@@ -95,8 +95,10 @@ std::string format_layout(const llama::Layout& l) {
   std::ostringstream os;
   os << "tp=" << l.tp << ",cp=" << l.cp << ",pp=" << l.pp << ",dp=" << l.dp << ",vp=" << l.vp
      << ",mbs=" << l.mbs << ",sp=" << (l.sp ? "true" : "false")
-     << ",recompute=" << llama::to_string(l.recompute)
-     << ",schedule=" << llama::to_string(l.schedule) << ",rank_order=" << l.rank_order;
+     << ",recompute=" << llama::to_string(l.recompute);
+  if (l.recompute == llama::Recompute::selective_layer) os << ",ac_freq=" << l.ac_freq;
+  if (l.dp_replicate > 1) os << ",dp_replicate=" << l.dp_replicate;
+  os << ",schedule=" << llama::to_string(l.schedule) << ",rank_order=" << l.rank_order;
   if (l.first_stage_layers > 0) os << ",first_stage_layers=" << l.first_stage_layers;
   if (l.last_stage_layers > 0) os << ",last_stage_layers=" << l.last_stage_layers;
   return os.str();

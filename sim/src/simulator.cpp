@@ -122,13 +122,17 @@ void Simulator::price_layers(const SimInput& in, const SimOptions& options, cons
   }
 }
 
-double Simulator::step_estimate(const SimInput& in, const SimOptions& options) {
+void Simulator::prepare_untraced(const SimInput& in, const SimOptions& options) {
   SimOptions no_trace = options;
   no_trace.record_trace = false;
   kept_.reset();
   const OpPricer price = pricer(in);
   price_layers(in, no_trace, price);
   build_spec(in, no_trace, price);
+}
+
+double Simulator::step_estimate(const SimInput& in, const SimOptions& options) {
+  prepare_untraced(in, options);
   return sim::step_lower_bound(spec_) + in.step_overhead_s;
 }
 
@@ -148,12 +152,7 @@ double Simulator::step_lower_bound(const SimInput& in, const SimOptions& options
   const llama::Layout& layout = in.layout;
   const int p = std::max(layout.pp, 1);
   const int m = std::max(llama::micro_batches(layout, *in.training), 1);
-  SimOptions no_trace = options;
-  no_trace.record_trace = false;
-  kept_.reset();
-  const OpPricer price = pricer(in);
-  price_layers(in, no_trace, price);
-  build_spec(in, no_trace, price);
+  prepare_untraced(in, options);
   if (m <= kMaxSimulatedMicroBatches) return sim::step_lower_bound(spec_) + in.step_overhead_s;
   // run() extrapolates from replays of m1 < m2 micro-batches: s = s2 + (s2 − s1)·k, k ≥ 0.
   // With s2 ≥ b2, the bound of the m2 replay, and s1 ≤ u1, any upper bound of the m1 replay,
@@ -182,12 +181,7 @@ double Simulator::step_upper_bound(const SimInput& in, const SimOptions& options
   const llama::Layout& layout = in.layout;
   const int p = std::max(layout.pp, 1);
   const int m = std::max(llama::micro_batches(layout, *in.training), 1);
-  SimOptions no_trace = options;
-  no_trace.record_trace = false;
-  kept_.reset();
-  const OpPricer price = pricer(in);
-  price_layers(in, no_trace, price);
-  build_spec(in, no_trace, price);
+  prepare_untraced(in, options);
   double u = 0;
   if (m <= kMaxSimulatedMicroBatches) {
     u = sim::step_upper_bound(spec_, graph_);

@@ -32,6 +32,15 @@ struct Builder {
   }
 };
 
+// End of piece k (of n) of a task of `total_ps` split by cumulative fraction `acc`, after the
+// previous piece's end `used`: the last piece takes the rest. Shared by the replay (add_pieces)
+// and its bound, whose DP buckets start at these ends.
+std::int64_t piece_end(std::int64_t total_ps, double acc, std::size_t k, std::size_t n, std::int64_t used) {
+  const std::int64_t upto =
+      k + 1 == n ? total_ps : static_cast<std::int64_t>(static_cast<double>(total_ps) * acc);
+  return std::clamp<std::int64_t>(upto, used, total_ps);
+}
+
 // Adds a chain of pieces on the compute stream of `stage` whose durations split `total` by
 // `fractions`; returns the ids of the pieces.
 void add_pieces(Builder& b, TaskSpec proto, Duration total, const std::vector<double>& fractions,
@@ -43,10 +52,7 @@ void add_pieces(Builder& b, TaskSpec proto, Duration total, const std::vector<do
   const auto fr = proto.free_bytes;
   for (std::size_t k = 0; k < fractions.size(); ++k) {
     acc += fractions[k];
-    std::int64_t upto = (k + 1 == fractions.size())
-                            ? total.count_ps()
-                            : static_cast<std::int64_t>(static_cast<double>(total.count_ps()) * acc);
-    upto = std::clamp<std::int64_t>(upto, used, total.count_ps());
+    const std::int64_t upto = piece_end(total.count_ps(), acc, k, fractions.size(), used);
     TaskSpec t = proto;
     t.duration = Duration::ps(upto - used);
     t.alloc_bytes = k == 0 ? alloc : 0;
@@ -594,9 +600,7 @@ double step_lower_bound(const StepSpec& spec) {
         std::int64_t used = 0;
         for (std::size_t k = 0; k < bk.size(); ++k) {
           acc += bk[k].params_fraction;
-          std::int64_t upto =
-              (k + 1 == bk.size()) ? dur : static_cast<std::int64_t>(static_cast<double>(dur) * acc);
-          upto = std::clamp<std::int64_t>(upto, used, dur);
+          const std::int64_t upto = piece_end(dur, acc, k, bk.size(), used);
           used = upto;
           dp = std::max(dp, start + upto) + ps_of(bk[k].reduce);
         }

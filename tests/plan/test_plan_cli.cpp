@@ -120,6 +120,29 @@ TEST_SUITE("plan") {
     CHECK(without_seconds(s1.out) == without_seconds(whole));
   }
 
+  TEST_CASE("plan: shards keep PyTorch-native layouts (HSDP, selective_layer, compile)") {
+    // A share carries every knob of the best layout: merged, it equals the one run.
+    std::string text = kPlan;
+    auto swap = [&](const std::string& from, const std::string& to) { text.replace(text.find(from), from.size(), to); };
+    swap("global_batch = 64\n", "global_batch = 64\nzero_stage = 3\nframework = \"fsdp\"\n");
+    swap("recompute = [\"none\", \"full\"]",
+         "recompute = [\"selective_layer\", \"full\"]\nac_freq = [2, 4]\ndp_replicate = [1, 2]\ncompile = [true, false]");
+    swap("schedule = [\"1f1b\", \"zb-h1\"]", "schedule = [\"1f1b\"]");
+    const std::string sc = write("plan_torch.toml", text);
+    const CliRun one = run_tetrasim("plan '" + sc + "' --json");
+    REQUIRE(one.code == 0);
+    CHECK(one.out.find("\"compile\": true") != std::string::npos);
+    std::string files;
+    for (int i = 1; i <= 3; ++i) {
+      const std::string f = (scratch() / ("torch" + std::to_string(i) + "of3.json")).string();
+      REQUIRE(run_tetrasim("plan '" + sc + "' --shard " + std::to_string(i) + "/3 --out '" + f + "'").code == 0);
+      files += " '" + f + "'";
+    }
+    const CliRun merged = run_tetrasim("plan '" + sc + "' --json --merge" + files);
+    REQUIRE(merged.code == 0);
+    CHECK(merged.out == one.out);
+  }
+
   TEST_CASE("plan: the text table marks the front and gives the verdicts") {
     const std::string sc = write("plan_text.toml", kPlan);
     const CliRun r = run_tetrasim("plan '" + sc + "'");

@@ -370,6 +370,13 @@ TEST_CASE("layout strings round-trip") {
   tetra::llama::Layout back;
   apply_layout_string(back, text, "x");
   CHECK(format_layout(back) == text);
+  // The PyTorch-native knobs travel too (plan shards carry layouts as these strings).
+  apply_layout_string(l, "recompute=selective_layer,ac_freq=4,dp_replicate=3", "--layout");
+  const std::string torch = format_layout(l);
+  CHECK(torch.find(",ac_freq=4,dp_replicate=3,") != std::string::npos);
+  tetra::llama::Layout back2;
+  apply_layout_string(back2, torch, "x");
+  CHECK(back2 == l);
   CHECK(error_of([] {
           tetra::llama::Layout x;
           apply_layout_string(x, "sp=yes", "--layout");

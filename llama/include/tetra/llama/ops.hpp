@@ -195,6 +195,15 @@ struct Op {
 [[nodiscard]] std::vector<Op> optimizer_ops(const Model& model, const Training& training,
                                             const Layout& layout, int stage);
 
+/// Whether the loss runs on each TP rank's shard of the vocabulary: Megatron's
+/// `_VocabParallelCrossEntropy` always, torchtitan's loss parallel whenever tp > 1 (the output
+/// projection keeps `Shard(-1)` logits; `apply_tp` in torchtitan's `parallelize_llama.py` at
+/// 9dec370 and 820504e, on unless `disable_loss_parallel`). Otherwise the logits are gathered
+/// to every TP rank and the loss runs on an fp32 copy of the full vocabulary (Aleph Alpha's
+/// `lm_head.py` parallel_output=False; Hugging Face models under DeepSpeed). The op list and the
+/// memory model both read it.
+[[nodiscard]] bool loss_on_vocab_shards(const Training& training, int tp) noexcept;
+
 /// Bytes of one transformer layer's parameters on a TP rank as data-parallel sharding
 /// all-gathers them (ZeRO-3 / FSDP): the training precision, or FP8 for the linear weights
 /// under fp8_param_gather (Megatron-Core's FP8 parameters, torchao's Float8 all-gather).

@@ -136,6 +136,9 @@ class Simulator {
   /// Fills layer_, embedding_ and head_ (from options.layer_cache when it holds the shape).
   void price_layers(const SimInput& in, const SimOptions& options, const OpPricer& price);
 
+  /// Prices the layers and fills spec_ for `in` without a trace, dropping a kept replay: the
+  /// common start of the bounds and the estimate.
+  void prepare_untraced(const SimInput& in, const SimOptions& options);
   /// Fills spec_ (and p_, v_, chunk_layers_) for `in` from the priced layer tables.
   void build_spec(const SimInput& in, const SimOptions& options, const OpPricer& price);
   /// (m1, m2) of an extrapolated step.
