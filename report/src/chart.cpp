@@ -130,14 +130,20 @@ Axis fit_axis(std::string label, const std::vector<double>& values, bool from_ze
 }
 
 std::string tick_label(double value, double spacing) {
+  if (value == 0) return "0";
+  if (value == std::round(value) && std::abs(value) < 1e5 && std::abs(spacing) >= 1) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.0f", value);
+    return buf;
+  }
   const double mag = std::max(std::abs(value), std::abs(spacing));
   double scale = 1;
   const char* suffix = "";
-  if (mag >= 1e13) {
+  if (mag >= 1e12) {
     scale = 1e12, suffix = "T";
-  } else if (mag >= 1e10) {
+  } else if (mag >= 1e9) {
     scale = 1e9, suffix = "G";
-  } else if (mag >= 1e7) {
+  } else if (mag >= 1e6) {
     scale = 1e6, suffix = "M";
   } else if (mag >= 1e4) {
     scale = 1e3, suffix = "k";

@@ -93,12 +93,15 @@ std::string facts_table(const std::vector<Fact>& facts) {
   return o.str();
 }
 
-/// A dashed reference line across the plot (vertical at x, or horizontal at y) with its label.
-void vline(Chart& c, double x, const std::string& colour, const std::string& text) {
+/// A dashed reference line across the plot (vertical at x, or horizontal at y) with its label;
+/// vertical lines' labels on text row `row` from the top, left of the line near the right edge.
+void vline(Chart& c, double x, const std::string& colour, const std::string& text, int row = 0) {
   c.marks() << "<line class=\"ref\" x1=\"" << c.px(x) << "\" x2=\"" << c.px(x) << "\" y1=\"" << c.top() << "\" y2=\""
             << c.bottom() << "\" stroke=\"" << colour << "\"/>\n";
-  c.overlay() << "<text class=\"ref-text\" x=\"" << c.px(x) + 4 << "\" y=\"" << c.top() + 12 << "\" fill=\"" << colour
-              << "\">" << escape(text) << "</text>\n";
+  const bool right = c.px(x) > c.right() - 160;
+  c.overlay() << "<text class=\"ref-text\" x=\"" << c.px(x) + (right ? -4 : 4) << "\" y=\"" << c.top() + 12 + 14 * row
+              << "\"" << (right ? " text-anchor=\"end\"" : "") << " fill=\"" << colour << "\">" << escape(text)
+              << "</text>\n";
 }
 void hline(Chart& c, double y, const std::string& colour, const std::string& text) {
   c.marks() << "<line class=\"ref\" x1=\"" << c.left() << "\" x2=\"" << c.right() << "\" y1=\"" << c.py(y)
@@ -315,9 +318,11 @@ std::string search_html(const SearchPage& page) {
   if (page.budget_gib) xs.push_back(*page.budget_gib);
   Chart chart("search-throughput-memory", "Ranked layouts: throughput against peak memory",
               detail::fit_axis("peak memory of the fullest stage, GiB", xs, true),
-              detail::fit_axis("tokens/s", ys, true), 1000, 540);
+              detail::fit_axis("tokens/s", ys, false), 1000, 540);
   if (page.budget_gib) vline(chart, *page.budget_gib, "#E69F00", "budget " + number(*page.budget_gib) + " GiB");
-  if (page.capacity_gib) vline(chart, *page.capacity_gib, "#D55E00", "capacity " + number(*page.capacity_gib) + " GiB");
+  if (page.capacity_gib) {
+    vline(chart, *page.capacity_gib, "#D55E00", "capacity " + number(*page.capacity_gib) + " GiB", 1);
+  }
   Colours schedules;
   for (const RankedLayout& l : page.layouts) schedules.of(l.schedule);
   // Worst first, so that the best layouts are drawn on top.
@@ -332,8 +337,8 @@ std::string search_html(const SearchPage& page) {
                     << "\" stroke-opacity=\"0.5\"/>\n";
     }
     const bool top = static_cast<std::size_t>(l.rank) <= page.table_rows;
-    chart.marks() << "<circle class=\"point" << (top ? " top" : "") << "\"" << ref_attr(l.ref)
-                  << dv("rank", l.rank) << dv("peak_gib", l.peak_gib) << dv("tokens_per_s", l.tokens_per_s)
+    chart.marks() << "<circle class=\"point" << (top ? " top" : "") << "\"" << ref_attr(l.ref) << " data-rank=\""
+                  << l.rank << "\"" << dv("peak_gib", l.peak_gib) << dv("tokens_per_s", l.tokens_per_s)
                   << " cx=\"" << x << "\" cy=\"" << y << "\" r=\"" << (l.rank == 1 ? 6.5 : 4) << "\" fill=\"" << colour
                   << "\" fill-opacity=\"" << (top ? 1.0 : 0.55) << "\""
                   << (top ? " stroke=\"#222\" stroke-width=\"1.2\"" : "") << "><title>"
@@ -359,7 +364,7 @@ std::string search_html(const SearchPage& page) {
        "<th>tokens/s</th><th>MFU %</th><th>peak GiB</th></tr>\n";
   for (std::size_t i = 0; i < page.layouts.size() && i < page.table_rows; ++i) {
     const RankedLayout& l = page.layouts[i];
-    o << "<tr" << ref_attr(l.ref) << dv("rank", l.rank) << dv("step_time_s", l.step_time_s)
+    o << "<tr" << ref_attr(l.ref) << " data-rank=\"" << l.rank << "\"" << dv("step_time_s", l.step_time_s)
       << dv("tokens_per_s", l.tokens_per_s) << dv("mfu", l.mfu) << dv("peak_gib", l.peak_gib) << "><td>" << l.rank
       << "</td><td class=\"text\">" << escape(l.layout) << "</td><td class=\"text\">" << escape(l.schedule)
       << "</td><td>" << fixed(l.step_time_s, 3) << "</td><td>" << grouped(l.tokens_per_s) << "</td><td>"
