@@ -135,6 +135,10 @@ report::SimulatePage simulate_page(const json& j, const std::string& chrome_trac
                 fact(j, "", "peak_gib", "peak memory", "GiB"),
                 fact(j, "", "micro_batches", "micro-batches")};
   page.band = band_of(j);
+  if (page.band.present()) {
+    page.facts.insert(page.facts.begin() + 1, fact(j, "", "step_time_low_s", "step time, low", "s"));
+    page.facts.insert(page.facts.begin() + 2, fact(j, "", "step_time_high_s", "step time, high", "s"));
+  }
   page.step_time_s = j.at("step_time_s").get<double>();
   page.capacity_gib = j.at("capacity_gib").get<double>();
   page.usable_gib = opt_number(j, "usable_gib");

@@ -93,19 +93,20 @@ std::string facts_table(const std::vector<Fact>& facts) {
   return o.str();
 }
 
-/// A dashed reference line across the plot (vertical at x, or horizontal at y) with its label;
-/// vertical lines' labels on text row `row` from the top, left of the line near the right edge.
-void vline(Chart& c, double x, const std::string& colour, const std::string& text, int row = 0) {
+constexpr const char* kCapacity = "#B22222";  // limits: firebrick and purple, apart from the data colours
+constexpr const char* kMargin = "#6A3D9A";
+
+/// A dashed vertical reference line across the plot; its legend entry names it (points crowd
+/// near such limits, so a label inside the plot would cover them).
+void vline(Chart& c, double x, const std::string& colour) {
   c.marks() << "<line class=\"ref\" x1=\"" << c.px(x) << "\" x2=\"" << c.px(x) << "\" y1=\"" << c.top() << "\" y2=\""
             << c.bottom() << "\" stroke=\"" << colour << "\"/>\n";
-  const bool right = c.px(x) > c.right() - 160;
-  c.overlay() << "<text class=\"ref-text\" x=\"" << c.px(x) + (right ? -4 : 4) << "\" y=\"" << c.top() + 12 + 14 * row
-              << "\"" << (right ? " text-anchor=\"end\"" : "") << " fill=\"" << colour << "\">" << escape(text)
-              << "</text>\n";
 }
+/// A dashed horizontal reference line, labelled at its right end when `text` is not empty.
 void hline(Chart& c, double y, const std::string& colour, const std::string& text) {
   c.marks() << "<line class=\"ref\" x1=\"" << c.left() << "\" x2=\"" << c.right() << "\" y1=\"" << c.py(y)
             << "\" y2=\"" << c.py(y) << "\" stroke=\"" << colour << "\"/>\n";
+  if (text.empty()) return;
   c.overlay() << "<text class=\"ref-text\" x=\"" << c.right() - 4 << "\" y=\"" << c.py(y) - 4
               << "\" text-anchor=\"end\" fill=\"" << colour << "\">" << escape(text) << "</text>\n";
 }
@@ -168,8 +169,8 @@ std::string plan_html(const PlanPage& page) {
     if (c->pareto) pareto.push_back(c);
   }
   std::sort(pareto.begin(), pareto.end(), [](auto* a, auto* b) { return *a->days < *b->days; });
-  if (page.deadline_days) vline(front, *page.deadline_days, "#D55E00", "deadline " + shown(*page.deadline_days) + " d");
-  if (page.priced && page.budget) hline(front, *page.budget, "#D55E00", "budget " + shown(*page.budget));
+  if (page.deadline_days) vline(front, *page.deadline_days, kCapacity);
+  if (page.priced && page.budget) hline(front, *page.budget, kMargin, "");
   if (pareto.size() > 1) {
     front.marks() << "<polyline class=\"pareto-front\" fill=\"none\" stroke=\"#222\" stroke-width=\"1.5\" points=\"";
     for (const PlanCandidate* c : pareto) front.marks() << front.px(*c->days) << ',' << front.py(*y_of(*c)) << ' ';
@@ -195,7 +196,8 @@ std::string plan_html(const PlanPage& page) {
   std::vector<LegendEntry> legend;
   for (const std::string& g : gpu_colours.names()) legend.push_back({g, gpu_colours.of(g), "dot"});
   legend.push_back({page.priced ? "Pareto front" : "fastest", "#222", "front"});
-  if (page.deadline_days || (page.priced && page.budget)) legend.push_back({"deadline, budget", "#D55E00", "line"});
+  if (page.deadline_days) legend.push_back({"deadline " + shown(*page.deadline_days) + " days", kCapacity, "line"});
+  if (page.priced && page.budget) legend.push_back({"budget " + shown(*page.budget), kMargin, "line"});
   o << "<h2>Days and cost</h2>\n<p class=\"note\">One point per candidate cluster and GPU count with a layout that "
        "fits, at its best layout; outlined points are on the "
     << (page.priced ? "Pareto front (no other candidate is both faster and cheaper)" : "front (fastest)")
@@ -319,10 +321,8 @@ std::string search_html(const SearchPage& page) {
   Chart chart("search-throughput-memory", "Ranked layouts: throughput against peak memory",
               detail::fit_axis("peak memory of the fullest stage, GiB", xs, true),
               detail::fit_axis("tokens/s", ys, false), 1000, 540);
-  if (page.budget_gib) vline(chart, *page.budget_gib, "#E69F00", "budget " + number(*page.budget_gib) + " GiB");
-  if (page.capacity_gib) {
-    vline(chart, *page.capacity_gib, "#D55E00", "capacity " + number(*page.capacity_gib) + " GiB", 1);
-  }
+  if (page.budget_gib) vline(chart, *page.budget_gib, kMargin);
+  if (page.capacity_gib) vline(chart, *page.capacity_gib, kCapacity);
   Colours schedules;
   for (const RankedLayout& l : page.layouts) schedules.of(l.schedule);
   // Worst first, so that the best layouts are drawn on top.
@@ -353,7 +353,8 @@ std::string search_html(const SearchPage& page) {
   }
   std::vector<LegendEntry> legend;
   for (const std::string& s : schedules.names()) legend.push_back({s, schedules.of(s), "dot"});
-  if (page.budget_gib || page.capacity_gib) legend.push_back({"budget, capacity", "#D55E00", "line"});
+  if (page.budget_gib) legend.push_back({"budget " + number(*page.budget_gib) + " GiB", kMargin, "line"});
+  if (page.capacity_gib) legend.push_back({"capacity " + number(*page.capacity_gib) + " GiB", kCapacity, "line"});
   o << "<h2>Throughput and memory</h2>\n<p class=\"note\">Every ranked layout, coloured by pipeline schedule; the "
     << page.table_rows << " best are outlined"
     << (page.layouts.empty() ? "" : ", the best labelled #1") << ".</p>\n"
@@ -431,15 +432,15 @@ std::string simulate_html(const SimulatePage& page) {
     mem.overlay() << "<text class=\"ref-text\" x=\"" << cx << "\" y=\"" << mem.py(s.reserved_gib) - 4
                   << "\" text-anchor=\"middle\" fill=\"#222\">" << fixed(s.reserved_gib, 1) << "</text>\n";
   }
-  hline(mem, page.capacity_gib, "#D55E00", "capacity " + number(page.capacity_gib) + " GiB");
-  if (page.usable_gib) hline(mem, *page.usable_gib, "#E69F00", "planning margin " + number(*page.usable_gib) + " GiB");
+  hline(mem, page.capacity_gib, kCapacity, "capacity " + number(page.capacity_gib) + " GiB");
+  if (page.usable_gib) hline(mem, *page.usable_gib, kMargin, "planning margin " + number(*page.usable_gib) + " GiB");
   std::vector<LegendEntry> legend;
   for (const Part& p : parts) {
     if (p.field != &StageMemory::fp8_cache_gib || fp8) legend.push_back({p.label, p.colour, "box"});
   }
   if (frag) legend.push_back({"fragmentation", "#ddd", "box"});
-  legend.push_back({"capacity", "#D55E00", "line"});
-  if (page.usable_gib) legend.push_back({"planning margin", "#E69F00", "line"});
+  legend.push_back({"capacity", kCapacity, "line"});
+  if (page.usable_gib) legend.push_back({"planning margin", kMargin, "line"});
   o << "<h2>Memory per stage</h2>\n<p class=\"note\">Peak reserved memory of one GPU of each pipeline stage at the "
        "simulated number of micro-batches in flight, by what holds it.</p>\n"
     << "<div" << ref_attr(page.memory_ref) << dv("capacity_gib", page.capacity_gib)
@@ -458,9 +459,11 @@ std::string simulate_html(const SimulatePage& page) {
   for (const StageTimeline& st : page.timeline) lanes += rows_of(st);
   const double plot_h = static_cast<double>(lanes) * (kLane + kLaneGap) +
                         static_cast<double>(page.timeline.size()) * kStageGap + 8;
+  const bool banded = page.band.present();
   Axis tx = detail::fit_axis("time in the step, s", {0.0, page.step_time_s}, true);
   tx.lo = 0;
-  tx.hi = page.step_time_s > 0 ? page.step_time_s : 1;
+  tx.hi = std::max(page.step_time_s, banded ? *page.band.step_time_high_s : 0.0);
+  if (!(tx.hi > 0)) tx.hi = 1;
   Axis ty{"", 0, plot_h, false, {}, false};
   Chart tl("simulate-timeline", "One step, per stage and stream", tx, ty, kWidth, plot_h + 36 + 52);
   tl.set_margins(170, 200);
@@ -493,9 +496,15 @@ std::string simulate_html(const SimulatePage& page) {
     }
     y = stage_top + static_cast<double>(rows_of(st)) * (kLane + kLaneGap) + kStageGap;
   }
+  if (banded) {  // where the step may end
+    const double x0 = tl.px(*page.band.step_time_low_s), x1 = tl.px(*page.band.step_time_high_s);
+    tl.marks() << "<rect class=\"band\" x=\"" << x0 << "\" y=\"" << tl.top() << "\" width=\"" << std::max(1.0, x1 - x0)
+               << "\" height=\"" << tl.bottom() - tl.top() << "\" fill=\"#555\" fill-opacity=\"0.15\"/>\n";
+  }
   legend.clear();
   for (const std::string& k : kinds.names()) legend.push_back({k, kinds.of(k), "box"});
   legend.push_back({"bubble (compute idle)", "#f3d9d9", "box"});
+  if (banded) legend.push_back({"step-time band", "#555", "band"});
   o << "<h2>Pipeline timeline</h2>\n<p class=\"note\">The simulated step of each pipeline stage: the compute stream "
        "(forward F, backward B, split backward B/W, optimizer) and each communication stream that carries "
        "traffic; TP and CP collectives inside a pass are repeated per layer and shown joined. Pale red on the "

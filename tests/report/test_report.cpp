@@ -146,8 +146,9 @@ TEST_CASE("plan page: Pareto points outlined and joined in order of days, deadli
   REQUIRE(xs.size() == 3);
   CHECK(xs[0] < xs[1]);
   CHECK(xs[1] < xs[2]);
-  CHECK(front.find("deadline 20 d") != std::string::npos);
-  CHECK(front.find("budget 5000") != std::string::npos);
+  CHECK(front.find(">deadline 20 days</text>") != std::string::npos);  // legend
+  CHECK(front.find(">budget 5000</text>") != std::string::npos);
+  CHECK(count(front, "class=\"ref\"") == 2);
   // Every plotted number is carried verbatim for the comparison with --json.
   CHECK(front.find("data-ref=\"/candidates/3\" data-v-id=\"3\" data-v-days=\"10\" data-v-cost=\"6000\"") !=
         std::string::npos);
@@ -251,6 +252,14 @@ TEST_CASE("simulate page: stacked memory bars under capacity and margin, bubbles
   const std::size_t marks = tl.find("<g class=\"marks\"");
   const std::string drawn = tl.substr(marks, tl.find("</g>", marks) - marks);
   CHECK(count(drawn, "<rect x=") == 2 * (2 + 1));  // per stage: F, B and one joined TP slice
+  CHECK(count(tl, "class=\"band\"") == 0);
+  SUBCASE("a step-time band shades where the step may end") {
+    page.band.step_time_low_s = 1.9;
+    page.band.step_time_high_s = 2.3;
+    const std::string banded = svg_of(simulate_html(page), "simulate-timeline");
+    CHECK(count(banded, "class=\"band\"") == 1);
+    CHECK(banded.find(">step-time band</text>") != std::string::npos);
+  }
 }
 
 }  // TEST_SUITE
