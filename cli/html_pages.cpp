@@ -2,9 +2,8 @@
 
 #include <algorithm>
 #include <map>
+#include <optional>
 #include <utility>
-
-#include "tetra/hw/error.hpp"
 
 namespace tetra::cli {
 

@@ -232,7 +232,8 @@ std::string plan_html(const PlanPage& page) {
     });
     if (banded) {
       any_band = true;
-      scaling.marks() << "<polygon class=\"band\" fill=\"" << colour << "\" fill-opacity=\"0.18\" stroke=\"none\" points=\"";
+      scaling.marks() << "<polygon class=\"band\" fill=\"" << colour
+                      << "\" fill-opacity=\"0.18\" stroke=\"none\" points=\"";
       for (auto* c : curve) {
         scaling.marks() << scaling.px(c->gpus) << ','
                         << scaling.py(c->tokens_per_s * c->step_time_s / *c->band.step_time_low_s) << ' ';
@@ -314,7 +315,9 @@ std::string search_html(const SearchPage& page) {
   for (const RankedLayout& l : page.layouts) {
     xs.push_back(l.peak_gib);
     ys.push_back(l.tokens_per_s);
-    if (l.band.present() && *l.band.step_time_low_s > 0) ys.push_back(l.tokens_per_s * l.step_time_s / *l.band.step_time_low_s);
+    if (l.band.present() && *l.band.step_time_low_s > 0) {
+      ys.push_back(l.tokens_per_s * l.step_time_s / *l.band.step_time_low_s);
+    }
   }
   if (page.capacity_gib) xs.push_back(*page.capacity_gib);
   if (page.budget_gib) xs.push_back(*page.budget_gib);
@@ -472,7 +475,8 @@ std::string simulate_html(const SimulatePage& page) {
   double y = tl.top() + 6;
   for (const StageTimeline& st : page.timeline) {
     const double stage_top = y;
-    tl.overlay() << "<text class=\"stage-label\"" << ref_attr(st.ref) << dv("busy_s", st.busy_s) << dv("idle_s", st.idle_s)
+    tl.overlay() << "<text class=\"stage-label\"" << ref_attr(st.ref) << dv("busy_s", st.busy_s)
+                 << dv("idle_s", st.idle_s)
                  << " x=\"8\" y=\"" << y + kLane - 2 << "\">stage " << st.stage << "</text>\n";
     tl.overlay() << "<text class=\"lane-label\" x=\"8\" y=\"" << y + 2 * kLane + 2 << "\">busy "
                  << fixed(st.busy_s, 2) << " s</text>\n<text class=\"lane-label\" x=\"8\" y=\"" << y + 3 * kLane + 4

@@ -156,7 +156,9 @@ TEST_CASE("browser: search --html plots every ranked layout with --json's number
   REQUIRE(n > 10);
   CHECK(count(svg, "<circle class=\"point") == n);
   CHECK(count(svg, "class=\"point top\"") == 10);
-  for (const char* s : {"1f1b", "interleaved", "zb-h1"}) CHECK(svg.find(std::string(">") + s + "</text>") != std::string::npos);
+  for (const char* s : {"1f1b", "interleaved", "zb-h1"}) {
+    CHECK(svg.find(std::string(">") + s + "</text>") != std::string::npos);  // legend
+  }
   const std::size_t table = dom.find("<table id=\"search-table\"");
   REQUIRE(table != std::string::npos);
   CHECK(count(dom.substr(table), "<tr data-ref=") == 10);
@@ -188,7 +190,7 @@ TEST_CASE("browser: plan --html has days against cost with the Pareto front and 
   check_all_equal(compare(dom, j), 3 * fits + 3 * fits + j.at("candidates").size() + 5);
 }
 
-TEST_CASE("--html on bad input writes nothing; plan --shard refuses it") {
+TEST_CASE("--html on bad input writes nothing, and plan --shard refuses it") {
   const fs::path html = dir("report_scratch") / "bad.html";
   fs::remove(html);
   const auto bad = run_tetrasim("simulate tests/data/scenarios/malformed.toml --html '" + html.string() + "'");
@@ -198,6 +200,26 @@ TEST_CASE("--html on bad input writes nothing; plan --shard refuses it") {
   CHECK(shard.code == 2);
   CHECK(shard.err.find("--html") != std::string::npos);
   CHECK(!fs::exists(html));
+}
+
+}  // TEST_SUITE
+
+TEST_SUITE("report") {
+
+TEST_CASE("plan --merge --html writes the one-run page byte for byte") {
+  const fs::path d = dir("report_scratch");
+  const std::string sc = "tests/data/plan/html_report.toml";
+  for (int i = 1; i <= 2; ++i) {
+    const std::string out = (d / ("share" + std::to_string(i) + ".json")).string();
+    REQUIRE(run_tetrasim("plan " + sc + " --shard " + std::to_string(i) + "/2 --out '" + out + "'").code == 0);
+  }
+  const fs::path one = d / "one.html", merged = d / "merged.html";
+  REQUIRE(run_tetrasim("plan " + sc + " --html '" + one.string() + "'").code == 0);
+  REQUIRE(run_tetrasim("plan " + sc + " --html '" + merged.string() + "' --merge '" + (d / "share1.json").string() +
+                       "' '" + (d / "share2.json").string() + "'")
+              .code == 0);
+  CHECK(slurp(one) == slurp(merged));
+  CHECK(slurp(one).find("<svg id=\"plan-days-cost\"") != std::string::npos);
 }
 
 }  // TEST_SUITE
