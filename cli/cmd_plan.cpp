@@ -1,4 +1,4 @@
-// tetrasim plan SCENARIO [--json] [--csv FILE] [--threads N] [--fit FILE]
+// tetrasim plan SCENARIO [--json] [--csv FILE] [--html FILE] [--threads N] [--fit FILE]
 //                        [--shard I/N [--out FILE]] [--merge FILES...]:
 // for every candidate cluster and GPU count of the scenario's [plan], the best layout of its
 // [search] space, the days, GPU-hours and cost of training the tokens with the time lost to
@@ -23,12 +23,14 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.hpp"
+#include "html_pages.hpp"
 #include "output.hpp"
 #include "plan_io.hpp"
 #include "tetra/hw/error.hpp"
 #include "tetra/hw/units.hpp"
 #include "tetra/llama/fp8.hpp"
 #include "tetra/plan/plan.hpp"
+#include "tetra/report/report.hpp"
 #include "tetra/scenarios/plan.hpp"
 #include "tetra/scenarios/profile_io.hpp"
 
@@ -40,6 +42,7 @@ struct PlanArgs {
   std::string scenario;
   bool json = false;
   std::string csv;
+  std::string html;
   int threads = 0;
   std::string fit;
   std::string shard;                 // "I/N"
@@ -59,26 +62,6 @@ std::optional<std::pair<int, int>> parse_shard(const std::string& text) {
     return std::nullopt;
   }
   return std::make_pair(i, n);
-}
-
-/// "tp4 cp8 pp16 dp32 vp4 mbs1 interleaved" (+ recompute and precision when not the default).
-std::string layout_text(const search::RankedLayout& r) {
-  const llama::Layout& l = r.layout;
-  std::string s = "tp" + std::to_string(l.tp) + " cp" + std::to_string(l.cp) + " pp" + std::to_string(l.pp);
-  if (l.first_stage_layers > 0 || l.last_stage_layers > 0) {
-    s += "(" + std::to_string(l.first_stage_layers) + "/" + std::to_string(l.last_stage_layers) + ")";
-  }
-  s += " dp" + std::to_string(l.dp);
-  if (l.dp_replicate > 1) s += "(" + std::to_string(l.shard_dp()) + "x" + std::to_string(l.dp_replicate) + ")";
-  if (l.vp > 1) s += " vp" + std::to_string(l.vp);
-  s += " mbs" + std::to_string(l.mbs);
-  if (l.tp > 1 && !l.sp) s += " no-sp";
-  if (l.recompute != llama::Recompute::none) s += std::string(" ") + llama::to_string(l.recompute);
-  if (l.recompute == llama::Recompute::selective_layer) s += "/" + std::to_string(l.ac_freq);
-  s += std::string(" ") + llama::to_string(l.schedule);
-  if (r.fp8.enabled()) s += " " + precision_name(r.fp8);
-  if (r.compile) s += " compiled";
-  return s;
 }
 
 /// "12.3" with the given decimals, or "-" when infinite.
@@ -301,7 +284,7 @@ void print_text(const scenarios::PlanScenario& sc, const plan::PlanInput& in,
       rows.push_back(std::move(row));
       continue;
     }
-    row.push_back(layout_text(r.best));
+    row.push_back(layout_text(r.best.layout, r.best.fp8, r.best.compile));
     row.push_back(fixed(r.best.step_time_s, 3));
     row.push_back(fixed(r.best.mfu * 100.0, 1));
     row.push_back(fixed(gib(r.headroom_bytes), 1));
@@ -436,9 +419,16 @@ int run_plan(const PlanArgs& args) {
                         fixed(sc.search.memory_fraction, 2) + " of the GPU memory)");
   }
   if (!args.csv.empty()) write_file_atomic(args.csv, plan_csv(in, rep));
+  nlohmann::json j = plan_json(sc, in, evals, rep);
+  j["fit"] = args.fit.empty() ? nlohmann::json(nullptr) : nlohmann::json(args.fit);
+  if (!args.html.empty()) {
+    std::vector<std::string> layouts(in.candidates.size());
+    for (const plan::Row& r : rep.rows) {
+      if (r.fits) layouts[r.index] = layout_text(r.best.layout, r.best.fp8, r.best.compile);
+    }
+    write_file_atomic(args.html, report::plan_html(plan_page(j, layouts)));
+  }
   if (args.json) {
-    nlohmann::json j = plan_json(sc, in, evals, rep);
-    j["fit"] = args.fit.empty() ? nlohmann::json(nullptr) : nlohmann::json(args.fit);
     print_json(j);
     return 0;
   }
@@ -457,6 +447,9 @@ void register_plan(CLI::App& app, Action& action) {
   cmd->add_option("scenario", args->scenario, "scenario TOML file with a [plan] table")->required();
   auto* json = cmd->add_flag("--json", args->json, "machine-readable output on stdout");
   auto* csv = cmd->add_option("--csv", args->csv, "also write one row per candidate to this CSV file");
+  auto* html = cmd->add_option("--html", args->html,
+                               "also write a self-contained HTML page (days against cost with the Pareto front, "
+                               "scaling curves, the candidates) to FILE");
   cmd->add_option("--threads", args->threads, "worker threads (default: all cores)")
       ->check(CLI::Range(0, 1000000000));
   cmd->add_option("--fit", args->fit,
@@ -472,7 +465,7 @@ void register_plan(CLI::App& app, Action& action) {
   auto* merge = cmd->add_option("--merge", args->merge,
                                 "combine the shares written by --shard 1/N .. N/N into the whole plan")
                     ->expected(1, -1);
-  shard->excludes(json)->excludes(csv)->excludes(merge);
+  shard->excludes(json)->excludes(csv)->excludes(html)->excludes(merge);
   out->needs(shard);
   cmd->callback([&action, args] { action = [args] { return run_plan(*args); }; });
 }

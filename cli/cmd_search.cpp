@@ -1,6 +1,6 @@
-// tetrasim search SCENARIO [--top N] [--csv FILE] [--threads N] [--json]: every valid layout of
-// the scenario's [search] space, pruned by memory, simulated and ranked by tokens/s (SPEC
-// section 1). A progress bar goes to stderr when stderr is a terminal.
+// tetrasim search SCENARIO [--top N] [--csv FILE] [--html FILE] [--threads N] [--json]: every
+// valid layout of the scenario's [search] space, pruned by memory, simulated and ranked by
+// tokens/s (SPEC section 1). A progress bar goes to stderr when stderr is a terminal.
 
 #include <unistd.h>
 
@@ -16,10 +16,12 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.hpp"
+#include "html_pages.hpp"
 #include "output.hpp"
 #include "tetra/hw/error.hpp"
 #include "tetra/hw/units.hpp"
 #include "tetra/llama/layout.hpp"
+#include "tetra/report/report.hpp"
 #include "tetra/scenarios/profile_io.hpp"
 #include "tetra/scenarios/scenario.hpp"
 #include "tetra/search/search.hpp"
@@ -32,12 +34,11 @@ struct SearchArgs {
   std::string scenario;
   int top = -1;        // -1: 10 for the table, all for --json / --csv
   std::string csv;
+  std::string html;
   int threads = 0;
   std::string fit;
   bool json = false;
 };
-
-/// Rounds to 1/1000 GiB so that JSON carries no float noise.
 
 /// Draws "search [=====>    ] 123/456" on stderr, overwriting the line.
 void draw_progress(std::size_t done, std::size_t total) {
@@ -87,6 +88,40 @@ std::string csv_text(const std::vector<search::RankedLayout>& rows, std::size_t 
   return os.str();
 }
 
+/// The object `search --json` prints, with the first `listed` ranked layouts.
+nlohmann::json search_json(const scenarios::Scenario& sc, const search::SearchResult& res, double seconds,
+                           std::size_t listed) {
+  const auto& s = res.summary;
+  nlohmann::json j;
+  j["scenario"] = sc.path;
+  j["model"] = sc.model.name;
+  j["cluster"] = sc.cluster.name;
+  j["gpus"] = sc.cluster.total_gpus();
+  j["evaluated"] = s.valid;
+  j["feasible"] = s.feasible;
+  j["seconds"] = std::round(seconds * 1000.0) / 1000.0;
+  nlohmann::json summary;
+  summary["enumerated"] = s.enumerated;
+  summary["invalid"] = s.invalid;
+  nlohmann::json by_rule = nlohmann::json::object();
+  for (const auto& [rule, count] : s.invalid_by_rule) by_rule[rule] = count;
+  summary["invalid_by_rule"] = std::move(by_rule);
+  summary["valid"] = s.valid;
+  summary["pruned_by_memory"] = s.pruned_by_memory;
+  summary["simulated"] = s.simulated;
+  summary["over_budget_simulated"] = s.over_budget_simulated;
+  summary["feasible"] = s.feasible;
+  summary["layer_shapes"] = s.layer_shapes;
+  summary["capacity_gib"] = gib3(s.capacity_bytes);
+  summary["budget_gib"] = gib3(s.budget_bytes);
+  summary["memory_fraction"] = sc.search.memory_fraction;
+  j["summary"] = std::move(summary);
+  nlohmann::json rows = nlohmann::json::array();
+  for (std::size_t i = 0; i < listed; ++i) rows.push_back(layout_row(res.layouts[i]));
+  j["layouts"] = std::move(rows);
+  return j;
+}
+
 int run_search(const SearchArgs& args) {
   if (args.threads < 0) {
     throw UserError(SourceLocation{"--threads"}, "threads", "must be 0 (all cores) or more");
@@ -116,35 +151,16 @@ int run_search(const SearchArgs& args) {
   const std::size_t listed = args.top >= 0 ? std::min<std::size_t>(static_cast<std::size_t>(args.top), all) : all;
   if (!args.csv.empty()) write_file_atomic(args.csv, csv_text(res.layouts, listed));
 
+  if (!args.html.empty()) {
+    // The page plots every ranked layout; its table shows the --top N (default 10).
+    std::vector<std::string> texts;
+    for (const auto& r : res.layouts) texts.push_back(layout_text(r.layout, r.fp8, r.compile));
+    const std::size_t table = args.top >= 0 ? listed : std::min<std::size_t>(10, all);
+    write_file_atomic(args.html,
+                      report::search_html(search_page(search_json(sc, res, seconds, all), texts, table)));
+  }
   if (args.json) {
-    nlohmann::json j;
-    j["scenario"] = sc.path;
-    j["model"] = sc.model.name;
-    j["cluster"] = sc.cluster.name;
-    j["gpus"] = sc.cluster.total_gpus();
-    j["evaluated"] = s.valid;
-    j["feasible"] = s.feasible;
-    j["seconds"] = std::round(seconds * 1000.0) / 1000.0;
-    nlohmann::json summary;
-    summary["enumerated"] = s.enumerated;
-    summary["invalid"] = s.invalid;
-    nlohmann::json by_rule = nlohmann::json::object();
-    for (const auto& [rule, count] : s.invalid_by_rule) by_rule[rule] = count;
-    summary["invalid_by_rule"] = std::move(by_rule);
-    summary["valid"] = s.valid;
-    summary["pruned_by_memory"] = s.pruned_by_memory;
-    summary["simulated"] = s.simulated;
-    summary["over_budget_simulated"] = s.over_budget_simulated;
-    summary["feasible"] = s.feasible;
-    summary["layer_shapes"] = s.layer_shapes;
-    summary["capacity_gib"] = gib3(s.capacity_bytes);
-    summary["budget_gib"] = gib3(s.budget_bytes);
-    summary["memory_fraction"] = sc.search.memory_fraction;
-    j["summary"] = std::move(summary);
-    nlohmann::json rows = nlohmann::json::array();
-    for (std::size_t i = 0; i < listed; ++i) rows.push_back(layout_row(res.layouts[i]));
-    j["layouts"] = std::move(rows);
-    print_json(j);
+    print_json(search_json(sc, res, seconds, listed));
     return 0;
   }
 
@@ -230,6 +246,8 @@ void register_search(CLI::App& app, Action& action) {
                   "list the N best layouts (default 10 in the table, all with --json / --csv)")
       ->check(CLI::Range(0, 1000000000));
   cmd->add_option("--csv", args->csv, "also write the ranked layouts to this CSV file");
+  cmd->add_option("--html", args->html,
+                  "write a self-contained HTML page (throughput against memory, the top-N table) to FILE");
   cmd->add_option("--threads", args->threads, "worker threads (default: all cores)")
       ->check(CLI::Range(0, 1000000000));
   cmd->add_option("--fit", args->fit, "apply the cluster factors of this fitted file (tetrasim fit -o)");

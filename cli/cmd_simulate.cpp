@@ -1,6 +1,7 @@
-// tetrasim simulate SCENARIO [--layout L] [--trace FILE] [--json]: one training step simulated
-// (SPEC section 1): step time, throughput, MFU, bubble, exposed communication, memory peaks;
-// --trace writes a Chrome / Perfetto trace (written whole or not at all).
+// tetrasim simulate SCENARIO [--layout L] [--trace FILE] [--html FILE] [--json]: one training
+// step simulated (SPEC section 1): step time, throughput, MFU, bubble, exposed communication,
+// memory peaks; --trace writes a Chrome / Perfetto trace, --html a page with the per-stage
+// memory and the step's timeline (both written whole or not at all).
 
 #include <cmath>
 #include <iostream>
@@ -10,10 +11,12 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.hpp"
+#include "html_pages.hpp"
 #include "output.hpp"
 #include "tetra/costmodel/builtin_profiles.hpp"
 #include "tetra/hw/units.hpp"
 #include "tetra/llama/layout.hpp"
+#include "tetra/report/report.hpp"
 #include "tetra/scenarios/profile_io.hpp"
 #include "tetra/scenarios/scenario.hpp"
 #include "tetra/sim/simulator.hpp"
@@ -26,9 +29,58 @@ struct SimulateArgs {
   std::string scenario;
   std::string layout;
   std::string trace;
+  std::string html;
   std::string fit;
   bool json = false;
 };
+
+/// What each stage's peak holds, GiB (the memory model at the simulated in-flight count).
+nlohmann::json stage_memory_json(const costmodel::StageMemory& m) {
+  return {{"params_gib", gib3(m.params_bytes)},         {"fp8_cache_gib", gib3(m.fp8_cache_bytes)},
+          {"grads_gib", gib3(m.grads_bytes)},           {"optimizer_gib", gib3(m.optimizer_bytes)},
+          {"activations_gib", gib3(m.activations_bytes)}, {"buffers_gib", gib3(m.buffers_bytes)},
+          {"allocated_gib", gib3(m.allocated_bytes)},   {"reserved_gib", gib3(m.reserved_bytes)}};
+}
+
+/// The object `simulate --json` prints.
+nlohmann::json simulate_json(const scenarios::Scenario& sc, const sim::Result& r) {
+  nlohmann::json j;
+  j["scenario"] = sc.path;
+  j["model"] = sc.model.name;
+  j["cluster"] = sc.cluster.name;
+  j["gpus"] = sc.cluster.total_gpus();
+  j["step_time_s"] = round_to(r.step_time_s, 6);
+  j["tokens_per_s"] = round_to(r.tokens_per_s, 1);
+  j["tokens_per_s_per_gpu"] = round_to(r.tokens_per_s_per_gpu, 2);
+  j["tflops_per_gpu"] = round_to(r.tflops_per_gpu, 2);
+  j["mfu"] = round_to(r.mfu, 4);
+  j["bubble_fraction"] = round_to(r.bubble_fraction, 4);
+  j["exposed_comm_s"] = {{"tp", round_to(r.exposed.tp, 6)},
+                         {"cp", round_to(r.exposed.cp, 6)},
+                         {"pp", round_to(r.exposed.pp, 6)},
+                         {"dp", round_to(r.exposed.dp, 6)}};
+  j["fits"] = r.fits;
+  j["peak_gib"] = gib3(r.peak_bytes);
+  j["capacity_gib"] = gib3(r.memory.capacity_bytes);
+  j["usable_gib"] = gib3(r.memory.usable_bytes);
+  j["micro_batches"] = r.micro_batches;
+  j["layer_forward_s"] = round_to(r.layer_forward_s, 9);
+  j["layer_backward_s"] = round_to(r.layer_backward_s, 9);
+  nlohmann::json stages = nlohmann::json::array();
+  for (const auto& s : r.stages) {
+    stages.push_back({{"stage", s.stage},
+                      {"layers", s.layers},
+                      {"peak_gib", gib3(s.peak_bytes)},
+                      {"busy_s", round_to(s.busy_s, 6)},
+                      {"idle_s", round_to(s.idle_s, 6)},
+                      {"inflight_micro_batches", round_to(s.inflight, 4)},
+                      {"memory", stage_memory_json(r.memory.stages[static_cast<std::size_t>(s.stage)])}});
+  }
+  j["stages"] = std::move(stages);
+  j["layout"] = layout_json(r.layout);
+  j["events"] = r.events;
+  return j;
+}
 
 int run_simulate(const SimulateArgs& args) {
   const scenarios::Scenario sc = scenarios::load_scenario(args.scenario, args.layout, true);
@@ -36,46 +88,17 @@ int run_simulate(const SimulateArgs& args) {
   if (!args.fit.empty()) costmodel::apply_factors(scenarios::read_fitted(args.fit).factors, costs);
   const sim::SimInput in = sim::sim_input(sc.model, sc.cluster, sc.training, sc.layout, costs);
   sim::SimOptions options;
-  options.record_trace = !args.trace.empty();
+  options.record_trace = !args.trace.empty() || !args.html.empty();
   options.memory_fraction = sc.search.memory_fraction;
   sim::Simulator simulator;
   const sim::Result r = simulator.run(in, options);
   if (!args.trace.empty()) write_file_atomic(args.trace, simulator.chrome_trace());
 
+  const nlohmann::json j = simulate_json(sc, r);
+  if (!args.html.empty()) {
+    write_file_atomic(args.html, report::simulate_html(simulate_page(j, simulator.chrome_trace())));
+  }
   if (args.json) {
-    nlohmann::json j;
-    j["scenario"] = sc.path;
-    j["model"] = sc.model.name;
-    j["cluster"] = sc.cluster.name;
-    j["gpus"] = sc.cluster.total_gpus();
-    j["step_time_s"] = round_to(r.step_time_s, 6);
-    j["tokens_per_s"] = round_to(r.tokens_per_s, 1);
-    j["tokens_per_s_per_gpu"] = round_to(r.tokens_per_s_per_gpu, 2);
-    j["tflops_per_gpu"] = round_to(r.tflops_per_gpu, 2);
-    j["mfu"] = round_to(r.mfu, 4);
-    j["bubble_fraction"] = round_to(r.bubble_fraction, 4);
-    j["exposed_comm_s"] = {{"tp", round_to(r.exposed.tp, 6)},
-                           {"cp", round_to(r.exposed.cp, 6)},
-                           {"pp", round_to(r.exposed.pp, 6)},
-                           {"dp", round_to(r.exposed.dp, 6)}};
-    j["fits"] = r.fits;
-    j["peak_gib"] = gib3(r.peak_bytes);
-    j["capacity_gib"] = gib3(r.memory.capacity_bytes);
-    j["micro_batches"] = r.micro_batches;
-    j["layer_forward_s"] = round_to(r.layer_forward_s, 9);
-    j["layer_backward_s"] = round_to(r.layer_backward_s, 9);
-    nlohmann::json stages = nlohmann::json::array();
-    for (const auto& s : r.stages) {
-      stages.push_back({{"stage", s.stage},
-                        {"layers", s.layers},
-                        {"peak_gib", gib3(s.peak_bytes)},
-                        {"busy_s", round_to(s.busy_s, 6)},
-                        {"idle_s", round_to(s.idle_s, 6)},
-                        {"inflight_micro_batches", round_to(s.inflight, 4)}});
-    }
-    j["stages"] = std::move(stages);
-    j["layout"] = layout_json(r.layout);
-    j["events"] = r.events;
     print_json(j);
     return 0;
   }
@@ -108,6 +131,7 @@ int run_simulate(const SimulateArgs& args) {
   }
   std::cout << format_table({"stage", "layers", "busy s", "idle s", "in flight", "peak GiB"}, st);
   if (!args.trace.empty()) std::cout << "\ntrace     " << args.trace << '\n';
+  if (!args.html.empty()) std::cout << (args.trace.empty() ? "\n" : "") << "html      " << args.html << '\n';
   return 0;
 }
 
@@ -120,6 +144,8 @@ void register_simulate(CLI::App& app, Action& action) {
   cmd->add_option("scenario", args->scenario, "scenario TOML file")->required();
   cmd->add_option("--layout", args->layout, "layout overrides, e.g. tp=2,pp=4,schedule=interleaved");
   cmd->add_option("--trace", args->trace, "write a Chrome/Perfetto trace JSON to FILE");
+  cmd->add_option("--html", args->html,
+                  "write a self-contained HTML page (per-stage memory, the step's timeline) to FILE");
   cmd->add_option("--fit", args->fit, "apply the cluster factors of this fitted file (tetrasim fit -o)");
   cmd->add_flag("--json", args->json, "machine-readable output on stdout");
   cmd->callback([&action, args] { action = [args] { return run_simulate(*args); }; });

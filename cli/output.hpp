@@ -37,6 +37,10 @@ namespace tetra::cli {
 /// The [layout] keys of a layout as a JSON object (first/last stage layers when uneven).
 [[nodiscard]] nlohmann::json layout_json(const llama::Layout& layout);
 
+/// "tp4 cp8 pp16 dp32 vp4 mbs1 interleaved", with the uneven first/last stage split, the DP
+/// shard x replica split, recompute, the precision and "compiled" when not the default.
+[[nodiscard]] std::string layout_text(const llama::Layout& layout, const llama::Fp8Training& fp8, bool compile);
+
 /// Prints `j` to stdout, indented by two spaces, with a trailing newline.
 void print_json(const nlohmann::json& j);
 

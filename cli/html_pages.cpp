@@ -1,0 +1,203 @@
+#include "html_pages.hpp"
+
+#include <algorithm>
+#include <map>
+#include <optional>
+#include <utility>
+
+namespace tetra::cli {
+
+namespace {
+
+using nlohmann::json;
+
+std::optional<double> opt_number(const json& j, const char* key) {
+  const auto it = j.find(key);
+  if (it == j.end() || !it->is_number()) return std::nullopt;
+  return it->get<double>();
+}
+
+/// The step-time band of a JSON object, where it has one (step_time_low_s / step_time_high_s).
+report::StepBand band_of(const json& j) {
+  return {opt_number(j, "step_time_low_s"), opt_number(j, "step_time_high_s")};
+}
+
+report::Fact fact(const json& root, const std::string& ref, const std::string& key, std::string label,
+                  std::string unit = "") {
+  const json& obj = root.at(json::json_pointer(ref));
+  return {std::move(label), ref, key, obj.at(key).get<double>(), std::move(unit)};
+}
+
+/// Legend names of the trace categories (sim's TaskRole names, "tp" / "cp" for the collectives).
+std::string kind_name(const std::string& cat) {
+  static const std::map<std::string, std::string> names{
+      {"F", "forward (F)"},
+      {"B", "backward (B)"},
+      {"W", "weight gradient (W)"},
+      {"optimizer", "optimizer"},
+      {"send-forward", "PP send activation"},
+      {"send-backward", "PP send gradient"},
+      {"dp-reduce", "DP gradient reduce"},
+      {"param-gather", "DP parameter gather"},
+      {"tp", "TP collective"},
+      {"cp", "CP collective"},
+      {"cp-exchange", "CP ring traffic"}};
+  const auto it = names.find(cat);
+  return it != names.end() ? it->second : cat;
+}
+
+}  // namespace
+
+report::PlanPage plan_page(const json& j, const std::vector<std::string>& layouts) {
+  report::PlanPage page;
+  page.title = "tetrasim plan: " + j.at("model").get<std::string>() + ", " + j.at("scenario").get<std::string>();
+  page.facts.push_back(fact(j, "", "tokens", "tokens to train"));
+  page.facts.push_back(fact(j, "", "seq_len", "sequence length"));
+  page.facts.push_back(fact(j, "", "global_batch", "global batch", "sequences"));
+  page.priced = j.at("priced").get<bool>();
+  page.deadline_days = opt_number(j, "deadline_days");
+  page.budget = opt_number(j, "budget");
+  if (page.deadline_days) page.facts.push_back(fact(j, "", "deadline_days", "deadline", "days"));
+  if (page.budget) page.facts.push_back(fact(j, "", "budget", "budget"));
+  const json& rows = j.at("candidates");
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    const json& r = rows[i];
+    report::PlanCandidate c;
+    c.ref = "/candidates/" + std::to_string(i);
+    c.id = r.at("id").get<std::size_t>();
+    c.name = r.at("name").get<std::string>();
+    c.gpu = r.at("gpu").get<std::string>();
+    c.gpus = r.at("gpus").get<int>();
+    c.fits = r.at("fits").get<bool>();
+    if (c.fits) {
+      c.layout = c.id < layouts.size() ? layouts[c.id] : std::string();
+      c.step_time_s = r.at("step_time_s").get<double>();
+      c.tokens_per_s = r.at("tokens_per_s").get<double>();
+      c.mfu = r.at("mfu").get<double>();
+      c.days = opt_number(r, "days");
+      c.gpu_hours = opt_number(r, "gpu_hours");
+      c.cost = opt_number(r, "cost");
+      c.pareto = r.at("pareto").get<bool>();
+      if (r.contains("meets_deadline")) c.meets_deadline = r["meets_deadline"].get<bool>();
+      if (r.contains("meets_budget")) c.meets_budget = r["meets_budget"].get<bool>();
+      c.band = band_of(r);
+    }
+    page.candidates.push_back(std::move(c));
+  }
+  return page;
+}
+
+report::SearchPage search_page(const json& j, const std::vector<std::string>& layouts, std::size_t table_rows) {
+  report::SearchPage page;
+  page.title = "tetrasim search: " + j.at("model").get<std::string>() + " on " + j.at("cluster").get<std::string>() +
+               ", " + j.at("scenario").get<std::string>();
+  page.facts.push_back(fact(j, "", "gpus", "GPUs"));
+  page.facts.push_back(fact(j, "/summary", "enumerated", "layouts enumerated"));
+  page.facts.push_back(fact(j, "/summary", "pruned_by_memory", "pruned by memory"));
+  page.facts.push_back(fact(j, "/summary", "simulated", "simulated"));
+  page.facts.push_back(fact(j, "", "feasible", "ranked"));
+  page.facts.push_back(fact(j, "/summary", "capacity_gib", "GPU memory", "GiB"));
+  page.facts.push_back(fact(j, "/summary", "budget_gib", "memory budget", "GiB"));
+  page.capacity_gib = j.at("summary").at("capacity_gib").get<double>();
+  page.budget_gib = j.at("summary").at("budget_gib").get<double>();
+  page.table_rows = table_rows;
+  const json& rows = j.at("layouts");
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    const json& r = rows[i];
+    report::RankedLayout l;
+    l.ref = "/layouts/" + std::to_string(i);
+    l.rank = static_cast<int>(i) + 1;
+    l.layout = i < layouts.size() ? layouts[i] : std::string();
+    l.schedule = r.at("schedule").get<std::string>();
+    l.step_time_s = r.at("step_time_s").get<double>();
+    l.tokens_per_s = r.at("tokens_per_s").get<double>();
+    l.mfu = r.at("mfu").get<double>();
+    l.peak_gib = r.at("peak_gib").get<double>();
+    l.band = band_of(r);
+    page.layouts.push_back(std::move(l));
+  }
+  return page;
+}
+
+report::SimulatePage simulate_page(const json& j, const std::string& chrome_trace) {
+  report::SimulatePage page;
+  page.title = "tetrasim simulate: " + j.at("model").get<std::string>() + " on " + j.at("cluster").get<std::string>() +
+               ", " + j.at("scenario").get<std::string>();
+  page.facts = {fact(j, "", "step_time_s", "step time", "s"),
+                fact(j, "", "tokens_per_s", "tokens/s"),
+                fact(j, "", "tokens_per_s_per_gpu", "tokens/s per GPU"),
+                fact(j, "", "mfu", "MFU"),
+                fact(j, "", "bubble_fraction", "pipeline bubble"),
+                fact(j, "/exposed_comm_s", "tp", "exposed TP communication", "s"),
+                fact(j, "/exposed_comm_s", "pp", "exposed PP communication", "s"),
+                fact(j, "/exposed_comm_s", "dp", "exposed DP communication", "s"),
+                fact(j, "", "peak_gib", "peak memory", "GiB"),
+                fact(j, "", "micro_batches", "micro-batches")};
+  page.band = band_of(j);
+  if (page.band.present()) {
+    page.facts.insert(page.facts.begin() + 1, fact(j, "", "step_time_low_s", "step time, low", "s"));
+    page.facts.insert(page.facts.begin() + 2, fact(j, "", "step_time_high_s", "step time, high", "s"));
+  }
+  page.step_time_s = j.at("step_time_s").get<double>();
+  page.capacity_gib = j.at("capacity_gib").get<double>();
+  page.usable_gib = opt_number(j, "usable_gib");
+  page.memory_ref = "";
+  const json& stages = j.at("stages");
+  for (std::size_t i = 0; i < stages.size(); ++i) {
+    const json& s = stages[i];
+    const json& m = s.at("memory");
+    report::StageMemory sm;
+    sm.ref = "/stages/" + std::to_string(i) + "/memory";
+    sm.stage = s.at("stage").get<int>();
+    sm.params_gib = m.at("params_gib").get<double>();
+    sm.fp8_cache_gib = m.at("fp8_cache_gib").get<double>();
+    sm.grads_gib = m.at("grads_gib").get<double>();
+    sm.optimizer_gib = m.at("optimizer_gib").get<double>();
+    sm.activations_gib = m.at("activations_gib").get<double>();
+    sm.buffers_gib = m.at("buffers_gib").get<double>();
+    sm.reserved_gib = m.at("reserved_gib").get<double>();
+    page.memory.push_back(sm);
+    report::StageTimeline st;
+    st.ref = "/stages/" + std::to_string(i);
+    st.stage = sm.stage;
+    st.busy_s = s.at("busy_s").get<double>();
+    st.idle_s = s.at("idle_s").get<double>();
+    page.timeline.push_back(std::move(st));
+  }
+
+  // Trace: one process per stage (pid = stage), one thread per stream named by "thread_name"
+  // metadata and ordered by "thread_sort_index"; "X" slices in microseconds.
+  const json trace = json::parse(chrome_trace);
+  std::map<std::pair<int, int>, std::pair<int, std::string>> threads;  // (pid, tid) -> (sort, name)
+  std::map<std::pair<int, int>, std::vector<report::Slice>> slices;
+  for (const json& e : trace.at("traceEvents")) {
+    const std::string ph = e.at("ph").get<std::string>();
+    if (ph == "M") {
+      const auto key = std::make_pair(e.at("pid").get<int>(), e.at("tid").get<int>());
+      const std::string what = e.at("name").get<std::string>();
+      if (what == "thread_name") threads[key].second = e.at("args").at("name").get<std::string>();
+      if (what == "thread_sort_index") threads[key].first = e.at("args").at("sort_index").get<int>();
+    } else if (ph == "X") {
+      const double start = e.at("ts").get<double>() * 1e-6;
+      slices[{e.at("pid").get<int>(), e.at("tid").get<int>()}].push_back(
+          {start, start + e.at("dur").get<double>() * 1e-6, kind_name(e.value("cat", std::string()))});
+    }
+  }
+  for (report::StageTimeline& st : page.timeline) {
+    std::vector<std::pair<int, int>> tids;  // (sort index, tid)
+    for (const auto& [key, t] : threads) {
+      if (key.first == st.stage) tids.emplace_back(t.first, key.second);
+    }
+    std::sort(tids.begin(), tids.end());
+    for (const auto& [sort, tid] : tids) {
+      report::Lane lane;
+      lane.name = threads[{st.stage, tid}].second;
+      auto it = slices.find({st.stage, tid});
+      if (it != slices.end()) lane.slices = std::move(it->second);
+      st.lanes.push_back(std::move(lane));
+    }
+  }
+  return page;
+}
+
+}  // namespace tetra::cli

@@ -1,0 +1,166 @@
+#pragma once
+/// Self-contained HTML reports of `tetrasim plan`, `search` and `simulate`: one page each, with
+/// inline SVG plots and CSS and no script or network reference, so that it opens offline.
+///
+/// The inputs are plain values that the CLI fills from the numbers it prints with `--json`.
+/// Every plotted mark and every table cell that shows a number carries it verbatim (shortest
+/// round-trip decimal) in `data-v-<key>` attributes next to `data-ref`, a JSON pointer
+/// (RFC 6901) to the object of the `--json` output that holds `<key>`; a test can therefore
+/// check the page against `--json` number for number.
+
+#include <cstddef>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace tetra::report {
+
+/// A predicted step time's uncertainty, seconds; drawn as a band or whiskers when both are set.
+struct StepBand {
+  std::optional<double> step_time_low_s;
+  std::optional<double> step_time_high_s;
+  [[nodiscard]] bool present() const noexcept { return step_time_low_s && step_time_high_s; }
+};
+
+/// A labelled number of a summary table (`key` is its key in the object at `ref`).
+struct Fact {
+  std::string label;
+  std::string ref;   ///< JSON pointer of the object holding `key`
+  std::string key;
+  double value = 0;
+  std::string unit;  ///< shown after the value ("s", "GiB", ...)
+};
+
+// --- plan -----------------------------------------------------------------------------------
+
+/// One candidate (cluster at one GPU count) of a plan; `ref` points at its JSON object.
+struct PlanCandidate {
+  std::string ref;
+  std::size_t id = 0;
+  std::string name;       ///< candidate name (cluster preset)
+  std::string gpu;        ///< GPU type: one scaling curve per type
+  int gpus = 0;
+  bool fits = false;      ///< has a layout that fits; the numbers below are set only then
+  std::string layout;     ///< best layout, human-readable
+  double step_time_s = 0;
+  double tokens_per_s = 0;
+  double mfu = 0;
+  std::optional<double> days;       ///< unset: never finishes
+  std::optional<double> gpu_hours;
+  std::optional<double> cost;       ///< set when the plan has prices
+  bool pareto = false;
+  std::optional<bool> meets_deadline;
+  std::optional<bool> meets_budget;
+  StepBand band;
+};
+
+struct PlanPage {
+  std::string title;
+  std::vector<Fact> facts;
+  bool priced = false;                  ///< days vs cost; otherwise days vs GPU-hours
+  std::optional<double> deadline_days;  ///< drawn as a vertical line
+  std::optional<double> budget;         ///< drawn as a horizontal line (priced plans)
+  std::vector<PlanCandidate> candidates;
+};
+
+// --- search ---------------------------------------------------------------------------------
+
+/// One ranked layout; `ref` points at its JSON object.
+struct RankedLayout {
+  std::string ref;
+  int rank = 0;           ///< 1 = best
+  std::string layout;     ///< human-readable
+  std::string schedule;   ///< pipeline schedule: the colour of its mark
+  double step_time_s = 0;
+  double tokens_per_s = 0;
+  double mfu = 0;
+  double peak_gib = 0;
+  StepBand band;
+};
+
+struct SearchPage {
+  std::string title;
+  std::vector<Fact> facts;
+  std::optional<double> capacity_gib;  ///< drawn as vertical lines on the memory axis
+  std::optional<double> budget_gib;
+  std::vector<RankedLayout> layouts;   ///< best first; all are plotted
+  std::size_t table_rows = 10;         ///< the top-N table
+};
+
+// --- simulate -------------------------------------------------------------------------------
+
+/// Memory of one GPU of one pipeline stage, GiB; `ref` points at the object with these keys
+/// (params_gib, fp8_cache_gib, grads_gib, optimizer_gib, activations_gib, buffers_gib,
+/// reserved_gib). The part of reserved_gib above the others is allocator fragmentation.
+struct StageMemory {
+  std::string ref;
+  int stage = 0;
+  double params_gib = 0;
+  double fp8_cache_gib = 0;
+  double grads_gib = 0;
+  double optimizer_gib = 0;
+  double activations_gib = 0;
+  double buffers_gib = 0;
+  double reserved_gib = 0;
+};
+
+/// One busy interval of a stream, seconds from the start of the step.
+struct Slice {
+  double start_s = 0;
+  double end_s = 0;
+  std::string kind;  ///< colour and legend entry ("F", "B", "dp-reduce", ...)
+};
+
+/// One stream of a stage (compute, TP, CP, PP, DP, ...).
+struct Lane {
+  std::string name;
+  std::vector<Slice> slices;
+};
+
+/// One stage's step. Gaps of the first lane (the compute stream) are drawn as bubbles.
+struct StageTimeline {
+  std::string ref;      ///< object with busy_s and idle_s
+  int stage = 0;
+  double busy_s = 0;
+  double idle_s = 0;
+  std::vector<Lane> lanes;
+};
+
+struct SimulatePage {
+  std::string title;
+  std::vector<Fact> facts;
+  StepBand band;                 ///< of the step time
+  double step_time_s = 0;        ///< the timeline's extent
+  double capacity_gib = 0;
+  std::optional<double> usable_gib;  ///< the planning margin
+  std::string memory_ref;            ///< object with capacity_gib (and usable_gib)
+  std::vector<StageMemory> memory;
+  std::vector<StageTimeline> timeline;
+};
+
+/// The pages, as complete HTML documents.
+[[nodiscard]] std::string plan_html(const PlanPage& page);
+[[nodiscard]] std::string search_html(const SearchPage& page);
+[[nodiscard]] std::string simulate_html(const SimulatePage& page);
+
+// --- building blocks, public for tests ------------------------------------------------------
+
+/// Text with &, <, >, " and ' replaced by entities, safe in element text and quoted attributes.
+[[nodiscard]] std::string escape(const std::string& text);
+
+/// Shortest decimal that reads back as exactly `x` ("0.1", "53.376", "1e+20"); "nan"/"inf" as such.
+[[nodiscard]] std::string number(double x);
+
+/// Tick positions of a linear axis over [lo, hi]: multiples of 1, 2 or 5 × 10^k, about `target`
+/// of them (at least two when lo < hi), all inside [lo, hi] up to rounding.
+[[nodiscard]] std::vector<double> linear_ticks(double lo, double hi, int target = 6);
+
+/// Tick positions of a logarithmic axis over [lo, hi] (0 < lo ≤ hi): 1, 2, 5 × 10^k when the
+/// range spans up to three decades, powers of ten beyond; at least two ticks.
+[[nodiscard]] std::vector<double> log_ticks(double lo, double hi);
+
+/// Slices of one lane sorted by start with neighbours of the same kind joined when the gap
+/// between them is at most `gap_s` (a drawing at one pixel per `gap_s` shows no difference).
+[[nodiscard]] std::vector<Slice> merge_slices(std::vector<Slice> slices, double gap_s);
+
+}  // namespace tetra::report
