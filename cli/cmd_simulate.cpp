@@ -5,11 +5,13 @@
 #include <cmath>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include <nlohmann/json.hpp>
 
 #include "commands.hpp"
+#include "band.hpp"
 #include "output.hpp"
 #include "tetra/costmodel/builtin_profiles.hpp"
 #include "tetra/hw/units.hpp"
@@ -33,7 +35,11 @@ struct SimulateArgs {
 int run_simulate(const SimulateArgs& args) {
   const scenarios::Scenario sc = scenarios::load_scenario(args.scenario, args.layout, true);
   costmodel::CostParams costs = costmodel::cost_params(sc.cluster, sc.profile ? &*sc.profile : nullptr);
-  if (!args.fit.empty()) costmodel::apply_factors(scenarios::read_fitted(args.fit).factors, costs);
+  std::optional<fit::FitSummary> fitted;
+  if (!args.fit.empty()) {
+    fitted = scenarios::read_fitted(args.fit);
+    costmodel::apply_factors(fitted->factors, costs);
+  }
   const sim::SimInput in = sim::sim_input(sc.model, sc.cluster, sc.training, sc.layout, costs);
   sim::SimOptions options;
   options.record_trace = !args.trace.empty();
@@ -41,6 +47,7 @@ int run_simulate(const SimulateArgs& args) {
   sim::Simulator simulator;
   const sim::Result r = simulator.run(in, options);
   if (!args.trace.empty()) write_file_atomic(args.trace, simulator.chrome_trace());
+  const costmodel::StepBand band = band_for(sc.cluster.gpu, fitted ? &*fitted : nullptr, args.fit);
 
   if (args.json) {
     nlohmann::json j;
@@ -49,6 +56,7 @@ int run_simulate(const SimulateArgs& args) {
     j["cluster"] = sc.cluster.name;
     j["gpus"] = sc.cluster.total_gpus();
     j["step_time_s"] = round_to(r.step_time_s, 6);
+    j["step_time_band_s"] = band_json(band, r.step_time_s);
     j["tokens_per_s"] = round_to(r.tokens_per_s, 1);
     j["tokens_per_s_per_gpu"] = round_to(r.tokens_per_s_per_gpu, 2);
     j["tflops_per_gpu"] = round_to(r.tflops_per_gpu, 2);
@@ -89,6 +97,7 @@ int run_simulate(const SimulateArgs& args) {
             << r.micro_batches << " micro-batches\n\n";
   std::vector<std::vector<std::string>> rows{
       {"step time", fixed(r.step_time_s, 3) + " s"},
+      {"step time band", band.interval(r.step_time_s) ? interval_text(band, r.step_time_s) : "none"},
       {"tokens/s", fixed(r.tokens_per_s, 0)},
       {"tokens/s per GPU", fixed(r.tokens_per_s_per_gpu, 1)},
       {"TFLOP/s per GPU", fixed(r.tflops_per_gpu, 1)},
@@ -107,6 +116,7 @@ int run_simulate(const SimulateArgs& args) {
                   fixed(s.inflight, 2), fixed(s.peak_bytes / hw::kGiB, 2)});
   }
   std::cout << format_table({"stage", "layers", "busy s", "idle s", "in flight", "peak GiB"}, st);
+  std::cout << "\nband      " << band_basis_text(band) << '\n';
   if (!args.trace.empty()) std::cout << "\ntrace     " << args.trace << '\n';
   return 0;
 }
