@@ -22,8 +22,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "commands.hpp"
 #include "band.hpp"
+#include "commands.hpp"
 #include "output.hpp"
 #include "plan_io.hpp"
 #include "tetra/hw/error.hpp"
@@ -330,18 +330,23 @@ void print_text(const scenarios::PlanScenario& sc, const plan::PlanInput& in,
   }
   std::cout << format_table(header, rows) << '\n';
   // What the bands are: one line per distinct band, naming its candidates.
-  std::vector<std::pair<std::string, std::string>> bands;  // (what, candidates)
+  std::vector<std::pair<std::string, std::vector<std::string>>> bands;  // (what, candidate names)
   for (const std::size_t i : order) {
     if (!rep.rows[i].fits) continue;
     const std::string what = band_basis_text(in.candidates[i].band);
+    const std::string& name = in.candidates[i].name;
     auto it = std::find_if(bands.begin(), bands.end(), [&](const auto& b) { return b.first == what; });
     if (it == bands.end()) {
-      bands.emplace_back(what, in.candidates[i].name);
-    } else if (it->second.find(in.candidates[i].name) == std::string::npos) {
-      it->second += ", " + in.candidates[i].name;
+      bands.push_back({what, {name}});
+    } else if (std::find(it->second.begin(), it->second.end(), name) == it->second.end()) {
+      it->second.push_back(name);
     }
   }
-  for (const auto& [what, names] : bands) std::cout << "band      " << names << ": " << what << '\n';
+  for (const auto& [what, names] : bands) {
+    std::string list;
+    for (const auto& n : names) list += (list.empty() ? "" : ", ") + n;
+    std::cout << "band      " << list << ": " << what << '\n';
+  }
 
   auto describe = [&](std::size_t i) {
     const plan::Row& r = rep.rows[i];

@@ -16,8 +16,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "commands.hpp"
 #include "band.hpp"
+#include "commands.hpp"
 #include "output.hpp"
 #include "tetra/hw/error.hpp"
 #include "tetra/hw/units.hpp"

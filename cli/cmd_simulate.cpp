@@ -10,8 +10,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "commands.hpp"
 #include "band.hpp"
+#include "commands.hpp"
 #include "output.hpp"
 #include "tetra/costmodel/builtin_profiles.hpp"
 #include "tetra/hw/units.hpp"
