@@ -8,7 +8,7 @@ SCENARIO ?= scenarios/default.toml
 PACKAGES := cmake g++ make libboost-graph-dev libeigen3-dev libtomlplusplus-dev doctest-dev \
             libbenchmark-dev libcli11-dev nlohmann-json3-dev chromium
 
-.PHONY: all deps configure build run test bench clean asan fuzz fuzz-long
+.PHONY: all deps configure build run test bench clean asan fuzz fuzz-long error-bands
 
 all: build
 
@@ -39,6 +39,15 @@ test: build
 
 bench: build
 	@for b in $(BUILD)/bench/bench_*; do [ -x "$$b" ] && "$$b"; done
+
+# The zero-shot error bands of predicted step times (README "Accuracy"), measured on every
+# validation file by the built tetrasim and embedded by the next build; the test
+# error_bands_up_to_date fails when the committed file differs from what this writes.
+VALIDATION_CSVS := $(sort $(wildcard data/validation/*.csv))
+
+error-bands: build
+	@./$(BUILD)/cli/tetrasim bands $(VALIDATION_CSVS) --commit "$$(git describe --always --dirty 2>/dev/null || echo unknown)" -o data/error_bands.toml
+	@cmake --build $(BUILD) -j $(JOBS)
 
 clean:
 	@rm -rf $(BUILD)

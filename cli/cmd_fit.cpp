@@ -35,6 +35,32 @@ struct FitArgs {
   bool json = false;
 };
 
+/// Folds of the band a fitted file records: 5, so that every fit sees 80 % of the rows.
+constexpr int kBandFolds = 5;
+
+/// The band of steps predicted with factors fitted on `cases`: the signed errors of each case
+/// predicted by factors fitted on the other folds (costmodel/error_band.hpp); rows only, and
+/// no errors, below costmodel::kMinBandRows cases.
+costmodel::ErrorBand cv_band(const std::vector<fit::StepCase>& cases, const fit::FitOptions& options,
+                             std::string& scheme) {
+  costmodel::ErrorBand band;
+  band.rows = cases.size();
+  if (!band.available()) return band;
+  scheme = std::to_string(kBandFolds) + "-fold (row i of the fitted rows in fold i mod " +
+           std::to_string(kBandFolds) + ")";
+  const fit::CrossValidation cv = fit::cross_validate(cases, fit::folds_by_position(cases.size(), kBandFolds), options);
+  std::vector<double> errors;
+  for (std::size_t i = 0; i < cases.size(); ++i) {
+    errors.push_back(costmodel::signed_error(cv.predicted_s[i], cases[i].measured_s));
+  }
+  band = costmodel::band_of_errors(errors);
+  band.low_error = round_to(band.low_error, 6);
+  band.high_error = round_to(band.high_error, 6);
+  return band;
+}
+
+std::string signed_percent(double e) { return (e >= 0 ? "+" : "") + fixed(e * 100.0, 1) + " %"; }
+
 int run_fit(const FitArgs& args) {
   if (args.threads < 0) throw UserError(SourceLocation{"--threads"}, "threads", "must be 0 (all cores) or more");
   if (args.take < 0) throw UserError(SourceLocation{"--take"}, "take", "must be a positive number of rows");
@@ -68,6 +94,7 @@ int run_fit(const FitArgs& args) {
   fit::FitSummary summary = fit::fit_factors(fitted_cases, options);
   summary.csv = args.csv;
   summary.cluster = usable.cluster;
+  summary.band = cv_band(fitted_cases, options, summary.band_scheme);
   if (!args.out.empty()) write_file_atomic(args.out, scenarios::format_fitted(summary));
 
   // Fitted rows: zero-shot against fitted error. Held-out rows (--take): predicted and scored.
@@ -118,6 +145,13 @@ int run_fit(const FitArgs& args) {
                 {"mape", round_to(summary.mape, 6)},
                 {"iterations", summary.iterations},
                 {"converged", summary.converged}};
+    const costmodel::ErrorBand& b = *summary.band;
+    j["band"] = {{"scheme", summary.band_scheme.empty() ? nlohmann::json(nullptr) : nlohmann::json(summary.band_scheme)},
+                 {"rows", b.rows},
+                 {"low_quantile", b.low_quantile},
+                 {"high_quantile", b.high_quantile},
+                 {"low_error", b.available() ? nlohmann::json(b.low_error) : nlohmann::json(nullptr)},
+                 {"high_error", b.available() ? nlohmann::json(b.high_error) : nlohmann::json(nullptr)}};
     j["on_fitted_rows"] = comparison_json(on_fitted, "zero_shot", "fitted");
     if (on_held) j["on_other_rows"] = comparison_json(*on_held, "zero_shot", "fitted");
     nlohmann::json per = nlohmann::json::array();
@@ -152,6 +186,14 @@ int run_fit(const FitArgs& args) {
   std::cout << "fit       RMS error " << percent(summary.rms_error) << ", MAPE " << percent(summary.mape)
             << " on the fitted rows, " << summary.iterations << " iterations"
             << (summary.converged ? "" : " (stopped at the iteration limit)") << "\n\n";
+  if (summary.band->available()) {
+    std::cout << "band      " << signed_percent(summary.band->low_error) << " .. "
+              << signed_percent(summary.band->high_error) << " signed step-time error (10th-90th percentile, "
+              << summary.band_scheme << " cross-validation)\n\n";
+  } else {
+    std::cout << "band      none: " << summary.band->rows << " fitted rows, a band needs "
+              << costmodel::kMinBandRows << "\n\n";
+  }
   std::cout << factors_table(summary) << '\n';
   std::cout << "on the fitted rows\n" << comparison_table(on_fitted, "zero-shot", "fitted");
   if (on_held) {

@@ -22,6 +22,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "band.hpp"
 #include "commands.hpp"
 #include "html_pages.hpp"
 #include "output.hpp"
@@ -129,8 +130,15 @@ nlohmann::json plan_json(const scenarios::PlanScenario& sc, const plan::PlanInpu
       gp["failure_fraction"] = r.goodput.failure_fraction;
       gp["goodput"] = r.goodput.goodput;
       row["goodput"] = std::move(gp);
+      row["step_time_band_s"] = band_json(c.band, b.step_time_s);
+      auto range = [](const std::optional<plan::Range>& x) {
+        return x ? nlohmann::json{{"low", finite_or_null(x->low)}, {"high", finite_or_null(x->high)}}
+                 : nlohmann::json{{"low", nullptr}, {"high", nullptr}};
+      };
       row["compute_days"] = r.compute_days;
       row["days"] = finite_or_null(r.days);
+      row["days_band"] = range(r.days_band);
+      if (r.cost) row["cost_band"] = range(r.cost_band);
       row["gpu_hours"] = finite_or_null(r.gpu_hours);
       if (r.cost) row["cost"] = finite_or_null(*r.cost);
       row["finishes"] = r.finishes;
@@ -263,9 +271,10 @@ void print_text(const scenarios::PlanScenario& sc, const plan::PlanInput& in,
   std::cout << '\n';
 
   std::vector<std::string> header{"", "candidate", "gpus", "best layout", "step s", "MFU %", "headroom GiB",
-                                  "goodput %", "ckpt every", "days", "GPU-h M"};
+                                  "goodput %", "ckpt every", "days", "days band", "GPU-h M"};
   if (rep.priced) {
     header.push_back("cost M");
+    header.push_back("cost band M");
     header.push_back("rank cost");
   }
   if (set.deadline_days) header.push_back("deadline");
@@ -291,9 +300,11 @@ void print_text(const scenarios::PlanScenario& sc, const plan::PlanInput& in,
     row.push_back(fixed(r.goodput.goodput * 100.0, 1));
     row.push_back(duration_text(r.goodput.interval_s));
     row.push_back(num(r.days, 1));
+    row.push_back(r.days_band ? num(r.days_band->low, 1) + " .. " + num(r.days_band->high, 1) : "-");
     row.push_back(millions(r.gpu_hours));
     if (rep.priced) {
       row.push_back(millions(r.cost.value_or(0)));
+      row.push_back(r.cost_band ? millions(r.cost_band->low) + " .. " + millions(r.cost_band->high) : "-");
       row.push_back(r.rank_cost > 0 ? std::to_string(r.rank_cost) : "-");
     }
     if (set.deadline_days) row.push_back(r.meets_deadline.value_or(false) ? "meets" : "misses");
@@ -301,6 +312,24 @@ void print_text(const scenarios::PlanScenario& sc, const plan::PlanInput& in,
     rows.push_back(std::move(row));
   }
   std::cout << format_table(header, rows) << '\n';
+  // What the bands are: one line per distinct band, naming its candidates.
+  std::vector<std::pair<std::string, std::vector<std::string>>> bands;  // (what, candidate names)
+  for (const std::size_t i : order) {
+    if (!rep.rows[i].fits) continue;
+    const std::string what = band_basis_text(in.candidates[i].band);
+    const std::string& name = in.candidates[i].name;
+    auto it = std::find_if(bands.begin(), bands.end(), [&](const auto& b) { return b.first == what; });
+    if (it == bands.end()) {
+      bands.push_back({what, {name}});
+    } else if (std::find(it->second.begin(), it->second.end(), name) == it->second.end()) {
+      it->second.push_back(name);
+    }
+  }
+  for (const auto& [what, names] : bands) {
+    std::string list;
+    for (const auto& n : names) list += (list.empty() ? "" : ", ") + n;
+    std::cout << "band      " << list << ": " << what << '\n';
+  }
 
   auto describe = [&](std::size_t i) {
     const plan::Row& r = rep.rows[i];
@@ -339,6 +368,7 @@ std::string apply_fit(const std::string& path, scenarios::PlanScenario& sc) {
   for (plan::Candidate& c : sc.candidates) {
     if (f.cluster.empty() || f.cluster == c.cluster.name) {
       c.factors = f.factors;
+      c.band = costmodel::fitted_band(f.band, path, c.cluster.gpu);
       ++n;
     }
   }
@@ -364,6 +394,7 @@ int run_plan(const PlanArgs& args) {
   std::optional<std::pair<int, int>> shard;
   if (!args.shard.empty()) shard = parse_shard(args.shard);  // checked by the option's validator
   scenarios::PlanScenario sc = scenarios::load_plan_scenario(args.scenario);
+  for (plan::Candidate& c : sc.candidates) c.band = band_for(c.cluster.gpu, nullptr, "");
   const std::string fit_line = args.fit.empty() ? "" : apply_fit(args.fit, sc);
 
   plan::PlanInput in;

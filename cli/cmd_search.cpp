@@ -10,11 +10,13 @@
 #include <cstdio>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <sstream>
 #include <string>
 
 #include <nlohmann/json.hpp>
 
+#include "band.hpp"
 #include "commands.hpp"
 #include "html_pages.hpp"
 #include "output.hpp"
@@ -51,10 +53,11 @@ void draw_progress(std::size_t done, std::size_t total) {
   std::fflush(stderr);
 }
 
-nlohmann::json layout_row(const search::RankedLayout& r) {
+nlohmann::json layout_row(const search::RankedLayout& r, const costmodel::StepBand& band) {
   nlohmann::json j = layout_json(r.layout);
   j["micro_batches"] = r.micro_batches;
   j["step_time_s"] = r.step_time_s;
+  j["step_time_band_s"] = interval_json(band, r.step_time_s);
   j["tokens_per_s"] = r.tokens_per_s;
   j["tflops_per_gpu"] = r.tflops_per_gpu;
   j["mfu"] = r.mfu;
@@ -90,7 +93,7 @@ std::string csv_text(const std::vector<search::RankedLayout>& rows, std::size_t 
 
 /// The object `search --json` prints, with the first `listed` ranked layouts.
 nlohmann::json search_json(const scenarios::Scenario& sc, const search::SearchResult& res, double seconds,
-                           std::size_t listed) {
+                           std::size_t listed, const costmodel::StepBand& band) {
   const auto& s = res.summary;
   nlohmann::json j;
   j["scenario"] = sc.path;
@@ -117,8 +120,13 @@ nlohmann::json search_json(const scenarios::Scenario& sc, const search::SearchRe
   summary["memory_fraction"] = sc.search.memory_fraction;
   j["summary"] = std::move(summary);
   nlohmann::json rows = nlohmann::json::array();
-  for (std::size_t i = 0; i < listed; ++i) rows.push_back(layout_row(res.layouts[i]));
+  for (std::size_t i = 0; i < listed; ++i) rows.push_back(layout_row(res.layouts[i], band));
   j["layouts"] = std::move(rows);
+  // The band's source once; each layout carries its own low / high.
+  nlohmann::json bj = band_json(band, 0);
+  bj.erase("low");
+  bj.erase("high");
+  j["step_time_band"] = std::move(bj);
   return j;
 }
 
@@ -136,7 +144,12 @@ int run_search(const SearchArgs& args) {
   in.space = &sc.search;
   in.base.rank_order = sc.layout.rank_order;
   in.profile = sc.profile ? &*sc.profile : nullptr;
-  if (!args.fit.empty()) in.factors = scenarios::read_fitted(args.fit).factors;
+  std::optional<fit::FitSummary> fitted;
+  if (!args.fit.empty()) {
+    fitted = scenarios::read_fitted(args.fit);
+    in.factors = fitted->factors;
+  }
+  const costmodel::StepBand band = band_for(sc.cluster.gpu, fitted ? &*fitted : nullptr, args.fit);
   search::SearchOptions options;
   options.threads = args.threads;
   const bool tty = isatty(STDERR_FILENO) != 0;
@@ -157,10 +170,10 @@ int run_search(const SearchArgs& args) {
     for (const auto& r : res.layouts) texts.push_back(layout_text(r.layout, r.fp8, r.compile));
     const std::size_t table = args.top >= 0 ? listed : std::min<std::size_t>(10, all);
     write_file_atomic(args.html,
-                      report::search_html(search_page(search_json(sc, res, seconds, all), texts, table)));
+                      report::search_html(search_page(search_json(sc, res, seconds, all, band), texts, table)));
   }
   if (args.json) {
-    print_json(search_json(sc, res, seconds, listed));
+    print_json(search_json(sc, res, seconds, listed, band));
     return 0;
   }
 
@@ -190,7 +203,8 @@ int run_search(const SearchArgs& args) {
     }
     std::cout << '\n';
   }
-  std::cout << "time      " << fixed(seconds, 2) << " s\n\n";
+  std::cout << "time      " << fixed(seconds, 2) << " s\n"
+            << "band      " << band_basis_text(band) << "\n\n";
   if (shown == 0) {
     std::cout << "no layout fits the memory budget\n";
     return 0;
@@ -211,7 +225,7 @@ int run_search(const SearchArgs& args) {
     rows.push_back({std::to_string(i + 1), std::to_string(l.tp), std::to_string(l.cp), pp,
                     std::to_string(l.dp), std::to_string(l.vp), std::to_string(l.mbs),
                     l.sp ? "on" : "off", llama::to_string(l.recompute),
-                    llama::to_string(l.schedule), fixed(r.step_time_s, 3),
+                    llama::to_string(l.schedule), fixed(r.step_time_s, 3), interval_text(band, r.step_time_s),
                     fixed(r.tokens_per_s / 1e6, 3), fixed(r.tflops_per_gpu, 0),
                     fixed(r.mfu * 100.0, 1), fixed(std::max(0.0, r.bubble_fraction) * 100.0, 1),
                     fixed(gib(r.peak_bytes), 1)});
@@ -225,7 +239,7 @@ int run_search(const SearchArgs& args) {
     }
   }
   std::vector<std::string> header{"rank", "tp", "cp", "pp", "dp", "vp", "mbs", "sp", "recompute",
-                                  "schedule", "step s", "Mtok/s", "TFLOP/s", "MFU %", "bubble %",
+                                  "schedule", "step s", "step band", "Mtok/s", "TFLOP/s", "MFU %", "bubble %",
                                   "peak GiB"};
   if (by_compile) header.insert(header.begin() + 10, "compile");
   if (by_precision) header.insert(header.begin() + 10, "precision");

@@ -6,10 +6,12 @@
 #include <cmath>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include <nlohmann/json.hpp>
 
+#include "band.hpp"
 #include "commands.hpp"
 #include "html_pages.hpp"
 #include "output.hpp"
@@ -43,13 +45,15 @@ nlohmann::json stage_memory_json(const costmodel::StageMemory& m) {
 }
 
 /// The object `simulate --json` prints.
-nlohmann::json simulate_json(const scenarios::Scenario& sc, const sim::Result& r) {
+nlohmann::json simulate_json(const scenarios::Scenario& sc, const sim::Result& r,
+                             const costmodel::StepBand& band) {
   nlohmann::json j;
   j["scenario"] = sc.path;
   j["model"] = sc.model.name;
   j["cluster"] = sc.cluster.name;
   j["gpus"] = sc.cluster.total_gpus();
   j["step_time_s"] = round_to(r.step_time_s, 6);
+  j["step_time_band_s"] = band_json(band, r.step_time_s);
   j["tokens_per_s"] = round_to(r.tokens_per_s, 1);
   j["tokens_per_s_per_gpu"] = round_to(r.tokens_per_s_per_gpu, 2);
   j["tflops_per_gpu"] = round_to(r.tflops_per_gpu, 2);
@@ -85,7 +89,11 @@ nlohmann::json simulate_json(const scenarios::Scenario& sc, const sim::Result& r
 int run_simulate(const SimulateArgs& args) {
   const scenarios::Scenario sc = scenarios::load_scenario(args.scenario, args.layout, true);
   costmodel::CostParams costs = costmodel::cost_params(sc.cluster, sc.profile ? &*sc.profile : nullptr);
-  if (!args.fit.empty()) costmodel::apply_factors(scenarios::read_fitted(args.fit).factors, costs);
+  std::optional<fit::FitSummary> fitted;
+  if (!args.fit.empty()) {
+    fitted = scenarios::read_fitted(args.fit);
+    costmodel::apply_factors(fitted->factors, costs);
+  }
   const sim::SimInput in = sim::sim_input(sc.model, sc.cluster, sc.training, sc.layout, costs);
   sim::SimOptions options;
   options.record_trace = !args.trace.empty() || !args.html.empty();
@@ -93,8 +101,9 @@ int run_simulate(const SimulateArgs& args) {
   sim::Simulator simulator;
   const sim::Result r = simulator.run(in, options);
   if (!args.trace.empty()) write_file_atomic(args.trace, simulator.chrome_trace());
+  const costmodel::StepBand band = band_for(sc.cluster.gpu, fitted ? &*fitted : nullptr, args.fit);
 
-  const nlohmann::json j = simulate_json(sc, r);
+  const nlohmann::json j = simulate_json(sc, r, band);
   if (!args.html.empty()) {
     write_file_atomic(args.html, report::simulate_html(simulate_page(j, simulator.chrome_trace())));
   }
@@ -112,6 +121,7 @@ int run_simulate(const SimulateArgs& args) {
             << r.micro_batches << " micro-batches\n\n";
   std::vector<std::vector<std::string>> rows{
       {"step time", fixed(r.step_time_s, 3) + " s"},
+      {"step time band", band.interval(r.step_time_s) ? interval_text(band, r.step_time_s) : "none"},
       {"tokens/s", fixed(r.tokens_per_s, 0)},
       {"tokens/s per GPU", fixed(r.tokens_per_s_per_gpu, 1)},
       {"TFLOP/s per GPU", fixed(r.tflops_per_gpu, 1)},
@@ -130,6 +140,7 @@ int run_simulate(const SimulateArgs& args) {
                   fixed(s.inflight, 2), fixed(s.peak_bytes / hw::kGiB, 2)});
   }
   std::cout << format_table({"stage", "layers", "busy s", "idle s", "in flight", "peak GiB"}, st);
+  std::cout << "\nband      " << band_basis_text(band) << '\n';
   if (!args.trace.empty()) std::cout << "\ntrace     " << args.trace << '\n';
   if (!args.html.empty()) std::cout << (args.trace.empty() ? "\n" : "") << "html      " << args.html << '\n';
   return 0;

@@ -19,5 +19,6 @@ void register_search(CLI::App& app, Action& action);
 void register_calibrate(CLI::App& app, Action& action);
 void register_fit(CLI::App& app, Action& action);
 void register_plan(CLI::App& app, Action& action);
+void register_bands(CLI::App& app, Action& action);
 
 }  // namespace tetra::cli

@@ -17,9 +17,12 @@ std::optional<double> opt_number(const json& j, const char* key) {
   return it->get<double>();
 }
 
-/// The step-time band of a JSON object, where it has one (step_time_low_s / step_time_high_s).
+/// The step-time band of a JSON object, where it has one (step_time_band_s {low, high}; both
+/// null when the GPU generation has too few published rows).
 report::StepBand band_of(const json& j) {
-  return {opt_number(j, "step_time_low_s"), opt_number(j, "step_time_high_s")};
+  const auto it = j.find("step_time_band_s");
+  if (it == j.end() || !it->is_object()) return {};
+  return {opt_number(*it, "low"), opt_number(*it, "high")};
 }
 
 report::Fact fact(const json& root, const std::string& ref, const std::string& key, std::string label,
@@ -135,8 +138,8 @@ report::SimulatePage simulate_page(const json& j, const std::string& chrome_trac
                 fact(j, "", "micro_batches", "micro-batches")};
   page.band = band_of(j);
   if (page.band.present()) {
-    page.facts.insert(page.facts.begin() + 1, fact(j, "", "step_time_low_s", "step time, low", "s"));
-    page.facts.insert(page.facts.begin() + 2, fact(j, "", "step_time_high_s", "step time, high", "s"));
+    page.facts.insert(page.facts.begin() + 1, fact(j, "/step_time_band_s", "low", "step time band, low", "s"));
+    page.facts.insert(page.facts.begin() + 2, fact(j, "/step_time_band_s", "high", "step time band, high", "s"));
   }
   page.step_time_s = j.at("step_time_s").get<double>();
   page.capacity_gib = j.at("capacity_gib").get<double>();

@@ -22,6 +22,7 @@ int main(int argc, char** argv) {
   tetra::cli::register_plan(app, action);
   tetra::cli::register_validate(app, action);
   tetra::cli::register_fit(app, action);
+  tetra::cli::register_bands(app, action);
   tetra::cli::register_calibrate(app, action);
   tetra::cli::register_presets(app, action);
   try {

@@ -120,6 +120,13 @@ Report assemble(const PlanInput& in, const std::vector<Evaluation>& evals) {
                               : std::numeric_limits<double>::infinity();
       row.gpu_hours = static_cast<double>(gpus) * row.days * 24.0;
       if (c.price_per_gpu_hour) row.cost = row.gpu_hours * *c.price_per_gpu_hour;
+      row.step_band_s = c.band.interval(row.best.step_time_s);
+      if (row.step_band_s && row.finishes) {
+        const double low = row.step_band_s->low_s / row.best.step_time_s;
+        const double high = row.step_band_s->high_s / row.best.step_time_s;
+        row.days_band = Range{row.days * low, row.days * high};
+        if (row.cost) row.cost_band = Range{*row.cost * low, *row.cost * high};
+      }
       row.headroom_bytes = c.cluster.gpu.memory_bytes - row.best.peak_bytes;
       if (row.finishes) {
         if (set.deadline_days) row.meets_deadline = row.days <= *set.deadline_days;

@@ -47,6 +47,9 @@ struct Doc {
 /// naming the path.
 [[nodiscard]] std::string read_text_file(const std::string& path);
 
+/// The text of data/error_bands.toml at build time (error_bands_data.cpp.in, configured by CMake).
+[[nodiscard]] std::string_view builtin_error_bands_text() noexcept;
+
 /// Reads and parses a TOML file; a missing file or a syntax error is a UserError.
 [[nodiscard]] toml::table parse_toml_file(const std::string& path);
 /// Parses TOML text; `origin` names it in errors.

@@ -1,12 +1,14 @@
 // Calibration profile TOML (SPEC section 3); see profile_io.hpp for the format.
 #include "tetra/scenarios/profile_io.hpp"
 
+#include <algorithm>
 #include <array>
 #include <charconv>
 #include <cmath>
 #include <cstdio>
 #include <initializer_list>
 #include <sstream>
+#include <vector>
 
 #include "loader.hpp"
 #include "tetra/hw/error.hpp"
@@ -298,11 +300,68 @@ std::string factor_key(costmodel::Factor f, std::string_view key) {
   return std::string(key) + (f == costmodel::Factor::step_overhead ? "_s" : "");
 }
 
+/// A signed error: finite and above -1 (a step predicted in no time is no prediction).
+double get_error(const Section& s, std::string_view k) {
+  const toml::node* n = get(s, k, true);
+  double v = 0;
+  if (n->is_integer()) {
+    v = static_cast<double>(n->as_integer()->get());
+  } else if (n->is_floating_point()) {
+    v = n->as_floating_point()->get();
+  } else {
+    fail(s.doc, n->source(), s.key(k), "expected a number");
+  }
+  if (!std::isfinite(v) || v <= -1.0) fail(s.doc, n->source(), s.key(k), "expected a signed error above -1");
+  return v;
+}
+
+/// The keys of a band table (a fitted file's [band], a bands file's [band.GENERATION]): rows,
+/// the two quantiles and, when rows reach the minimum, the two errors.
+costmodel::ErrorBand load_band(const Section& s, std::initializer_list<std::string_view> extra_keys) {
+  std::vector<std::string_view> allowed{"rows", "low_quantile", "high_quantile", "low_error", "high_error"};
+  allowed.insert(allowed.end(), extra_keys.begin(), extra_keys.end());
+  for (const auto& [k, node] : s.table) {
+    (void)node;
+    if (std::find(allowed.begin(), allowed.end(), k.str()) == allowed.end()) {
+      std::string list;
+      for (std::string_view a : allowed) list += (list.empty() ? "" : ", ") + std::string(a);
+      fail(s.doc, k.source(), s.key(k.str()), "unknown key (expected one of: " + list + ")");
+    }
+  }
+  costmodel::ErrorBand b;
+  b.rows = static_cast<std::size_t>(get_int(s, "rows", true, 0, false));
+  b.low_quantile = get_number(s, "low_quantile", true);
+  b.high_quantile = get_number(s, "high_quantile", true);
+  if (b.high_quantile > 1.0 || b.low_quantile >= b.high_quantile) {
+    fail(s.doc, s.table.get("high_quantile")->source(), s.key("high_quantile"),
+         "expected low_quantile < high_quantile <= 1");
+  }
+  if (b.available()) {
+    b.low_error = get_error(s, "low_error");
+    b.high_error = get_error(s, "high_error");
+    if (b.high_error < b.low_error) {
+      fail(s.doc, s.table.get("high_error")->source(), s.key("high_error"), "is below low_error");
+    }
+  } else if (const toml::node* n = s.table.get("low_error")) {
+    fail(s.doc, n->source(), s.key("low_error"),
+         "a band of fewer than " + std::to_string(costmodel::kMinBandRows) + " rows has no errors");
+  }
+  return b;
+}
+
+std::string format_band(const costmodel::ErrorBand& b) {
+  std::ostringstream os;
+  os << "rows = " << b.rows << "\nlow_quantile = " << num(b.low_quantile) << "\nhigh_quantile = "
+     << num(b.high_quantile) << "\n";
+  if (b.available()) os << "low_error = " << num(b.low_error) << "\nhigh_error = " << num(b.high_error) << "\n";
+  return os.str();
+}
+
 fit::FitSummary load_fitted(const Doc& doc, const toml::table& root) {
   for (const auto& [k, node] : root) {
     (void)node;
-    if (k.str() != "fitted" && k.str() != "factors") {
-      fail(doc, k.source(), std::string(k.str()), "unknown table (expected fitted, factors)");
+    if (k.str() != "fitted" && k.str() != "factors" && k.str() != "band") {
+      fail(doc, k.source(), std::string(k.str()), "unknown table (expected fitted, factors, band)");
     }
   }
   fit::FitSummary out;
@@ -325,6 +384,13 @@ fit::FitSummary load_fitted(const Doc& doc, const toml::table& root) {
         out.rows.emplace_back(id.as_string()->get());
       }
     }
+  }
+  if (const toml::node* bn = root.get("band")) {
+    const toml::table* t = bn->as_table();
+    if (t == nullptr) fail(doc, bn->source(), "[band]", "expected a table");
+    const Section s{doc, "[band]", *t};
+    out.band = load_band(s, {"scheme"});
+    out.band_scheme = get_string(s, "scheme", false);
   }
   const toml::table* factors = nullptr;
   if (const toml::node* fn = root.get("factors")) {
@@ -478,7 +544,111 @@ std::string format_fitted(const fit::FitSummary& f) {
     if (ff.std_error >= 0) os << factor_key(ff.factor, "std_error") << " = " << num(ff.std_error) << "\n";
     os << "share = " << num(ff.share) << "\nstatus = " << quoted(fit::to_string(ff.status)) << "\n";
   }
+  if (f.band) {
+    os << "\n# Signed step-time errors (predicted / measured - 1) of the rows, each predicted by a fit\n"
+          "# that did not see it: the band of steps predicted with these factors.\n"
+          "[band]\nscheme = " << quoted(f.band_scheme) << "\n" << format_band(*f.band);
+  }
   return os.str();
+}
+
+costmodel::GenerationBands parse_error_bands(std::string_view text, const std::string& origin) {
+  const toml::table root = detail::parse_toml_text(text, origin);
+  const Doc doc{origin, {}, 0, false, ""};
+  for (const auto& [k, node] : root) {
+    (void)node;
+    if (k.str() != "provenance" && k.str() != "band" && k.str() != "coverage") {
+      fail(doc, k.source(), std::string(k.str()), "unknown table (expected provenance, band, coverage)");
+    }
+  }
+  costmodel::GenerationBands out;
+  if (const toml::table* t = detail::table_or_fail(doc, root, "provenance")) {
+    const Section s{doc, "[provenance]", *t};
+    check_keys(s, {"command", "commit", "sources"});
+    out.command = get_string(s, "command", false);
+    out.commit = get_string(s, "commit", false);
+    if (const toml::node* src = t->get("sources")) {
+      const toml::array* arr = src->as_array();
+      if (arr == nullptr) fail(doc, src->source(), s.key("sources"), "expected an array of file names");
+      for (const toml::node& f : *arr) {
+        if (!f.is_string()) fail(doc, f.source(), s.key("sources"), "expected a string (a file name)");
+        out.sources.emplace_back(f.as_string()->get());
+      }
+    }
+  }
+  auto generation = [&](const toml::key& k, const std::string& key) {
+    const auto g = costmodel::parse_generation(k.str());
+    if (!g) fail(doc, k.source(), key, "unknown GPU generation (expected ampere, hopper, blackwell, other)");
+    return *g;
+  };
+  if (const toml::table* bands = detail::table_or_fail(doc, root, "band")) {
+    for (const auto& [k, node] : *bands) {
+      const std::string name = "[band." + std::string(k.str()) + "]";
+      const costmodel::GpuGeneration g = generation(k, name);
+      const toml::table* t = node.as_table();
+      if (t == nullptr) fail(doc, node.source(), name, "expected a table");
+      out.entries.push_back({g, load_band(Section{doc, name, *t}, {})});
+    }
+    std::stable_sort(out.entries.begin(), out.entries.end(),
+                     [](const auto& a, const auto& b) { return a.generation < b.generation; });
+  }
+  if (const toml::node* cov = root.get("coverage")) {
+    const toml::array* arr = cov->as_array();
+    if (arr == nullptr) fail(doc, cov->source(), "[[coverage]]", "expected an array of tables");
+    int i = 0;
+    for (const toml::node& n : *arr) {
+      const std::string name = "[[coverage]] #" + std::to_string(++i);
+      const toml::table* t = n.as_table();
+      if (t == nullptr) fail(doc, n.source(), name, "expected a table");
+      const Section s{doc, name, *t};
+      check_keys(s, {"file", "generation", "rows", "band_rows", "inside", "low_error", "high_error"});
+      costmodel::BandCoverage c;
+      c.file = get_string(s, "file", true);
+      const std::string gen = get_string(s, "generation", true);
+      const auto g = costmodel::parse_generation(gen);
+      if (!g) fail(doc, t->get("generation")->source(), s.key("generation"), "unknown GPU generation");
+      c.generation = *g;
+      c.rows = static_cast<std::size_t>(get_int(s, "rows", true, 0, false));
+      c.band.rows = static_cast<std::size_t>(get_int(s, "band_rows", true, 0, false));
+      c.inside = static_cast<std::size_t>(get_int(s, "inside", true, 0, false));
+      if (c.inside > c.rows) fail(doc, t->get("inside")->source(), s.key("inside"), "exceeds rows");
+      if (c.band.available()) {
+        c.band.low_error = get_error(s, "low_error");
+        c.band.high_error = get_error(s, "high_error");
+      }
+      out.coverage.push_back(std::move(c));
+    }
+  }
+  return out;
+}
+
+std::string format_error_bands(const costmodel::GenerationBands& b) {
+  std::ostringstream os;
+  os << "# Error bands of predicted step times (README \"Accuracy\"): per GPU generation, the "
+     << num(costmodel::kBandLowQuantile) << " and " << num(costmodel::kBandHighQuantile) << "\n"
+     << "# quantiles of the signed errors (predicted / measured - 1) of the published step-time rows\n"
+     << "# the model predicts to fit. Written by `make error-bands`; a test regenerates it and fails\n"
+     << "# when it differs, so do not edit it.\n\n";
+  os << "[provenance]\ncommand = " << quoted(b.command) << "\ncommit = " << quoted(b.commit) << "\nsources = [";
+  for (std::size_t i = 0; i < b.sources.size(); ++i) os << (i == 0 ? "" : ", ") << quoted(b.sources[i]);
+  os << "]\n";
+  for (const auto& e : b.entries) {
+    os << "\n[band." << costmodel::to_string(e.generation) << "]\n" << format_band(e.band);
+  }
+  os << "\n# Leave one file out: each file's rows against the band of the other files' rows of the\n"
+        "# same generation; `inside` of `rows` measured steps lie in it.\n";
+  for (const auto& c : b.coverage) {
+    os << "\n[[coverage]]\nfile = " << quoted(c.file) << "\ngeneration = " << quoted(costmodel::to_string(c.generation))
+       << "\nrows = " << c.rows << "\nband_rows = " << c.band.rows << "\ninside = " << c.inside << "\n";
+    if (c.band.available()) os << "low_error = " << num(c.band.low_error) << "\nhigh_error = " << num(c.band.high_error) << "\n";
+  }
+  return os.str();
+}
+
+const costmodel::GenerationBands& builtin_error_bands() {
+  static const costmodel::GenerationBands bands =
+      parse_error_bands(detail::builtin_error_bands_text(), "data/error_bands.toml (built in)");
+  return bands;
 }
 
 }  // namespace tetra::scenarios

@@ -1,5 +1,5 @@
 // tetrasim plan through the command line: N shards merged give the one-run output byte for
-// byte; every bad input is exit 1 with one line on stderr naming the place, and no file.
+// byte; each candidate carries its step-time band; every bad input is exit 1 with one line on stderr naming the place, and no file.
 #include <doctest/doctest.h>
 
 #include <filesystem>
@@ -87,6 +87,33 @@ void check_one_line(const CliRun& r, std::initializer_list<const char*> parts) {
 }  // namespace
 
 TEST_SUITE("plan") {
+
+  TEST_CASE("plan: every candidate's band scales its step, days and cost alike") {
+    const std::string sc = write("band.toml", kPlan);
+    const CliRun r = run_tetrasim("plan '" + sc + "' --json");
+    REQUIRE(r.code == 0);
+    const auto j = nlohmann::json::parse(r.out);
+    int banded = 0;
+    for (const auto& c : j["candidates"]) {
+      if (!c["fits"].get<bool>()) continue;
+      const auto& b = c["step_time_band_s"];
+      CHECK(b["basis"] == "zero-shot");
+      CHECK(b["generation"] == (c["gpu"].get<std::string>().rfind("a100", 0) == 0 ? "ampere" : "hopper"));
+      if (b["low"].is_null()) continue;
+      ++banded;
+      const double step = c["step_time_s"].get<double>();
+      const double days = c["days"].get<double>();
+      const double cost = c["cost"].get<double>();
+      CHECK(c["days_band"]["low"].get<double>() == doctest::Approx(days * b["low"].get<double>() / step).epsilon(1e-4));
+      CHECK(c["days_band"]["high"].get<double>() == doctest::Approx(days * b["high"].get<double>() / step).epsilon(1e-4));
+      CHECK(c["cost_band"]["high"].get<double>() == doctest::Approx(cost * b["high"].get<double>() / step).epsilon(1e-4));
+    }
+    CHECK(banded > 0);  // JSON rounds the step band to 1e-6 s: 1e-4 relative above
+    const CliRun t = run_tetrasim("plan '" + sc + "'");
+    REQUIRE(t.code == 0);
+    CHECK(t.out.find("days band") != std::string::npos);
+    CHECK(t.out.find("published Ampere rows") != std::string::npos);
+  }
   TEST_CASE("plan: N shards merged == one run, byte for byte") {
     const std::string sc = write("plan.toml", kPlan);
     const CliRun one = run_tetrasim("plan '" + sc + "' --json --csv '" + (scratch() / "one.csv").string() + "'");

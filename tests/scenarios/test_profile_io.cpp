@@ -191,8 +191,98 @@ TEST_SUITE("scenarios") {
           "f.toml:3:10: [factors.gemm].status: unknown value \"great\" (expected one of: fitted, at_bound, "
           "unconstrained, not_fitted)");
     CHECK(fitted_error_of("[fitted]\nrows = [1]\n") == "f.toml:2:9: [fitted].rows: expected a string (a row id)");
-    CHECK(fitted_error_of("[gemm]\n") == "f.toml:1:2: gemm: unknown table (expected fitted, factors)");
+    CHECK(fitted_error_of("[gemm]\n") == "f.toml:1:2: gemm: unknown table (expected fitted, factors, band)");
     CHECK(fitted_error_of("factors = 3\n") == "f.toml:1:11: [factors]: expected a table of [factors.NAME] tables");
     CHECK(fitted_error_of("[factors.gemm\n").find("f.toml:1") == 0);
+  }
+
+  TEST_CASE("fitted factors: the [band] table round trip, and files without one have none") {
+    fit::FitSummary s = parse_fitted("[factors.gemm]\nvalue = 0.9\n", "f.toml");
+    CHECK_FALSE(s.band);
+    costmodel::ErrorBand b;
+    b.rows = 19;
+    b.low_error = -0.055442;
+    b.high_error = 0.060841;
+    s.band = b;
+    s.band_scheme = "5-fold";
+    const std::string text = format_fitted(s);
+    CHECK(text.find("[band]\nscheme = \"5-fold\"\nrows = 19\nlow_quantile = 0.1\nhigh_quantile = 0.9\n"
+                    "low_error = -0.055442\nhigh_error = 0.060841\n") != std::string::npos);
+    const fit::FitSummary q = parse_fitted(text, "round.toml");
+    REQUIRE(q.band);
+    CHECK(q.band->rows == 19);
+    CHECK(q.band->low_error == -0.055442);
+    CHECK(q.band->high_error == 0.060841);
+    CHECK(q.band_scheme == "5-fold");
+    CHECK(format_fitted(q) == text);
+    // Too few rows: the count alone, read back as a band that is not available.
+    s.band->rows = 4;
+    const fit::FitSummary few = parse_fitted(format_fitted(s), "few.toml");
+    REQUIRE(few.band);
+    CHECK_FALSE(few.band->available());
+  }
+
+  TEST_CASE("fitted factors: a bad [band] names the file, line, column and key") {
+    const std::string head = "[band]\nrows = 12\nlow_quantile = 0.1\nhigh_quantile = 0.9\n";
+    CHECK(fitted_error_of(head + "low_error = -0.1\nhigh_error = \"wide\"\n") ==
+          "f.toml:6:14: [band].high_error: expected a number");
+    CHECK(fitted_error_of(head + "low_error = -1.5\nhigh_error = 0.1\n") ==
+          "f.toml:5:13: [band].low_error: expected a signed error above -1");
+    CHECK(fitted_error_of(head + "low_error = 0.2\nhigh_error = 0.1\n") ==
+          "f.toml:6:14: [band].high_error: is below low_error");
+    CHECK(fitted_error_of(head + "low_error = -0.1\n") == "f.toml:1:1: [band].high_error: missing key");
+    CHECK(fitted_error_of(head + "low_error = -0.1\nhigh_error = 0.1\nwidth = 2\n") ==
+          "f.toml:7:1: [band].width: unknown key (expected one of: rows, low_quantile, high_quantile, low_error, "
+          "high_error, scheme)");
+    CHECK(fitted_error_of("[band]\nrows = -3\nlow_quantile = 0.1\nhigh_quantile = 0.9\n") ==
+          "f.toml:2:8: [band].rows: expected an integer >= 0");
+    CHECK(fitted_error_of("[band]\nrows = 3\nlow_quantile = 0.9\nhigh_quantile = 0.1\n") ==
+          "f.toml:4:17: [band].high_quantile: expected low_quantile < high_quantile <= 1");
+    CHECK(fitted_error_of("[band]\nrows = 3\nlow_quantile = 0.1\nhigh_quantile = 0.9\nlow_error = 0.1\n") ==
+          "f.toml:5:13: [band].low_error: a band of fewer than 10 rows has no errors");
+  }
+
+  TEST_CASE("error bands file: format then parse, and the built-in one names its sources and generations") {
+    costmodel::GenerationBands b;
+    b.command = "tetrasim bands a.csv b.csv";
+    b.commit = "abc1234";
+    b.sources = {"a.csv", "b.csv"};
+    costmodel::ErrorBand amp;
+    amp.rows = 30;
+    amp.low_error = -0.2;
+    amp.high_error = 0.05;
+    costmodel::ErrorBand bw;
+    bw.rows = 3;
+    b.entries = {{costmodel::GpuGeneration::ampere, amp}, {costmodel::GpuGeneration::blackwell, bw}};
+    costmodel::BandCoverage c;
+    c.file = "a.csv";
+    c.generation = costmodel::GpuGeneration::ampere;
+    c.rows = 20;
+    c.band = amp;
+    c.band.rows = 10;
+    c.inside = 15;
+    b.coverage = {c};
+    const std::string text = format_error_bands(b);
+    const costmodel::GenerationBands q = parse_error_bands(text, "bands.toml");
+    CHECK(format_error_bands(q) == text);
+    CHECK(q.commit == "abc1234");
+    CHECK(q.sources == b.sources);
+    CHECK(q.find(costmodel::GpuGeneration::ampere).high_error == 0.05);
+    CHECK_FALSE(q.find(costmodel::GpuGeneration::blackwell).available());
+    CHECK(q.find(costmodel::GpuGeneration::hopper).rows == 0);
+    REQUIRE(q.coverage.size() == 1);
+    CHECK(q.coverage[0].inside == 15);
+
+    CHECK(error_message([] { (void)parse_error_bands("[band.volta]\nrows = 1\n", "e.toml"); }) ==
+          "e.toml:1:7: [band.volta]: unknown GPU generation (expected ampere, hopper, blackwell, other)");
+    CHECK(error_message([] {
+            (void)parse_error_bands("[[coverage]]\nfile = \"a\"\ngeneration = \"ampere\"\nrows = 2\nband_rows = 0\ninside = 3\n",
+                                    "e.toml");
+          }) == "e.toml:6:10: [[coverage]] #1.inside: exceeds rows");
+
+    const costmodel::GenerationBands& builtin = builtin_error_bands();
+    CHECK_FALSE(builtin.sources.empty());
+    CHECK(builtin.find(costmodel::GpuGeneration::ampere).available());
+    CHECK_FALSE(builtin.coverage.empty());
   }
 }

@@ -6,9 +6,11 @@
 /// (cross-validation, `cross_validate`).
 
 #include <cstddef>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "tetra/costmodel/error_band.hpp"
 #include "tetra/costmodel/factors.hpp"
 #include "tetra/hw/cluster.hpp"
 #include "tetra/llama/layout.hpp"
@@ -73,6 +75,11 @@ struct FitSummary {
   bool converged = false;
   std::string csv;                       ///< provenance, set by the caller
   std::string cluster;                   ///< cluster the rows were selected by ("" = all)
+  /// Signed errors of the rows, each predicted by a fit that did not see it (cross-validation;
+  /// set by the caller), as the band of steps predicted with these factors; none in files
+  /// written before bands were recorded.
+  std::optional<costmodel::ErrorBand> band;
+  std::string band_scheme;               ///< the cross-validation the band comes from
   /// Per fitted row, its step time at the fitted factors (not written to fitted files).
   std::vector<double> predicted_s;
 };

@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "tetra/costmodel/error_band.hpp"
 #include "tetra/costmodel/factors.hpp"
 #include "tetra/costmodel/profile.hpp"
 #include "tetra/hw/cluster.hpp"
@@ -35,6 +36,9 @@ struct Candidate {
   std::optional<costmodel::Profile> profile;  ///< calibration profile of a cluster file
   costmodel::Factors factors;              ///< fitted cluster factors (--fit), neutral if none
   std::optional<double> price_per_gpu_hour;  ///< the user's price, currency-free; none: no cost
+  /// The error band of its predicted steps (costmodel/error_band.hpp), set by the caller:
+  /// the fit's when `factors` are fitted, else the zero-shot band of the GPU's generation.
+  costmodel::StepBand band;
 };
 
 /// What to train and the [plan] keys.
@@ -81,6 +85,12 @@ struct Evaluation {
 [[nodiscard]] double checkpoint_bytes(const llama::Model& model, const llama::Training& training,
                                       const hw::Cluster& cluster);
 
+/// A low .. high range of a quantity (days, cost).
+struct Range {
+  double low = 0;
+  double high = 0;
+};
+
 /// One candidate in the report.
 struct Row {
   std::size_t index = 0;          ///< into PlanInput::candidates
@@ -91,6 +101,11 @@ struct Row {
   double days = 0;                ///< compute_days / goodput (+inf if goodput is 0)
   double gpu_hours = 0;           ///< GPUs × days × 24
   std::optional<double> cost;     ///< gpu_hours × price, when priced
+  /// The candidate's band around the best step, and the days and cost it implies (both scale
+  /// with the step time: goodput does not depend on it); empty without a band.
+  std::optional<costmodel::StepInterval> step_band_s;
+  std::optional<Range> days_band;
+  std::optional<Range> cost_band;
   double headroom_bytes = 0;      ///< GPU memory − simulated reserved peak of the fullest stage
   bool finishes = true;           ///< goodput > 0
   bool pareto = false;            ///< on the front of (days, cost), or fastest without prices

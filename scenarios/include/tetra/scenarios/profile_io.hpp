@@ -10,6 +10,7 @@
 #include <string>
 #include <string_view>
 
+#include "tetra/costmodel/error_band.hpp"
 #include "tetra/costmodel/profile.hpp"
 #include "tetra/fit/fit.hpp"
 
@@ -29,7 +30,9 @@ namespace tetra::scenarios {
 /// Fitted-factor files (`tetrasim fit -o`, read by `--fit`): an optional `[fitted]` table
 /// (csv, cluster, rows = [ids], rms_error, mape, iterations, converged) and one
 /// `[factors.NAME]` table per factor with `value` (required), `lower`, `upper`, `std_error`,
-/// `share` and `status`; step_overhead's values are seconds and their keys say so (`value_s`,
+/// `share` and `status`, and an optional `[band]` table (scheme, rows, low_quantile,
+/// high_quantile, low_error, high_error: the cross-validated band, costmodel/error_band.hpp);
+/// step_overhead's values are seconds and their keys say so (`value_s`,
 /// `lower_s`, ...). A factor without a table stays neutral. A value outside the factor's
 /// bound (fit::bound), an unknown factor or key is a UserError with file:line:col.
 [[nodiscard]] fit::FitSummary read_fitted(const std::string& path);
@@ -38,5 +41,16 @@ namespace tetra::scenarios {
 /// The TOML text of a fit (deterministic; numbers as in format_profile, so
 /// parse_fitted(format_fitted(f)) gives the same factors).
 [[nodiscard]] std::string format_fitted(const fit::FitSummary& fit);
+
+/// Error-band files (data/error_bands.toml, written by `tetrasim bands`): `[provenance]`
+/// (command, commit, sources = [files]), one `[band.GENERATION]` table per generation (rows,
+/// low_quantile, high_quantile and, from costmodel::kMinBandRows rows, low_error and
+/// high_error) and `[[coverage]]` tables (file, generation, rows, band_rows, inside and, when
+/// the band exists, low_error and high_error). Errors name file:line:col and the key.
+[[nodiscard]] costmodel::GenerationBands parse_error_bands(std::string_view text, const std::string& origin);
+/// The TOML text of error bands (deterministic; parse_error_bands reads it back).
+[[nodiscard]] std::string format_error_bands(const costmodel::GenerationBands& bands);
+/// The bands of data/error_bands.toml as the build embedded it (parsed once).
+[[nodiscard]] const costmodel::GenerationBands& builtin_error_bands();
 
 }  // namespace tetra::scenarios

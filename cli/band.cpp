@@ -1,0 +1,55 @@
+#include "band.hpp"
+
+#include <cmath>
+
+#include "output.hpp"
+#include "tetra/scenarios/profile_io.hpp"
+
+namespace tetra::cli {
+
+namespace {
+std::string percentile(double q) { return std::to_string(static_cast<int>(std::lround(q * 100.0))); }
+std::string ordinal(double q) { return percentile(q) + "th"; }
+}  // namespace
+
+costmodel::StepBand band_for(const hw::Gpu& gpu, const fit::FitSummary* fit, const std::string& fit_path) {
+  if (fit != nullptr) return costmodel::fitted_band(fit->band, fit_path, gpu);
+  return costmodel::zero_shot_band(scenarios::builtin_error_bands(), gpu);
+}
+
+nlohmann::json interval_json(const costmodel::StepBand& band, double predicted_s) {
+  const auto iv = band.interval(predicted_s);
+  if (!iv) return {{"low", nullptr}, {"high", nullptr}};
+  return {{"low", round_to(iv->low_s, 6)}, {"high", round_to(iv->high_s, 6)}};
+}
+
+nlohmann::json band_json(const costmodel::StepBand& band, double predicted_s) {
+  nlohmann::json j = interval_json(band, predicted_s);
+  const bool ok = band.band.available();
+  j["basis"] = band.basis;
+  j["generation"] = band.generation;
+  j["rows"] = band.band.rows;
+  j["low_quantile"] = band.band.low_quantile;
+  j["high_quantile"] = band.band.high_quantile;
+  j["low_error"] = ok ? nlohmann::json(round_to(band.band.low_error, 6)) : nlohmann::json(nullptr);
+  j["high_error"] = ok ? nlohmann::json(round_to(band.band.high_error, 6)) : nlohmann::json(nullptr);
+  j["note"] = band.note.empty() ? nlohmann::json(nullptr) : nlohmann::json(band.note);
+  return j;
+}
+
+std::string band_basis_text(const costmodel::StepBand& band) {
+  if (!band.band.available()) return band.note;
+  const std::string range = ordinal(band.band.low_quantile) + "-" + ordinal(band.band.high_quantile) +
+                            " percentile of the signed errors on " + std::to_string(band.band.rows);
+  if (band.basis == "fit") return range + " rows, cross-validated on the fitted file's rows";
+  const auto g = costmodel::parse_generation(band.generation);
+  return range + " published " + costmodel::display_name(g.value_or(costmodel::GpuGeneration::other)) + " rows";
+}
+
+std::string interval_text(const costmodel::StepBand& band, double predicted_s, int digits) {
+  const auto iv = band.interval(predicted_s);
+  if (!iv) return "-";
+  return fixed(iv->low_s, digits) + " .. " + fixed(iv->high_s, digits) + " s";
+}
+
+}  // namespace tetra::cli

@@ -1,0 +1,121 @@
+// Error bands of predicted step times (costmodel/error_band.hpp): quantiles, the interval
+// around a prediction, the GPU generation of each GPU, and the notes when there is no band.
+#include <doctest/doctest.h>
+
+#include <vector>
+
+#include "tetra/costmodel/error_band.hpp"
+#include "tetra/hw/presets.hpp"
+
+using namespace tetra;
+using namespace tetra::costmodel;
+
+namespace {
+hw::Gpu gpu(const char* preset) {
+  auto g = hw::find_gpu_preset(preset);
+  REQUIRE(g);
+  return *g;
+}
+}  // namespace
+
+TEST_SUITE("costmodel") {
+  TEST_CASE("error band: quantiles interpolate between order statistics (type 7)") {
+    // Sorted: 1 2 3 4 5; q = 0.1 sits at position 0.4 -> 1.4; q = 0.9 at 3.6 -> 4.6.
+    const std::vector<double> v{5, 1, 4, 2, 3};
+    CHECK(quantile(v, 0.0) == 1.0);
+    CHECK(quantile(v, 1.0) == 5.0);
+    CHECK(quantile(v, 0.5) == 3.0);
+    CHECK(quantile(v, 0.1) == doctest::Approx(1.4).epsilon(1e-12));
+    CHECK(quantile(v, 0.9) == doctest::Approx(4.6).epsilon(1e-12));
+    CHECK(quantile({7.0}, 0.9) == 7.0);
+  }
+
+  TEST_CASE("error band: the 10th and 90th percentile of ten or more errors, nothing below") {
+    // -0.20 -0.10 ... +0.70 (ten values): positions 0.9 and 8.1.
+    std::vector<double> e;
+    for (int i = 0; i < 10; ++i) e.push_back(-0.2 + 0.1 * i);
+    const ErrorBand b = band_of_errors(e);
+    CHECK(b.available());
+    CHECK(b.rows == 10);
+    CHECK(b.low_error == doctest::Approx(-0.11).epsilon(1e-12));
+    CHECK(b.high_error == doctest::Approx(0.61).epsilon(1e-12));
+    e.pop_back();
+    const ErrorBand few = band_of_errors(e);
+    CHECK_FALSE(few.available());
+    CHECK(few.rows == 9);
+  }
+
+  TEST_CASE("error band: measured = predicted / (1 + e) gives the interval") {
+    CHECK(signed_error(12.0, 10.0) == doctest::Approx(0.2).epsilon(1e-12));
+    CHECK(signed_error(8.0, 10.0) == doctest::Approx(-0.2).epsilon(1e-12));
+    ErrorBand b;
+    b.rows = 20;
+    b.low_error = -0.2;   // the model is at worst 20 % fast: measured up to 10 / 0.8 = 12.5
+    b.high_error = 0.25;  // and at worst 25 % slow: measured down to 10 / 1.25 = 8
+    const StepInterval iv = band_interval(b, 10.0);
+    CHECK(iv.low_s == doctest::Approx(8.0).epsilon(1e-12));
+    CHECK(iv.high_s == doctest::Approx(12.5).epsilon(1e-12));
+  }
+
+  TEST_CASE("error band: GPU generations") {
+    CHECK(gpu_generation(gpu("a100-sxm-40gb")) == GpuGeneration::ampere);
+    CHECK(gpu_generation(gpu("a100-sxm-80gb")) == GpuGeneration::ampere);
+    CHECK(gpu_generation(gpu("h100-sxm-80gb")) == GpuGeneration::hopper);
+    CHECK(gpu_generation(gpu("h200-sxm-141gb")) == GpuGeneration::hopper);
+    CHECK(gpu_generation(gpu("b200")) == GpuGeneration::blackwell);
+    CHECK(gpu_generation(gpu("gb200")) == GpuGeneration::blackwell);
+    CHECK(gpu_generation(gpu("gb300")) == GpuGeneration::blackwell);
+    hw::Gpu custom;
+    custom.name = "custom";
+    custom.compute_capability = 90;
+    CHECK(gpu_generation(custom) == GpuGeneration::hopper);
+    custom.compute_capability = 75;
+    CHECK(gpu_generation(custom) == GpuGeneration::other);
+    for (GpuGeneration g : {GpuGeneration::ampere, GpuGeneration::hopper, GpuGeneration::blackwell, GpuGeneration::other}) {
+      CHECK(parse_generation(to_string(g)) == g);
+    }
+    CHECK_FALSE(parse_generation("volta"));
+  }
+
+  TEST_CASE("error band: a generation with too few rows says so instead of a band") {
+    GenerationBands bands;
+    ErrorBand ampere;
+    ampere.rows = 12;
+    ampere.low_error = -0.1;
+    ampere.high_error = 0.05;
+    ErrorBand blackwell;
+    blackwell.rows = 4;
+    bands.entries = {{GpuGeneration::ampere, ampere}, {GpuGeneration::blackwell, blackwell}};
+
+    const StepBand a = zero_shot_band(bands, gpu("a100-sxm-80gb"));
+    CHECK(a.basis == "zero-shot");
+    CHECK(a.generation == "ampere");
+    CHECK(a.note.empty());
+    REQUIRE(a.interval(2.0));
+    CHECK(a.interval(2.0)->low_s == doctest::Approx(2.0 / 1.05).epsilon(1e-12));
+    CHECK(a.interval(2.0)->high_s == doctest::Approx(2.0 / 0.9).epsilon(1e-12));
+
+    const StepBand b = zero_shot_band(bands, gpu("gb200"));
+    CHECK_FALSE(b.interval(2.0));
+    CHECK(b.note == "too few published rows for Blackwell (4, a band needs 10)");
+    const StepBand h = zero_shot_band(bands, gpu("h100-sxm-80gb"));
+    CHECK(h.note == "too few published rows for Hopper (0, a band needs 10)");
+  }
+
+  TEST_CASE("error band: a fitted file's band, or why there is none") {
+    ErrorBand b;
+    b.rows = 16;
+    b.low_error = -0.05;
+    b.high_error = 0.04;
+    const StepBand f = fitted_band(b, "f.toml", gpu("a100-sxm-80gb"));
+    CHECK(f.basis == "fit");
+    REQUIRE(f.interval(1.0));
+    CHECK(f.interval(1.0)->high_s == doctest::Approx(1.0 / 0.95).epsilon(1e-12));
+    const StepBand old = fitted_band(std::nullopt, "old.toml", gpu("a100-sxm-80gb"));
+    CHECK_FALSE(old.interval(1.0));
+    CHECK(old.note == "old.toml has no [band] table (fitted before bands were recorded; fit again)");
+    b.rows = 6;
+    CHECK(fitted_band(b, "f.toml", gpu("a100-sxm-80gb")).note ==
+          "too few cross-validated rows in f.toml (6, a band needs 10)");
+  }
+}
