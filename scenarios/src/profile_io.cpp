@@ -56,18 +56,18 @@ std::string get_string(const Section& s, std::string_view k, bool required, std:
   return std::string(n->as_string()->get());
 }
 
+/// A TOML integer or float as a double; anything else is the error of key `k`.
+double number_of(const Section& s, const toml::node& n, std::string_view k) {
+  if (n.is_integer()) return static_cast<double>(n.as_integer()->get());
+  if (n.is_floating_point()) return n.as_floating_point()->get();
+  fail(s.doc, n.source(), s.key(k), "expected a number");
+}
+
 double get_number(const Section& s, std::string_view k, bool required, double fallback = 0,
                   bool positive = false) {
   const toml::node* n = get(s, k, required);
   if (n == nullptr) return fallback;
-  double v = 0;
-  if (n->is_integer()) {
-    v = static_cast<double>(n->as_integer()->get());
-  } else if (n->is_floating_point()) {
-    v = n->as_floating_point()->get();
-  } else {
-    fail(s.doc, n->source(), s.key(k), "expected a number");
-  }
+  const double v = number_of(s, *n, k);
   if (!std::isfinite(v) || v < 0 || (positive && v <= 0)) {
     fail(s.doc, n->source(), s.key(k), positive ? "expected a positive number" : "expected a number >= 0");
   }
@@ -303,14 +303,7 @@ std::string factor_key(costmodel::Factor f, std::string_view key) {
 /// A signed error: finite and above -1 (a step predicted in no time is no prediction).
 double get_error(const Section& s, std::string_view k) {
   const toml::node* n = get(s, k, true);
-  double v = 0;
-  if (n->is_integer()) {
-    v = static_cast<double>(n->as_integer()->get());
-  } else if (n->is_floating_point()) {
-    v = n->as_floating_point()->get();
-  } else {
-    fail(s.doc, n->source(), s.key(k), "expected a number");
-  }
+  const double v = number_of(s, *n, k);
   if (!std::isfinite(v) || v <= -1.0) fail(s.doc, n->source(), s.key(k), "expected a signed error above -1");
   return v;
 }

@@ -24,16 +24,9 @@ const std::string kCsv = "tests/data/fit/hagemann_13b_32gpu.csv";
 
 Run tetrasim(const std::string& args) { return tetra::test::run_tetrasim(args, 300); }
 
-fs::path scratch() {
-  const fs::path dir = fs::path(TETRA_BINARY_DIR) / "tests" / "bands_scratch" / std::to_string(::getpid());
-  fs::create_directories(dir);
-  return dir;
-}
+fs::path scratch() { return tetra::test::scratch_dir("bands_scratch"); }
 
-void write(const fs::path& p, const std::string& text) {
-  std::ofstream f(p, std::ios::binary);
-  f << text;
-}
+void write(const fs::path& p, const std::string& text) { tetra::test::write_text(p, text); }
 
 }  // namespace
 

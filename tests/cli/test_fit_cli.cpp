@@ -25,16 +25,9 @@ const std::string kCsv = "tests/data/fit/hagemann_13b_32gpu.csv";
 
 Run tetrasim(const std::string& args) { return tetra::test::run_tetrasim(args, 300); }
 
-fs::path scratch() {
-  const fs::path dir = fs::path(TETRA_BINARY_DIR) / "tests" / "fit_scratch" / std::to_string(::getpid());
-  fs::create_directories(dir);
-  return dir;
-}
+fs::path scratch() { return tetra::test::scratch_dir("fit_scratch"); }
 
-void write(const fs::path& p, const std::string& text) {
-  std::ofstream f(p, std::ios::binary);
-  f << text;
-}
+void write(const fs::path& p, const std::string& text) { tetra::test::write_text(p, text); }
 
 /// The test CSV's header and its first `n` rows; the second row's cluster cell replaced by
 /// `second_cluster` when given; every other step time scaled by `scale` (from the third row on).

@@ -25,11 +25,7 @@ namespace {
 using Run = tetra::test::CliRun;
 using tetra::test::slurp;
 
-fs::path scratch() {
-  const fs::path dir = fs::path(TETRA_BINARY_DIR) / "tests" / "robustness_scratch" / std::to_string(::getpid());
-  fs::create_directories(dir);
-  return dir;
-}
+fs::path scratch() { return tetra::test::scratch_dir("robustness_scratch"); }
 
 /// Runs `tetrasim ARGS` from the source folder under a 120 s limit (exit 124 on a hang).
 Run tetrasim(const std::string& args) { return tetra::test::run_tetrasim(args, 120); }

@@ -27,6 +27,20 @@ inline std::string slurp(const std::filesystem::path& p) {
   return s.str();
 }
 
+/// A scratch folder of the build tree for one test executable's files, made on first use:
+/// TETRA_BINARY_DIR/tests/<name>/<pid> (the pid keeps parallel test processes apart).
+inline std::filesystem::path scratch_dir(const std::string& name) {
+  const auto dir = std::filesystem::path(TETRA_BINARY_DIR) / "tests" / name / std::to_string(::getpid());
+  std::filesystem::create_directories(dir);
+  return dir;
+}
+
+/// Writes `text` to `p` as it is.
+inline void write_text(const std::filesystem::path& p, const std::string& text) {
+  std::ofstream f(p, std::ios::binary);
+  f << text;
+}
+
 /// `tetrasim ARGS` (ARGS is shell text) run in TETRA_SOURCE_DIR with no stdin, killed after
 /// `timeout_s` seconds.
 inline CliRun run_tetrasim(const std::string& args, int timeout_s = 120) {
