@@ -804,9 +804,10 @@ std::vector<Op> dp_gradient_ops(const Model& model, const Training& training, co
     return ops;
   }
   // Megatron bucket size: max(40M, 1M·dp) parameters (distributed_data_parallel_config.py),
-  // dp here is the gradient group (DP x CP).
+  // dp here is the gradient group (DP x CP). Routed-expert gradients live in their own
+  // buffer, reduced over the expert data-parallel group (expert_gradient_ops).
   const double bucket = std::max(40e6, 1e6 * dpc);
-  const double total = static_cast<double>(sp.params);
+  const double total = std::max(0.0, static_cast<double>(sp.params) - expert_params_on_stage(model, layout, stage));
   const bool one_bucket = !training.overlap_grad_reduce;
   const long long full = one_bucket ? 0 : static_cast<long long>(total / bucket);
   const double last = one_bucket ? total : total - static_cast<double>(full) * bucket;
@@ -832,6 +833,40 @@ std::vector<Op> dp_gradient_ops(const Model& model, const Training& training, co
   return ops;
 }
 
+std::vector<Op> expert_gradient_ops(const Model& model, const Training& training, const Layout& layout,
+                                    int stage) {
+  std::vector<Op> ops;
+  const int edp = layout.edp();
+  const double total = expert_params_on_stage(model, layout, stage);
+  if (edp <= 1 || total <= 0 || training.framework != Framework::megatron || training.zero_stage >= 3) {
+    return ops;
+  }
+  // Megatron-Core DistributedDataParallel keeps expert parameters in separate buffers whose
+  // bucket group is the expert data-parallel group (`expert_data_parallel_group`, size
+  // tp·cp·dp/(ep·etp)); bucket size as for the dense buffers over that group.
+  const double bucket = std::max(40e6, 1e6 * edp);
+  const bool one_bucket = !training.overlap_grad_reduce;
+  const long long full = one_bucket ? 0 : static_cast<long long>(total / bucket);
+  const double last = one_bucket ? total : total - static_cast<double>(full) * bucket;
+  const double grad_bytes = bytes_of(training.grad_dtype);
+  const double param_bytes = gathered_param_bytes(model, training);
+  auto push_buckets = [&](CollectiveKind kind, const char* name, double elem_bytes, bool async) {
+    if (full > 0) {
+      Op op = coll(Pass::optimizer, name, kind, CommDim::expert_dp, edp, elem_bytes * bucket, async);
+      op.count = static_cast<int>(full);
+      ops.push_back(op);
+    }
+    if (last > 0.5) ops.push_back(coll(Pass::optimizer, name, kind, CommDim::expert_dp, edp, elem_bytes * last, async));
+  };
+  if (training.zero_stage >= 1) {
+    push_buckets(CollectiveKind::reduce_scatter, "edp_grad_rs", grad_bytes, training.overlap_grad_reduce);
+    push_buckets(CollectiveKind::all_gather, "edp_param_ag", param_bytes, training.overlap_param_gather);
+  } else {
+    push_buckets(CollectiveKind::all_reduce, "edp_grad_ar", grad_bytes, training.overlap_grad_reduce);
+  }
+  return ops;
+}
+
 std::vector<Op> optimizer_ops(const Model& model, const Training& training, const Layout& layout,
                               int stage) {
   std::vector<Op> ops;
@@ -847,7 +882,11 @@ std::vector<Op> optimizer_ops(const Model& model, const Training& training, cons
     ops.push_back(mem(Pass::optimizer, "grad_flatten_cast", MemoryKernel::copy,
                       (6.0 * act + 16.0) * params));
   }
-  if (training.zero_stage >= 1) params /= dpc;
+  if (training.zero_stage >= 1) {
+    // Routed-expert states are sharded over the expert data-parallel group.
+    const double expert = expert_params_on_stage(model, layout, stage);
+    params = std::max(0.0, params - expert) / dpc + expert / std::max(1, layout.edp());
+  }
   // Gradient norm: read the fp32 (or bf16) gradient shard once.
   ops.push_back(mem(Pass::optimizer, "grad_norm", MemoryKernel::grad_norm,
                     bytes_of(training.grad_dtype) * params));

@@ -891,7 +891,7 @@ search::SearchSpace load_search(const Doc& doc, const toml::table& table,
                                 const llama::Training& training, const hw::Gpu& gpu) {
   const Section s{doc, "search", table};
   s.check_keys({"tp", "cp", "pp", "mbs", "vp", "recompute", "schedule", "sp", "memory_fraction",
-                "precision", "fp8_recipe", "dp_replicate", "ac_freq", "compile"});
+                "precision", "fp8_recipe", "dp_replicate", "ac_freq", "compile", "ep", "etp"});
   search::SearchSpace space;
   auto ints = [&](std::string_view k, long long hi) {
     return list_of<int>(s, *s.get(k), k,
@@ -928,6 +928,8 @@ search::SearchSpace load_search(const Doc& doc, const toml::table& table,
   }
   if (s.get("dp_replicate")) space.dp_replicate = ints("dp_replicate", kMaxParallel);
   if (s.get("ac_freq")) space.ac_freq = ints("ac_freq", kMaxLayers);
+  if (s.get("ep")) space.ep = ints("ep", kMaxParallel);
+  if (s.get("etp")) space.etp = ints("etp", kMaxParallel);
   if (const auto* n = s.get("compile")) {
     space.compile = list_of<bool>(s, *n, "compile", [&](const toml::node& el) { return s.boolean(el, "compile"); });
   }

@@ -9,6 +9,7 @@
 #include "tetra/costmodel/collective.hpp"
 #include "tetra/costmodel/compute.hpp"
 #include "tetra/llama/flops.hpp"
+#include "tetra/llama/moe.hpp"
 #include "tetra/llama/ops.hpp"
 #include "tetra/llama/params.hpp"
 
@@ -103,22 +104,30 @@ void Simulator::price_layers(const SimInput& in, const SimOptions& options, cons
   LayerCache* cache = record ? nullptr : options.layer_cache;
   const LayerKey key = cache != nullptr ? layer_key(training, layout, domain) : LayerKey{};
   const auto shared = cache != nullptr ? cache->find(key) : nullptr;
+  moe_ = model.is_moe();
   if (shared) {
     layer_ = shared->layer;
     embedding_ = shared->embedding;
     head_ = shared->head;
+    moe_layer_ = shared->moe_layer;
   } else {
-    std::vector<std::pair<LayerTimes, double>> kinds;
-    for (const llama::BlockKind& kind : llama::block_kinds(layout)) {
-      llama::Layout one = layout;
-      one.recompute = kind.recompute;
-      kinds.emplace_back(replay_layer(llama::layer_ops(model, training, one), price, record, intra_share),
-                         kind.share);
-    }
-    layer_ = blend(kinds);
+    // A stage may hold dense and MoE layers (first_k_dense, interleaved MoE layers): each
+    // kind is replayed on its own and summed per chunk in build_spec.
+    auto replay_kinds = [&](bool moe) {
+      std::vector<std::pair<LayerTimes, double>> kinds;
+      for (const llama::BlockKind& kind : llama::block_kinds(layout)) {
+        llama::Layout one = layout;
+        one.recompute = kind.recompute;
+        const auto ops = moe ? llama::moe_layer_ops(model, training, one) : llama::layer_ops(model, training, one);
+        kinds.emplace_back(replay_layer(ops, price, record, intra_share), kind.share);
+      }
+      return blend(kinds);
+    };
+    layer_ = replay_kinds(false);
+    moe_layer_ = moe_ ? replay_kinds(true) : layer_;
     embedding_ = replay_layer(llama::embedding_ops(model, training, layout), price, record, intra_share);
     head_ = replay_layer(llama::head_ops(model, training, layout), price, record, intra_share);
-    if (cache != nullptr) cache->insert(key, LayerTables{layer_, embedding_, head_});
+    if (cache != nullptr) cache->insert(key, LayerTables{layer_, embedding_, head_, moe_layer_});
   }
 }
 
@@ -256,22 +265,44 @@ void Simulator::build_spec(const SimInput& in, const SimOptions& options, const 
     spec_.pp_backward = spec_.pp_forward;
   }
 
+  // MoE models: the passes of each chunk summed over its dense and MoE layers (the first
+  // layer of virtual stage vs is the sum of the layers of the chunks before it).
+  chunk_times_.clear();
+  if (moe_) {
+    int first = 0;
+    for (int vs = 0; vs < V; ++vs) {
+      const int lc = virtual_layers.at(static_cast<std::size_t>(vs));
+      const int moe_layers = llama::moe_layers_in(model, first, lc);
+      chunk_times_.push_back(blend({{layer_, static_cast<double>(lc - moe_layers)},
+                                    {moe_layer_, static_cast<double>(moe_layers)}}));
+      first += lc;
+    }
+  }
   for (int r = 0; r < p; ++r) {
     StageSpec st;
     for (int c = 0; c < v; ++c) {
       const int vs = c * p + r;
       const int lc = virtual_layers.at(static_cast<std::size_t>(vs));
       chunk_layers_[static_cast<std::size_t>(vs)] = lc;
-      ChunkCost cc = chunk_cost(layer_, embedding_, head_, lc, vs, V);
+      // Dense models: lc times the one layer; MoE models: the chunk's summed layers.
+      const LayerTimes& lt = moe_ ? chunk_times_[static_cast<std::size_t>(vs)] : layer_;
+      const int k = moe_ ? 1 : lc;
+      ChunkCost cc = chunk_cost(lt, embedding_, head_, k, vs, V);
       cc.activation_bytes = lc * act_layer;
       constexpr auto kCp = static_cast<std::size_t>(CommAxis::cp);
-      cc.cp_forward_s = lc * layer_.forward.comm_s[kCp];
-      cc.cp_backward_s = lc * layer_.backward.comm_s[kCp];
-      cc.cp_backward_input_s = lc * layer_.backward_input.comm_s[kCp];
+      cc.cp_forward_s = k * lt.forward.comm_s[kCp];
+      cc.cp_backward_s = k * lt.backward.comm_s[kCp];
+      cc.cp_backward_input_s = k * lt.backward_input.comm_s[kCp];
       st.chunks.push_back(cc);
     }
     // DP buckets of the stage (per chunk: each chunk has its own gradient buffer).
-    const auto dp_ops = llama::dp_gradient_ops(model, training, layout, r);
+    auto dp_ops = llama::dp_gradient_ops(model, training, layout, r);
+    if (moe_) {
+      // Expert buckets after the dense ones, on the same DP stream (Megatron-Core issues both
+      // buffers' bucket groups from the backward hooks).
+      const auto expert_ops = llama::expert_gradient_ops(model, training, layout, r);
+      dp_ops.insert(dp_ops.end(), expert_ops.begin(), expert_ops.end());
+    }
     // HSDP's replica all-reduces follow the reduce-scatter of the same bucket on its stream.
     std::vector<llama::Op> reduces, gathers, replica_reduces;
     for (const auto& op : dp_ops) {
@@ -406,8 +437,8 @@ Result Simulator::run(const SimInput& in, const SimOptions& options) {
     res.tflops_per_gpu = per_gpu / 1e12;
     res.mfu = cluster.gpu.bf16_peak_flops > 0 ? per_gpu / cluster.gpu.bf16_peak_flops : 0;
   }
-  res.layer_forward_s = layer_.forward.seconds;
-  res.layer_backward_s = layer_.backward.seconds;
+  res.layer_forward_s = (moe_ ? moe_layer_ : layer_).forward.seconds;
+  res.layer_backward_s = (moe_ ? moe_layer_ : layer_).backward.seconds;
 
   // Exposed TP / CP: per stage, every pass of every task (the most exposed stage).
   for (int r = 0; r < p; ++r) {
@@ -422,7 +453,7 @@ Result Simulator::run(const SimInput& in, const SimOptions& options) {
                   : pass_exposed(lt.backward, a);
           return k * x;
         };
-        double x = sum(layer_, lc);
+        double x = moe_ ? sum(chunk_times_[static_cast<std::size_t>(vs)], 1) : sum(layer_, lc);
         if (vs == 0) x += sum(embedding_, 1);
         if (vs == V - 1) x += sum(head_, 1);
         (a == CommAxis::tp ? tp : cpx) += m * x;

@@ -209,6 +209,14 @@ struct Op {
 [[nodiscard]] std::vector<Op> dp_gradient_ops(const Model& model, const Training& training,
                                               const Layout& layout, int stage);
 
+/// Gradient communication of the routed experts of pipeline rank `stage` once per step
+/// (framework megatron, zero_stage < 3): Megatron-Core's expert buffers, bucketed as the dense
+/// ones, reduce-scattered (zero_stage 1/2, then the parameter all-gather) or all-reduced over
+/// the expert data-parallel group (CommDim::expert_dp, size tp·cp·dp/(ep·etp)). Empty on a dense
+/// model or when that group has one rank. dp_gradient_ops leaves these parameters out.
+[[nodiscard]] std::vector<Op> expert_gradient_ops(const Model& model, const Training& training,
+                                                  const Layout& layout, int stage);
+
 /// The optimizer step of pipeline rank `stage`: gradient-norm reduction and the fused Adam
 /// kernel over the parameters this rank updates (sharded over dp·cp for zero_stage >= 1):
 /// about 30 bytes per parameter (reference/costmodels.md section 6.3).
