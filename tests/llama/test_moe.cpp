@@ -1,0 +1,144 @@
+// Mixture-of-experts and MLA shapes: parameter counts, MoE layer placement, model FLOPs and
+// the expert part of a stage. Every expected number is worked out by hand from the public
+// Hugging Face configs cited in llama/src/presets.cpp.
+#include <doctest/doctest.h>
+
+#include "tetra/llama/flops.hpp"
+#include "tetra/llama/moe.hpp"
+#include "tetra/llama/params.hpp"
+#include "tetra/llama/presets.hpp"
+
+using namespace tetra::llama;
+
+namespace {
+Model preset(const char* name) {
+  auto m = find_model_preset(name);
+  REQUIRE(m);
+  return *m;
+}
+}  // namespace
+
+TEST_SUITE("llama") {
+  TEST_CASE("DeepSeek-V3: MLA layer 187,107,328; 671.0B total, 37.6B active (arXiv 2412.19437)") {
+    const Model m = preset("deepseek-v3");
+    REQUIRE(m.mla);
+    REQUIRE(m.moe);
+    // MLA: q_a 7168*1536 + q_norm 1536 + q_b 1536*128*192 + kv_a 7168*(512+64) + kv_norm 512
+    //      + kv_b 512*128*(128+128) + O 128*128*7168
+    //    = 11,010,048 + 1,536 + 37,748,736 + 4,128,768 + 512 + 16,777,216 + 117,440,512
+    //    = 187,107,328.
+    // Dense layer (0-2): + 3*7168*18432 + 2*7168 = 583,483,392.
+    CHECK(layer_params(m, 0) == 583'483'392);
+    CHECK(layer_params(m, 2) == 583'483'392);
+    // MoE layer (3-60): + router 7168*256 + shared 3*7168*2048 + 256 experts * 3*7168*2048
+    //   + 2*7168 = 187,107,328 + 1,835,008 + 44,040,192 + 11,274,289,152 + 14,336.
+    CHECK(layer_params(m, 3) == 11'507'286'016);
+    CHECK(moe_layer_count(m) == 58);
+    // 2*7168*129280 + 7168 + 3*583,483,392 + 58*11,507,286,016 = 671,026,404,352 ("671B").
+    CHECK(total_params(m, 4096) == 671'026'404'352);
+    // Less 58 layers * 248 idle experts * 44,040,192 = 37,552,282,624 ("37B activated").
+    CHECK(active_params(m, 4096) == 37'552'282'624);
+  }
+
+  TEST_CASE("DeepSeek-V3 with one MTP module: +11,610,067,968 (685B with its embedding copies)") {
+    Model m = preset("deepseek-v3");
+    m.mtp_layers = 1;
+    // One MoE layer 11,507,286,016 + enorm/hnorm 2*7168 + eh_proj 2*7168^2 + final norm 7168.
+    CHECK(mtp_params(m) == 11'610'067'968);
+    CHECK(total_params(m, 4096) == 682'636'472'320);
+  }
+
+  TEST_CASE("Mixtral 8x7B: 46.7B total, 12.9B active (arXiv 2401.04088)") {
+    const Model m = preset("mixtral-8x7b");
+    // 2*4096*4096 + 2*4096*1024 + 4096*8 + 8*3*4096*14336 + 2*4096 = 1,451,270,144
+    CHECK(layer_params(m, 0) == 1'451'270'144);
+    // 32 layers + 2*4096*32000 + 4096
+    CHECK(total_params(m, 4096) == 46'702'792'704);
+    // less 32 * 6 * 176,160,768
+    CHECK(active_params(m, 4096) == 12'879'925'248);
+  }
+
+  TEST_CASE("Qwen3-30B-A3B: explicit head_dim 128; 30.5B total, 3.35B active") {
+    const Model m = preset("qwen3-30b-a3b");
+    CHECK(m.head_dim() == 128);  // not hidden/heads = 64
+    // Q and O 2*2048*(32*128), K and V 2*2048*(4*128), router 2048*128,
+    // 128 experts * 3*2048*768, norms 2*2048 = 623,120,384 (qk-norm not modelled).
+    CHECK(layer_params(m, 47) == 623'120'384);
+    CHECK(total_params(m, 4096) == 30'532'110'336);
+    CHECK(active_params(m, 4096) == 3'353'020'416);
+  }
+
+  TEST_CASE("Qwen3-235B-A22B: 235.1B total, 22.2B active") {
+    const Model m = preset("qwen3-235b-a22b");
+    CHECK(total_params(m, 4096) == 235'093'610'496);
+    CHECK(active_params(m, 4096) == 22'190'739'456);
+  }
+
+  TEST_CASE("Llama 4: Maverick interleaves MoE on odd layers (400.7B / 17.2B), Scout all (107.8B)") {
+    const Model mav = preset("llama4-maverick");
+    CHECK_FALSE(is_moe_layer(mav, 0));
+    CHECK(is_moe_layer(mav, 1));
+    CHECK_FALSE(is_moe_layer(mav, 46));
+    CHECK(is_moe_layer(mav, 47));
+    CHECK(moe_layer_count(mav) == 24);
+    // 24 dense layers (attention 2*5120*5120 + 2*5120*1024, MLP 3*5120*16384) and 24 MoE layers
+    // (router 5120*128, shared 3*5120*8192, 128 experts of 3*5120*8192), 2*5120*202048 + 5120.
+    CHECK(total_params(mav, 8192) == 400'711'848'960);
+    CHECK(active_params(mav, 8192) == 17'184'691'200);
+    const Model scout = preset("llama4-scout");
+    CHECK(moe_layer_count(scout) == 48);
+    CHECK(total_params(scout, 8192) == 107'769'861'120);
+    CHECK(active_params(scout, 8192) == 17'172'894'720);
+  }
+
+  TEST_CASE("MoE layer placement: first_k_dense, moe_layer_freq, interleave step") {
+    Model m = preset("deepseek-v3");
+    CHECK_FALSE(is_moe_layer(m, 2));
+    CHECK(is_moe_layer(m, 3));
+    CHECK(moe_layers_in(m, 0, 8) == 5);
+    m.moe->moe_layer_freq = 2;  // Megatron-Core: i % 2 == 0, from layer 3 on: 4, 6, ...
+    CHECK_FALSE(is_moe_layer(m, 3));
+    CHECK(is_moe_layer(m, 4));
+    CHECK(moe_layers_in(m, 0, 10) == 3);  // 4, 6, 8
+    CHECK_FALSE(is_moe_layer(preset("llama3.1-8b"), 5));
+  }
+
+  TEST_CASE("Model FLOPs per token: DeepSeek-V3 249.8 GFLOP, with MTP 260.0 GFLOP (Megatron-LM)") {
+    Model m = preset("deepseek-v3");
+    // MLP 6*7168*(18432*3*3 + (2048*8*3 + 2048*3)*58) = 145,068,392,448
+    // MLA per layer 6*(1536*(7168+128*192+1) + 512*(7168+128*256+1) + 7168*64 + 128*128*7168
+    //   + 4096*128*192/2 + 4096*128*128/2) = 1,625,960,448, times 61
+    // logits 6*7168*129280
+    CHECK(megatron_flops_per_token(m, 4096) == doctest::Approx(249'812'054'016.0).epsilon(1e-12));
+    // One MTP module: 59 MoE MLPs, 62 attention layers, 6*(3h + 2h^2), two LM heads. The
+    // Megatron-Bridge tables print about 260 GFLOP/token for their "w/ MTP" DeepSeek-V3 rows.
+    m.mtp_layers = 1;
+    CHECK(megatron_flops_per_token(m, 4096) == doctest::Approx(259'992'950'784.0).epsilon(1e-12));
+  }
+
+  TEST_CASE("Model FLOPs per token: Mixtral 8x7B counts the two routed experts' grouped GEMMs") {
+    const Model m = preset("mixtral-8x7b");
+    // 6*4096*(14336*2*3)*32 + 32*6*(4096*(4096 + 2*1024) + 4096*4096 + 4096*4096)
+    //   + 6*4096*32000 = 79,706,456,064 at s = 4096
+    CHECK(megatron_flops_per_token(m, 4096) == doctest::Approx(79'706'456'064.0).epsilon(1e-12));
+  }
+
+  TEST_CASE("Stage parameters: experts split over ep and etp, dense part over tp") {
+    const Model m = preset("qwen3-30b-a3b");
+    Layout l;
+    l.tp = 2;
+    l.pp = 2;
+    l.dp = 4;
+    l.ep = 4;
+    l.etp = 2;
+    l.sp = true;
+    const auto stages = stage_params(m, l, 4096);
+    REQUIRE(stages.size() == 2);
+    CHECK(stages[0].moe_layers == 24);
+    // 128/4 = 32 experts of 3*2048*768 = 4,718,592, each split over etp 2: 75,497,472 per layer.
+    CHECK(stages[0].expert_params == 24LL * 75'497'472);
+    // Non-expert part per layer on one GPU: (2*2048*4096 + 2*2048*512)/2 + 2048*128 + 2*2048
+    //   = 9,437,184 + 262,144 + 4,096 = 9,703,424; embedding 2048*152064/2 (padded to 256).
+    CHECK(stages[0].params == 24LL * (9'703'424 + 75'497'472) + 2048LL * 152064 / 2);
+  }
+}
