@@ -368,6 +368,10 @@ std::vector<MeasurementRow> read_measurements_text(std::string_view text, const 
     row.layout.pp = layout_int("pp", 1);
     row.layout.vp = layout_int("vp", 1);
     row.layout.mbs = layout_int("mbs", 1);
+    // Expert parallelism (MoE rows): a blank or absent cell is 1, as in a dense run; the
+    // published tables give EP and rarely ETP.
+    row.layout.ep = layout_int("ep", 1);
+    row.layout.etp = layout_int("etp", 1);
     if (has("sp") && !cell("sp").empty()) {
       const std::string sp = cell("sp");
       if (sp == "1" || sp == "true") {

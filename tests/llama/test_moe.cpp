@@ -3,14 +3,65 @@
 // Hugging Face configs cited in llama/src/presets.cpp.
 #include <doctest/doctest.h>
 
+#include "tetra/hw/error.hpp"
 #include "tetra/llama/flops.hpp"
 #include "tetra/llama/moe.hpp"
 #include "tetra/llama/params.hpp"
 #include "tetra/llama/presets.hpp"
+#include "tetra/llama/validate.hpp"
 
 using namespace tetra::llama;
 
 namespace {
+
+// The MoE / MLA keys of deepseek-ai/DeepSeek-V3 config.json (public Hugging Face Hub file; the
+// keys tetrasim reads, values as published).
+constexpr const char* kDeepSeekV3 = R"({
+  "architectures": ["DeepseekV3ForCausalLM"],
+  "model_type": "deepseek_v3",
+  "hidden_size": 7168,
+  "intermediate_size": 18432,
+  "moe_intermediate_size": 2048,
+  "num_hidden_layers": 61,
+  "num_attention_heads": 128,
+  "num_key_value_heads": 128,
+  "n_routed_experts": 256,
+  "n_shared_experts": 1,
+  "num_experts_per_tok": 8,
+  "first_k_dense_replace": 3,
+  "moe_layer_freq": 1,
+  "scoring_func": "sigmoid",
+  "q_lora_rank": 1536,
+  "kv_lora_rank": 512,
+  "qk_nope_head_dim": 128,
+  "qk_rope_head_dim": 64,
+  "v_head_dim": 128,
+  "num_nextn_predict_layers": 1,
+  "vocab_size": 129280,
+  "tie_word_embeddings": false
+})";
+
+// meta-llama/Llama-4-Maverick-17B-128E config.json, the text_config keys tetrasim reads.
+constexpr const char* kMaverick = R"({
+  "architectures": ["Llama4ForConditionalGeneration"],
+  "model_type": "llama4",
+  "text_config": {
+    "model_type": "llama4_text",
+    "hidden_size": 5120,
+    "head_dim": 128,
+    "intermediate_size": 8192,
+    "intermediate_size_mlp": 16384,
+    "num_attention_heads": 40,
+    "num_key_value_heads": 8,
+    "num_hidden_layers": 48,
+    "num_local_experts": 128,
+    "num_experts_per_tok": 1,
+    "interleave_moe_layer_step": 2,
+    "vocab_size": 202048,
+    "tie_word_embeddings": false
+  }
+})";
+
 Model preset(const char* name) {
   auto m = find_model_preset(name);
   REQUIRE(m);
@@ -19,6 +70,73 @@ Model preset(const char* name) {
 }  // namespace
 
 TEST_SUITE("llama") {
+  TEST_CASE("Hugging Face import: DeepSeek-V3 equals the preset, plus its MTP module") {
+    const Model m = model_from_hf_config_text(kDeepSeekV3, "config.json");
+    REQUIRE(m.moe);
+    REQUIRE(m.mla);
+    CHECK(*m.moe == *preset("deepseek-v3").moe);
+    CHECK(*m.mla == *preset("deepseek-v3").mla);
+    CHECK(m.mtp_layers == 1);
+    // 671,026,404,352 + one MTP module 11,610,067,968.
+    CHECK(total_params(m, 4096) == 682'636'472'320);
+  }
+
+  TEST_CASE("Hugging Face import: Llama 4 Maverick under text_config equals the preset") {
+    const Model m = model_from_hf_config_text(kMaverick, "config.json");
+    const Model p = preset("llama4-maverick");
+    REQUIRE(m.moe);
+    CHECK(*m.moe == *p.moe);
+    CHECK(m.ffn_hidden == 16384);  // intermediate_size_mlp: the dense layers
+    CHECK(m.head_dim() == 128);
+    CHECK(total_params(m, 8192) == total_params(p, 8192));
+  }
+
+  TEST_CASE("Hugging Face import: top-k above the experts names the key and its line") {
+    std::string text = kDeepSeekV3;
+    text.replace(text.find("\"num_experts_per_tok\": 8"), 24, "\"num_experts_per_tok\": 300");
+    CHECK_THROWS_WITH_AS((void)model_from_hf_config_text(text, "config.json"),
+                         "config.json:12:3: num_experts_per_tok: num_experts_per_tok=300 must not "
+                         "exceed n_routed_experts=256",
+                         tetra::UserError);
+  }
+
+  TEST_CASE("MoE layout rules (check_moe_layout)") {
+    const Model m = preset("mixtral-8x7b");
+    Training t;
+    t.global_batch = 64;
+    Layout l;
+    l.dp = 8;
+    l.ep = 8;
+    CHECK_FALSE(check_layout(m, 8, t, l));
+    l.ep = 3;  // 8 experts
+    auto issue = check_layout(m, 8, t, l);
+    REQUIRE(issue);
+    CHECK(issue->rule == "ep-divides-experts");
+    CHECK(issue->key == "ep");
+    l.ep = 4;
+    l.etp = 4;  // 16 does not divide tp*cp*dp = 8
+    issue = check_layout(m, 8, t, l);
+    REQUIRE(issue);
+    CHECK(issue->rule == "ep-divides-dp");
+    CHECK(issue->key == "etp");
+    l.etp = 1;
+    l.tp = 2;
+    l.dp = 4;  // ep 4 with tp 2 and no SP
+    issue = check_layout(m, 8, t, l);
+    REQUIRE(issue);
+    CHECK(issue->rule == "ep-tp-needs-sp");
+    l.sp = true;
+    CHECK_FALSE(check_layout(m, 8, t, l));
+    Model topk = m;
+    topk.moe->experts_per_token = 9;
+    issue = check_layout(topk, 8, t, l);
+    REQUIRE(issue);
+    CHECK(issue->rule == "topk-exceeds-experts");
+    issue = check_layout(preset("llama3.1-8b"), 8, t, l);
+    REQUIRE(issue);
+    CHECK(issue->rule == "ep-needs-moe");
+  }
+
   TEST_CASE("DeepSeek-V3: MLA layer 187,107,328; 671.0B total, 37.6B active (arXiv 2412.19437)") {
     const Model m = preset("deepseek-v3");
     REQUIRE(m.mla);
