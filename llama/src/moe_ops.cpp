@@ -12,7 +12,6 @@
 
 #include "ops_builders.hpp"
 #include "tetra/llama/moe.hpp"
-#include "tetra/llama/params.hpp"
 
 namespace tetra::llama::detail {
 
@@ -299,25 +298,6 @@ void mla_block_backward(std::vector<Op>& ops, const Dims& d, const Training& tr,
     weight_grad(ops, ds, "q_down_wgrad", d.h, d.q_lora, true);
   }
   ops.push_back(mem(bi, "input_norm_bwd", norm_kernel(d), norm_bwd_bytes(d)));
-}
-
-double expert_params_on_stage(const Model& m, const Layout& l, int stage) {
-  if (!m.moe) return 0;
-  const Moe& e = *m.moe;
-  const int p = std::max(1, l.pp);
-  const int v = std::max(1, l.vp);
-  const auto chunks = chunk_layers(m, l);
-  int first = 0;
-  int moe_layers = 0;
-  for (int vs = 0; vs < static_cast<int>(chunks.size()); ++vs) {
-    const int lc = chunks[static_cast<std::size_t>(vs)];
-    if (vs % p == stage && vs / p < v) moe_layers += moe_layers_in(m, first, lc);
-    first += lc;
-  }
-  // Gated experts: gate, up and down, h x moe_ffn_hidden each; E/ep experts, split over etp.
-  const double per_expert = 3.0 * static_cast<double>(m.hidden) * static_cast<double>(e.moe_ffn_hidden);
-  const double local = static_cast<double>(std::max(1, e.num_experts / std::max(1, l.ep)));
-  return moe_layers * local * per_expert / std::max(1, l.etp);
 }
 
 }  // namespace tetra::llama::detail

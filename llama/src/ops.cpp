@@ -807,7 +807,7 @@ std::vector<Op> dp_gradient_ops(const Model& model, const Training& training, co
   // dp here is the gradient group (DP x CP). Routed-expert gradients live in their own
   // buffer, reduced over the expert data-parallel group (expert_gradient_ops).
   const double bucket = std::max(40e6, 1e6 * dpc);
-  const double total = std::max(0.0, static_cast<double>(sp.params) - expert_params_on_stage(model, layout, stage));
+  const double total = static_cast<double>(sp.params - sp.expert_params);
   const bool one_bucket = !training.overlap_grad_reduce;
   const long long full = one_bucket ? 0 : static_cast<long long>(total / bucket);
   const double last = one_bucket ? total : total - static_cast<double>(full) * bucket;
@@ -837,7 +837,9 @@ std::vector<Op> expert_gradient_ops(const Model& model, const Training& training
                                     int stage) {
   std::vector<Op> ops;
   const int edp = layout.edp();
-  const double total = expert_params_on_stage(model, layout, stage);
+  const auto stages = stage_params(model, layout, training.seq_len);
+  if (stage < 0 || stage >= static_cast<int>(stages.size())) return ops;
+  const double total = static_cast<double>(stages[static_cast<std::size_t>(stage)].expert_params);
   if (edp <= 1 || total <= 0 || training.framework != Framework::megatron || training.zero_stage >= 3) {
     return ops;
   }
@@ -884,7 +886,7 @@ std::vector<Op> optimizer_ops(const Model& model, const Training& training, cons
   }
   if (training.zero_stage >= 1) {
     // Routed-expert states are sharded over the expert data-parallel group.
-    const double expert = expert_params_on_stage(model, layout, stage);
+    const double expert = static_cast<double>(stages[static_cast<std::size_t>(stage)].expert_params);
     params = std::max(0.0, params - expert) / dpc + expert / std::max(1, layout.edp());
   }
   // Gradient norm: read the fp32 (or bf16) gradient shard once.

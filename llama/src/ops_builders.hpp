@@ -122,9 +122,4 @@ void moe_block_backward(std::vector<Op>& ops, const Dims& d);
 void mla_block_forward(std::vector<Op>& ops, const Dims& d, const Training& tr, bool recompute);
 void mla_block_backward(std::vector<Op>& ops, const Dims& d, const Training& tr, const Layout& layout);
 
-/// Routed-expert parameters held by one rank of pipeline rank `stage` (its MoE layers, E/ep
-/// experts each, split over etp); 0 on a dense model. Their gradients are reduced over the
-/// expert data-parallel group, not with the dense ones.
-double expert_params_on_stage(const Model& m, const Layout& l, int stage);
-
 }  // namespace tetra::llama::detail

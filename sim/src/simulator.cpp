@@ -273,8 +273,12 @@ void Simulator::build_spec(const SimInput& in, const SimOptions& options, const 
     for (int vs = 0; vs < V; ++vs) {
       const int lc = virtual_layers.at(static_cast<std::size_t>(vs));
       const int moe_layers = llama::moe_layers_in(model, first, lc);
+      // Multi-token prediction (DeepSeek-V3, Megatron-Core `mtp_num_layers`): each module runs
+      // one more MoE layer and a second LM head with its loss after the last layer.
+      const double mtp = vs == V - 1 ? std::max(0, model.mtp_layers) : 0;
       chunk_times_.push_back(blend({{layer_, static_cast<double>(lc - moe_layers)},
-                                    {moe_layer_, static_cast<double>(moe_layers)}}));
+                                    {moe_layer_, static_cast<double>(moe_layers) + mtp},
+                                    {head_, mtp}}));
       first += lc;
     }
   }
