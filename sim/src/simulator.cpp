@@ -446,11 +446,11 @@ Result Simulator::run(const SimInput& in, const SimOptions& options) {
 
   // Exposed TP / CP: per stage, every pass of every task (the most exposed stage).
   for (int r = 0; r < p; ++r) {
-    double tp = 0, cpx = 0;
+    double tp = 0, cpx = 0, epx = 0;
     for (int c = 0; c < v; ++c) {
       const int vs = c * p + r;
       const double lc = chunk_layers_[static_cast<std::size_t>(vs)];
-      for (CommAxis a : {CommAxis::tp, CommAxis::cp}) {
+      for (CommAxis a : {CommAxis::tp, CommAxis::cp, CommAxis::ep}) {
         auto sum = [&](const LayerTimes& lt, double k) {
           double x = pass_exposed(lt.forward, a);
           x += zb ? pass_exposed(lt.backward_input, a) + pass_exposed(lt.backward_weight, a)
@@ -460,11 +460,12 @@ Result Simulator::run(const SimInput& in, const SimOptions& options) {
         double x = moe_ ? sum(chunk_times_[static_cast<std::size_t>(vs)], 1) : sum(layer_, lc);
         if (vs == 0) x += sum(embedding_, 1);
         if (vs == V - 1) x += sum(head_, 1);
-        (a == CommAxis::tp ? tp : cpx) += m * x;
+        (a == CommAxis::tp ? tp : a == CommAxis::cp ? cpx : epx) += m * x;
       }
     }
     const auto& so = step_.stages[static_cast<std::size_t>(r)];
     res.exposed.tp = std::max(res.exposed.tp, tp);
+    res.exposed.ep = std::max(res.exposed.ep, epx);
     res.exposed.cp = std::max(res.exposed.cp, cpx + so.exposed_cp_s);
     res.exposed.pp = std::max(res.exposed.pp, so.exposed_pp_s);
     res.exposed.dp = std::max(res.exposed.dp, so.exposed_dp_s);

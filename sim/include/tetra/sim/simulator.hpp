@@ -54,6 +54,7 @@ struct SimOptions {
 /// Exposed (not hidden) communication time of the most exposed stage, per dimension.
 struct ExposedComm {
   double tp = 0, cp = 0, pp = 0, dp = 0;
+  double ep = 0;  ///< MoE dispatch and combine over the expert-parallel group
 };
 
 /// One pipeline rank in the result.
