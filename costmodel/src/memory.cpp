@@ -11,6 +11,7 @@
 
 #include "fsdp2_memory.hpp"
 #include "moe_memory.hpp"
+#include "tetra/llama/moe.hpp"
 #include "tetra/llama/ops.hpp"
 #include "tetra/llama/params.hpp"
 
@@ -449,6 +450,9 @@ MemoryReport estimate_memory(const llama::Model& model, const hw::Cluster& clust
     const double phi_e = static_cast<double>(st.expert_params);
     const double phi_d = phi - phi_e;
     s.moe_layers = st.moe_layers;
+    // MTP modules on this stage whose layer has experts (as the model's last layer).
+    const int mtp_moe =
+        moe_model && llama::is_moe_layer(model, model.layers - 1) ? st.mtp_layers : 0;
 
     // Model states (§3; ZeRO stages 2/3 idealised over N = d c).
     switch (std::clamp(training.zero_stage, 0, 3)) {
@@ -505,7 +509,8 @@ MemoryReport estimate_memory(const llama::Model& model, const hw::Cluster& clust
         // MoE layers (and MTP modules): their own linears, the experts' share included.
         const double moe_linear = detail::moe_layer_linear_params(model, layout);
         linear = linear_per_layer * (st.layers - st.moe_layers) +
-                 moe_linear * (st.moe_layers + st.mtp_layers);
+                 moe_linear * (st.moe_layers + mtp_moe) +
+                 linear_per_layer * (st.mtp_layers - mtp_moe);
         s.expert_states_bytes += 2.0 * q8 * phi_e;
       }
       if (training.fp8.param_gather) {
@@ -531,7 +536,7 @@ MemoryReport estimate_memory(const llama::Model& model, const hw::Cluster& clust
       // the dense MLP's; MLA (or a wider explicit head_dim) changes the attention tensors;
       // MTP modules on the last stage add one layer each (moe_memory.cpp).
       const int mtp = st.mtp_layers;
-      const double moe_count = st.moe_layers + (moe_model && mtp > 0 && llama::is_moe_layer(model, model.layers - 1) ? mtp : 0);
+      const double moe_count = st.moe_layers + mtp_moe;
       s.layer_activations_bytes += inflight * (mtp * a_layer + moe_count * moe_layer.saved_delta +
                                                (st.layers + mtp) * attention_delta);
       s.expert_activations_bytes = inflight * moe_count * moe_layer.expert_saved;
@@ -582,7 +587,7 @@ MemoryReport estimate_memory(const llama::Model& model, const hw::Cluster& clust
 
     // Transients of the activation phase: one layer's backward or the loss backward.
     double layer_working = transient_layer + fsdp_layer_transient;
-    if (st.moe_layers > 0 || (moe_model && st.mtp_layers > 0)) {
+    if (st.moe_layers + mtp_moe > 0) {
       // A MoE layer's dispatch buffers and expert gradients while it runs; under recompute the
       // rebuilt layer also holds its MoE tensors.
       s.dispatch_bytes = moe_layer.transient;

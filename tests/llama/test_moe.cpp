@@ -259,4 +259,25 @@ TEST_SUITE("llama") {
     //   = 9,437,184 + 262,144 + 4,096 = 9,703,424; embedding 2048*152064/2 (padded to 256).
     CHECK(stages[0].params == 24LL * (9'703'424 + 75'497'472) + 2048LL * 152064 / 2);
   }
+
+  TEST_CASE("Stage parameters: DeepSeek-V3 with MTP over pp 2, ep 8 (MTP on the last stage)") {
+    Model m = preset("deepseek-v3");
+    m.mtp_layers = 1;
+    Layout l;
+    l.pp = 2;
+    l.dp = 8;
+    l.ep = 8;
+    l.first_stage_layers = 30;
+    l.last_stage_layers = 31;
+    const auto stages = stage_params(m, l, 4096);
+    REQUIRE(stages.size() == 2);
+    // Layers 0-29 (MoE from layer 3: 27) and 30-60 (31); 256/8 = 32 experts of
+    // 3*7168*2048 = 44,040,192 per MoE layer: 1,409,286,144 per layer on one GPU.
+    CHECK(stages[0].moe_layers == 27);
+    CHECK(stages[1].moe_layers == 31);
+    CHECK(stages[0].expert_params == 27LL * 1'409'286'144);
+    CHECK(stages[1].mtp_layers == 1);
+    CHECK(stages[1].expert_params == 32LL * 1'409'286'144);  // + the MTP module's experts
+    CHECK(stages[0].mtp_layers == 0);
+  }
 }
