@@ -274,11 +274,13 @@ void Simulator::build_spec(const SimInput& in, const SimOptions& options, const 
       const int lc = virtual_layers.at(static_cast<std::size_t>(vs));
       const int moe_layers = llama::moe_layers_in(model, first, lc);
       // Multi-token prediction (DeepSeek-V3, Megatron-Core `mtp_num_layers`): each module runs
-      // one more MoE layer and a second LM head with its loss after the last layer.
+      // one more transformer layer, of the kind of the model's last layer, and a second LM head
+      // with its loss after the last layer.
       const double mtp = vs == V - 1 ? std::max(0, model.mtp_layers) : 0;
-      chunk_times_.push_back(blend({{layer_, static_cast<double>(lc - moe_layers)},
-                                    {moe_layer_, static_cast<double>(moe_layers) + mtp},
-                                    {head_, mtp}}));
+      const bool mtp_moe = llama::is_moe_layer(model, model.layers - 1);
+      const double dense_n = static_cast<double>(lc - moe_layers) + (mtp_moe ? 0.0 : mtp);
+      const double moe_n = static_cast<double>(moe_layers) + (mtp_moe ? mtp : 0.0);
+      chunk_times_.push_back(blend({{layer_, dense_n}, {moe_layer_, moe_n}, {head_, mtp}}));
       first += lc;
     }
   }
