@@ -1,6 +1,8 @@
 // `tetrasim search` on the Llama-3.1-405B / 16,384-GPU space (scenarios/
 // llama3.1-405b-16k.toml): whole searches per second and layouts simulated per second, on 1
-// and 2 threads; and the enumeration + memory-pruning pass alone.
+// and 2 threads; and the enumeration + memory-pruning pass alone. The same search on the
+// Llama 4 Maverick / 512-GPU MoE space (scenarios/llama4-maverick.toml, ep and etp lists):
+// candidates per second of the two are the per-layout cost compared in the README.
 
 #include <benchmark/benchmark.h>
 
@@ -20,6 +22,12 @@ const scenarios::Scenario& scenario() {
   return sc;
 }
 
+const scenarios::Scenario& maverick() {
+  static const scenarios::Scenario sc = scenarios::load_scenario(
+      std::string(TETRA_SOURCE_DIR) + "/scenarios/llama4-maverick.toml", "", false);
+  return sc;
+}
+
 search::SearchInput input_of(const scenarios::Scenario& sc) {
   search::SearchInput in;
   in.model = &sc.model;
@@ -30,9 +38,8 @@ search::SearchInput input_of(const scenarios::Scenario& sc) {
   return in;
 }
 
-/// The whole search; arg = threads.
-void BM_search_405b_16k(benchmark::State& state) {
-  const auto& sc = scenario();
+/// The whole search of `sc`; arg = threads.
+void run_whole_search(benchmark::State& state, const scenarios::Scenario& sc) {
   const search::SearchInput in = input_of(sc);
   search::SearchOptions options;
   options.threads = static_cast<int>(state.range(0));
@@ -49,6 +56,8 @@ void BM_search_405b_16k(benchmark::State& state) {
   state.counters["candidates_per_s"] =
       benchmark::Counter(static_cast<double>(enumerated), benchmark::Counter::kIsRate);
 }
+
+void BM_search_405b_16k(benchmark::State& state) { run_whole_search(state, scenario()); }
 BENCHMARK(BM_search_405b_16k)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 /// Enumeration, rule checks and the analytical memory peak of every valid layout (no
@@ -70,6 +79,10 @@ void BM_enumerate_and_estimate_405b_16k(benchmark::State& state) {
       benchmark::Counter(static_cast<double>(candidates), benchmark::Counter::kIsRate);
 }
 BENCHMARK(BM_enumerate_and_estimate_405b_16k)->Unit(benchmark::kMillisecond);
+
+/// The Maverick MoE search (dense and MoE layers per chunk, ep x etp in the space).
+void BM_search_maverick(benchmark::State& state) { run_whole_search(state, maverick()); }
+BENCHMARK(BM_search_maverick)->Arg(1)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 }  // namespace
 

@@ -13,6 +13,8 @@
 #include "tetra/costmodel/memory.hpp"
 #include "tetra/hw/units.hpp"
 #include "tetra/llama/layout.hpp"
+#include "tetra/llama/moe.hpp"
+#include "tetra/llama/params.hpp"
 #include "tetra/scenarios/scenario.hpp"
 
 namespace tetra::cli {
@@ -32,6 +34,8 @@ int run_memory(const MemoryArgs& args) {
   const costmodel::MemoryReport rep =
       costmodel::estimate_memory(sc.model, sc.cluster, sc.training, sc.layout, options);
 
+  // Mixture of experts: the expert part of each stage (part of the columns above).
+  const bool moe = sc.model.moe.has_value();
   if (args.json) {
     nlohmann::json j;
     j["scenario"] = sc.path;
@@ -61,9 +65,29 @@ int run_memory(const MemoryArgs& args) {
       st["allocated_gib"] = gib3(s.allocated_bytes);
       st["reserved_gib"] = gib3(s.reserved_bytes);
       st["total_gib"] = gib3(s.reserved_bytes);
+      if (moe) {
+        st["moe_layers"] = s.moe_layers;
+        st["expert_states_gib"] = gib3(s.expert_states_bytes);
+        st["expert_activations_gib"] = gib3(s.expert_activations_bytes);
+        st["dispatch_gib"] = gib3(s.dispatch_bytes);
+      }
       stages.push_back(std::move(st));
     }
     j["stages"] = std::move(stages);
+    if (moe) {
+      nlohmann::json e;
+      e["num_experts"] = sc.model.moe->num_experts;
+      e["experts_per_token"] = sc.model.moe->experts_per_token;
+      e["moe_layers"] = llama::moe_layer_count(sc.model);
+      e["ep"] = sc.layout.ep;
+      e["etp"] = sc.layout.etp;
+      e["edp"] = sc.layout.edp();
+      e["total_params"] = llama::total_params(sc.model, sc.training.seq_len);
+      e["active_params"] = llama::active_params(sc.model, sc.training.seq_len);
+      e["routing_imbalance"] = sc.training.moe_imbalance;
+      if (sc.training.moe_capacity_factor) e["capacity_factor"] = *sc.training.moe_capacity_factor;
+      j["moe"] = std::move(e);
+    }
     print_json(j);
     return 0;
   }
@@ -105,6 +129,24 @@ int run_memory(const MemoryArgs& args) {
     header.emplace_back(h);
   }
   std::cout << "memory of one GPU per pipeline stage, GiB\n" << format_table(header, rows) << '\n';
+  if (moe) {
+    const llama::Moe& e = *sc.model.moe;
+    std::cout << "experts   " << e.num_experts << " routed (top-" << e.experts_per_token << ")"
+              << (e.shared_width() > 0 ? " + shared" : "") << " in " << llama::moe_layer_count(sc.model)
+              << " MoE layers; " << fixed(static_cast<double>(llama::total_params(sc.model, sc.training.seq_len)) / 1e9, 1)
+              << "B parameters, " << fixed(static_cast<double>(llama::active_params(sc.model, sc.training.seq_len)) / 1e9, 1)
+              << "B active; ep " << sc.layout.ep << ", etp " << sc.layout.etp << ", expert data parallel "
+              << sc.layout.edp() << "\n";
+    std::vector<std::vector<std::string>> erows;
+    for (const auto& s : rep.stages) {
+      erows.push_back({std::to_string(s.stage), std::to_string(s.moe_layers),
+                       fixed(gib(s.expert_states_bytes), 2), fixed(gib(s.expert_activations_bytes), 2),
+                       fixed(gib(s.dispatch_bytes), 2)});
+    }
+    std::cout << "expert part of the columns above, GiB\n"
+              << format_table({"stage", "moe layers", "expert states", "expert activations", "dispatch"}, erows)
+              << '\n';
+  }
   std::cout << "capacity  " << fixed(gib(rep.capacity_bytes), 2) << " GiB\n"
             << "usable    " << fixed(gib(rep.usable_bytes), 2) << " GiB ("
             << fixed(options.memory_fraction * 100.0, 0) << "% planning margin)\n"

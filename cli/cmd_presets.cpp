@@ -12,6 +12,7 @@
 #include "output.hpp"
 #include "tetra/hw/presets.hpp"
 #include "tetra/hw/units.hpp"
+#include "tetra/llama/moe.hpp"
 #include "tetra/llama/params.hpp"
 #include "tetra/llama/presets.hpp"
 
@@ -43,6 +44,27 @@ nlohmann::json models_json() {
                    {"tied_embeddings", m.tied_embeddings},
                    {"params", params},
                    {"params_b", static_cast<double>(params) / 1e9}});
+    if (m.head_dim_override > 0) out.back()["head_dim"] = m.head_dim();
+    if (m.moe) {
+      // Mixture of experts: the expert shape and the parameters one token passes through.
+      const auto active = llama::active_params(m, kListedSeqLen);
+      out.back()["moe"] = {{"num_experts", m.moe->num_experts},
+                           {"experts_per_token", m.moe->experts_per_token},
+                           {"moe_ffn_hidden", m.moe->moe_ffn_hidden},
+                           {"shared_ffn_hidden", m.moe->shared_width()},
+                           {"first_k_dense", m.moe->first_k_dense},
+                           {"moe_layers", llama::moe_layer_count(m)},
+                           {"router", llama::to_string(m.moe->router)},
+                           {"active_params", active},
+                           {"active_params_b", static_cast<double>(active) / 1e9}};
+    }
+    if (m.mla) {
+      out.back()["mla"] = {{"q_lora_rank", m.mla->q_lora_rank},
+                           {"kv_lora_rank", m.mla->kv_lora_rank},
+                           {"qk_nope_head_dim", m.mla->qk_nope_head_dim},
+                           {"qk_rope_head_dim", m.mla->qk_rope_head_dim},
+                           {"v_head_dim", m.mla->v_head_dim}};
+    }
   }
   return out;
 }

@@ -214,6 +214,8 @@ int run_search(const SearchArgs& args) {
   const bool by_compile = sc.search.compile.size() > 1;
   const bool by_replicas =
       std::any_of(sc.search.dp_replicate.begin(), sc.search.dp_replicate.end(), [](int r) { return r != 1; });
+  // ep / etp columns when the space varies them on a MoE model.
+  const bool by_expert = sc.model.is_moe() && (sc.search.ep.size() > 1 || sc.search.etp.size() > 1);
   std::vector<std::vector<std::string>> rows;
   for (std::size_t i = 0; i < shown; ++i) {
     const auto& r = res.layouts[i];
@@ -237,6 +239,10 @@ int run_search(const SearchArgs& args) {
     if (by_replicas) {
       rows.back()[4] = std::to_string(l.shard_dp()) + "x" + std::to_string(l.dp_replicate);
     }
+    if (by_expert) {
+      rows.back().insert(rows.back().begin() + 5, std::to_string(l.etp));
+      rows.back().insert(rows.back().begin() + 5, std::to_string(l.ep));
+    }
   }
   std::vector<std::string> header{"rank", "tp", "cp", "pp", "dp", "vp", "mbs", "sp", "recompute",
                                   "schedule", "step s", "step band", "Mtok/s", "TFLOP/s", "MFU %", "bubble %",
@@ -244,6 +250,10 @@ int run_search(const SearchArgs& args) {
   if (by_compile) header.insert(header.begin() + 10, "compile");
   if (by_precision) header.insert(header.begin() + 10, "precision");
   if (by_replicas) header[4] = "dp (shard x rep)";
+  if (by_expert) {
+    header.insert(header.begin() + 5, "etp");
+    header.insert(header.begin() + 5, "ep");
+  }
   std::cout << format_table(header, rows);
   return 0;
 }

@@ -82,6 +82,11 @@ nlohmann::json layout_json(const llama::Layout& l) {
   j["rank_order"] = l.rank_order;
   if (l.first_stage_layers > 0) j["first_stage_layers"] = l.first_stage_layers;
   if (l.last_stage_layers > 0) j["last_stage_layers"] = l.last_stage_layers;
+  if (l.ep > 1 || l.etp > 1) {
+    j["ep"] = l.ep;
+    j["etp"] = l.etp;
+    j["moe_token_dispatcher"] = llama::to_string(l.moe_dispatcher);
+  }
   return j;
 }
 

@@ -612,6 +612,8 @@ std::string_view dim_name(CommDim dim) {
     case CommDim::pp: return "pp";
     case CommDim::dp_cp: return "dp";
     case CommDim::dp_replicate: return "dp";
+    case CommDim::ep:
+    case CommDim::expert_dp: return "dp";
   }
   return "dp";
 }
@@ -619,6 +621,10 @@ std::string_view dim_name(CommDim dim) {
 }  // namespace
 
 long long rank_stride(const llama::Layout& layout, CommDim dim) {
+  // Expert groups (Megatron-Core parallel_state.py, expert RankGenerator "tp-ep-dp" over the
+  // tp x cp x dp ranks of a stage): expert-TP innermost, then EP, then expert DP.
+  if (dim == CommDim::ep) return std::max(1, layout.etp);
+  if (dim == CommDim::expert_dp) return static_cast<long long>(std::max(1, layout.etp)) * std::max(1, layout.ep);
   const auto order = rank_dims(layout);
   const std::string_view name = dim_name(dim);
   long long stride = 1;
@@ -674,7 +680,9 @@ GroupPlacement place_group(const llama::Layout& layout, CommDim dim, int gpus_pe
       case CommDim::dp: return name == "dp";
       case CommDim::pp: return name == "pp";
       case CommDim::dp_cp: return name == "dp" || name == "cp";
-      case CommDim::dp_replicate: return false;  // placed below
+      case CommDim::dp_replicate:
+      case CommDim::ep:
+      case CommDim::expert_dp: return false;  // placed below
     }
     return false;
   };
@@ -688,6 +696,17 @@ GroupPlacement place_group(const llama::Layout& layout, CommDim dim, int gpus_pe
     g.ranks = static_cast<int>(n);
     g.ranks_per_node = static_cast<int>(on_node);
     g.nodes = static_cast<int>(std::max(1LL, n / on_node));
+    return g;
+  }
+  if (dim == CommDim::ep || dim == CommDim::expert_dp) {
+    // ep ranks etp apart, or the expert-DP replicas ep·etp apart, inside the tp x cp x dp
+    // ranks of a stage (contiguous under Megatron's orders, pp outermost).
+    const long long n = dim == CommDim::ep ? std::max(1, layout.ep) : std::max(1, layout.edp());
+    const long long s = std::max(1LL, rank_stride(layout, dim));
+    const long long on_node = std::clamp((gpn + s - 1) / s, 1LL, n);
+    g.ranks = static_cast<int>(n);
+    g.ranks_per_node = static_cast<int>(on_node);
+    g.nodes = static_cast<int>(std::max(1LL, (n + on_node - 1) / on_node));
     return g;
   }
   if (dim == CommDim::pp) {

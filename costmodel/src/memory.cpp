@@ -10,6 +10,8 @@
 #include <optional>
 
 #include "fsdp2_memory.hpp"
+#include "moe_memory.hpp"
+#include "tetra/llama/moe.hpp"
 #include "tetra/llama/ops.hpp"
 #include "tetra/llama/params.hpp"
 
@@ -401,9 +403,25 @@ MemoryReport estimate_memory(const llama::Model& model, const hw::Cluster& clust
   communicators += layout.dp > 1 ? 1 : 0;
   communicators += (layout.cp > 1 && layout.dp > 1) ? 1 : 0;
   communicators += (model.tied_embeddings && p > 1) ? 1 : 0;
+  // MoE: the EP group of the token all-to-all and the expert data-parallel group the expert
+  // gradients are reduced over (Megatron-Core parallel_state `_EXPERT_MODEL_PARALLEL_GROUP`,
+  // `_EXPERT_DATA_PARALLEL_GROUP`).
+  const bool moe_model = model.moe.has_value();
+  const double edp = std::max(layout.edp(), 1);
+  if (moe_model) {
+    communicators += layout.ep > 1 ? 1 : 0;
+    communicators += edp > 1 ? 1 : 0;
+  }
   const double comm_bytes = fujii ? 0.0 : communicators * kNcclCommunicatorBytes;
   const double runtime_bytes =
       fujii ? 0.0 : kCudaContextBytes + cublas_workspace_bytes(cluster.gpu.compute_capability);
+
+  // MoE / MLA per-layer terms (moe_memory.cpp).
+  const detail::MoeLayerMemory moe_layer =
+      fujii ? detail::MoeLayerMemory{} : detail::moe_layer_memory(model, training, layout);
+  const double attention_delta =
+      fujii ? 0.0 : detail::attention_saved_delta(model, training, layout);
+  const bool shaped = moe_model || model.mla || model.head_dim_override > 0;
 
   const bool logits_all_live =
       layout.schedule == llama::Schedule::gpipe || layout.schedule == llama::Schedule::layered;
@@ -425,22 +443,36 @@ MemoryReport estimate_memory(const llama::Model& model, const hw::Cluster& clust
       if (!model.tied_embeddings && p == 1) phi += h * vocab / t + h;
     }
 
+    // Routed-expert weights on this GPU: their optimizer states (and gradients / weights
+    // under ZeRO-2/3) are sharded over the expert data-parallel group edp = tp*cp*dp/(ep*etp),
+    // the rest over dp x cp (Megatron-Core distributed optimizer: one buffer per group,
+    // `param_and_grad_buffer` with the expert-data-parallel group for expert parameters).
+    const double phi_e = static_cast<double>(st.expert_params);
+    const double phi_d = phi - phi_e;
+    s.moe_layers = st.moe_layers;
+    // MTP modules on this stage whose layer has experts (as the model's last layer).
+    const int mtp_moe =
+        moe_model && llama::is_moe_layer(model, model.layers - 1) ? st.mtp_layers : 0;
+
     // Model states (§3; ZeRO stages 2/3 idealised over N = d c).
     switch (std::clamp(training.zero_stage, 0, 3)) {
       case 0:
         s.params_bytes = phi * sb.w;
         s.grads_bytes = phi * sb.g;
         s.optimizer_bytes = phi * sb.o;
+        s.expert_states_bytes = phi_e * (sb.w + sb.g + sb.o);
         break;
       case 1:
         s.params_bytes = phi * sb.w;
         s.grads_bytes = phi * sb.g;
-        s.optimizer_bytes = phi * sb.o / shard;
+        s.optimizer_bytes = phi_d * sb.o / shard + phi_e * sb.o / edp;
+        s.expert_states_bytes = phi_e * (sb.w + sb.g + sb.o / edp);
         break;
       case 2:
         s.params_bytes = phi * sb.w;
-        s.grads_bytes = phi * sb.g / shard;
-        s.optimizer_bytes = phi * sb.o / shard;
+        s.grads_bytes = phi_d * sb.g / shard + phi_e * sb.g / edp;
+        s.optimizer_bytes = phi_d * sb.o / shard + phi_e * sb.o / edp;
+        s.expert_states_bytes = phi_e * (sb.w + (sb.g + sb.o) / edp);
         break;
       default: {
         if (training.framework == llama::Framework::fsdp && !fujii) {
@@ -457,9 +489,10 @@ MemoryReport estimate_memory(const llama::Model& model, const hw::Cluster& clust
         const double gathered =
             fujii ? 0.0
                   : 2.0 * static_cast<double>(llama::params_per_layer(model)) / t * sb.w;
-        s.params_bytes = phi * sb.w / shard + gathered;
-        s.grads_bytes = phi * sb.g / shard;
-        s.optimizer_bytes = phi * sb.o / shard;
+        s.params_bytes = phi_d * sb.w / shard + phi_e * sb.w / edp + gathered;
+        s.grads_bytes = phi_d * sb.g / shard + phi_e * sb.g / edp;
+        s.optimizer_bytes = phi_d * sb.o / shard + phi_e * sb.o / edp;
+        s.expert_states_bytes = phi_e * (sb.w + sb.g + sb.o) / edp;
         break;
       }
     }
@@ -471,7 +504,15 @@ MemoryReport estimate_memory(const llama::Model& model, const hw::Cluster& clust
     // linears go (2 -> q per parameter) and only the column-wise copy is extra.
     // torchao's Float8 linears cast the weights every forward and keep no cache.
     if (training.fp8.enabled() && training.framework != llama::Framework::fsdp) {
-      const double linear = linear_per_layer * st.layers;
+      double linear = linear_per_layer * st.layers;
+      if (moe_model) {
+        // MoE layers (and MTP modules): their own linears, the experts' share included.
+        const double moe_linear = detail::moe_layer_linear_params(model, layout);
+        linear = linear_per_layer * (st.layers - st.moe_layers) +
+                 moe_linear * (st.moe_layers + mtp_moe) +
+                 linear_per_layer * (st.mtp_layers - mtp_moe);
+        s.expert_states_bytes += 2.0 * q8 * phi_e;
+      }
       if (training.fp8.param_gather) {
         const double shard_div = training.zero_stage >= 3 ? shard : 1.0;
         s.params_bytes -= linear * (sb.w - q8) / shard_div;
@@ -490,6 +531,16 @@ MemoryReport estimate_memory(const llama::Model& model, const hw::Cluster& clust
 
     // Saved activations of the stage's layers (§8).
     s.layer_activations_bytes = inflight * st.layers * a_layer;
+    if (shaped) {
+      // MoE layers save the router's, the shared and the routed experts' tensors instead of
+      // the dense MLP's; MLA (or a wider explicit head_dim) changes the attention tensors;
+      // MTP modules on the last stage add one layer each (moe_memory.cpp).
+      const int mtp = st.mtp_layers;
+      const double moe_count = st.moe_layers + mtp_moe;
+      s.layer_activations_bytes += inflight * (mtp * a_layer + moe_count * moe_layer.saved_delta +
+                                               (st.layers + mtp) * attention_delta);
+      s.expert_activations_bytes = inflight * moe_count * moe_layer.expert_saved;
+    }
     // Stage output kept for backward by pipeline engines that do not free it (§5 note).
     if (!fujii && !hab.frees_stage_output && st.stage < p - 1)
       s.layer_activations_bytes += inflight * 2.0 * g.s * g.b * h / g.nd;
@@ -529,10 +580,28 @@ MemoryReport estimate_memory(const llama::Model& model, const hw::Cluster& clust
         }
       }
     }
+    // MTP modules compute their own logits and loss on the last stage (Megatron-Core
+    // `multi_token_prediction.py`), each holding what the main head holds.
+    if (st.mtp_layers > 0) s.logits_bytes *= 1.0 + st.mtp_layers;
     s.activations_bytes = s.layer_activations_bytes + s.embedding_bytes + s.logits_bytes;
 
     // Transients of the activation phase: one layer's backward or the loss backward.
-    double transient = fujii ? 0.0 : std::max(transient_layer + fsdp_layer_transient, logits_transient);
+    double layer_working = transient_layer + fsdp_layer_transient;
+    if (st.moe_layers + mtp_moe > 0) {
+      // A MoE layer's dispatch buffers and expert gradients while it runs; under recompute the
+      // rebuilt layer also holds its MoE tensors.
+      s.dispatch_bytes = moe_layer.transient;
+      const bool rebuilt = layout.recompute == llama::Recompute::full ||
+                           layout.recompute == llama::Recompute::selective_layer;
+      layer_working += moe_layer.transient +
+                       (rebuilt ? std::max(detail::moe_layer_memory(model, training, [&] {
+                                             llama::Layout none = layout;
+                                             none.recompute = llama::Recompute::none;
+                                             return none;
+                                           }()).saved_delta, 0.0)
+                                : 0.0);
+    }
+    double transient = fujii ? 0.0 : std::max(layer_working, logits_transient);
     // Optimizer phase (activations freed): fp32 gradient partition of DeepSpeed-style ZeRO
     // and the foreach-Adam temporary of the shard.
     const double opt_shard = training.zero_stage >= 1 ? shard : 1.0;

@@ -7,6 +7,23 @@
 //   vocab_size                          -> vocab
 //   tie_word_embeddings                 -> tied_embeddings (default: true for GPT-2-style
 //                                          files, false otherwise)
+//   head_dim                            -> head_dim_override (when not hidden / heads)
+// MoE (llama/moe.hpp), by model family:
+//   n_routed_experts | num_local_experts | num_experts   -> moe.num_experts (absent or 0: dense)
+//   num_experts_per_tok                                  -> moe.experts_per_token
+//   moe_intermediate_size                                -> moe.moe_ffn_hidden (DeepSeek-V3,
+//     Qwen3-MoE); without it (Mixtral, gpt-oss, Llama 4) intermediate_size is the expert width
+//   n_shared_experts (DeepSeek), shared_expert_intermediate_size (Qwen2-MoE) -> shared experts;
+//     Llama 4 has one shared expert of intermediate_size in every MoE layer
+//   intermediate_size_mlp (Llama 4)                      -> ffn_hidden of the dense layers
+//   first_k_dense_replace, moe_layer_freq (DeepSeek)     -> moe.first_k_dense, moe.moe_layer_freq
+//   interleave_moe_layer_step (Llama 4), decoder_sparse_step (Qwen3-MoE) -> moe.interleave_step
+//   mlp_only_layers (Qwen3-MoE) must be empty (a dense-layer list is not expressible)
+//   scoring_func "sigmoid" (DeepSeek-V3), model_type mixtral / llama4 -> moe.router
+//   q_lora_rank (null = 0), kv_lora_rank, qk_nope_head_dim, qk_rope_head_dim, v_head_dim -> mla
+//   num_nextn_predict_layers (DeepSeek-V3)               -> mtp_layers
+// Llama 4's multimodal config.json nests the language model under "text_config"; that object is
+// read when present.
 // Architecture rule: arch = gpt when "model_type" starts with "gpt" (gpt2, gpt_neox, gptj,
 // gpt_bigcode) or, without "model_type", when the GPT-2 key n_layer is used; llama otherwise.
 #include <algorithm>
@@ -131,6 +148,16 @@ class Reader {
     return v.get<bool>();
   }
 
+  /// Non-negative integer, `fallback` when absent or null.
+  [[nodiscard]] int count(const std::string& key, int fallback) const {
+    if (!has(key)) return fallback;
+    const json& v = root_.at(key);
+    if (v.is_number_integer() && v.get<long long>() == 0) return 0;
+    return positive_int_at(key, "or 0");
+  }
+
+  [[nodiscard]] const json& at(const std::string& key) const { return root_.at(key); }
+
   [[nodiscard]] std::string string(const std::string& key) const {
     if (!has(key)) return {};
     const json& v = root_.at(key);
@@ -146,6 +173,71 @@ class Reader {
   std::string_view text_;
   const std::string& origin_;
 };
+
+/// The MoE, MLA, head_dim and MTP keys (table at the top of the file).
+void read_moe_keys(const Reader& r, Model& m, const std::string& model_type,
+                   std::string_view text, const std::string& origin) {
+  if (r.has("head_dim")) {
+    const int d = r.positive_int_at("head_dim", "the attention head width");
+    if (d * static_cast<long long>(m.heads) != m.hidden) m.head_dim_override = d;
+  }
+  m.mtp_layers = r.count("num_nextn_predict_layers", 0);
+  const bool llama4 = model_type.rfind("llama4", 0) == 0;
+  const char* experts_key = r.has("n_routed_experts")    ? "n_routed_experts"
+                            : r.has("num_local_experts") ? "num_local_experts"
+                                                         : "num_experts";
+  const int experts = r.count(experts_key, 0);
+  if (experts > 0) {
+    Moe e;
+    e.num_experts = experts;
+    e.experts_per_token = r.positive_int({"num_experts_per_tok"}, "experts per token (top-k)");
+    if (r.has("moe_intermediate_size")) {
+      e.moe_ffn_hidden = r.positive_int_at("moe_intermediate_size", "the expert FFN width");
+    } else {
+      e.moe_ffn_hidden = m.ffn_hidden;  // Mixtral, gpt-oss, Llama 4: intermediate_size per expert
+    }
+    if (llama4) {
+      // Llama4TextMoe: a shared expert of intermediate_size beside the routed ones; the dense
+      // layers use intermediate_size_mlp.
+      e.shared_experts = 1;
+      if (r.has("intermediate_size_mlp")) {
+        m.ffn_hidden = r.positive_int_at("intermediate_size_mlp", "the dense FFN width");
+      }
+      e.router = Router::sigmoid_topk;
+    } else if (model_type == "mixtral") {
+      e.router = Router::topk_softmax;
+    } else if (r.string("scoring_func") == "sigmoid") {
+      e.router = Router::sigmoid_topk;
+    }
+    e.shared_experts = std::max(e.shared_experts, r.count("n_shared_experts", 0));
+    if (const int w = r.count("shared_expert_intermediate_size", 0); w > 0) {
+      e.shared_experts = std::max(e.shared_experts, 1);
+      e.shared_ffn_hidden = w;
+    }
+    e.first_k_dense = r.count("first_k_dense_replace", 0);
+    e.moe_layer_freq = std::max(r.count("moe_layer_freq", 1), 1);
+    e.interleave_step = std::max(r.count("interleave_moe_layer_step", r.count("decoder_sparse_step", 1)), 1);
+    if (r.has("mlp_only_layers") && !(r.at("mlp_only_layers").is_array() && r.at("mlp_only_layers").empty())) {
+      throw UserError(locate_key(text, origin, "mlp_only_layers"), "mlp_only_layers",
+                      "a list of dense layers is not supported (expected [])");
+    }
+    if (e.experts_per_token > e.num_experts) {
+      throw UserError(locate_key(text, origin, "num_experts_per_tok"), "num_experts_per_tok",
+                      "num_experts_per_tok=" + std::to_string(e.experts_per_token) +
+                          " must not exceed " + experts_key + "=" + std::to_string(e.num_experts));
+    }
+    m.moe = e;
+  }
+  if (r.has("kv_lora_rank")) {
+    Mla a;
+    a.q_lora_rank = r.count("q_lora_rank", 0);
+    a.kv_lora_rank = r.positive_int_at("kv_lora_rank", "the KV latent rank");
+    a.qk_nope_head_dim = r.positive_int({"qk_nope_head_dim"}, "the non-RoPE query/key head width");
+    a.qk_rope_head_dim = r.positive_int({"qk_rope_head_dim"}, "the RoPE query/key head width");
+    a.v_head_dim = r.positive_int({"v_head_dim"}, "the value head width");
+    m.mla = a;
+  }
+}
 
 }  // namespace
 
@@ -180,7 +272,11 @@ Model model_from_hf_config_text(std::string_view json_text, const std::string& o
                     std::string("expected a JSON object (a Hugging Face config.json), got ") +
                         type_name(root));
   }
-  const Reader r(root, json_text, origin);
+  // Llama 4 (Llama4ForConditionalGeneration): the language model is "text_config".
+  const json& lm = root.contains("text_config") && root.at("text_config").is_object()
+                       ? root.at("text_config")
+                       : root;
+  const Reader r(lm, json_text, origin);
   const std::string model_type = r.string("model_type");
   const bool gpt2_keys = r.has("n_layer");
   const bool is_gpt = model_type.rfind("gpt", 0) == 0 || (model_type.empty() && gpt2_keys);
@@ -206,7 +302,8 @@ Model model_from_hf_config_text(std::string_view json_text, const std::string& o
                    : m.heads;
   m.vocab = r.positive_int({"vocab_size"}, "the vocabulary size");
   m.tied_embeddings = r.boolean("tie_word_embeddings", gpt2_keys || model_type == "gpt2");
-  if (m.hidden % m.heads != 0) {
+  read_moe_keys(r, m, model_type.empty() ? r.string("model_type") : model_type, json_text, origin);
+  if (m.head_dim_override == 0 && !m.mla && m.hidden % m.heads != 0) {
     throw UserError(locate_key(json_text, origin, r.has("hidden_size") ? "hidden_size" : "n_embd"),
                     r.has("hidden_size") ? "hidden_size" : "n_embd",
                     "hidden size " + std::to_string(m.hidden) + " must be a multiple of heads=" +

@@ -50,6 +50,9 @@ constexpr std::array<std::pair<Framework, const char*>, 3> kFramework = {{
     {Framework::megatron, "megatron"}, {Framework::deepspeed, "deepspeed"},
     {Framework::fsdp, "fsdp"}}};
 constexpr std::array<std::pair<Optimizer, const char*>, 1> kOptimizer = {{{Optimizer::adam, "adam"}}};
+constexpr std::array<std::pair<MoeDispatcher, const char*>, 3> kDispatcher = {{
+    {MoeDispatcher::alltoall, "alltoall"}, {MoeDispatcher::allgather, "allgather"},
+    {MoeDispatcher::flex, "flex"}}};
 
 }  // namespace
 
@@ -93,6 +96,7 @@ const char* to_string(AttentionKernel a) noexcept { return spell(kAttention, a);
 const char* to_string(Precision p) noexcept { return spell(kPrecision, p); }
 const char* to_string(Framework f) noexcept { return spell(kFramework, f); }
 const char* to_string(Optimizer o) noexcept { return spell(kOptimizer, o); }
+const char* to_string(MoeDispatcher d) noexcept { return spell(kDispatcher, d); }
 
 std::optional<Recompute> parse_recompute(std::string_view name) noexcept {
   return lookup(kRecompute, name);
@@ -111,6 +115,9 @@ std::optional<Framework> parse_framework(std::string_view name) noexcept {
 }
 std::optional<Optimizer> parse_optimizer(std::string_view name) noexcept {
   return lookup(kOptimizer, name);
+}
+std::optional<MoeDispatcher> parse_moe_dispatcher(std::string_view name) noexcept {
+  return lookup(kDispatcher, name);
 }
 
 }  // namespace tetra::llama

@@ -6,60 +6,11 @@
 #include <algorithm>
 
 #include "tetra/llama/params.hpp"
+#include "ops_builders.hpp"
 
 namespace tetra::llama {
-namespace {
+namespace detail {
 
-/// Everything the builders need, resolved once per call.
-struct Dims {
-  long long b = 1;      // micro-batch (sequences)
-  long long s = 0;      // full sequence
-  long long sr = 0;     // sequence on this CP rank, s / c
-  long long t = 1;      // tp
-  long long c = 1;      // cp
-  long long h = 0;
-  long long f = 0;      // ffn hidden
-  long long nq = 0, nkv = 0, dh = 0;
-  long long tokens = 0;     // T = b·s/c : tokens a column-parallel GEMM sees
-  long long tokens_sp = 0;  // tokens a replicated (norm / residual) kernel sees: T/t with SP
-  double act = 2;           // activation dtype bytes
-  bool sp = false;
-  bool gated = true;
-  bool llama = true;
-  /// Eager PyTorch modules (framework deepspeed / fsdp): every elementwise step of norm,
-  /// rotary, SwiGLU, softmax and loss is its own kernel with fp32 intermediates.
-  bool eager = false;
-  /// The block's elementwise steps as separate eager kernels: eager and not compiled
-  /// (torch.compile fuses them into Triton kernels with the byte counts of fused kernels).
-  bool eager_kernels = false;
-  /// RMSNorm as the eager fp32 chain (llama, eager kernels, fused_rmsnorm = false).
-  bool eager_norm = false;
-  /// Megatron GPT dropout (attention and hidden, p = 0.1): `--attention-dropout` and
-  /// `--hidden-dropout` default to 0.1 (`NVIDIA/Megatron-LM: megatron/arguments.py`, 2021).
-  bool dropout = false;
-  /// GPT linears carry biases (Megatron `--add-bias-linear`, on by default); Llama has none.
-  bool bias = false;
-  /// Bytes per weight element of the eager gradient accumulation after each weight-gradient
-  /// GEMM, averaged over the step's micro-batches (0 for Megatron, whose wgrad GEMM accumulates
-  /// into main_grad itself).
-  double grad_accumulate = 0;
-  /// FP8 / FP4 linears (llama/fp8.hpp): the recipe, the format of their GEMMs and the bytes of
-  /// one quantised element with its scales.
-  Fp8Recipe recipe = Fp8Recipe::none;
-  GemmFormat linear_format = GemmFormat::training;
-  double quantized = 0;
-  /// Micro-batches per step: TE casts a weight once per step and reuses the cached copy for
-  /// the later micro-batches (`is_first_microbatch`), so the cast is spread over them.
-  double micro_batches = 1;
-  /// TP communication overlapped with the GEMMs (Training::tp_comm_overlap, SP only).
-  bool tp_overlap = false;
-  /// FP8 parameters all-gathered by the data-parallel sharding (fp8_param_gather).
-  bool fp8_param_gather = false;
-  /// Bytes per element of the SP all-gather before a column-parallel linear: torchtitan's
-  /// Float8ColwiseParallel casts the input to FP8 before gathering it under tensorwise
-  /// scaling (`torchao/float8/float8_tensor_parallel.py`); everything else gathers act.
-  double tp_gather_bytes = 2;
-};
 
 Dims dims_of(const Model& m, const Training& tr, const Layout& l) {
   Dims d;
@@ -99,6 +50,14 @@ Dims dims_of(const Model& m, const Training& tr, const Layout& l) {
     const double m = std::max(1, micro_batches(l, tr));
     d.grad_accumulate = 3.0 * bytes_of(tr.grad_dtype) * (m - 1.0) / m;
   }
+  if (m.mla) {
+    d.mla = true;
+    d.q_lora = m.mla->q_lora_rank;
+    d.kv_lora = m.mla->kv_lora_rank;
+    d.qk_nope = m.mla->qk_nope_head_dim;
+    d.qk_rope = m.mla->qk_rope_head_dim;
+    d.v_dim = m.mla->v_head_dim;
+  }
   return d;
 }
 
@@ -125,7 +84,7 @@ Op mem(Pass pass, const char* name, MemoryKernel kernel, double bytes) {
 }
 
 Op coll(Pass pass, const char* name, CollectiveKind kind, CommDim dim, int group, double bytes,
-        bool async = false) {
+        bool async) {
   Op op;
   op.kind = OpKind::collective;
   op.pass = pass;
@@ -178,7 +137,7 @@ Op linear_gemm(const Dims& d, Pass pass, const char* name, long long m, long lon
 /// casts are separate kernels that each read the operand (2 act + 2 q); compiled, Inductor
 /// emits them as one kernel (act + 2 q), as TE's fused cast-transpose.
 void quantize(std::vector<Op>& ops, const Dims& d, Pass pass, double elements, bool recompute,
-              bool gathered = false) {
+              bool gathered) {
   if (d.recipe == Fp8Recipe::none || elements <= 0) return;
   if (torchao_recipe(d.recipe)) {
     Op a = mem(pass, "fp8_amax", MemoryKernel::amax, d.act * elements);
@@ -390,8 +349,11 @@ void attention_backward(std::vector<Op>& ops, const Dims& d, const Training& tr)
                           d.sr / 2, static_cast<int>(d.c - 1)));
 }
 
-/// The forward of one layer (used for the forward pass and, marked, for full recompute).
-void layer_forward(std::vector<Op>& ops, const Dims& d, const Training& tr, bool recompute) {
+void attention_block_forward(std::vector<Op>& ops, const Dims& d, const Training& tr, bool recompute) {
+  if (d.mla) {
+    mla_block_forward(ops, d, tr, recompute);
+    return;
+  }
   const Pass fw = Pass::forward;
   auto push = [&](Op op) {
     op.recompute = recompute;
@@ -399,8 +361,6 @@ void layer_forward(std::vector<Op>& ops, const Dims& d, const Training& tr, bool
   };
   const long long qkv_out = (d.nq + 2 * d.nkv) * d.dh / d.t;
   const long long q_in = d.nq * d.dh / d.t;
-  const long long fc1_out = d.f * (d.gated ? 2 : 1) / d.t;
-  const long long fc2_in = d.f / d.t;
 
   push(mem(fw, "input_norm", norm_kernel(d), norm_fwd_bytes(d)));
   quantize_weight(ops, d, d.h, qkv_out, recompute);
@@ -431,6 +391,16 @@ void layer_forward(std::vector<Op>& ops, const Dims& d, const Training& tr, bool
   push(linear_gemm(d, fw, "attn_proj", d.tokens, d.h, q_in));
   tp_row_forward(ops, d, fw, recompute, false);
   push(mem(fw, "residual_add", MemoryKernel::residual_add, residual_bytes(d)));
+}
+
+void mlp_block_forward(std::vector<Op>& ops, const Dims& d, bool recompute) {
+  const Pass fw = Pass::forward;
+  auto push = [&](Op op) {
+    op.recompute = recompute;
+    ops.push_back(op);
+  };
+  const long long fc1_out = d.f * (d.gated ? 2 : 1) / d.t;
+  const long long fc2_in = d.f / d.t;
   push(mem(fw, "mlp_norm", norm_kernel(d), norm_fwd_bytes(d)));
   quantize_weight(ops, d, d.h, fc1_out, recompute);
   quantize(ops, d, fw, static_cast<double>(d.tokens * d.h), recompute, true);
@@ -450,6 +420,17 @@ void layer_forward(std::vector<Op>& ops, const Dims& d, const Training& tr, bool
   push(linear_gemm(d, fw, "fc2", d.tokens, d.h, fc2_in));
   tp_row_forward(ops, d, fw, recompute, false);
   push(mem(fw, "residual_add", MemoryKernel::residual_add, residual_bytes(d)));
+}
+
+/// The forward of one layer (used for the forward pass and, marked, for full recompute): the
+/// attention block, then the dense MLP block or, on a MoE layer, the MoE block (moe_ops.cpp).
+void layer_forward(std::vector<Op>& ops, const Dims& d, const Training& tr, bool recompute) {
+  attention_block_forward(ops, d, tr, recompute);
+  if (d.moe) {
+    moe_block_forward(ops, d, recompute);
+  } else {
+    mlp_block_forward(ops, d, recompute);
+  }
 }
 
 /// What torchtitan's per-op selective checkpointing recomputes of one block before its
@@ -568,7 +549,9 @@ double gathered_param_bytes(const Model& m, const Training& tr) {
   return linear * quantized_bytes_per_element(tr.fp8.recipe) + (1.0 - linear) * act;
 }
 
-}  // namespace
+}  // namespace detail
+
+using namespace detail;
 
 bool loss_on_vocab_shards(const Training& training, int tp) noexcept {
   return training.framework == Framework::megatron || (training.framework == Framework::fsdp && tp > 1);
@@ -579,10 +562,62 @@ double gathered_layer_param_bytes(const Model& model, const Training& training, 
          static_cast<double>(std::max(tp, 1));
 }
 
-std::vector<Op> layer_ops(const Model& model, const Training& training, const Layout& layout) {
-  const Dims d = dims_of(model, training, layout);
+namespace detail {
+
+void mlp_block_backward(std::vector<Op>& ops, const Dims& d) {
+  const long long fc1_out = d.f * (d.gated ? 2 : 1) / d.t;
+  const long long fc2_in = d.f / d.t;
+  const Pass bi = Pass::backward_input;
+  ops.push_back(mem(bi, "residual_add_bwd", MemoryKernel::residual_add, residual_bytes(d)));
+  row_backward(ops, d, "fc2_dgrad", "fc2_wgrad", fc2_in, d.h);
+  if (d.gated) {
+    // read dy and both inputs (3·T·F/t), write both input gradients (2·T·F/t); eager: the
+    // mul's two gradients (3 act each) and silu backward (3 act): 9 act per element
+    ops.push_back(mem(bi, "swiglu_bwd", MemoryKernel::swiglu,
+                      (d.eager_kernels ? 9.0 : 5.0) * d.act * static_cast<double>(d.tokens * fc2_in)));
+  } else {
+    ops.push_back(mem(bi, "gelu_bwd", MemoryKernel::gelu,
+                      3.0 * d.act * static_cast<double>(d.tokens * fc2_in)));
+  }
+  column_backward(ops, d, "fc1_dgrad", "fc1_wgrad", d.h, fc1_out, true);
+  ops.push_back(mem(bi, "mlp_norm_bwd", norm_kernel(d), norm_bwd_bytes(d)));
+}
+
+void attention_block_backward(std::vector<Op>& ops, const Dims& d, const Training& training,
+                              const Layout& layout) {
+  if (d.mla) {
+    mla_block_backward(ops, d, training, layout);
+    return;
+  }
+  const long long qkv_out = (d.nq + 2 * d.nkv) * d.dh / d.t;
+  const long long q_in = d.nq * d.dh / d.t;
+  const Pass bi = Pass::backward_input;
+  ops.push_back(mem(bi, "residual_add_bwd", MemoryKernel::residual_add, residual_bytes(d)));
+  row_backward(ops, d, "attn_proj_dgrad", "attn_proj_wgrad", q_in, d.h);
+  if (d.bias && (training.attention == AttentionKernel::fused ||
+                 training.attention == AttentionKernel::torch)) {
+    ops.push_back(mem(bi, "context_permute_bwd", MemoryKernel::copy,
+                      2.0 * d.act * static_cast<double>(d.tokens * q_in)));
+  }
+  if (layout.recompute == Recompute::selective) {
+    attention_forward(ops, d, training, true);
+  }
+  attention_backward(ops, d, training);
+  if (d.llama) {
+    ops.push_back(mem(bi, "rope_bwd", MemoryKernel::rope,
+                      rope_bwd_per_elem(d) * static_cast<double>(d.tokens * (d.nq + d.nkv) / d.t * d.dh)));
+  }
+  column_backward(ops, d, "qkv_dgrad", "qkv_wgrad", d.h, qkv_out, true);
+  ops.push_back(mem(bi, "input_norm_bwd", norm_kernel(d), norm_bwd_bytes(d)));
+}
+
+/// The op list of one layer, dense (`moe` false) or MoE.
+std::vector<Op> build_layer_ops(const Model& model, const Training& training, const Layout& layout,
+                                bool moe) {
+  Dims d = dims_of(model, training, layout);
+  if (moe) set_moe_dims(d, model, training, layout);
   std::vector<Op> ops;
-  ops.reserve(64);
+  ops.reserve(moe ? 96 : 64);
   // ZeRO-3 / FSDP gathers over the shard group: DP x CP, or one HSDP replica of it.
   const int dpc = layout.shard_dp() * std::max(1, layout.cp);
   const bool zero3 = training.zero_stage >= 3 && dpc > 1;
@@ -603,52 +638,32 @@ std::vector<Op> layer_ops(const Model& model, const Training& training, const La
     ops.push_back(coll(Pass::backward_input, "zero3_param_ag", CollectiveKind::all_gather,
                        CommDim::dp_cp, dpc, gathered_layer_param_bytes(model, training, static_cast<int>(d.t)), true));
   }
-
-  const long long qkv_out = (d.nq + 2 * d.nkv) * d.dh / d.t;
-  const long long q_in = d.nq * d.dh / d.t;
-  const long long fc1_out = d.f * (d.gated ? 2 : 1) / d.t;
-  const long long fc2_in = d.f / d.t;
-  const Pass bi = Pass::backward_input;
-
-  // MLP block, reverse order.
-  ops.push_back(mem(bi, "residual_add_bwd", MemoryKernel::residual_add, residual_bytes(d)));
-  row_backward(ops, d, "fc2_dgrad", "fc2_wgrad", fc2_in, d.h);
-  if (d.gated) {
-    // read dy and both inputs (3·T·F/t), write both input gradients (2·T·F/t); eager: the
-    // mul's two gradients (3 act each) and silu backward (3 act): 9 act per element
-    ops.push_back(mem(bi, "swiglu_bwd", MemoryKernel::swiglu,
-                      (d.eager_kernels ? 9.0 : 5.0) * d.act * static_cast<double>(d.tokens * fc2_in)));
+  // MLP (or MoE) block, then the attention block, in reverse order.
+  if (d.moe) {
+    moe_block_backward(ops, d);
   } else {
-    ops.push_back(mem(bi, "gelu_bwd", MemoryKernel::gelu,
-                      3.0 * d.act * static_cast<double>(d.tokens * fc2_in)));
+    mlp_block_backward(ops, d);
   }
-  column_backward(ops, d, "fc1_dgrad", "fc1_wgrad", d.h, fc1_out, true);
-  ops.push_back(mem(bi, "mlp_norm_bwd", norm_kernel(d), norm_bwd_bytes(d)));
-  // Attention block.
-  ops.push_back(mem(bi, "residual_add_bwd", MemoryKernel::residual_add, residual_bytes(d)));
-  row_backward(ops, d, "attn_proj_dgrad", "attn_proj_wgrad", q_in, d.h);
-  if (d.bias && (training.attention == AttentionKernel::fused ||
-                 training.attention == AttentionKernel::torch)) {
-    ops.push_back(mem(bi, "context_permute_bwd", MemoryKernel::copy,
-                      2.0 * d.act * static_cast<double>(d.tokens * q_in)));
-  }
-  if (layout.recompute == Recompute::selective) {
-    attention_forward(ops, d, training, true);
-  }
-  attention_backward(ops, d, training);
-  if (d.llama) {
-    ops.push_back(mem(bi, "rope_bwd", MemoryKernel::rope,
-                      rope_bwd_per_elem(d) * static_cast<double>(d.tokens * (d.nq + d.nkv) / d.t * d.dh)));
-  }
-  column_backward(ops, d, "qkv_dgrad", "qkv_wgrad", d.h, qkv_out, true);
-  ops.push_back(mem(bi, "input_norm_bwd", norm_kernel(d), norm_bwd_bytes(d)));
+  attention_block_backward(ops, d, training, layout);
   if (d.bias) {
     // Bias gradients: a column sum of each linear's output gradient (QKV and FC1 on this
     // rank's columns, the row-parallel proj and FC2 over h), read once.
+    const long long qkv_out = (d.nq + 2 * d.nkv) * d.dh / d.t;
+    const long long fc1_out = d.f * (d.gated ? 2 : 1) / d.t;
     ops.push_back(mem(Pass::backward_weight, "bias_grad", MemoryKernel::copy,
                       d.act * static_cast<double>(d.tokens * (qkv_out + fc1_out + 2 * d.h))));
   }
   return ops;
+}
+
+}  // namespace detail
+
+std::vector<Op> layer_ops(const Model& model, const Training& training, const Layout& layout) {
+  return build_layer_ops(model, training, layout, false);
+}
+
+std::vector<Op> moe_layer_ops(const Model& model, const Training& training, const Layout& layout) {
+  return build_layer_ops(model, training, layout, model.moe.has_value());
 }
 
 std::vector<Op> embedding_ops(const Model& model, const Training& training, const Layout& layout) {
@@ -789,9 +804,10 @@ std::vector<Op> dp_gradient_ops(const Model& model, const Training& training, co
     return ops;
   }
   // Megatron bucket size: max(40M, 1M·dp) parameters (distributed_data_parallel_config.py),
-  // dp here is the gradient group (DP x CP).
+  // dp here is the gradient group (DP x CP). Routed-expert gradients live in their own
+  // buffer, reduced over the expert data-parallel group (expert_gradient_ops).
   const double bucket = std::max(40e6, 1e6 * dpc);
-  const double total = static_cast<double>(sp.params);
+  const double total = static_cast<double>(sp.params - sp.expert_params);
   const bool one_bucket = !training.overlap_grad_reduce;
   const long long full = one_bucket ? 0 : static_cast<long long>(total / bucket);
   const double last = one_bucket ? total : total - static_cast<double>(full) * bucket;
@@ -817,6 +833,42 @@ std::vector<Op> dp_gradient_ops(const Model& model, const Training& training, co
   return ops;
 }
 
+std::vector<Op> expert_gradient_ops(const Model& model, const Training& training, const Layout& layout,
+                                    int stage) {
+  std::vector<Op> ops;
+  const int edp = layout.edp();
+  const auto stages = stage_params(model, layout, training.seq_len);
+  if (stage < 0 || stage >= static_cast<int>(stages.size())) return ops;
+  const double total = static_cast<double>(stages[static_cast<std::size_t>(stage)].expert_params);
+  if (edp <= 1 || total <= 0 || training.framework != Framework::megatron || training.zero_stage >= 3) {
+    return ops;
+  }
+  // Megatron-Core DistributedDataParallel keeps expert parameters in separate buffers whose
+  // bucket group is the expert data-parallel group (`expert_data_parallel_group`, size
+  // tp·cp·dp/(ep·etp)); bucket size as for the dense buffers over that group.
+  const double bucket = std::max(40e6, 1e6 * edp);
+  const bool one_bucket = !training.overlap_grad_reduce;
+  const long long full = one_bucket ? 0 : static_cast<long long>(total / bucket);
+  const double last = one_bucket ? total : total - static_cast<double>(full) * bucket;
+  const double grad_bytes = bytes_of(training.grad_dtype);
+  const double param_bytes = gathered_param_bytes(model, training);
+  auto push_buckets = [&](CollectiveKind kind, const char* name, double elem_bytes, bool async) {
+    if (full > 0) {
+      Op op = coll(Pass::optimizer, name, kind, CommDim::expert_dp, edp, elem_bytes * bucket, async);
+      op.count = static_cast<int>(full);
+      ops.push_back(op);
+    }
+    if (last > 0.5) ops.push_back(coll(Pass::optimizer, name, kind, CommDim::expert_dp, edp, elem_bytes * last, async));
+  };
+  if (training.zero_stage >= 1) {
+    push_buckets(CollectiveKind::reduce_scatter, "edp_grad_rs", grad_bytes, training.overlap_grad_reduce);
+    push_buckets(CollectiveKind::all_gather, "edp_param_ag", param_bytes, training.overlap_param_gather);
+  } else {
+    push_buckets(CollectiveKind::all_reduce, "edp_grad_ar", grad_bytes, training.overlap_grad_reduce);
+  }
+  return ops;
+}
+
 std::vector<Op> optimizer_ops(const Model& model, const Training& training, const Layout& layout,
                               int stage) {
   std::vector<Op> ops;
@@ -832,7 +884,11 @@ std::vector<Op> optimizer_ops(const Model& model, const Training& training, cons
     ops.push_back(mem(Pass::optimizer, "grad_flatten_cast", MemoryKernel::copy,
                       (6.0 * act + 16.0) * params));
   }
-  if (training.zero_stage >= 1) params /= dpc;
+  if (training.zero_stage >= 1) {
+    // Routed-expert states are sharded over the expert data-parallel group.
+    const double expert = static_cast<double>(stages[static_cast<std::size_t>(stage)].expert_params);
+    params = std::max(0.0, params - expert) / dpc + expert / std::max(1, layout.edp());
+  }
   // Gradient norm: read the fp32 (or bf16) gradient shard once.
   ops.push_back(mem(Pass::optimizer, "grad_norm", MemoryKernel::grad_norm,
                     bytes_of(training.grad_dtype) * params));
@@ -911,6 +967,8 @@ const char* to_string(CommDim d) noexcept {
     case CommDim::dp: return "dp";
     case CommDim::dp_cp: return "dp_cp";
     case CommDim::dp_replicate: return "dp_replicate";
+    case CommDim::ep: return "ep";
+    case CommDim::expert_dp: return "expert_dp";
   }
   return "?";
 }

@@ -3,39 +3,97 @@
 
 #include <algorithm>
 
+#include "tetra/llama/moe.hpp"
+
 namespace tetra::llama {
 
 namespace {
 
 using I = std::int64_t;
 
-/// Weights of one layer split by how tensor parallelism treats them.
+/// Weights of one layer split by how parallelism treats them.
 struct LayerParts {
   I sharded = 0;     ///< column/row-parallel weights and column-parallel biases (divided by t)
   I replicated = 0;  ///< norm weights/biases and row-parallel output biases (full on every rank)
+  I experts = 0;     ///< routed experts, all of them (divided by ep x etp)
 };
 
-LayerParts layer_parts(const Model& m) noexcept {
+/// Attention weights. GQA: Q (h x q), K and V (h x k*d_h each), O (q x h), q = a*d_h (= h
+/// unless head_dim is explicit) (memory.md 2.1). MLA (DeepSeek-V3 `modeling_deepseek.py`
+/// DeepseekV3Attention; Megatron-Core `multi_latent_attention.py`): the down projections
+/// q_a (h x r_q) and kv_a (h x (r_kv + d_rope)) and the two latent RMSNorms (r_q, r_kv) are
+/// replicated over TP (Megatron-Core builds the down projections "duplicated"); the up
+/// projections q_b (r_q x a(d_nope + d_rope)), kv_b (r_kv x a(d_nope + d_v)) and O (a d_v x h)
+/// are split over TP.
+LayerParts attention_parts(const Model& m) noexcept {
+  const I h = m.hidden;
+  LayerParts p;
+  if (m.mla) {
+    const Mla& a = *m.mla;
+    const I heads = m.heads;
+    const I qk = a.qk_head_dim();
+    if (a.q_lora_rank > 0) {
+      p.replicated += h * a.q_lora_rank + a.q_lora_rank;
+      p.sharded += static_cast<I>(a.q_lora_rank) * heads * qk;
+    } else {
+      p.sharded += h * heads * qk;
+    }
+    p.replicated += h * (a.kv_lora_rank + a.qk_rope_head_dim) + a.kv_lora_rank;
+    p.sharded += static_cast<I>(a.kv_lora_rank) * heads * (a.qk_nope_head_dim + a.v_head_dim);
+    p.sharded += heads * a.v_head_dim * h;
+    return p;
+  }
+  const I q = static_cast<I>(m.heads) * m.head_dim();
+  const I kv = static_cast<I>(m.kv_heads) * m.head_dim();  // k * d_h
+  p.sharded = 2 * h * q + 2 * h * kv;
+  return p;
+}
+
+LayerParts layer_parts(const Model& m, bool moe_layer) noexcept {
   const I h = m.hidden;
   const I f = m.ffn_hidden;
   const I kv = static_cast<I>(m.kv_heads) * m.head_dim();  // k * d_h
-  LayerParts p;
-  // Attention: Q (h x h), K and V (h x k*d_h each), O (h x h) (memory.md 2.1).
-  p.sharded = 2 * h * h + 2 * h * kv;
+  LayerParts p = attention_parts(m);
+  const I glu = m.gated_mlp() ? 3 : 2;
+  if (moe_layer) {
+    // MoE block (Megatron-Core `moe_layer.py`): router h x E (TopKRouter, replicated over TP),
+    // E routed experts of glu * h * f_e each (split over EP, and over ETP inside an expert),
+    // the shared-expert MLP of glu * h * f_s (split over TP); two RMSNorms (2h).
+    const Moe& e = *m.moe;
+    p.replicated += h * e.num_experts + 2 * h;
+    p.sharded += glu * h * e.shared_width();
+    p.experts = static_cast<I>(e.num_experts) * glu * h * e.moe_ffn_hidden;
+    return p;
+  }
   if (m.arch == Arch::llama) {
     // SwiGLU: gate, up, down = 3 h h_ffn; two RMSNorm weight vectors 2h (memory.md 2.1).
     p.sharded += 3 * h * f;
-    p.replicated = 2 * h;
+    p.replicated += 2 * h;
   } else {
     // GeLU MLP: 2 h h_ffn. Biases: QKV (h + 2 k d_h) and fc1 (h_ffn) are column-parallel
     // (sharded); O and fc2 biases (h each) belong to row-parallel layers (replicated); two
     // LayerNorms with weight and bias: 4h. Total 4h^2 + 2 h h_ffn + 9h + h_ffn, i.e.
     // 12h^2 + 13h for MHA with h_ffn = 4h (memory.md 2.1, N21 section 5.1).
     p.sharded += 2 * h * f + (h + 2 * kv) + f;
-    p.replicated = 2 * h + 4 * h;
+    p.replicated += 2 * h + 4 * h;
   }
   return p;
 }
+
+/// One multi-token-prediction module without its transformer layer (Megatron-Core
+/// `multi_token_prediction.py` MultiTokenPredictionLayer; DeepSeek-V3 report section 2.2):
+/// enorm and hnorm (2h, replicated) and the h x 2h eh_proj (split over TP); its final norm is
+/// counted with final_norm().
+LayerParts mtp_extra(const Model& m) noexcept {
+  LayerParts p;
+  p.replicated = 2LL * m.hidden;
+  p.sharded = 2LL * m.hidden * m.hidden;
+  return p;
+}
+
+/// Whether the transformer layer of an MTP module has experts: as the model's last layer
+/// (Megatron-Core counts it so in `num_floating_point_operations`, `last_layer_is_moe`).
+bool mtp_is_moe(const Model& m) noexcept { return is_moe_layer(m, m.layers - 1); }
 
 /// Final norm: RMSNorm weight (h) for llama, LayerNorm weight and bias (2h) for gpt.
 I final_norm(const Model& m) noexcept { return m.arch == Arch::llama ? m.hidden : 2LL * m.hidden; }
@@ -45,14 +103,44 @@ I ceil_div(I a, I b) noexcept { return b > 0 ? (a + b - 1) / b : a; }
 }  // namespace
 
 std::int64_t params_per_layer(const Model& m) noexcept {
-  const LayerParts p = layer_parts(m);
+  const LayerParts p = layer_parts(m, false);
   return p.sharded + p.replicated;
+}
+
+std::int64_t layer_params(const Model& m, int layer) noexcept {
+  const LayerParts p = layer_parts(m, is_moe_layer(m, layer));
+  return p.sharded + p.replicated + p.experts;
+}
+
+std::int64_t mtp_params(const Model& m) noexcept {
+  if (m.mtp_layers <= 0) return 0;
+  const LayerParts layer = layer_parts(m, mtp_is_moe(m));
+  const LayerParts extra = mtp_extra(m);
+  const I one = layer.sharded + layer.replicated + layer.experts + extra.sharded +
+                extra.replicated + final_norm(m);
+  return static_cast<I>(m.mtp_layers) * one;
+}
+
+std::int64_t active_params(const Model& m, int seq_len) noexcept {
+  I total = total_params(m, seq_len);
+  if (!m.moe) return total;
+  const I glu = m.gated_mlp() ? 3 : 2;
+  const I idle_experts = static_cast<I>(m.moe->num_experts - m.moe->experts_per_token) * glu *
+                         m.hidden * m.moe->moe_ffn_hidden;
+  const int moe_layers = moe_layer_count(m) + (mtp_is_moe(m) ? std::max(m.mtp_layers, 0) : 0);
+  return total - static_cast<I>(moe_layers) * idle_experts;
 }
 
 std::int64_t total_params(const Model& m, int seq_len) noexcept {
   const I h = m.hidden;
   const I v = m.vocab;
-  I total = static_cast<I>(m.layers) * params_per_layer(m) + h * v + final_norm(m);
+  I layers = 0;
+  if (m.moe) {
+    for (int l = 0; l < m.layers; ++l) layers += layer_params(m, l);
+  } else {
+    layers = static_cast<I>(m.layers) * params_per_layer(m);
+  }
+  I total = layers + h * v + final_norm(m) + mtp_params(m);
   if (!m.tied_embeddings) total += h * v;                            // LM head
   if (m.arch == Arch::gpt) total += static_cast<I>(std::max(seq_len, 0)) * h;  // positions
   return total;
@@ -143,9 +231,25 @@ std::vector<int> stage_layers(const Model& m, const Layout& layout) {
 std::vector<StageParams> stage_params(const Model& m, const Layout& layout, int seq_len) {
   const I t = std::max(layout.tp, 1);
   const I h = m.hidden;
-  const LayerParts parts = layer_parts(m);
+  const LayerParts parts = layer_parts(m, false);
   // One layer's shard on one GPU: W_layer = sharded/t + replicated (memory.md 2.2).
   const I w_layer = ceil_div(parts.sharded, t) + parts.replicated;
+  // MoE layer on one GPU: the non-expert part over TP, the routed experts over EP x ETP
+  // (E/ep experts of glu h f_e / etp each; Megatron-Core `experts.py` TEGroupedMLP).
+  const LayerParts moe_parts = m.moe ? layer_parts(m, true) : LayerParts{};
+  const I w_moe_dense = ceil_div(moe_parts.sharded, t) + moe_parts.replicated;
+  const I w_moe_experts =
+      ceil_div(ceil_div(moe_parts.experts, std::max(layout.ep, 1)), std::max(layout.etp, 1));
+  std::vector<int> moe_per_rank(static_cast<std::size_t>(std::max(layout.pp, 1)), 0);
+  if (m.moe) {
+    // Layer indices of every chunk in virtual-stage order (chunk c of rank r is entry c*pp + r).
+    const std::vector<int> chunks = chunk_layers(m, layout);
+    int first = 0;
+    for (std::size_t i = 0; i < chunks.size(); ++i) {
+      moe_per_rank[i % moe_per_rank.size()] += moe_layers_in(m, first, chunks[i]);
+      first += chunks[i];
+    }
+  }
   // Embedding (or LM head) shard: h * V_padded / t (vocab-parallel, memory.md 2.2 / 2.3).
   const I embed = h * padded_vocab(m, layout.tp) / t;
   const std::vector<int> layers = stage_layers(m, layout);
@@ -159,7 +263,10 @@ std::vector<StageParams> stage_params(const Model& m, const Layout& layout, int 
     s.layers = layers[static_cast<std::size_t>(r)];
     s.has_embedding = r == 0;
     s.has_head = r == pp - 1;
-    I p = static_cast<I>(s.layers) * w_layer;
+    s.moe_layers = moe_per_rank[static_cast<std::size_t>(r)];
+    I p = static_cast<I>(s.layers - s.moe_layers) * w_layer +
+          static_cast<I>(s.moe_layers) * (w_moe_dense + w_moe_experts);
+    s.expert_params = static_cast<I>(s.moe_layers) * w_moe_experts;
     if (s.has_embedding) {
       p += embed;
       // Learned positions (s x h) sit with the word embedding; Megatron does not split them
@@ -171,6 +278,22 @@ std::vector<StageParams> stage_params(const Model& m, const Layout& layout, int 
       // Untied: the LM head. Tied with pp > 1: the last stage keeps its own copy of the
       // embedding for the output layer (memory.md 2.2). Tied with pp == 1: one shared copy.
       if (!m.tied_embeddings || pp > 1) p += embed;
+      // MTP modules sit after the last layer (Megatron-Core places them on the last pipeline
+      // stage) and read the input embedding, which that stage then holds too when pp > 1
+      // (`GPTModel`: the embedding is built where pre_process or mtp_process).
+      if (m.mtp_layers > 0) {
+        const bool moe = mtp_is_moe(m);
+        const LayerParts lp = layer_parts(m, moe);
+        const LayerParts extra = mtp_extra(m);
+        const I experts =
+            ceil_div(ceil_div(lp.experts, std::max(layout.ep, 1)), std::max(layout.etp, 1));
+        const I one = ceil_div(lp.sharded + extra.sharded, t) + lp.replicated + extra.replicated +
+                      experts + final_norm(m);
+        p += static_cast<I>(m.mtp_layers) * one;
+        s.expert_params += static_cast<I>(m.mtp_layers) * experts;
+        s.mtp_layers = m.mtp_layers;
+        if (pp > 1 && !m.tied_embeddings) p += embed;
+      }
     }
     s.params = p;
     out.push_back(s);

@@ -43,7 +43,7 @@ std::optional<LayoutIssue> check_layout(const Model& model, long long world,
     return issue("layers", "model-positive",
                  "layers, hidden, ffn_hidden, heads, kv_heads and vocab must all be positive");
   }
-  if (model.hidden % model.heads != 0) {
+  if (model.head_dim_override == 0 && !model.mla && model.hidden % model.heads != 0) {
     return issue("hidden", "heads-divide-hidden",
                  "hidden=" + str(model.hidden) + " must be a multiple of heads=" +
                      str(model.heads));
@@ -131,6 +131,9 @@ std::optional<LayoutIssue> check_layout(const Model& model, long long world,
                  "sp=true needs seq_len/cp = " + str(training.seq_len / layout.cp) +
                      " to be divisible by tp=" + str(layout.tp));
   }
+
+  // 8b. Mixture of experts: expert and expert-tensor parallelism.
+  if (auto moe = check_moe_layout(model, training, layout)) return moe;
 
   // 9. Layers into stages.
   const bool uneven = layout.first_stage_layers > 0 || layout.last_stage_layers > 0;
@@ -240,6 +243,81 @@ std::optional<LayoutIssue> check_layout(const Model& model, long long world,
                      "\" must name tp, cp, dp and pp once each, joined by '-' (e.g. \"tp-cp-dp-pp\")");
   }
   return check_torch_native(training, layout);
+}
+
+std::optional<LayoutIssue> check_moe_layout(const Model& model, const Training& training,
+                                            const Layout& layout) {
+  if (layout.ep < 1 || layout.etp < 1) {
+    const char* key = layout.ep < 1 ? "ep" : "etp";
+    return issue(key, "positive",
+                 std::string(key) + "=" + str(layout.ep < 1 ? layout.ep : layout.etp) +
+                     " must be a positive integer");
+  }
+  if (!model.moe) {
+    if (layout.ep > 1 || layout.etp > 1) {
+      const char* key = layout.ep > 1 ? "ep" : "etp";
+      return issue(key, "ep-needs-moe",
+                   std::string(key) + "=" + str(layout.ep > 1 ? layout.ep : layout.etp) +
+                       " needs a mixture-of-experts model (num_experts in [model])");
+    }
+    if (training.moe_capacity_factor) {
+      return issue("moe_capacity_factor", "ep-needs-moe",
+                   "moe_capacity_factor needs a mixture-of-experts model (num_experts in [model])");
+    }
+    return std::nullopt;
+  }
+  const Moe& e = *model.moe;
+  if (e.experts_per_token < 1 || e.experts_per_token > e.num_experts) {
+    return issue("experts_per_token", "topk-exceeds-experts",
+                 "experts_per_token=" + str(e.experts_per_token) + " must be between 1 and num_experts=" +
+                     str(e.num_experts));
+  }
+  // Megatron-LM arguments.py: "num_experts must be divisible by expert_model_parallel_size".
+  if (e.num_experts % layout.ep != 0) {
+    return issue("ep", "ep-divides-experts",
+                 "ep=" + str(layout.ep) + " must divide num_experts=" + str(e.num_experts));
+  }
+  // Megatron-Core parallel_state.initialize_model_parallel: the expert ranks are etp x ep x
+  // edp x pp with world_size divisible by etp*ep*pp ("world_size ... is not divisible by
+  // expert_tensor_model_pipeline_parallel size"); CP folds into the expert data-parallel
+  // group, so ep*etp must divide tp*cp*dp.
+  const long long dense = static_cast<long long>(layout.tp) * layout.cp * layout.dp;
+  const long long expert = static_cast<long long>(layout.ep) * layout.etp;
+  if (dense % expert != 0) {
+    return issue(layout.etp > 1 ? "etp" : "ep", "ep-divides-dp",
+                 "ep*etp = " + str(layout.ep) + "*" + str(layout.etp) + " = " + str(expert) +
+                     " must divide tp*cp*dp = " + str(layout.tp) + "*" + str(layout.cp) + "*" +
+                     str(layout.dp) + " = " + str(dense) +
+                     " (Megatron-Core folds expert parallelism over the data, context and tensor ranks)");
+  }
+  // Each expert's FFN splits over etp (TEGroupedMLP: ffn_hidden_size / expert TP size).
+  if (e.moe_ffn_hidden % layout.etp != 0) {
+    return issue("etp", "etp-divides-ffn",
+                 "etp=" + str(layout.etp) + " must divide moe_ffn_hidden=" + str(e.moe_ffn_hidden));
+  }
+  if (e.shared_width() % layout.tp != 0) {
+    return issue("tp", "tp-divides-ffn",
+                 "tp=" + str(layout.tp) + " must divide the shared-expert width " + str(e.shared_width()));
+  }
+  // Megatron-Core transformer_config.py: "When using expert parallelism and tensor
+  // parallelism, sequence parallelism must be used".
+  if (layout.ep > 1 && layout.tp > 1 && !layout.sp) {
+    return issue("sp", "ep-tp-needs-sp",
+                 "ep=" + str(layout.ep) + " with tp=" + str(layout.tp) + " needs sp=true");
+  }
+  // Megatron-Core MoEFlexTokenDispatcher: "Flex token dispatcher requires TPxEP > 1" (expert
+  // TP x EP) and "does not support --moe-pad-expert-input-to-capacity".
+  if (layout.moe_dispatcher == MoeDispatcher::flex) {
+    if (expert < 2) {
+      return issue("moe_token_dispatcher", "flex-needs-ep",
+                   "moe_token_dispatcher=\"flex\" needs ep*etp > 1");
+    }
+    if (training.moe_capacity_factor) {
+      return issue("moe_capacity_factor", "flex-dropless",
+                   "moe_token_dispatcher=\"flex\" runs dropless; remove moe_capacity_factor");
+    }
+  }
+  return std::nullopt;
 }
 
 std::optional<LayoutIssue> check_torch_native(const Training& training, const Layout& layout) {

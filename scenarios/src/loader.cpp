@@ -256,6 +256,8 @@ constexpr std::initializer_list<llama::Fp8Recipe> kFp8Recipe{
 constexpr std::initializer_list<llama::Framework> kFramework{
     llama::Framework::megatron, llama::Framework::deepspeed, llama::Framework::fsdp};
 constexpr std::initializer_list<llama::Optimizer> kOptimizer{llama::Optimizer::adam};
+constexpr std::initializer_list<llama::MoeDispatcher> kDispatcher{
+    llama::MoeDispatcher::alltoall, llama::MoeDispatcher::allgather, llama::MoeDispatcher::flex};
 constexpr std::initializer_list<llama::Arch> kArch{llama::Arch::llama, llama::Arch::gpt};
 constexpr std::initializer_list<hw::IntraKind> kIntraKind{
     hw::IntraKind::nvswitch, hw::IntraKind::nvlink_mesh, hw::IntraKind::pcie};
@@ -374,10 +376,101 @@ toml::table parse_key_values(std::string_view text, char separator, const Doc& d
 // ---------------------------------------------------------------------------------------------
 // [model]
 
+namespace {
+
+/// The MoE, MLA, head_dim and mtp_layers keys of [model] (llama/moe.hpp), over what a preset
+/// or hf_config gave. num_experts makes a model MoE; the other MoE keys need it.
+template <class Blame>
+void load_moe_keys(const Section& s, llama::Model& m, Blame blame) {
+  if (const auto* n = s.get("head_dim")) m.head_dim_override = s.int_value(*n, "head_dim", 1, kMaxWidth);
+  if (const auto* n = s.get("mtp_layers")) m.mtp_layers = s.int_value(*n, "mtp_layers", 0, kMaxLayers);
+
+  static constexpr std::string_view kMoeKeys[] = {
+      "experts_per_token", "moe_ffn_hidden",  "shared_experts", "shared_ffn_hidden",
+      "first_k_dense",     "moe_layer_freq",  "interleave_moe_layer_step", "moe_router"};
+  if (const auto* n = s.get("num_experts")) {
+    if (!m.moe) m.moe = llama::Moe{};
+    m.moe->num_experts = s.int_value(*n, "num_experts", 1, kMaxWidth);
+  }
+  for (std::string_view k : kMoeKeys) {
+    const toml::node* n = s.get(k);
+    if (n == nullptr) continue;
+    if (!m.moe) s.fail_at(*n, k, "needs num_experts (a MoE model)");
+    llama::Moe& e = *m.moe;
+    if (k == "experts_per_token") e.experts_per_token = s.int_value(*n, k, 1, kMaxWidth);
+    else if (k == "moe_ffn_hidden") e.moe_ffn_hidden = s.int_value(*n, k, 1, kMaxWidth);
+    else if (k == "shared_experts") e.shared_experts = s.int_value(*n, k, 0, kMaxWidth);
+    else if (k == "shared_ffn_hidden") e.shared_ffn_hidden = s.int_value(*n, k, 0, kMaxWidth);
+    else if (k == "first_k_dense") e.first_k_dense = s.int_value(*n, k, 0, kMaxLayers);
+    else if (k == "moe_layer_freq") e.moe_layer_freq = s.int_value(*n, k, 1, kMaxLayers);
+    else if (k == "interleave_moe_layer_step") e.interleave_step = s.int_value(*n, k, 1, kMaxLayers);
+    else if (k == "moe_router") {
+      const std::string name = s.string(*n, k);
+      const auto r = llama::parse_router(name);
+      if (!r) {
+        s.fail_at(*n, k, "unknown value \"" + name +
+                             "\" (expected one of: softmax_topk, topk_softmax, sigmoid_topk)");
+      }
+      e.router = *r;
+    }
+  }
+  if (m.moe) {
+    const llama::Moe& e = *m.moe;
+    if (e.experts_per_token < 1) {
+      s.fail_at(blame("num_experts"), "experts_per_token", "missing (required with num_experts)");
+    }
+    if (e.moe_ffn_hidden < 1) {
+      s.fail_at(blame("num_experts"), "moe_ffn_hidden", "missing (required with num_experts)");
+    }
+    if (e.experts_per_token > e.num_experts) {
+      s.fail_at(blame("experts_per_token"), "experts_per_token",
+                "experts_per_token (" + std::to_string(e.experts_per_token) +
+                    ") must not exceed num_experts (" + std::to_string(e.num_experts) + ")");
+    }
+    if (e.first_k_dense >= m.layers) {
+      s.fail_at(blame("first_k_dense"), "first_k_dense",
+                "first_k_dense (" + std::to_string(e.first_k_dense) +
+                    ") leaves no MoE layer among the " + std::to_string(m.layers) + " layers");
+    }
+  }
+
+  static constexpr std::string_view kMlaKeys[] = {"kv_lora_rank", "qk_nope_head_dim",
+                                                  "qk_rope_head_dim", "v_head_dim"};
+  const bool any_mla = s.get("q_lora_rank") != nullptr ||
+                       std::any_of(std::begin(kMlaKeys), std::end(kMlaKeys),
+                                   [&](std::string_view k) { return s.get(k) != nullptr; });
+  if (any_mla) {
+    llama::Mla a = m.mla.value_or(llama::Mla{});
+    if (const auto* n = s.get("q_lora_rank")) a.q_lora_rank = s.int_value(*n, "q_lora_rank", 0, kMaxWidth);
+    if (const auto* n = s.get("kv_lora_rank")) a.kv_lora_rank = s.int_value(*n, "kv_lora_rank", 1, kMaxWidth);
+    if (const auto* n = s.get("qk_nope_head_dim")) a.qk_nope_head_dim = s.int_value(*n, "qk_nope_head_dim", 1, kMaxWidth);
+    if (const auto* n = s.get("qk_rope_head_dim")) a.qk_rope_head_dim = s.int_value(*n, "qk_rope_head_dim", 1, kMaxWidth);
+    if (const auto* n = s.get("v_head_dim")) a.v_head_dim = s.int_value(*n, "v_head_dim", 1, kMaxWidth);
+    const int widths[] = {a.kv_lora_rank, a.qk_nope_head_dim, a.qk_rope_head_dim, a.v_head_dim};
+    for (std::size_t i = 0; i < std::size(kMlaKeys); ++i) {
+      if (widths[i] < 1) {
+        const std::string_view given = s.get("q_lora_rank") ? "q_lora_rank" : "kv_lora_rank";
+        s.fail_at(blame(given), kMlaKeys[i],
+                  "missing (MLA needs kv_lora_rank, qk_nope_head_dim, qk_rope_head_dim and v_head_dim)");
+      }
+    }
+    m.mla = a;
+  }
+}
+
+}  // namespace
+
 llama::Model load_model(const Doc& doc, const toml::table& table) {
   const Section s{doc, "model", table};
   s.check_keys({"preset", "hf_config", "arch", "layers", "hidden", "ffn_hidden", "heads",
-                "kv_heads", "vocab", "tied_embeddings"});
+                "kv_heads", "vocab", "tied_embeddings", "head_dim", "mtp_layers",
+                // MoE (llama/moe.hpp)
+                "num_experts", "experts_per_token", "moe_ffn_hidden", "shared_experts",
+                "shared_ffn_hidden", "first_k_dense", "moe_layer_freq",
+                "interleave_moe_layer_step", "moe_router",
+                // MLA (llama/moe.hpp)
+                "q_lora_rank", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim",
+                "v_head_dim"});
   llama::Model m;
   m.name = "custom";
   bool base = false;
@@ -439,7 +532,9 @@ llama::Model load_model(const Doc& doc, const toml::table& table) {
     if (const auto* n = s.get(k)) return *n;
     return table;
   };
-  if (m.hidden % m.heads != 0) {
+  load_moe_keys(s, m, blame);
+  // An explicit head_dim (Qwen3) or MLA's own head widths free hidden from heads * head_dim.
+  if (m.head_dim_override == 0 && !m.mla && m.hidden % m.heads != 0) {
     s.fail_at(blame("heads"), "heads",
               "hidden (" + std::to_string(m.hidden) + ") must be divisible by heads (" +
                   std::to_string(m.heads) + ")");
@@ -609,7 +704,7 @@ const std::vector<std::string_view>& training_keys() {
       "seq_len",   "global_batch",  "precision",      "grad_dtype",          "optimizer", "zero_stage",
       "attention", "fused_rmsnorm", "overlap_grad_reduce", "overlap_param_gather", "framework",
       "fp8_recipe", "fp8_param_gather", "tp_comm_overlap", "compile", "async_tp",
-      "compile_loss", "reshard_after_forward"};
+      "compile_loss", "reshard_after_forward", "moe_capacity_factor", "moe_routing_imbalance"};
   return keys;
 }
 
@@ -619,7 +714,7 @@ const std::vector<std::string_view>& layout_keys() {
       "mbs",       "sp",       "recompute",  "schedule",   "rank_order",
       "first_stage_layers", "last_stage_layers",
       "account_for_embedding_in_pipeline_split", "account_for_loss_in_pipeline_split",
-      "dp_shard", "dp_replicate", "ac_freq"};
+      "dp_shard", "dp_replicate", "ac_freq", "ep", "etp", "moe_token_dispatcher"};
   return keys;
 }
 
@@ -684,6 +779,11 @@ void set_training_key(const Section& s, std::string_view k, const toml::node& n,
     t.overlap_param_gather = s.boolean(n, k);
   } else if (k == "framework") {
     t.framework = enum_value(s, n, k, llama::parse_framework, kFramework);
+  } else if (k == "moe_capacity_factor") {
+    // Megatron-Core `moe_expert_capacity_factor`: > 0; absent = dropless.
+    t.moe_capacity_factor = s.number(n, k, 1e-3, 1e3);
+  } else if (k == "moe_routing_imbalance") {
+    t.moe_imbalance = s.number(n, k, 1.0, 1e3);
   }
 }
 
@@ -724,6 +824,12 @@ void set_layout_key(const Section& s, std::string_view k, const toml::node& n, l
     l.embedding_in_split = s.boolean(n, k);
   } else if (k == "account_for_loss_in_pipeline_split") {
     l.loss_in_split = s.boolean(n, k);
+  } else if (k == "ep") {
+    l.ep = s.int_value(n, k, 1, kMaxParallel);
+  } else if (k == "etp") {
+    l.etp = s.int_value(n, k, 1, kMaxParallel);
+  } else if (k == "moe_token_dispatcher") {
+    l.moe_dispatcher = enum_value(s, n, k, llama::parse_moe_dispatcher, kDispatcher);
   }
 }
 
@@ -891,7 +997,7 @@ search::SearchSpace load_search(const Doc& doc, const toml::table& table,
                                 const llama::Training& training, const hw::Gpu& gpu) {
   const Section s{doc, "search", table};
   s.check_keys({"tp", "cp", "pp", "mbs", "vp", "recompute", "schedule", "sp", "memory_fraction",
-                "precision", "fp8_recipe", "dp_replicate", "ac_freq", "compile"});
+                "precision", "fp8_recipe", "dp_replicate", "ac_freq", "compile", "ep", "etp"});
   search::SearchSpace space;
   auto ints = [&](std::string_view k, long long hi) {
     return list_of<int>(s, *s.get(k), k,
@@ -928,6 +1034,8 @@ search::SearchSpace load_search(const Doc& doc, const toml::table& table,
   }
   if (s.get("dp_replicate")) space.dp_replicate = ints("dp_replicate", kMaxParallel);
   if (s.get("ac_freq")) space.ac_freq = ints("ac_freq", kMaxLayers);
+  if (s.get("ep")) space.ep = ints("ep", kMaxParallel);
+  if (s.get("etp")) space.etp = ints("etp", kMaxParallel);
   if (const auto* n = s.get("compile")) {
     space.compile = list_of<bool>(s, *n, "compile", [&](const toml::node& el) { return s.boolean(el, "compile"); });
   }

@@ -355,6 +355,11 @@ std::vector<MeasurementRow> read_measurements_text(std::string_view text, const 
 
     // Layout cells; a blank one makes the row unpredictable, not malformed.
     for (const char* name : {"tp", "cp", "pp", "vp", "mbs", "sp", "recompute"}) {
+      // MoE rows: the Megatron-Bridge MoE recipes recompute per-module lists (moe_act,
+      // layernorm, mla_up_proj: element-wise modules and MLA's up-projections), which the
+      // tables do not print; a blank recompute cell there is run as none, the nearest of
+      // none | selective | full.
+      if (row.model.is_moe() && std::string_view(name) == "recompute") continue;
       if (has(name) && cell(name).empty() && row.skip_reason.empty()) {
         row.skip_reason = std::string("layout cell '") + name + "' is blank";
       }
@@ -368,6 +373,10 @@ std::vector<MeasurementRow> read_measurements_text(std::string_view text, const 
     row.layout.pp = layout_int("pp", 1);
     row.layout.vp = layout_int("vp", 1);
     row.layout.mbs = layout_int("mbs", 1);
+    // Expert parallelism (MoE rows): a blank or absent cell is 1, as in a dense run; the
+    // published tables give EP and rarely ETP.
+    row.layout.ep = layout_int("ep", 1);
+    row.layout.etp = layout_int("etp", 1);
     if (has("sp") && !cell("sp").empty()) {
       const std::string sp = cell("sp");
       if (sp == "1" || sp == "true") {
@@ -390,6 +399,14 @@ std::vector<MeasurementRow> read_measurements_text(std::string_view text, const 
     // columns for it, so the rows take the split tetrasim uses everywhere (llama::uneven_split).
     if (row.layout.vp == 1) {
       if (const auto split = llama::uneven_split(row.model.layers, row.layout.pp)) {
+        row.layout.first_stage_layers = split->first_stage_layers;
+        row.layout.last_stage_layers = split->last_stage_layers;
+      }
+    } else if (row.model.is_moe()) {
+      // MoE recipes interleave layer counts that do not divide (DeepSeek-V3's 61 layers,
+      // Qwen3-235B's 94) with Megatron-Core's custom pipeline layouts; the rows take
+      // tetrasim's interleaved uneven split (llama::uneven_chunk_split).
+      if (const auto split = llama::uneven_chunk_split(row.model.layers, row.layout.pp, row.layout.vp)) {
         row.layout.first_stage_layers = split->first_stage_layers;
         row.layout.last_stage_layers = split->last_stage_layers;
       }

@@ -101,6 +101,11 @@ std::string format_layout(const llama::Layout& l) {
   os << ",schedule=" << llama::to_string(l.schedule) << ",rank_order=" << l.rank_order;
   if (l.first_stage_layers > 0) os << ",first_stage_layers=" << l.first_stage_layers;
   if (l.last_stage_layers > 0) os << ",last_stage_layers=" << l.last_stage_layers;
+  if (l.ep > 1) os << ",ep=" << l.ep;
+  if (l.etp > 1) os << ",etp=" << l.etp;
+  if (l.moe_dispatcher != llama::MoeDispatcher::alltoall) {
+    os << ",moe_token_dispatcher=" << llama::to_string(l.moe_dispatcher);
+  }
   return os.str();
 }
 

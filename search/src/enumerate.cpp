@@ -35,6 +35,8 @@ std::string layout_key(const llama::Layout& l) {
        ",schedule=" + std::to_string(static_cast<int>(l.schedule)) +
        ",first=" + num(l.first_stage_layers) + ",last=" + num(l.last_stage_layers) +
        ",order=" + l.rank_order;
+  // Expert sizes only where they are not 1, so that dense keys keep their spelling.
+  if (l.ep != 1 || l.etp != 1) k += ",ep=" + num(l.ep) + ",etp=" + num(l.etp);
   return k;
 }
 
@@ -58,6 +60,11 @@ Enumeration enumerate_layouts(const llama::Model& model, long long world,
   require(!space.sp.empty(), "sp");
   require(!space.dp_replicate.empty(), "dp_replicate");
   require(!space.ac_freq.empty(), "ac_freq");
+  require(!space.ep.empty(), "ep");
+  require(!space.etp.empty(), "etp");
+  const std::vector<int> one{1};
+  const std::vector<int>& eps = model.is_moe() ? space.ep : one;
+  const std::vector<int>& etps = model.is_moe() ? space.etp : one;
 
   // sp values: as listed where tp > 1 (duplicates removed, order kept), sp = false at tp = 1.
   std::vector<bool> sp_multi;
@@ -87,11 +94,17 @@ Enumeration enumerate_layouts(const llama::Model& model, long long world,
       for (const int replicas : space.dp_replicate) {
         for (const llama::Schedule sched : space.schedule) {
           for (const bool sp : sps) {
-            l.ac_freq = ac_freq;
-            l.dp_replicate = replicas;
-            l.schedule = sched;
-            l.sp = sp;
-            consider(l);
+            for (const int ep : eps) {
+              for (const int etp : etps) {
+                l.ac_freq = ac_freq;
+                l.dp_replicate = replicas;
+                l.schedule = sched;
+                l.sp = sp;
+                l.ep = ep;
+                l.etp = etp;
+                consider(l);
+              }
+            }
           }
         }
       }

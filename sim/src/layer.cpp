@@ -13,7 +13,9 @@ CommAxis axis_of(llama::CommDim dim) noexcept {
     case llama::CommDim::pp: return CommAxis::pp;
     case llama::CommDim::dp:
     case llama::CommDim::dp_cp:
-    case llama::CommDim::dp_replicate: return CommAxis::dp;
+    case llama::CommDim::dp_replicate:
+    case llama::CommDim::expert_dp: return CommAxis::dp;
+    case llama::CommDim::ep: return CommAxis::ep;
   }
   return CommAxis::tp;
 }
@@ -33,6 +35,7 @@ PassTime replay_pass(const std::vector<const llama::Op*>& ops, const std::vector
   g.add_stream("cp", 0);
   g.add_stream("pp", 0);
   g.add_stream("dp", 0);
+  g.add_stream("ep", 0);
   PassTime out;
   std::uint32_t last_compute = kNone;
   std::vector<std::uint32_t> blocking;    // must finish before the next compute op

@@ -37,6 +37,14 @@ LayerKey layer_key(const llama::Training& training, const llama::Layout& layout,
     k.dpcp_per_node = dc.ranks_per_node;
     k.dpcp_nodes = dc.nodes;
   }
+  k.ep = layout.ep;
+  k.etp = layout.etp;
+  k.dispatcher = layout.moe_dispatcher;
+  if (layout.ep > 1) {
+    const auto ep = costmodel::place_group(layout, llama::CommDim::ep, gpn);
+    k.ep_per_node = ep.ranks_per_node;
+    k.ep_nodes = ep.nodes;
+  }
   return k;
 }
 

@@ -9,6 +9,7 @@
 #include "tetra/costmodel/collective.hpp"
 #include "tetra/costmodel/compute.hpp"
 #include "tetra/llama/flops.hpp"
+#include "tetra/llama/moe.hpp"
 #include "tetra/llama/ops.hpp"
 #include "tetra/llama/params.hpp"
 
@@ -103,22 +104,30 @@ void Simulator::price_layers(const SimInput& in, const SimOptions& options, cons
   LayerCache* cache = record ? nullptr : options.layer_cache;
   const LayerKey key = cache != nullptr ? layer_key(training, layout, domain) : LayerKey{};
   const auto shared = cache != nullptr ? cache->find(key) : nullptr;
+  moe_ = model.is_moe();
   if (shared) {
     layer_ = shared->layer;
     embedding_ = shared->embedding;
     head_ = shared->head;
+    moe_layer_ = shared->moe_layer;
   } else {
-    std::vector<std::pair<LayerTimes, double>> kinds;
-    for (const llama::BlockKind& kind : llama::block_kinds(layout)) {
-      llama::Layout one = layout;
-      one.recompute = kind.recompute;
-      kinds.emplace_back(replay_layer(llama::layer_ops(model, training, one), price, record, intra_share),
-                         kind.share);
-    }
-    layer_ = blend(kinds);
+    // A stage may hold dense and MoE layers (first_k_dense, interleaved MoE layers): each
+    // kind is replayed on its own and summed per chunk in build_spec.
+    auto replay_kinds = [&](bool moe) {
+      std::vector<std::pair<LayerTimes, double>> kinds;
+      for (const llama::BlockKind& kind : llama::block_kinds(layout)) {
+        llama::Layout one = layout;
+        one.recompute = kind.recompute;
+        const auto ops = moe ? llama::moe_layer_ops(model, training, one) : llama::layer_ops(model, training, one);
+        kinds.emplace_back(replay_layer(ops, price, record, intra_share), kind.share);
+      }
+      return blend(kinds);
+    };
+    layer_ = replay_kinds(false);
+    moe_layer_ = moe_ ? replay_kinds(true) : layer_;
     embedding_ = replay_layer(llama::embedding_ops(model, training, layout), price, record, intra_share);
     head_ = replay_layer(llama::head_ops(model, training, layout), price, record, intra_share);
-    if (cache != nullptr) cache->insert(key, LayerTables{layer_, embedding_, head_});
+    if (cache != nullptr) cache->insert(key, LayerTables{layer_, embedding_, head_, moe_layer_});
   }
 }
 
@@ -256,22 +265,50 @@ void Simulator::build_spec(const SimInput& in, const SimOptions& options, const 
     spec_.pp_backward = spec_.pp_forward;
   }
 
+  // MoE models: the passes of each chunk summed over its dense and MoE layers (the first
+  // layer of virtual stage vs is the sum of the layers of the chunks before it).
+  chunk_times_.clear();
+  if (moe_) {
+    int first = 0;
+    for (int vs = 0; vs < V; ++vs) {
+      const int lc = virtual_layers.at(static_cast<std::size_t>(vs));
+      const int moe_layers = llama::moe_layers_in(model, first, lc);
+      // Multi-token prediction (DeepSeek-V3, Megatron-Core `mtp_num_layers`): each module runs
+      // one more transformer layer, of the kind of the model's last layer, and a second LM head
+      // with its loss after the last layer.
+      const double mtp = vs == V - 1 ? std::max(0, model.mtp_layers) : 0;
+      const bool mtp_moe = llama::is_moe_layer(model, model.layers - 1);
+      const double dense_n = static_cast<double>(lc - moe_layers) + (mtp_moe ? 0.0 : mtp);
+      const double moe_n = static_cast<double>(moe_layers) + (mtp_moe ? mtp : 0.0);
+      chunk_times_.push_back(blend({{layer_, dense_n}, {moe_layer_, moe_n}, {head_, mtp}}));
+      first += lc;
+    }
+  }
   for (int r = 0; r < p; ++r) {
     StageSpec st;
     for (int c = 0; c < v; ++c) {
       const int vs = c * p + r;
       const int lc = virtual_layers.at(static_cast<std::size_t>(vs));
       chunk_layers_[static_cast<std::size_t>(vs)] = lc;
-      ChunkCost cc = chunk_cost(layer_, embedding_, head_, lc, vs, V);
+      // Dense models: lc times the one layer; MoE models: the chunk's summed layers.
+      const LayerTimes& lt = moe_ ? chunk_times_[static_cast<std::size_t>(vs)] : layer_;
+      const int k = moe_ ? 1 : lc;
+      ChunkCost cc = chunk_cost(lt, embedding_, head_, k, vs, V);
       cc.activation_bytes = lc * act_layer;
       constexpr auto kCp = static_cast<std::size_t>(CommAxis::cp);
-      cc.cp_forward_s = lc * layer_.forward.comm_s[kCp];
-      cc.cp_backward_s = lc * layer_.backward.comm_s[kCp];
-      cc.cp_backward_input_s = lc * layer_.backward_input.comm_s[kCp];
+      cc.cp_forward_s = k * lt.forward.comm_s[kCp];
+      cc.cp_backward_s = k * lt.backward.comm_s[kCp];
+      cc.cp_backward_input_s = k * lt.backward_input.comm_s[kCp];
       st.chunks.push_back(cc);
     }
     // DP buckets of the stage (per chunk: each chunk has its own gradient buffer).
-    const auto dp_ops = llama::dp_gradient_ops(model, training, layout, r);
+    auto dp_ops = llama::dp_gradient_ops(model, training, layout, r);
+    if (moe_) {
+      // Expert buckets after the dense ones, on the same DP stream (Megatron-Core issues both
+      // buffers' bucket groups from the backward hooks).
+      const auto expert_ops = llama::expert_gradient_ops(model, training, layout, r);
+      dp_ops.insert(dp_ops.end(), expert_ops.begin(), expert_ops.end());
+    }
     // HSDP's replica all-reduces follow the reduce-scatter of the same bucket on its stream.
     std::vector<llama::Op> reduces, gathers, replica_reduces;
     for (const auto& op : dp_ops) {
@@ -406,30 +443,31 @@ Result Simulator::run(const SimInput& in, const SimOptions& options) {
     res.tflops_per_gpu = per_gpu / 1e12;
     res.mfu = cluster.gpu.bf16_peak_flops > 0 ? per_gpu / cluster.gpu.bf16_peak_flops : 0;
   }
-  res.layer_forward_s = layer_.forward.seconds;
-  res.layer_backward_s = layer_.backward.seconds;
+  res.layer_forward_s = (moe_ ? moe_layer_ : layer_).forward.seconds;
+  res.layer_backward_s = (moe_ ? moe_layer_ : layer_).backward.seconds;
 
   // Exposed TP / CP: per stage, every pass of every task (the most exposed stage).
   for (int r = 0; r < p; ++r) {
-    double tp = 0, cpx = 0;
+    double tp = 0, cpx = 0, epx = 0;
     for (int c = 0; c < v; ++c) {
       const int vs = c * p + r;
       const double lc = chunk_layers_[static_cast<std::size_t>(vs)];
-      for (CommAxis a : {CommAxis::tp, CommAxis::cp}) {
+      for (CommAxis a : {CommAxis::tp, CommAxis::cp, CommAxis::ep}) {
         auto sum = [&](const LayerTimes& lt, double k) {
           double x = pass_exposed(lt.forward, a);
           x += zb ? pass_exposed(lt.backward_input, a) + pass_exposed(lt.backward_weight, a)
                   : pass_exposed(lt.backward, a);
           return k * x;
         };
-        double x = sum(layer_, lc);
+        double x = moe_ ? sum(chunk_times_[static_cast<std::size_t>(vs)], 1) : sum(layer_, lc);
         if (vs == 0) x += sum(embedding_, 1);
         if (vs == V - 1) x += sum(head_, 1);
-        (a == CommAxis::tp ? tp : cpx) += m * x;
+        (a == CommAxis::tp ? tp : a == CommAxis::cp ? cpx : epx) += m * x;
       }
     }
     const auto& so = step_.stages[static_cast<std::size_t>(r)];
     res.exposed.tp = std::max(res.exposed.tp, tp);
+    res.exposed.ep = std::max(res.exposed.ep, epx);
     res.exposed.cp = std::max(res.exposed.cp, cpx + so.exposed_cp_s);
     res.exposed.pp = std::max(res.exposed.pp, so.exposed_pp_s);
     res.exposed.dp = std::max(res.exposed.dp, so.exposed_dp_s);

@@ -55,6 +55,28 @@ TEST_CASE("TP not dividing the heads: file:line:col of tp") {
                    "tests/data/scenarios/tp_heads.toml:14:6: [layout].tp: ");
 }
 
+TEST_CASE("MoE: ep not dividing the experts: file:line:col of ep") {
+  check_user_error(tetrasim("memory tests/data/scenarios/moe_ep_experts.toml"),
+                   "tests/data/scenarios/moe_ep_experts.toml:17:6: [layout].ep: ep=3 must divide num_experts=8");
+}
+
+TEST_CASE("MoE: memory shows the expert part, in the table and in JSON") {
+  const Result table = tetrasim("memory tests/data/scenarios/moe_qwen3_ep8.toml");
+  CHECK(table.code == 0);
+  CHECK(table.out.find("expert part of the columns above, GiB") != std::string::npos);
+  CHECK(table.out.find("30.5B parameters, 3.4B active; ep 8, etp 1, expert data parallel 2") !=
+        std::string::npos);
+  const Result r = tetrasim("memory tests/data/scenarios/moe_qwen3_ep8.toml --json");
+  REQUIRE(r.code == 0);
+  const auto j = nlohmann::json::parse(r.out);
+  CHECK(j["moe"]["edp"] == 2);
+  CHECK(j["moe"]["active_params"] == 3'353'020'416LL);
+  CHECK(j["layout"]["ep"] == 8);
+  // 48 layers x 16 experts x 3*2048*768 parameters at 2 + 4 + 12/2 bytes: 40.50 GiB.
+  CHECK(j["stages"][0]["expert_states_gib"].get<double>() == doctest::Approx(40.5).epsilon(1e-4));
+  CHECK(j["stages"][0]["moe_layers"] == 48);
+}
+
 TEST_CASE("world-size mismatch: file:line:col of the dp that does not match") {
   check_user_error(tetrasim("memory tests/data/scenarios/world_size.toml"),
                    "tests/data/scenarios/world_size.toml:16:6: [layout].dp: ");

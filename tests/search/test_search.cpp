@@ -7,6 +7,8 @@
 #include <array>
 #include <cstdio>
 #include <fstream>
+#include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -189,6 +191,40 @@ TEST_SUITE("search") {
       CHECK(l.sp == (l.tp > 1));
       CHECK(l.first_stage_layers == 0);
     }
+  }
+
+  TEST_CASE("ep and etp lists: enumerated on a MoE model with the expert rules, ignored on a dense one") {
+    auto space = small_space();
+    space.tp = {1};
+    space.pp = {1};
+    space.vp = {1};
+    space.mbs = {1};
+    space.schedule = {llama::Schedule::one_f_one_b};
+    space.ep = {1, 2, 4, 8, 16};
+    space.etp = {1, 2};
+    llama::Model moe = small_model();
+    llama::Moe e;
+    e.num_experts = 8;
+    e.experts_per_token = 2;
+    e.moe_ffn_hidden = 512;
+    moe.moe = e;
+    const auto en = search::enumerate_layouts(moe, 8, small_training(), space);
+    // 5 ep x 2 etp = 10 candidates at tp 1, dp 8. ep 16 does not divide 8 experts
+    // (ep-divides-experts, 2); ep 8 x etp 2 = 16 does not divide tp*cp*dp = 8 (ep-divides-dp,
+    // 1); the other 7 are valid.
+    CHECK(en.enumerated == 10);
+    CHECK(en.valid.size() == 7);
+    CHECK(en.invalid_by_rule.at("ep-divides-experts") == 2);
+    CHECK(en.invalid_by_rule.at("ep-divides-dp") == 1);
+    std::set<std::pair<int, int>> seen;
+    for (const auto& l : en.valid) seen.insert({l.ep, l.etp});
+    CHECK(seen == std::set<std::pair<int, int>>{{1, 1}, {1, 2}, {2, 1}, {2, 2}, {4, 1}, {4, 2}, {8, 1}});
+    // The dense model is searched at ep = etp = 1 only.
+    const auto dense = search::enumerate_layouts(small_model(), 8, small_training(), space);
+    CHECK(dense.enumerated == 1);
+    REQUIRE(dense.valid.size() == 1);
+    CHECK(dense.valid[0].ep == 1);
+    CHECK(dense.valid[0].etp == 1);
   }
 
   TEST_CASE("sp: only sp = false at tp = 1; both values where tp > 1 when listed") {

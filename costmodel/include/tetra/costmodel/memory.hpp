@@ -38,6 +38,14 @@ struct StageMemory {
   double outside_allocator_bytes = 0;
   double fragmentation_bytes = 0;      ///< reserved - allocated
   double optimizer_step_bytes = 0;     ///< peak of the optimizer phase (activations freed)
+  // Mixture of experts (parts of the totals above; 0 on a dense model).
+  int moe_layers = 0;                  ///< of `layers`, those with routed experts
+  /// Routed-expert weights, gradients and optimizer states on this GPU (part of params_bytes,
+  /// fp8_cache_bytes, grads_bytes and optimizer_bytes): E/ep experts split over etp, their
+  /// optimizer states sharded over the expert data-parallel group (Layout::edp()).
+  double expert_states_bytes = 0;
+  double expert_activations_bytes = 0; ///< routed experts' saved tensors (part of activations)
+  double dispatch_bytes = 0;           ///< token dispatch buffers of one MoE layer (part of transient)
   double fragmentation_fraction = 0;   ///< MemoryOptions::fragmentation used for this stage
 
   /// Everything that does not scale with the number of in-flight micro-batches: model

@@ -14,6 +14,11 @@ namespace tetra::llama {
 ///   T·[6·h·F·E·L + 6·L·(h·(q + 2·kv) + q·h) + 6·h·V] + B·s²·L·6·q
 /// `vocab` is the vocabulary the LM head multiplies by (Megatron passes the padded one);
 /// 0 means `model.vocab`.
+/// MoE, MLA and MTP models use Megatron-LM's MoE form (flops.cpp): the MLP term becomes
+/// F·E·L_dense + (f_e·k·E + f_s·E)·L_moe (the grouped expert GEMMs of the k routed experts and
+/// the shared experts), MLA its own projection and core-attention terms, and every MTP module
+/// adds a layer, 6(3h + 2h²) and one more LM head. DeepSeek-V3 at s = 4096, V = 129280:
+/// 249,812,054,016 per token (Megatron-Bridge prints about 250 GFLOP/token for its runs without MTP).
 [[nodiscard]] double megatron_step_flops(const Model& model, long long seq_len,
                                          long long global_batch, long long vocab = 0) noexcept;
 

@@ -25,6 +25,10 @@ enum class AttentionKernel { flash2, flash3, flash1, fused, torch };
 enum class Precision { bf16, fp16, fp32 };
 enum class Framework { megatron, deepspeed, fsdp };
 enum class Optimizer { adam };
+/// How tokens reach their experts' ranks (Megatron-Core `moe_token_dispatcher_type`):
+/// alltoall (all-to-all over the EP group), allgather (all-gather of the tokens, local
+/// selection, reduce-scatter back), flex (DeepEP's fused dispatch / combine kernels).
+enum class MoeDispatcher { alltoall, allgather, flex };
 
 /// The parallel layout of one step. dp is always resolved (never 0) once a scenario is loaded.
 struct Layout {
@@ -53,6 +57,15 @@ struct Layout {
   /// transformer layer fewer. Resolved into first/last_stage_layers when the scenario loads.
   bool embedding_in_split = false;
   bool loss_in_split = false;
+  /// Expert parallelism: the routed experts of a MoE layer split over ep ranks (Megatron-Core
+  /// `expert_model_parallel_size`). The ep ranks are carved out of the dp x cp x tp ranks
+  /// (`parallel_state.initialize_model_parallel`: expert_tensor x expert x expert_data = tp x
+  /// cp x dp), so ep does not enter world().
+  int ep = 1;
+  /// Tensor parallelism inside each expert (Megatron-Core `expert_tensor_parallel_size`); may
+  /// differ from tp.
+  int etp = 1;
+  MoeDispatcher moe_dispatcher = MoeDispatcher::alltoall;
 
   /// DP ranks of one FSDP shard group (one HSDP replica).
   [[nodiscard]] int shard_dp() const noexcept { return dp / (dp_replicate > 0 ? dp_replicate : 1); }
@@ -61,9 +74,27 @@ struct Layout {
     return static_cast<long long>(tp) * cp * pp * dp;
   }
 
+  /// Expert data parallelism: replicas of each expert shard, tp*cp*dp / (ep*etp)
+  /// (Megatron-Core `parallel_state`: `expert_data_parallel_size`). 0 when ep*etp does not
+  /// divide tp*cp*dp (an invalid layout).
+  [[nodiscard]] int edp() const noexcept {
+    const long long dense = static_cast<long long>(tp) * cp * dp;
+    const long long expert = static_cast<long long>(ep) * etp;
+    return expert > 0 && dense % expert == 0 ? static_cast<int>(dense / expert) : 0;
+  }
+
   /// Every field equal (a simulator reuses work for the same layout).
   friend bool operator==(const Layout&, const Layout&) = default;
 };
+
+/// Default routing imbalance (Training::moe_imbalance): 1 + MaxVio_global = 1.04, the measured
+/// maximal expert-load violation of auxiliary-loss-free balancing, the bias-based router of
+/// DeepSeek-V3 (Wang et al., "Auxiliary-Loss-Free Load Balancing Strategy for
+/// Mixture-of-Experts", arXiv 2408.15664, Table 2: MaxVio_global 0.04 for the 1B and the 3B
+/// model, against 0.72 / 0.52 with an auxiliary loss). MaxVio is max load / mean load - 1 over
+/// experts; an EP rank holding several experts averages some of it out, a single micro-batch
+/// adds to it. Force-balanced benchmark runs (the Megatron-Bridge tables) are 1.0.
+inline constexpr double kMoeRoutingImbalance = 1.04;
 
 struct Training {
   int seq_len = 4096;
@@ -83,6 +114,14 @@ struct Training {
   Framework framework = Framework::megatron;
   /// PyTorch-native options of framework fsdp (torch_native.hpp).
   TorchNative torch;
+  /// MoE token capacity per expert as a multiple of the balanced share
+  /// (tokens * top_k / experts); tokens above it are dropped (Megatron-Core
+  /// `moe_expert_capacity_factor`). Nothing = dropless.
+  std::optional<double> moe_capacity_factor;
+  /// Routing imbalance: tokens routed to the busiest expert rank over the mean (>= 1). It
+  /// scales the expert GEMMs, the dispatch traffic and the expert activations of that rank.
+  /// Default: kMoeRoutingImbalance (below). A capacity factor caps it.
+  double moe_imbalance = kMoeRoutingImbalance;
 };
 
 /// One kind of transformer block a layout runs and the share of the blocks of that kind.
@@ -114,6 +153,8 @@ struct BlockKind {
 [[nodiscard]] const char* to_string(Framework f) noexcept;
 /// SPEC spelling: adam.
 [[nodiscard]] const char* to_string(Optimizer o) noexcept;
+/// Megatron-Core spellings: alltoall | allgather | flex.
+[[nodiscard]] const char* to_string(MoeDispatcher d) noexcept;
 
 /// Inverses of to_string (exact, case-sensitive SPEC spellings); nothing for an unknown name.
 [[nodiscard]] std::optional<Recompute> parse_recompute(std::string_view name) noexcept;
@@ -122,5 +163,6 @@ struct BlockKind {
 [[nodiscard]] std::optional<Precision> parse_precision(std::string_view name) noexcept;
 [[nodiscard]] std::optional<Framework> parse_framework(std::string_view name) noexcept;
 [[nodiscard]] std::optional<Optimizer> parse_optimizer(std::string_view name) noexcept;
+[[nodiscard]] std::optional<MoeDispatcher> parse_moe_dispatcher(std::string_view name) noexcept;
 
 }  // namespace tetra::llama

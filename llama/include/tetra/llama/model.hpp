@@ -6,6 +6,8 @@
 #include <string>
 #include <string_view>
 
+#include "tetra/llama/moe.hpp"
+
 namespace tetra::llama {
 
 /// llama: RMSNorm, SwiGLU MLP, RoPE, no biases.
@@ -22,8 +24,23 @@ struct Model {
   int kv_heads = 0;              ///< query groups (GQA); == heads without GQA
   int vocab = 0;                 ///< tokenizer vocabulary before padding
   bool tied_embeddings = false;
+  /// Explicit attention head width (HF `head_dim`); 0 = hidden / heads. Qwen3 sets 128 with
+  /// hidden 2048 and 32 heads, so q = heads * head_dim differs from hidden.
+  int head_dim_override = 0;
+  /// Routed experts (moe.hpp); nothing on a dense model.
+  std::optional<Moe> moe;
+  /// Multi-head latent attention in place of GQA (moe.hpp); nothing for standard attention.
+  std::optional<Mla> mla;
+  /// Multi-token-prediction modules after the last layer (DeepSeek-V3
+  /// `num_nextn_predict_layers`): each is one more transformer layer (MoE when the model is)
+  /// with two RMSNorms and an h x 2h projection, sharing the embedding and the LM head.
+  int mtp_layers = 0;
 
-  [[nodiscard]] int head_dim() const noexcept { return heads > 0 ? hidden / heads : 0; }
+  [[nodiscard]] int head_dim() const noexcept {
+    if (head_dim_override > 0) return head_dim_override;
+    return heads > 0 ? hidden / heads : 0;
+  }
+  [[nodiscard]] bool is_moe() const noexcept { return moe.has_value(); }
   [[nodiscard]] bool gated_mlp() const noexcept { return arch == Arch::llama; }
 };
 

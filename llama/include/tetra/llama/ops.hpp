@@ -97,6 +97,13 @@ enum class CommDim : std::uint8_t {
   /// HSDP replicas: ranks that hold the same FSDP shard (size dp_replicate), one per shard
   /// group, the outer part of the DP dimension (torchtitan mesh dp_replicate x dp_shard).
   dp_replicate,
+  /// Expert-parallel group (size ep): the ranks that exchange tokens in a MoE layer's
+  /// dispatch and combine. Megatron-Core folds expert_tensor x expert x expert_data over the
+  /// tp x cp x dp ranks of a stage, innermost first, so an EP group is ep ranks etp apart.
+  ep,
+  /// Expert data-parallel group (size tp·cp·dp / (ep·etp)): the replicas of one expert shard,
+  /// over which expert gradients are reduced; ranks ep·etp apart.
+  expert_dp,
 };
 
 /// One core-attention call on one rank (per repetition when `Op::count > 1`).
@@ -156,6 +163,19 @@ struct Op {
 [[nodiscard]] std::vector<Op> layer_ops(const Model& model, const Training& training,
                                         const Layout& layout);
 
+/// Ops of one MoE transformer layer (llama::is_moe_layer), one micro-batch, one rank: the
+/// attention block as in layer_ops (MLA when the model has it), then the MoE block: norm,
+/// router GEMM (h x E) and top-k, permute, dispatch over the EP group (all-to-all, or
+/// all-gather under the allgather dispatcher), the ETP all-gather when etp > 1, the routed
+/// experts as grouped GEMMs (`count` = E/ep experts of the per-expert shape: the busiest EP
+/// rank's tokens per expert, T_in·k·etp/(E/ep) times Training::moe_imbalance; their FLOPs the
+/// balanced count), the combine, unpermute, the shared experts as a TP-split dense MLP, the
+/// residual; and the backward in reverse. Dispatch and combine block the compute stream:
+/// Megatron-Core overlaps them only under `overlap_moe_expert_parallel_comm` (not modelled).
+/// Equals layer_ops on a dense model.
+[[nodiscard]] std::vector<Op> moe_layer_ops(const Model& model, const Training& training,
+                                            const Layout& layout);
+
 /// Ops of the input embedding on the first stage for one micro-batch: lookup (vocab-parallel)
 /// and its TP reduction (all-reduce, or reduce-scatter with SP), and their backward.
 [[nodiscard]] std::vector<Op> embedding_ops(const Model& model, const Training& training,
@@ -188,6 +208,14 @@ struct Op {
 /// over the dp_replicate replicas. Group dp_cp otherwise. Empty when dp·cp == 1.
 [[nodiscard]] std::vector<Op> dp_gradient_ops(const Model& model, const Training& training,
                                               const Layout& layout, int stage);
+
+/// Gradient communication of the routed experts of pipeline rank `stage` once per step
+/// (framework megatron, zero_stage < 3): Megatron-Core's expert buffers, bucketed as the dense
+/// ones, reduce-scattered (zero_stage 1/2, then the parameter all-gather) or all-reduced over
+/// the expert data-parallel group (CommDim::expert_dp, size tp·cp·dp/(ep·etp)). Empty on a dense
+/// model or when that group has one rank. dp_gradient_ops leaves these parameters out.
+[[nodiscard]] std::vector<Op> expert_gradient_ops(const Model& model, const Training& training,
+                                                  const Layout& layout, int stage);
 
 /// The optimizer step of pipeline rank `stage`: gradient-norm reduction and the fused Adam
 /// kernel over the parameters this rank updates (sharded over dp·cp for zero_stage >= 1):

@@ -15,9 +15,26 @@ namespace tetra::llama {
 /// llama: 2h^2(1 + k/a) + 3 h h_ffn + 2h;  gpt: 4h^2 + 2 h h_ffn + 9h + h_ffn (biases, 2 LayerNorms).
 [[nodiscard]] std::int64_t params_per_layer(const Model& m) noexcept;
 
+/// Parameters of transformer layer `layer` (0-based), unsharded: params_per_layer() for a
+/// dense layer; for a MoE layer (is_moe_layer) attention + router h*E + all E routed experts
+/// (3 h f_e each, SwiGLU) + the shared-expert MLP (3 h f_s) + 2h norms. MLA attention replaces
+/// GQA's 2h(q + kv) by q_a + q_b + kv_a + kv_b + O and the two latent norms.
+[[nodiscard]] std::int64_t layer_params(const Model& m, int layer) noexcept;
+
+/// Parameters of the model's multi-token-prediction modules (mtp_layers of them): each one
+/// transformer layer (MoE when the last layer is), enorm + hnorm (2h), eh_proj (2h^2) and a
+/// final norm (h); the embedding and the LM head are shared with the main model.
+[[nodiscard]] std::int64_t mtp_params(const Model& m) noexcept;
+
 /// Whole-model parameters: layers + embedding (+ LM head when untied) + final norm
-/// (+ learned positions of `seq_len` rows for gpt). Unpadded vocabulary.
+/// (+ learned positions of `seq_len` rows for gpt) + MTP modules. Unpadded vocabulary.
+/// DeepSeek-V3 (mtp_layers = 0): 671,026,404,352.
 [[nodiscard]] std::int64_t total_params(const Model& m, int seq_len) noexcept;
+
+/// Parameters one token passes through: total_params() less the routed experts it is not
+/// sent to, (E - k) experts in every MoE layer (and MTP layer). The router, shared experts,
+/// both embeddings and every dense part count. DeepSeek-V3: 37,552,282,624.
+[[nodiscard]] std::int64_t active_params(const Model& m, int seq_len) noexcept;
 
 /// Vocabulary padded as Megatron does: up to a multiple of 128 * tp.
 [[nodiscard]] std::int64_t padded_vocab(const Model& m, int tp) noexcept;
@@ -81,6 +98,12 @@ struct StageParams {
   bool has_embedding = false;     ///< input embedding (first rank)
   bool has_head = false;          ///< final norm + LM head (last rank)
   std::int64_t params = 0;        ///< parameters held on one GPU (TP shard), padded vocab
+  int moe_layers = 0;             ///< of `layers`, those with routed experts
+  int mtp_layers = 0;             ///< MTP modules (last rank)
+  /// Of `params`, the routed-expert weights on this GPU: E/ep experts, each split over etp.
+  /// Their gradients are reduced, and their optimizer states sharded, over the expert
+  /// data-parallel group (Layout::edp()), not over dp x cp.
+  std::int64_t expert_params = 0;
 };
 
 /// Parameters held by one GPU of each pipeline rank, explicit per-stage form of

@@ -45,6 +45,17 @@ struct LayoutIssue {
                                                       const Training& training,
                                                       const Layout& layout);
 
+/// The mixture-of-experts rules alone (part of check_layout, after sp-divides-seq), in order
+/// (`rule`, key): positive (ep, etp); ep-needs-moe (ep, etp or moe_capacity_factor on a dense
+/// model); topk-exceeds-experts (experts_per_token); ep-divides-experts (ep);
+/// ep-divides-dp (ep, or etp when etp > 1: ep*etp must divide tp*cp*dp, Megatron-Core's
+/// expert rank decomposition tp*cp*dp = etp*ep*edp); etp-divides-ffn (etp: moe_ffn_hidden);
+/// tp-divides-ffn (tp: the shared-expert width); ep-tp-needs-sp (sp: ep > 1 with tp > 1);
+/// flex-needs-ep (moe_token_dispatcher), flex-dropless (moe_capacity_factor).
+[[nodiscard]] std::optional<LayoutIssue> check_moe_layout(const Model& model,
+                                                          const Training& training,
+                                                          const Layout& layout);
+
 /// The PyTorch-native rules alone (part of check_layout): HSDP's dp_shard x dp_replicate = dp,
 /// reshard_after_forward only under FSDP2 and dividing its shard group, compile and async TP
 /// only with framework fsdp (async TP also needs compile and SP).

@@ -62,9 +62,9 @@ struct MeasurementRow {
 /// CSV. Throws UserError (file:line, column name) for a malformed file; rows that are well
 /// formed but cannot be simulated come back with a skip_reason.
 /// Required columns: id, model, cluster, n_gpus, tp, pp, mbs, gbs, seq_len, metric, value;
-/// source, group, cp, vp, sp, recompute and options may be absent (defaults: empty, 1, 1, 0,
-/// none, none); other columns are ignored. A blank tp/cp/pp/vp/mbs/sp/recompute cell skips
-/// the row ("layout cell 'mbs' is blank").
+/// source, group, cp, vp, ep, etp, sp, recompute and options may be absent (defaults: empty,
+/// 1, 1, 1, 1, 0, none, none); other columns are ignored. A blank tp/cp/pp/vp/mbs/sp/recompute
+/// cell skips the row ("layout cell 'mbs' is blank"); a blank ep or etp cell is 1.
 [[nodiscard]] std::vector<MeasurementRow> read_measurements(const std::string& csv_path);
 
 /// Same, from text already read; `origin` names it in errors and is the base of relative paths.

@@ -24,6 +24,11 @@ struct SearchSpace {
   std::vector<int> dp_replicate{1};
   /// Checkpoint frequencies tried under recompute = selective_layer.
   std::vector<int> ac_freq{2};
+  /// Expert-parallel and expert-tensor-parallel sizes tried on a MoE model (llama::Layout ep,
+  /// etp; the layout rules reject what does not divide the experts or the tp·cp·dp ranks).
+  /// A dense model is searched at ep = etp = 1 whatever they say.
+  std::vector<int> ep{1};
+  std::vector<int> etp{1};
   /// torch.compile on / off (framework fsdp). Empty: the scenario's [training] compile only.
   std::vector<bool> compile;
   double memory_fraction = 0.8;        ///< usable share of GPU memory for pruning

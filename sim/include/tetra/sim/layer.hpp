@@ -18,8 +18,9 @@
 namespace tetra::sim {
 
 /// Communication dimensions reported separately.
-enum class CommAxis : std::uint8_t { tp = 0, cp = 1, pp = 2, dp = 3 };
-inline constexpr std::size_t kCommAxes = 4;
+/// ep: a MoE layer's dispatch and combine over the expert-parallel group.
+enum class CommAxis : std::uint8_t { tp = 0, cp = 1, pp = 2, dp = 3, ep = 4 };
+inline constexpr std::size_t kCommAxes = 5;
 
 /// Maps an op's process group to a reported axis (dp_cp counts as dp).
 [[nodiscard]] CommAxis axis_of(llama::CommDim dim) noexcept;

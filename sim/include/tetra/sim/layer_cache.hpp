@@ -35,6 +35,11 @@ struct LayerKey {
   int tp_ranks = 1, tp_per_node = 1, tp_nodes = 1;
   int cp_ranks = 1, cp_per_node = 1, cp_nodes = 1;
   int dpcp_ranks = 1, dpcp_per_node = 1, dpcp_nodes = 1;
+  /// MoE layers (llama::moe_layer_ops): expert-parallel and expert-TP sizes, the token
+  /// dispatcher and the EP group's placement.
+  int ep = 1, etp = 1;
+  llama::MoeDispatcher dispatcher = llama::MoeDispatcher::alltoall;
+  int ep_per_node = 1, ep_nodes = 1;
   friend auto operator<=>(const LayerKey&, const LayerKey&) = default;
 };
 
@@ -47,6 +52,7 @@ struct LayerTables {
   LayerTimes layer;
   LayerTimes embedding;
   LayerTimes head;
+  LayerTimes moe_layer;  ///< a MoE layer (equal to `layer` on a dense model)
 };
 
 /// Map from per-layer shape to its tables.

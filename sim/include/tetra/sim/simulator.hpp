@@ -54,6 +54,7 @@ struct SimOptions {
 /// Exposed (not hidden) communication time of the most exposed stage, per dimension.
 struct ExposedComm {
   double tp = 0, cp = 0, pp = 0, dp = 0;
+  double ep = 0;  ///< MoE dispatch and combine over the expert-parallel group
 };
 
 /// One pipeline rank in the result.
@@ -172,6 +173,11 @@ class Simulator {
   StepSpec spec_;
   StepOutcome step_;
   LayerTimes layer_, embedding_, head_;
+  /// A MoE layer's passes (llama::moe_layer_ops); used when the model has routed experts.
+  LayerTimes moe_layer_;
+  bool moe_ = false;
+  /// Per virtual stage: the sum of its layers' passes, dense and MoE (MoE models only).
+  std::vector<LayerTimes> chunk_times_;
   std::vector<int> chunk_layers_;   // per virtual stage
   std::vector<double> static_bytes_, frag_;
   bool recorded_ = false;

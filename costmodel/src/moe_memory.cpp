@@ -1,0 +1,148 @@
+// MoE and MLA memory terms (moe_memory.hpp). Tensor lists follow Megatron-Core's MoE layer
+// (`megatron/core/transformer/moe/moe_layer.py`: router -> dispatcher.token_permutation ->
+// experts -> dispatcher.token_unpermutation, shared experts beside them) and MLA
+// (`megatron/core/transformer/multi_latent_attention.py`). Sizes in bytes, bf16 activations.
+#include "moe_memory.hpp"
+
+#include <algorithm>
+
+#include "tetra/llama/fp8.hpp"
+#include "tetra/llama/moe.hpp"
+#include "tetra/llama/params.hpp"
+
+namespace tetra::costmodel::detail {
+
+namespace {
+
+/// Share of the layer's blocks that keep their saved tensors: 1 without recomputation or
+/// with a selective one (Megatron's selective recompute touches core attention only), 0 under
+/// full recompute (only the layer input stays), the non-checkpointed share under
+/// selective_layer.
+double kept_share(const llama::Layout& layout) {
+  double kept = 0.0;
+  for (const llama::BlockKind& kind : llama::block_kinds(layout)) {
+    if (kind.recompute != llama::Recompute::full) kept += kind.share;
+  }
+  return kept;
+}
+
+struct Shapes {
+  double tokens = 0;  ///< tokens of one micro-batch on this rank outside the TP region, s'b/nd
+  double full = 0;    ///< tokens of one micro-batch inside the TP region, s'b
+  double t = 1;
+  double gd = 1;      ///< divisor of saved GEMM inputs (t with SP, Megatron keeps the shard)
+  double in_bytes = 2;  ///< bytes per element of a saved GEMM input (quantised under FP8)
+  bool fused_swiglu = true;
+};
+
+Shapes shapes(const llama::Training& tr, const llama::Layout& l) {
+  Shapes s;
+  s.full = static_cast<double>(tr.seq_len) / std::max(l.cp, 1) * std::max(l.mbs, 1);
+  s.t = std::max(l.tp, 1);
+  const bool sp = l.sp && l.tp > 1;
+  const bool megatron = tr.framework == llama::Framework::megatron;
+  s.tokens = sp ? s.full / s.t : s.full;
+  s.gd = (sp && megatron) ? s.t : 1.0;
+  s.in_bytes = tr.fp8.enabled() && tr.framework != llama::Framework::fsdp
+                   ? llama::quantized_bytes_per_element(tr.fp8.recipe)
+                   : 2.0;
+  s.fused_swiglu = megatron || (tr.framework == llama::Framework::fsdp && tr.torch.compile);
+  return s;
+}
+
+}  // namespace
+
+double expert_pairs_per_rank(const llama::Model& m, const llama::Training& tr,
+                             const llama::Layout& l) noexcept {
+  if (!m.moe) return 0.0;
+  const Shapes s = shapes(tr, l);
+  double load = std::max(tr.moe_imbalance, 1.0);
+  // Capacity: each expert takes at most factor x its balanced share; the busiest rank's load
+  // over the mean is then at most the factor (Megatron-Core `moe_expert_capacity_factor`).
+  if (tr.moe_capacity_factor) load = std::min(load, *tr.moe_capacity_factor);
+  return s.tokens * m.moe->experts_per_token * std::max(l.etp, 1) * load;
+}
+
+MoeLayerMemory moe_layer_memory(const llama::Model& m, const llama::Training& tr,
+                                const llama::Layout& l) {
+  MoeLayerMemory out;
+  if (!m.moe) return out;
+  const llama::Moe& e = *m.moe;
+  const Shapes s = shapes(tr, l);
+  const double h = m.hidden;
+  const double fe = static_cast<double>(e.moe_ffn_hidden) / std::max(l.etp, 1);
+  const double fs = e.shared_width();
+  const double f = m.ffn_hidden;
+  const double pairs = expert_pairs_per_rank(m, tr, l);
+  const double swiglu = s.fused_swiglu ? 4.0 : 6.0;  // gate + up (+ silu(gate) eager)
+
+  // The dense MLP a layer of this model would save instead (memory.cpp layer_saved_full):
+  // its GEMM input and, inside the TP region, the SwiGLU tensors and the FC2 input.
+  const double dense_mlp = s.in_bytes * s.full * h / s.gd + (swiglu + s.in_bytes) * s.full * f / s.t;
+
+  // Router (router.py TopKRouter): its GEMM input (the normed hidden states, the SP shard)
+  // and the fp32 logits and scores over E experts the softmax / sigmoid and top-k backward
+  // read (4 + 4 bytes per token and expert).
+  double moe = 2.0 * s.tokens * h + 8.0 * s.tokens * e.num_experts;
+  // Shared experts: a dense SwiGLU MLP of width f_s over TP (shared_experts.py).
+  if (fs > 0) moe += s.in_bytes * s.full * h / s.gd + (swiglu + s.in_bytes) * s.full * fs / s.t;
+  // Routed experts (experts.py TEGroupedMLP): the permuted tokens (fc1 input), the fc1 output
+  // (gate and up), the fc2 input, and the expert output that unpermute scales by the routing
+  // probabilities (moe_utils.unpermute saves it for the probability gradient).
+  out.expert_saved = s.in_bytes * pairs * h + swiglu * pairs * fe + s.in_bytes * pairs * fe +
+                     2.0 * pairs * h;
+  moe += out.expert_saved;
+
+  const double kept = kept_share(l);
+  out.saved_delta = kept * (moe - dense_mlp);
+  out.expert_saved *= kept;
+
+  // While one MoE layer runs: the all-to-all send and receive buffers of the permuted tokens
+  // (the local tokens x k out, the rank's pairs in; the combine mirrors them), and in backward
+  // the gradients of the fc1 output (2 f_e) and of the activation (f_e), bf16.
+  const double sent = s.tokens * e.experts_per_token;
+  out.transient = 2.0 * h * (sent + pairs) + 2.0 * 3.0 * pairs * fe;
+  return out;
+}
+
+double attention_saved_delta(const llama::Model& m, const llama::Training& tr, const llama::Layout& l) {
+  const Shapes s = shapes(tr, l);
+  const double h = m.hidden;
+  const double a = std::max(m.heads, 1);
+  const double kv_share = static_cast<double>(m.kv_heads > 0 ? m.kv_heads : m.heads) / a;
+  // What memory.cpp counts inside the TP region per token: Q (2h), K and V (4h k/a), the
+  // attention output (2h), all with q = h.
+  const double gqa_h = (2.0 + 4.0 * kv_share + 2.0) * h;
+  double delta = 0.0;
+  if (m.mla) {
+    const llama::Mla& q = *m.mla;
+    // Latents on the SP shard: the q and kv down-projection outputs saved by their RMSNorms
+    // (r_q, r_kv + d_rope), and the normed latents saved by the up projections (r_q, r_kv).
+    double latent = 2.0 * (q.kv_lora_rank + q.qk_rope_head_dim) * s.tokens +
+                    2.0 * q.kv_lora_rank * s.full / s.gd;
+    if (q.q_lora_rank > 0) latent += 2.0 * q.q_lora_rank * (s.tokens + s.full / s.gd);
+    // Inside the TP region: Q and K of a(d_nope + d_rope), V and the attention output of a d_v.
+    const double inner = 2.0 * a * (2.0 * q.qk_head_dim() + 2.0 * q.v_head_dim) * s.full / s.t;
+    delta = latent + inner - gqa_h * s.full / s.t;
+  } else if (m.head_dim_override > 0) {
+    const double width = static_cast<double>(m.head_dim()) * a;  // q = a d_h
+    delta = (2.0 + 4.0 * kv_share + 2.0) * (width - h) * s.full / s.t;
+  }
+  // Selective recompute drops only the s^2 terms and full recompute everything.
+  return kept_share(l) * delta;
+}
+
+double moe_layer_linear_params(const llama::Model& m, const llama::Layout& l) {
+  if (!m.moe) return 0.0;
+  const llama::Moe& e = *m.moe;
+  int layer = 0;
+  while (layer < m.layers && !llama::is_moe_layer(m, layer)) ++layer;
+  const double glu = m.gated_mlp() ? 3.0 : 2.0;
+  const double experts = static_cast<double>(e.num_experts) * glu * m.hidden * e.moe_ffn_hidden;
+  // Everything but the experts, the router (h E) and the two norms (2h), over TP.
+  const double dense = static_cast<double>(llama::layer_params(m, layer)) - experts -
+                       static_cast<double>(m.hidden) * e.num_experts - 2.0 * m.hidden;
+  return dense / std::max(l.tp, 1) + experts / (static_cast<double>(std::max(l.ep, 1)) * std::max(l.etp, 1));
+}
+
+}  // namespace tetra::costmodel::detail

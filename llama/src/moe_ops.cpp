@@ -1,0 +1,303 @@
+// Op list of a mixture-of-experts block and of multi-head latent attention on one rank.
+//
+// MoE block: Megatron-Core `megatron/core/transformer/moe/` (moe_layer.py MoELayer.forward:
+// router, token dispatch, experts, combine, shared experts; token_dispatcher.py
+// MoEAlltoAllTokenDispatcher / MoEAllGatherTokenDispatcher / MoEFlexTokenDispatcher;
+// experts.py TEGroupedMLP; moe_utils.py permute / unpermute). Expert ranks: parallel_state.py
+// folds expert_tensor x expert x expert_data over the tp x cp x dp ranks of a pipeline stage.
+// MLA: Megatron-Core `multi_latent_attention.py` MLASelfAttention (DeepSeek-V2/V3, arXiv
+// 2405.04434 section 2.1).
+#include <algorithm>
+#include <cmath>
+
+#include "ops_builders.hpp"
+#include "tetra/llama/moe.hpp"
+
+namespace tetra::llama::detail {
+
+void set_moe_dims(Dims& d, const Model& m, const Training& tr, const Layout& l) {
+  if (!m.moe) return;
+  const Moe& e = *m.moe;
+  d.moe = true;
+  d.experts = std::max(1, e.num_experts);
+  d.topk = std::max(1, e.experts_per_token);
+  d.fe = e.moe_ffn_hidden;
+  d.shared_f = e.shared_width();
+  d.ep = std::max(1, l.ep);
+  d.etp = std::max(1, l.etp);
+  d.local_experts = std::max(1LL, d.experts / d.ep);
+  d.dispatcher = l.moe_dispatcher;
+  // The slowest EP rank sets the pace: its experts see the mean load times the imbalance; a
+  // capacity factor drops what exceeds it (Megatron-Core `moe_expert_capacity_factor`).
+  double imb = std::max(1.0, tr.moe_imbalance);
+  if (tr.moe_capacity_factor) imb = std::min(imb, std::max(1.0, *tr.moe_capacity_factor));
+  d.imbalance = imb;
+  // Tokens entering the block on this rank: the SP shard (Megatron-Core requires SP with TP
+  // under MoE). Each EP rank receives on average T_in·k routed copies from its EP peers
+  // (ep ranks send ep·T_in·k copies to E experts, E/ep of them local); the ETP all-gather
+  // multiplies that by etp. One local expert computes the share of E/ep of them.
+  const double t_in = static_cast<double>(d.tokens_sp);
+  d.expert_tokens_mean = t_in * static_cast<double>(d.topk * d.etp) / static_cast<double>(d.local_experts);
+  d.expert_tokens = d.expert_tokens_mean * d.imbalance;
+}
+
+namespace {
+
+/// Rows of one expert's GEMM (at least one).
+long long expert_rows(const Dims& d) { return std::max(1LL, static_cast<long long>(std::ceil(d.expert_tokens))); }
+
+/// One grouped-GEMM call over the local experts as `local_experts` GEMMs of the per-expert
+/// shape (TE GroupedLinear runs one cuBLASLt GEMM per expert, `te.pytorch.GroupedLinear`),
+/// each priced at its own small-M efficiency. FLOPs: the balanced token count (model FLOPs).
+Op expert_gemm(const Dims& d, Pass pass, const char* name, long long m, long long n, long long k,
+               double flops_per_expert) {
+  Op op = linear_gemm(d, pass, name, m, n, k);
+  op.count = static_cast<int>(d.local_experts);
+  op.flops = flops_per_expert;
+  return op;
+}
+
+/// Routed copies this rank's experts compute (the busiest rank).
+double routed_rows(const Dims& d) { return d.expert_tokens * static_cast<double>(d.local_experts); }
+
+/// Bytes one rank sends in the dispatch (or the combine): its T_in tokens, k copies each, h
+/// wide, at the activation dtype; the busiest rank receives `imbalance` times that. The
+/// all-to-all's size S in nccl-tests' sense, of which (ep−1)/ep leaves the rank.
+double dispatch_bytes(const Dims& d) {
+  return d.act * static_cast<double>(d.tokens_sp) * static_cast<double>(d.topk) * static_cast<double>(d.h) *
+         d.imbalance;
+}
+
+/// Dispatch (or combine, or their backward) over the EP group. alltoall and flex (DeepEP's
+/// fused kernels move the same bytes) use one all-to-all; allgather gathers every EP rank's
+/// tokens and reduce-scatters the combined output back (`MoEAllGatherTokenDispatcher`).
+void ep_exchange(std::vector<Op>& ops, const Dims& d, Pass pass, const char* name, bool gather,
+                 bool recompute) {
+  if (d.ep <= 1) return;
+  const int ep = static_cast<int>(d.ep);
+  Op op;
+  if (d.dispatcher == MoeDispatcher::allgather) {
+    const double s = d.act * static_cast<double>(d.tokens_sp) * static_cast<double>(d.h) * static_cast<double>(ep);
+    op = coll(pass, name, gather ? CollectiveKind::all_gather : CollectiveKind::reduce_scatter, CommDim::ep, ep, s);
+  } else {
+    op = coll(pass, name, CollectiveKind::all_to_all, CommDim::ep, ep, dispatch_bytes(d));
+  }
+  op.recompute = recompute;
+  ops.push_back(op);
+}
+
+/// The expert-TP all-gather of the received tokens (or reduce-scatter of the expert output)
+/// over the etp ranks of an expert (`MoEAlltoAllTokenDispatcher`, tp > 1 branch).
+void etp_exchange(std::vector<Op>& ops, const Dims& d, Pass pass, const char* name, bool gather,
+                  bool recompute) {
+  if (d.etp <= 1) return;
+  Op op = coll(pass, name, gather ? CollectiveKind::all_gather : CollectiveKind::reduce_scatter, CommDim::tp,
+               static_cast<int>(d.etp), d.act * routed_rows(d) * static_cast<double>(d.h));
+  op.recompute = recompute;
+  ops.push_back(op);
+}
+
+/// permute (moe_utils.permute: gather of the token rows into expert order, read T_in·h, write
+/// k·T_in·h) and unpermute (read the k·T_in·h expert outputs and the probabilities, write the
+/// weighted sum T_in·h): memory-bound, (1 + k)·act·T_in·h each, the same in backward.
+double permute_bytes(const Dims& d) {
+  return (1.0 + static_cast<double>(d.topk)) * d.act * static_cast<double>(d.tokens_sp) * static_cast<double>(d.h);
+}
+
+}  // namespace
+
+void moe_block_forward(std::vector<Op>& ops, const Dims& d, bool recompute) {
+  const Pass fw = Pass::forward;
+  auto push = [&](Op op) {
+    op.recompute = recompute;
+    ops.push_back(op);
+  };
+  const long long t_in = d.tokens_sp;
+  const long long fe1 = d.fe * 2 / d.etp;  // gated expert FC1 (gate and up) on this ETP rank
+  const long long fe2 = d.fe / d.etp;
+  const long long me = expert_rows(d);
+  const double mean = d.expert_tokens_mean;
+  push(mem(fw, "mlp_norm", norm_kernel(d), norm_fwd_bytes(d)));
+  // Router: one h x E GEMM in the training precision, then scores and top-k over the fp32
+  // logits (read and write 4 bytes per logit).
+  push(gemm(fw, "router", t_in, d.experts, d.h));
+  push(mem(fw, "router_topk", MemoryKernel::softmax, 8.0 * static_cast<double>(t_in * d.experts)));
+  push(mem(fw, "moe_permute", MemoryKernel::copy, permute_bytes(d)));
+  ep_exchange(ops, d, fw, "ep_dispatch", true, recompute);
+  etp_exchange(ops, d, fw, "etp_ag", true, recompute);
+  quantize_weight(ops, d, d.h, fe1 * d.local_experts, recompute);
+  quantize(ops, d, fw, routed_rows(d) * static_cast<double>(d.h), recompute);
+  push(expert_gemm(d, fw, "expert_fc1", me, fe1, d.h, 2.0 * mean * static_cast<double>(fe1 * d.h)));
+  push(mem(fw, "expert_swiglu", MemoryKernel::swiglu, 3.0 * d.act * routed_rows(d) * static_cast<double>(fe2)));
+  quantize_weight(ops, d, fe2, d.h * d.local_experts, recompute);
+  quantize(ops, d, fw, routed_rows(d) * static_cast<double>(fe2), recompute);
+  push(expert_gemm(d, fw, "expert_fc2", me, d.h, fe2, 2.0 * mean * static_cast<double>(fe2 * d.h)));
+  etp_exchange(ops, d, fw, "etp_rs", false, recompute);
+  ep_exchange(ops, d, fw, "ep_combine", false, recompute);
+  push(mem(fw, "moe_unpermute", MemoryKernel::copy, permute_bytes(d)));
+  if (d.shared_f > 0) {
+    // Shared experts: a dense gated MLP of width shared_f, TP-split like the dense MLP
+    // (Megatron-Core SharedExpertMLP), after the routed experts (no moe_shared_expert_overlap).
+    const long long s1 = d.shared_f * 2 / d.t;
+    const long long s2 = d.shared_f / d.t;
+    quantize_weight(ops, d, d.h, s1, recompute);
+    quantize(ops, d, fw, static_cast<double>(d.tokens * d.h), recompute, true);
+    tp_column_forward(ops, d, fw, recompute);
+    push(linear_gemm(d, fw, "shared_fc1", d.tokens, s1, d.h));
+    push(mem(fw, "shared_swiglu", MemoryKernel::swiglu, 3.0 * d.act * static_cast<double>(d.tokens * s2)));
+    quantize_weight(ops, d, s2, d.h, recompute);
+    quantize(ops, d, fw, static_cast<double>(d.tokens * s2), recompute);
+    tp_row_forward(ops, d, fw, recompute, true);
+    push(linear_gemm(d, fw, "shared_fc2", d.tokens, d.h, s2));
+    tp_row_forward(ops, d, fw, recompute, false);
+  }
+  push(mem(fw, "residual_add", MemoryKernel::residual_add, residual_bytes(d)));
+}
+
+void moe_block_backward(std::vector<Op>& ops, const Dims& d) {
+  const Pass bi = Pass::backward_input;
+  const Pass bw = Pass::backward_weight;
+  const long long t_in = d.tokens_sp;
+  const long long fe1 = d.fe * 2 / d.etp;
+  const long long fe2 = d.fe / d.etp;
+  const long long me = expert_rows(d);
+  const double mean = d.expert_tokens_mean;
+  ops.push_back(mem(bi, "residual_add_bwd", MemoryKernel::residual_add, residual_bytes(d)));
+  if (d.shared_f > 0) {
+    const long long s1 = d.shared_f * 2 / d.t;
+    const long long s2 = d.shared_f / d.t;
+    row_backward(ops, d, "shared_fc2_dgrad", "shared_fc2_wgrad", s2, d.h);
+    ops.push_back(mem(bi, "shared_swiglu_bwd", MemoryKernel::swiglu, 5.0 * d.act * static_cast<double>(d.tokens * s2)));
+    column_backward(ops, d, "shared_fc1_dgrad", "shared_fc1_wgrad", d.h, s1, true);
+  }
+  ops.push_back(mem(bi, "moe_unpermute_bwd", MemoryKernel::copy, permute_bytes(d)));
+  ep_exchange(ops, d, bi, "ep_combine_bwd", true, false);
+  etp_exchange(ops, d, bi, "etp_ag_grad", true, false);
+  // FC2: dgrad (M = rows, N = fe2, K = h), wgrad (M = h, N = fe2, K = rows) per expert.
+  quantize(ops, d, bi, routed_rows(d) * static_cast<double>(d.h), false);
+  ops.push_back(expert_gemm(d, bi, "expert_fc2_dgrad", me, fe2, d.h, 2.0 * mean * static_cast<double>(fe2 * d.h)));
+  ops.push_back(expert_gemm(d, bw, "expert_fc2_wgrad", d.h, fe2, me, 2.0 * mean * static_cast<double>(fe2 * d.h)));
+  ops.push_back(mem(bi, "expert_swiglu_bwd", MemoryKernel::swiglu, 5.0 * d.act * routed_rows(d) * static_cast<double>(fe2)));
+  quantize(ops, d, bi, routed_rows(d) * static_cast<double>(fe1), false);
+  ops.push_back(expert_gemm(d, bi, "expert_fc1_dgrad", me, d.h, fe1, 2.0 * mean * static_cast<double>(fe1 * d.h)));
+  ops.push_back(expert_gemm(d, bw, "expert_fc1_wgrad", fe1, d.h, me, 2.0 * mean * static_cast<double>(fe1 * d.h)));
+  etp_exchange(ops, d, bi, "etp_rs_grad", false, false);
+  ep_exchange(ops, d, bi, "ep_dispatch_bwd", false, false);
+  ops.push_back(mem(bi, "moe_permute_bwd", MemoryKernel::copy, permute_bytes(d)));
+  ops.push_back(mem(bi, "router_topk_bwd", MemoryKernel::softmax, 12.0 * static_cast<double>(t_in * d.experts)));
+  ops.push_back(gemm(bi, "router_dgrad", t_in, d.h, d.experts));
+  ops.push_back(gemm(bw, "router_wgrad", d.experts, d.h, t_in));
+  ops.push_back(mem(bi, "mlp_norm_bwd", norm_kernel(d), norm_bwd_bytes(d)));
+}
+
+namespace {
+
+/// Dims of MLA's core attention: every head has its own K and V (nkv = nq); the kernel's
+/// head width is the mean of the query-key (nope + rope) and value widths, which gives its
+/// FLOPs exactly: 2·s²·heads·(d_qk + d_v) = 4·s²·heads·(d_qk + d_v)/2.
+Dims mla_core_dims(const Dims& d) {
+  Dims a = d;
+  a.nkv = d.nq;
+  a.dh = (d.qk_nope + d.qk_rope + d.v_dim) / 2;
+  return a;
+}
+
+/// Dims of a GEMM that runs on the SP shard (MLA's down projections run before the latent
+/// all-gather).
+Dims sp_shard_dims(const Dims& d) {
+  Dims s = d;
+  s.tokens = d.tokens_sp;
+  return s;
+}
+
+}  // namespace
+
+void mla_block_forward(std::vector<Op>& ops, const Dims& d, const Training& tr, bool recompute) {
+  const Pass fw = Pass::forward;
+  auto push = [&](Op op) {
+    op.recompute = recompute;
+    ops.push_back(op);
+  };
+  const Dims ds = sp_shard_dims(d);
+  const long long qk = d.qk_nope + d.qk_rope;
+  const long long q_out = d.nq * qk / d.t;
+  const long long kv_out = d.nq * (d.qk_nope + d.v_dim) / d.t;
+  const long long kv_down = d.kv_lora + d.qk_rope;
+  const long long o_in = d.nq * d.v_dim / d.t;
+  push(mem(fw, "input_norm", norm_kernel(d), norm_fwd_bytes(d)));
+  quantize(ops, ds, fw, static_cast<double>(d.tokens_sp * d.h), recompute);
+  if (d.q_lora > 0) {
+    quantize_weight(ops, d, d.h, d.q_lora, recompute);
+    push(linear_gemm(d, fw, "q_down", d.tokens_sp, d.q_lora, d.h));
+  }
+  quantize_weight(ops, d, d.h, kv_down, recompute);
+  push(linear_gemm(d, fw, "kv_down", d.tokens_sp, kv_down, d.h));
+  // RMSNorm of the q and kv latents, then the SP all-gather of the latents.
+  push(mem(fw, "latent_norm", norm_kernel(d), 2.0 * d.act * static_cast<double>(d.tokens_sp * (d.q_lora + d.kv_lora))));
+  const long long latent = (d.q_lora > 0 ? d.q_lora : d.h) + kv_down;
+  if (d.t > 1 && d.sp) {
+    Op ag = coll(fw, "tp_ag_latent", CollectiveKind::all_gather, CommDim::tp, static_cast<int>(d.t),
+                 d.act * static_cast<double>(d.tokens * latent));
+    push(ag);
+  }
+  const long long q_in = d.q_lora > 0 ? d.q_lora : d.h;
+  quantize_weight(ops, d, q_in, q_out, recompute);
+  quantize(ops, d, fw, static_cast<double>(d.tokens * q_in), recompute);
+  push(linear_gemm(d, fw, "q_up", d.tokens, q_out, q_in));
+  quantize_weight(ops, d, d.kv_lora, kv_out, recompute);
+  quantize(ops, d, fw, static_cast<double>(d.tokens * d.kv_lora), recompute);
+  push(linear_gemm(d, fw, "kv_up", d.tokens, kv_out, d.kv_lora));
+  // RoPE on the rope part of every query head and on the one shared rope key.
+  push(mem(fw, "rope", MemoryKernel::rope,
+           rope_fwd_per_elem(d) * static_cast<double>(d.tokens * (d.nq / d.t + 1) * d.qk_rope)));
+  attention_forward(ops, mla_core_dims(d), tr, recompute);
+  quantize_weight(ops, d, o_in, d.h, recompute);
+  quantize(ops, d, fw, static_cast<double>(d.tokens * o_in), recompute);
+  tp_row_forward(ops, d, fw, recompute, true);
+  push(linear_gemm(d, fw, "attn_proj", d.tokens, d.h, o_in));
+  tp_row_forward(ops, d, fw, recompute, false);
+  push(mem(fw, "residual_add", MemoryKernel::residual_add, residual_bytes(d)));
+}
+
+void mla_block_backward(std::vector<Op>& ops, const Dims& d, const Training& tr, const Layout& layout) {
+  const Pass bi = Pass::backward_input;
+  const Dims ds = sp_shard_dims(d);
+  const long long qk = d.qk_nope + d.qk_rope;
+  const long long q_out = d.nq * qk / d.t;
+  const long long kv_out = d.nq * (d.qk_nope + d.v_dim) / d.t;
+  const long long kv_down = d.kv_lora + d.qk_rope;
+  const long long o_in = d.nq * d.v_dim / d.t;
+  const long long q_in = d.q_lora > 0 ? d.q_lora : d.h;
+  const long long latent = q_in + kv_down;
+  ops.push_back(mem(bi, "residual_add_bwd", MemoryKernel::residual_add, residual_bytes(d)));
+  row_backward(ops, d, "attn_proj_dgrad", "attn_proj_wgrad", o_in, d.h);
+  const Dims core = mla_core_dims(d);
+  if (layout.recompute == Recompute::selective) attention_forward(ops, core, tr, true);
+  attention_backward(ops, core, tr);
+  ops.push_back(mem(bi, "rope_bwd", MemoryKernel::rope,
+                    rope_bwd_per_elem(d) * static_cast<double>(d.tokens * (d.nq / d.t + 1) * d.qk_rope)));
+  input_grad(ops, d, "kv_up_dgrad", d.kv_lora, kv_out, true, false);
+  weight_grad(ops, d, "kv_up_wgrad", d.kv_lora, kv_out, true);
+  input_grad(ops, d, "q_up_dgrad", q_in, q_out, true, false);
+  weight_grad(ops, d, "q_up_wgrad", q_in, q_out, true);
+  if (d.t > 1) {
+    // The latents' gradients go back to their SP shards (reduce-scatter), or are summed over
+    // TP without SP.
+    const double bytes = d.act * static_cast<double>(d.tokens * latent);
+    ops.push_back(d.sp ? coll(bi, "tp_rs_latent", CollectiveKind::reduce_scatter, CommDim::tp,
+                              static_cast<int>(d.t), bytes)
+                       : coll(bi, "tp_ar_latent", CollectiveKind::all_reduce, CommDim::tp,
+                              static_cast<int>(d.t), bytes));
+  }
+  ops.push_back(mem(bi, "latent_norm_bwd", norm_kernel(d),
+                    3.0 * d.act * static_cast<double>(d.tokens_sp * (d.q_lora + d.kv_lora))));
+  input_grad(ops, ds, "kv_down_dgrad", d.h, kv_down, true, false);
+  weight_grad(ops, ds, "kv_down_wgrad", d.h, kv_down, true);
+  if (d.q_lora > 0) {
+    input_grad(ops, ds, "q_down_dgrad", d.h, d.q_lora, true, false);
+    weight_grad(ops, ds, "q_down_wgrad", d.h, d.q_lora, true);
+  }
+  ops.push_back(mem(bi, "input_norm_bwd", norm_kernel(d), norm_bwd_bytes(d)));
+}
+
+}  // namespace tetra::llama::detail

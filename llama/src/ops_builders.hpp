@@ -1,0 +1,125 @@
+#pragma once
+// Op-list builders shared by the dense (ops.cpp) and MoE / MLA (moe_ops.cpp) layers; private to
+// tetra::llama. Shapes and conventions: ops.hpp.
+
+#include <vector>
+
+#include "tetra/llama/layout.hpp"
+#include "tetra/llama/model.hpp"
+#include "tetra/llama/ops.hpp"
+
+namespace tetra::llama::detail {
+
+/// Everything the builders need, resolved once per call.
+struct Dims {
+  long long b = 1;      // micro-batch (sequences)
+  long long s = 0;      // full sequence
+  long long sr = 0;     // sequence on this CP rank, s / c
+  long long t = 1;      // tp
+  long long c = 1;      // cp
+  long long h = 0;
+  long long f = 0;      // ffn hidden
+  long long nq = 0, nkv = 0, dh = 0;
+  long long tokens = 0;     // T = b·s/c : tokens a column-parallel GEMM sees
+  long long tokens_sp = 0;  // tokens a replicated (norm / residual) kernel sees: T/t with SP
+  double act = 2;           // activation dtype bytes
+  bool sp = false;
+  bool gated = true;
+  bool llama = true;
+  /// Eager PyTorch modules (framework deepspeed / fsdp): every elementwise step of norm,
+  /// rotary, SwiGLU, softmax and loss is its own kernel with fp32 intermediates.
+  bool eager = false;
+  /// The block's elementwise steps as separate eager kernels: eager and not compiled
+  /// (torch.compile fuses them into Triton kernels with the byte counts of fused kernels).
+  bool eager_kernels = false;
+  /// RMSNorm as the eager fp32 chain (llama, eager kernels, fused_rmsnorm = false).
+  bool eager_norm = false;
+  /// Megatron GPT dropout (attention and hidden, p = 0.1): `--attention-dropout` and
+  /// `--hidden-dropout` default to 0.1 (`NVIDIA/Megatron-LM: megatron/arguments.py`, 2021).
+  bool dropout = false;
+  /// GPT linears carry biases (Megatron `--add-bias-linear`, on by default); Llama has none.
+  bool bias = false;
+  /// Bytes per weight element of the eager gradient accumulation after each weight-gradient
+  /// GEMM, averaged over the step's micro-batches (0 for Megatron, whose wgrad GEMM accumulates
+  /// into main_grad itself).
+  double grad_accumulate = 0;
+  /// FP8 / FP4 linears (llama/fp8.hpp): the recipe, the format of their GEMMs and the bytes of
+  /// one quantised element with its scales.
+  Fp8Recipe recipe = Fp8Recipe::none;
+  GemmFormat linear_format = GemmFormat::training;
+  double quantized = 0;
+  /// Micro-batches per step: TE casts a weight once per step and reuses the cached copy for
+  /// the later micro-batches (`is_first_microbatch`), so the cast is spread over them.
+  double micro_batches = 1;
+  /// TP communication overlapped with the GEMMs (Training::tp_comm_overlap, SP only).
+  bool tp_overlap = false;
+  /// FP8 parameters all-gathered by the data-parallel sharding (fp8_param_gather).
+  bool fp8_param_gather = false;
+  /// Bytes per element of the SP all-gather before a column-parallel linear: torchtitan's
+  /// Float8ColwiseParallel casts the input to FP8 before gathering it under tensorwise
+  /// scaling (`torchao/float8/float8_tensor_parallel.py`); everything else gathers act.
+  double tp_gather_bytes = 2;
+  // Multi-head latent attention (Model::mla): attention_block_* run the MLA projections.
+  bool mla = false;
+  long long q_lora = 0, kv_lora = 0, qk_nope = 0, qk_rope = 0, v_dim = 0;
+  // MoE block of this layer (set_moe_dims); false on a dense layer.
+  bool moe = false;
+  long long experts = 0;        // routed experts E
+  long long topk = 1;           // experts per token k
+  long long fe = 0;             // FFN width of one routed expert
+  long long shared_f = 0;       // width of the shared-expert MLP (0: none)
+  long long ep = 1, etp = 1;    // expert-parallel and expert-tensor-parallel sizes
+  long long local_experts = 1;  // E / ep
+  /// Routed tokens one local expert computes on the busiest EP rank (balanced share times the
+  /// imbalance), and the balanced share (model FLOPs).
+  double expert_tokens = 0, expert_tokens_mean = 0;
+  double imbalance = 1;
+  MoeDispatcher dispatcher = MoeDispatcher::alltoall;
+};
+
+Dims dims_of(const Model& m, const Training& tr, const Layout& l);
+/// Fills the MoE fields of `d` for a MoE layer of `m` (m.moe present).
+void set_moe_dims(Dims& d, const Model& m, const Training& tr, const Layout& l);
+
+Op gemm(Pass pass, const char* name, long long m, long long n, long long k);
+Op mem(Pass pass, const char* name, MemoryKernel kernel, double bytes);
+Op coll(Pass pass, const char* name, CollectiveKind kind, CommDim dim, int group, double bytes,
+        bool async = false);
+Op linear_gemm(const Dims& d, Pass pass, const char* name, long long m, long long n, long long k);
+void quantize(std::vector<Op>& ops, const Dims& d, Pass pass, double elements, bool recompute,
+              bool gathered = false);
+void quantize_weight(std::vector<Op>& ops, const Dims& d, long long in, long long out, bool recompute);
+void rowwise_rescale(std::vector<Op>& ops, const Dims& d, Pass pass, double output_elements);
+void tp_row_forward(std::vector<Op>& ops, const Dims& d, Pass pass, bool recompute, bool overlapped);
+void tp_column_forward(std::vector<Op>& ops, const Dims& d, Pass pass, bool recompute);
+double norm_fwd_bytes(const Dims& d);
+double norm_bwd_bytes(const Dims& d);
+double residual_bytes(const Dims& d);
+double rope_fwd_per_elem(const Dims& d);
+double rope_bwd_per_elem(const Dims& d);
+MemoryKernel norm_kernel(const Dims& d);
+void attention_forward(std::vector<Op>& ops, const Dims& d, const Training& tr, bool recompute);
+void attention_backward(std::vector<Op>& ops, const Dims& d, const Training& tr);
+void weight_grad(std::vector<Op>& ops, const Dims& d, const char* wname, long long in, long long out,
+                 bool linear);
+void input_grad(std::vector<Op>& ops, const Dims& d, const char* dname, long long in, long long out,
+                bool linear, bool gathered);
+void row_backward(std::vector<Op>& ops, const Dims& d, const char* dname, const char* wname,
+                  long long in, long long out);
+void column_backward(std::vector<Op>& ops, const Dims& d, const char* dname, const char* wname,
+                     long long in, long long out, bool linear);
+
+/// The dense MLP block (norm, FC1, activation, FC2, residual) forward and backward.
+void mlp_block_forward(std::vector<Op>& ops, const Dims& d, bool recompute);
+void mlp_block_backward(std::vector<Op>& ops, const Dims& d);
+
+// moe_ops.cpp
+/// The MoE block of one layer: norm, router, dispatch, grouped expert GEMMs, combine, shared
+/// experts, residual (forward, marked `recompute` when re-run), and its backward.
+void moe_block_forward(std::vector<Op>& ops, const Dims& d, bool recompute);
+void moe_block_backward(std::vector<Op>& ops, const Dims& d);
+/// The MLA attention block (DeepSeek-V3) forward and backward.
+void mla_block_forward(std::vector<Op>& ops, const Dims& d, const Training& tr, bool recompute);
+void mla_block_backward(std::vector<Op>& ops, const Dims& d, const Training& tr, const Layout& layout);
+
+}  // namespace tetra::llama::detail

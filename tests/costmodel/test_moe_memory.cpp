@@ -1,0 +1,99 @@
+// MoE memory terms (costmodel/src/moe_memory.cpp): expert states sharded over EP and the
+// expert data-parallel group, expert activations at top-k x tokens. Expected values are worked
+// out by hand from the Qwen3-30B-A3B config (llama/src/presets.cpp) in the comments.
+#include <doctest/doctest.h>
+
+#include "tetra/costmodel/memory.hpp"
+#include "tetra/hw/presets.hpp"
+#include "tetra/llama/params.hpp"
+#include "tetra/llama/presets.hpp"
+
+using namespace tetra;
+
+namespace {
+
+struct Setup {
+  llama::Model model;
+  hw::Cluster cluster;
+  llama::Training training;
+  llama::Layout layout;
+};
+
+/// Qwen3-30B-A3B on 2 DGX H100 nodes: tp 1, pp 1, dp 16, ep 8 -> edp = 16/8 = 2; bf16 weights,
+/// fp32 gradients, distributed optimizer (zero_stage 1), seq 4096, mbs 1, force-balanced routing.
+Setup qwen_ep8() {
+  Setup s;
+  s.model = *llama::find_model_preset("qwen3-30b-a3b");
+  s.cluster = *hw::find_cluster_preset("dgx-h100");
+  s.cluster.nodes = 2;
+  s.training.seq_len = 4096;
+  s.training.global_batch = 256;
+  s.training.moe_imbalance = 1.0;
+  s.layout.dp = 16;
+  s.layout.ep = 8;
+  return s;
+}
+
+}  // namespace
+
+TEST_SUITE("costmodel") {
+  TEST_CASE("expert states: E/ep experts per GPU, optimizer sharded over edp = tp*cp*dp/(ep*etp)") {
+    const Setup s = qwen_ep8();
+    const auto report = costmodel::estimate_memory(s.model, s.cluster, s.training, s.layout);
+    REQUIRE(report.stages.size() == 1);
+    const auto& st = report.stages[0];
+    CHECK(st.moe_layers == 48);
+    // Experts on one GPU: 48 layers x 128/8 experts x 3*2048*768 = 3,623,878,656 parameters;
+    // bf16 weight 2 + fp32 gradient 4 + Adam 12 / edp 2 = 12 bytes each.
+    CHECK(st.expert_states_bytes == doctest::Approx(3'623'878'656.0 * 12.0));
+    // The rest: 48 x (attention 18,874,368 + router 262,144 + norms 4,096) + 2 x 2048 x 151,936
+    // + 2048 = 1,541,081,088 parameters, Adam states over dp x cp = 16:
+    // 1,541,081,088 x 12/16 + 3,623,878,656 x 12/2 = 1,155,810,816 + 21,743,271,936.
+    CHECK(st.optimizer_bytes == doctest::Approx(22'899'082'752.0));
+    CHECK(st.params_bytes == doctest::Approx((1'541'081'088.0 + 3'623'878'656.0) * 2.0));
+
+    // Twice the EP: half the experts per GPU and edp 1, so the expert optimizer states stay
+    // the same per GPU (12 x 1,811,939,328 / 1) while weights and gradients halve.
+    Setup s16 = s;
+    s16.layout.ep = 16;
+    const auto& st16 = costmodel::estimate_memory(s16.model, s16.cluster, s16.training, s16.layout).stages[0];
+    CHECK(st16.expert_states_bytes == doctest::Approx(1'811'939'328.0 * (2.0 + 4.0 + 12.0)));
+  }
+
+  TEST_CASE("expert activations: top-k x tokens x imbalance, capped by the capacity factor") {
+    Setup s = qwen_ep8();
+    const auto& st = costmodel::estimate_memory(s.model, s.cluster, s.training, s.layout).stages[0];
+    // P = 4096 tokens x top-8 = 32,768 pairs; saved per layer: fc1 input 2Ph, fc1 output 4 P f_e,
+    // fc2 input 2 P f_e, expert output 2 P h = P (4 x 2048 + 6 x 768) = 419,430,400 bytes;
+    // one micro-batch in flight (pp 1), 48 MoE layers.
+    CHECK(st.expert_activations_bytes == doctest::Approx(48.0 * 419'430'400.0));
+    // Routing imbalance 1.5 raises the busiest rank's pairs by half; a capacity factor of 1.25
+    // caps it there.
+    s.training.moe_imbalance = 1.5;
+    const auto& hot = costmodel::estimate_memory(s.model, s.cluster, s.training, s.layout).stages[0];
+    CHECK(hot.expert_activations_bytes == doctest::Approx(1.5 * 48.0 * 419'430'400.0));
+    s.training.moe_capacity_factor = 1.25;
+    const auto& capped = costmodel::estimate_memory(s.model, s.cluster, s.training, s.layout).stages[0];
+    CHECK(capped.expert_activations_bytes == doctest::Approx(1.25 * 48.0 * 419'430'400.0));
+    CHECK(capped.dispatch_bytes > 0);
+    // Full recompute keeps only the layer inputs.
+    s.layout.recompute = llama::Recompute::full;
+    const auto& full = costmodel::estimate_memory(s.model, s.cluster, s.training, s.layout).stages[0];
+    CHECK(full.expert_activations_bytes == 0);
+  }
+
+  TEST_CASE("a dense model has no expert part") {
+    auto m = *llama::find_model_preset("llama3.1-8b");
+    auto c = *hw::find_cluster_preset("dgx-h100");
+    llama::Training t;
+    t.seq_len = 8192;
+    t.global_batch = 64;
+    llama::Layout l;
+    l.tp = 8;
+    l.sp = true;
+    const auto& st = costmodel::estimate_memory(m, c, t, l).stages[0];
+    CHECK(st.expert_states_bytes == 0);
+    CHECK(st.expert_activations_bytes == 0);
+    CHECK(st.dispatch_bytes == 0);
+  }
+}

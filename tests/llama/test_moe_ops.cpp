@@ -1,0 +1,151 @@
+// The MoE layer's op list (llama::moe_layer_ops): dispatch / combine volume and the grouped
+// expert GEMMs, checked against numbers worked out by hand from the formulas of Megatron-Core's
+// MoEAlltoAllTokenDispatcher (each rank sends its tokens' top-k copies over the EP group) and
+// TEGroupedMLP (one GEMM per local expert at its routed rows).
+#include <doctest/doctest.h>
+
+#include <string_view>
+
+#include "tetra/llama/layout.hpp"
+#include "tetra/llama/model.hpp"
+#include "tetra/llama/moe.hpp"
+#include "tetra/llama/ops.hpp"
+
+using namespace tetra::llama;
+
+namespace {
+
+/// 2 layers, hidden 1024, 8 heads; 8 experts of width 512, top-2, no shared expert.
+Model small_moe() {
+  Model m;
+  m.name = "moe-test";
+  m.arch = Arch::llama;
+  m.layers = 2;
+  m.hidden = 1024;
+  m.ffn_hidden = 4096;
+  m.heads = 8;
+  m.kv_heads = 8;
+  m.vocab = 32000;
+  Moe e;
+  e.num_experts = 8;
+  e.experts_per_token = 2;
+  e.moe_ffn_hidden = 512;
+  m.moe = e;
+  return m;
+}
+
+Training balanced() {
+  Training t;
+  t.seq_len = 1024;
+  t.global_batch = 16;
+  t.moe_imbalance = 1.0;
+  return t;
+}
+
+const Op* find(const std::vector<Op>& ops, std::string_view name) {
+  for (const Op& op : ops) {
+    if (name == op.name) return &op;
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+TEST_SUITE("llama") {
+  TEST_CASE("moe ops: dispatch all-to-all bytes per rank = tokens * top-k * hidden * bytes") {
+    // T = 1 x 1024 tokens, k = 2, h = 1024, bf16: S = 1024 * 2 * 1024 * 2 = 4,194,304 bytes; of
+    // it (ep - 1)/ep = 3/4 leaves the rank: 3,145,728 bytes (nccl-tests alltoall: busbw
+    // factor (n-1)/n, NCCL sends n-1 peer slices).
+    Layout l;
+    l.dp = 4;
+    l.ep = 4;
+    const auto ops = moe_layer_ops(small_moe(), balanced(), l);
+    const Op* d = find(ops, "ep_dispatch");
+    const Op* c = find(ops, "ep_combine");
+    REQUIRE(d != nullptr);
+    REQUIRE(c != nullptr);
+    CHECK(d->coll == CollectiveKind::all_to_all);
+    CHECK(d->dim == CommDim::ep);
+    CHECK(d->group == 4);
+    CHECK(d->bytes == doctest::Approx(4194304.0));
+    CHECK(d->bytes * 3.0 / 4.0 == doctest::Approx(3145728.0));
+    CHECK(c->bytes == doctest::Approx(d->bytes));
+    // The backward runs both again.
+    CHECK(find(ops, "ep_combine_bwd") != nullptr);
+    CHECK(find(ops, "ep_dispatch_bwd") != nullptr);
+    // A routing imbalance of 1.5 sends 1.5 times the bytes to the busiest rank.
+    Training t = balanced();
+    t.moe_imbalance = 1.5;
+    CHECK(find(moe_layer_ops(small_moe(), t, l), "ep_dispatch")->bytes == doctest::Approx(1.5 * 4194304.0));
+  }
+
+  TEST_CASE("moe ops: grouped GEMM shapes and FLOPs of one MoE layer") {
+    // ep = 4: 8/4 = 2 local experts; rows per expert T*k/(E/ep) = 1024*2/2 = 1024.
+    // FC1 (gate + up) 1024 x 1024 -> 2*512: 2*1024*1024*1024 FLOPs per expert, two experts:
+    // 4,294,967,296; FC2 1024 x 512 -> 1024: 2*1024*1024*512 per expert, two: 2,147,483,648.
+    // Forward expert FLOPs 6*T*k*f_e*h = 6*1024*2*512*1024 = 6,442,450,944.
+    Layout l;
+    l.dp = 4;
+    l.ep = 4;
+    const auto ops = moe_layer_ops(small_moe(), balanced(), l);
+    const Op* fc1 = find(ops, "expert_fc1");
+    const Op* fc2 = find(ops, "expert_fc2");
+    REQUIRE(fc1 != nullptr);
+    REQUIRE(fc2 != nullptr);
+    CHECK(fc1->count == 2);
+    CHECK(fc1->m == 1024);
+    CHECK(fc1->n == 1024);
+    CHECK(fc1->k == 1024);
+    CHECK(fc2->m == 1024);
+    CHECK(fc2->n == 1024);
+    CHECK(fc2->k == 512);
+    CHECK(fc1->total_flops() == doctest::Approx(4294967296.0));
+    CHECK(fc2->total_flops() == doctest::Approx(2147483648.0));
+    CHECK(fc1->total_flops() + fc2->total_flops() == doctest::Approx(6442450944.0));
+    // Backward: dgrad and wgrad of both, twice the forward.
+    double bwd = 0;
+    for (const Op& op : ops) {
+      const std::string_view n = op.name;
+      if (n.starts_with("expert_fc") && op.pass != Pass::forward) bwd += op.total_flops();
+    }
+    CHECK(bwd == doctest::Approx(2.0 * 6442450944.0));
+    // Imbalance 1.25 makes the busiest rank's experts 1280 rows each; the model FLOPs stay.
+    Training t = balanced();
+    t.moe_imbalance = 1.25;
+    const auto skewed = moe_layer_ops(small_moe(), t, l);
+    CHECK(find(skewed, "expert_fc1")->m == 1280);
+    CHECK(find(skewed, "expert_fc1")->total_flops() == doctest::Approx(4294967296.0));
+  }
+
+  TEST_CASE("moe ops: etp splits each expert and adds the expert-TP exchange") {
+    // tp = etp = 2 with SP: T_in = 1024/2 = 512 tokens enter; each EP rank receives 512*2 = 1024
+    // copies, 2048 after the ETP all-gather, 1024 per local expert (ep 2: 4 local experts ->
+    // 2048/4 = 512). FC1 width 2*512/2 = 512.
+    Layout l;
+    l.tp = 2;
+    l.sp = true;
+    l.dp = 2;
+    l.ep = 2;
+    l.etp = 2;
+    const auto ops = moe_layer_ops(small_moe(), balanced(), l);
+    const Op* fc1 = find(ops, "expert_fc1");
+    REQUIRE(fc1 != nullptr);
+    CHECK(fc1->count == 4);
+    CHECK(fc1->m == 512);
+    CHECK(fc1->n == 512);
+    const Op* ag = find(ops, "etp_ag");
+    REQUIRE(ag != nullptr);
+    CHECK(ag->group == 2);
+    CHECK(ag->bytes == doctest::Approx(2.0 * 2048.0 * 1024.0));
+  }
+
+  TEST_CASE("moe ops: a dense model's MoE op list is its dense op list") {
+    Model m = small_moe();
+    m.moe.reset();
+    Layout l;
+    const auto a = moe_layer_ops(m, balanced(), l);
+    const auto b = layer_ops(m, balanced(), l);
+    REQUIRE(a.size() == b.size());
+    for (std::size_t i = 0; i < a.size(); ++i) CHECK(std::string_view(a[i].name) == b[i].name);
+  }
+}

@@ -1,0 +1,152 @@
+// Mixture-of-experts scenario keys ([model] MoE / MLA keys, [layout] ep / etp /
+// moe_token_dispatcher, [training] moe_capacity_factor / moe_routing_imbalance), their errors
+// with file:line:col, the MoE layout rules of Megatron-Core, and the MoE measurement file.
+#include <doctest/doctest.h>
+
+#include <string>
+
+#include "tetra/hw/error.hpp"
+#include "tetra/llama/moe.hpp"
+#include "tetra/scenarios/measurements.hpp"
+#include "tetra/scenarios/scenario.hpp"
+
+using tetra::UserError;
+using namespace tetra::scenarios;
+
+namespace {
+
+// Qwen3-30B-A3B on 2 DGX H100 nodes: 16 GPUs, dp 16, ep 8 (line numbers matter below).
+const std::string kMoe = R"([model]
+preset = "qwen3-30b-a3b"
+
+[cluster]
+preset = "dgx-h100"
+nodes = 2
+
+[training]
+seq_len = 4096
+global_batch = 256
+
+[layout]
+tp = 1
+pp = 1
+mbs = 1
+ep = 8
+)";
+
+Scenario load(const std::string& text) { return load_scenario_text(text, "t.toml", {}, true); }
+
+std::string error_of(const std::string& text) {
+  try {
+    (void)load(text);
+  } catch (const UserError& e) {
+    MESSAGE(std::string(e.what()));
+    return e.what();
+  }
+  return "";
+}
+
+std::string with(std::string text, const std::string& from, const std::string& to) {
+  text.replace(text.find(from), from.size(), to);
+  return text;
+}
+
+}  // namespace
+
+TEST_SUITE("scenarios") {
+  TEST_CASE("MoE keys load: preset, explicit keys, layout and training") {
+    const Scenario sc = load(with(kMoe, "global_batch = 256",
+                                  "global_batch = 256\nmoe_capacity_factor = 1.25\n"
+                                  "moe_routing_imbalance = 1.1") +
+                             "moe_token_dispatcher = \"allgather\"\n");
+    REQUIRE(sc.model.moe);
+    CHECK(sc.model.moe->num_experts == 128);
+    CHECK(sc.model.head_dim() == 128);
+    CHECK(sc.layout.ep == 8);
+    CHECK(sc.layout.etp == 1);
+    CHECK(sc.layout.edp() == 2);  // tp*cp*dp / (ep*etp) = 16 / 8
+    CHECK(sc.layout.moe_dispatcher == tetra::llama::MoeDispatcher::allgather);
+    REQUIRE(sc.training.moe_capacity_factor);
+    CHECK(*sc.training.moe_capacity_factor == doctest::Approx(1.25));
+    CHECK(sc.training.moe_imbalance == doctest::Approx(1.1));
+
+    // A model written out key by key, as the validation model files are.
+    const Scenario custom = load(with(kMoe, "preset = \"qwen3-30b-a3b\"",
+                                      "layers = 4\nhidden = 1024\nffn_hidden = 4096\nheads = 8\n"
+                                      "kv_heads = 8\nvocab = 32000\nnum_experts = 16\n"
+                                      "experts_per_token = 2\nmoe_ffn_hidden = 512\nshared_experts = 1\n"
+                                      "first_k_dense = 1\ninterleave_moe_layer_step = 1\n"
+                                      "moe_router = \"sigmoid_topk\"\nq_lora_rank = 0\nkv_lora_rank = 128\n"
+                                      "qk_nope_head_dim = 64\nqk_rope_head_dim = 32\nv_head_dim = 64"));
+    REQUIRE(custom.model.moe);
+    REQUIRE(custom.model.mla);
+    CHECK(custom.model.moe->shared_width() == 512);
+    CHECK(custom.model.moe->router == tetra::llama::Router::sigmoid_topk);
+    CHECK_FALSE(tetra::llama::is_moe_layer(custom.model, 0));
+    CHECK(tetra::llama::is_moe_layer(custom.model, 1));
+    CHECK(custom.model.mla->qk_head_dim() == 96);
+  }
+
+  TEST_CASE("MoE model errors name file:line:col and the key") {
+    CHECK(error_of(with(kMoe, "preset = \"qwen3-30b-a3b\"",
+                        "preset = \"qwen3-30b-a3b\"\nexperts_per_token = 200")) ==
+          "t.toml:3:21: [model].experts_per_token: experts_per_token (200) must not exceed "
+          "num_experts (128)");
+    CHECK(error_of(with(kMoe, "preset = \"qwen3-30b-a3b\"", "preset = \"llama3.1-8b\"\nmoe_ffn_hidden = 512"))
+              .rfind("t.toml:3:18: [model].moe_ffn_hidden: needs num_experts", 0) == 0);
+    CHECK(error_of(with(kMoe, "preset = \"qwen3-30b-a3b\"",
+                        "preset = \"qwen3-30b-a3b\"\nmoe_router = \"greedy\""))
+              .rfind("t.toml:3:14: [model].moe_router: unknown value \"greedy\"", 0) == 0);
+    CHECK(error_of(with(kMoe, "preset = \"qwen3-30b-a3b\"", "preset = \"qwen3-30b-a3b\"\nkv_lora_rank = 64"))
+              .rfind("t.toml:3:16: [model].qk_nope_head_dim: missing", 0) == 0);
+  }
+
+  TEST_CASE("MoE layout rules (Megatron-Core) blame the [layout] key") {
+    // ep must divide the 128 experts (Megatron-LM arguments.py).
+    CHECK(error_of(with(kMoe, "ep = 8", "ep = 3")).rfind(
+              "t.toml:16:6: [layout].ep: ep=3 must divide num_experts=128", 0) == 0);
+    // ep*etp must divide tp*cp*dp = 16 (parallel_state.initialize_model_parallel).
+    CHECK(error_of(with(kMoe, "ep = 8", "ep = 32")).rfind(
+              "t.toml:16:6: [layout].ep: ep*etp = 32*1 = 32 must divide tp*cp*dp = 1*1*16 = 16", 0) == 0);
+    CHECK(error_of(with(kMoe, "ep = 8", "ep = 16\netp = 2")).rfind(
+              "t.toml:17:7: [layout].etp: ep*etp = 16*2 = 32 must divide tp*cp*dp", 0) == 0);
+    // ep with tp needs sequence parallelism (transformer_config.py).
+    CHECK(error_of(with(kMoe, "tp = 1", "tp = 2")).rfind(
+              "t.toml:12:1: [layout].sp: ep=8 with tp=2 needs sp=true", 0) == 0);
+    CHECK_NOTHROW((void)load(with(kMoe, "tp = 1", "tp = 2\nsp = true")));
+    // The flex (DeepEP) dispatcher needs expert TP x EP > 1 (MoEFlexTokenDispatcher).
+    CHECK(error_of(with(kMoe, "ep = 8", "ep = 1\nmoe_token_dispatcher = \"flex\"")).rfind(
+              "t.toml:17:24: [layout].moe_token_dispatcher: moe_token_dispatcher=\"flex\" needs ep*etp > 1", 0) == 0);
+    // Expert parallelism on a dense model.
+    CHECK(error_of(with(kMoe, "preset = \"qwen3-30b-a3b\"", "preset = \"llama3.1-8b\"")).rfind(
+              "t.toml:16:6: [layout].ep: ep=8 needs a mixture-of-experts model", 0) == 0);
+  }
+
+  TEST_CASE("the MoE validation file: ep column, force-balanced rows at imbalance 1.0") {
+    const auto rows = read_measurements(std::string(TETRA_SOURCE_DIR) +
+                                        "/data/validation/megatron_bridge_moe.csv");
+    REQUIRE(rows.size() == 138);
+    int balanced = 0;
+    for (const auto& r : rows) {
+      CAPTURE(r.id);
+      CHECK(r.model.moe);
+      CHECK(r.layout.etp == 1);
+      if (r.training.moe_imbalance == 1.0) ++balanced;
+      // Every row leaves recompute blank (per-module recompute lists); a MoE row runs it as
+      // none and is not skipped for it.
+      CHECK(r.skip_reason.find("recompute") == std::string::npos);
+      CHECK(r.layout.recompute == tetra::llama::Recompute::none);
+    }
+    CHECK(balanced == 124);
+    // mbr-26.08-dsv3-gb300-256-mxfp8: EP 32, DeepSeek-V3 with MLA.
+    CHECK(rows[0].layout.ep == 32);
+    CHECK(rows[0].model.mla);
+    CHECK(rows[0].model.moe->first_k_dense == 3);
+    // 61 layers at pp 2, vp 8 take the interleaved uneven split (llama::uneven_chunk_split):
+    // k = ceil(61/16) = 4, rest 61 - 14*4 = 5 -> end chunks 2 and 3 -> first 7*4 + 2 = 30,
+    // last 7*4 + 3 = 31.
+    CHECK(rows[0].layout.vp == 8);
+    CHECK(rows[0].layout.first_stage_layers == 30);
+    CHECK(rows[0].layout.last_stage_layers == 31);
+  }
+}
