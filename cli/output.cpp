@@ -63,6 +63,22 @@ std::string precision_name(const llama::Fp8Training& fp8) {
 
 double gib3(double bytes) { return round_to(bytes / hw::kGiB, 3); }
 
+nlohmann::json search_counts_json(const search::SearchSummary& s) {
+  nlohmann::json j;
+  j["enumerated"] = s.enumerated;
+  j["invalid"] = s.invalid;
+  nlohmann::json by_rule = nlohmann::json::object();
+  for (const auto& [rule, count] : s.invalid_by_rule) by_rule[rule] = count;
+  j["invalid_by_rule"] = std::move(by_rule);
+  j["valid"] = s.valid;
+  j["pruned_by_memory"] = s.pruned_by_memory;
+  j["simulated"] = s.simulated;
+  j["over_budget_simulated"] = s.over_budget_simulated;
+  j["feasible"] = s.feasible;
+  j["layer_shapes"] = s.layer_shapes;
+  return j;
+}
+
 nlohmann::json layout_json(const llama::Layout& l) {
   nlohmann::json j;
   j["tp"] = l.tp;

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "tetra/llama/layout.hpp"
+#include "tetra/search/search.hpp"
 
 namespace tetra::cli {
 
@@ -33,6 +34,10 @@ namespace tetra::cli {
 
 /// Bytes as GiB rounded to 1/1000 GiB (about 1 MB).
 [[nodiscard]] double gib3(double bytes);
+
+/// A search's counts (enumerated, invalid and by rule, valid, pruned, simulated, feasible,
+/// layer shapes): the part of a summary that `search --json` and plan shards share.
+[[nodiscard]] nlohmann::json search_counts_json(const search::SearchSummary& s);
 
 /// The [layout] keys of a layout as a JSON object (first/last stage layers when uneven).
 [[nodiscard]] nlohmann::json layout_json(const llama::Layout& layout);

@@ -7,6 +7,7 @@
 #include <stdexcept>
 #include <sstream>
 
+#include "output.hpp"
 #include "tetra/hw/error.hpp"
 #include "tetra/llama/fp8.hpp"
 #include "tetra/scenarios/scenario.hpp"
@@ -71,18 +72,7 @@ nlohmann::json evaluation_json(const scenarios::PlanScenario& sc, std::size_t in
     j["best"] = nullptr;
   }
   const search::SearchSummary& s = e.summary;
-  nlohmann::json sj;
-  sj["enumerated"] = s.enumerated;
-  sj["invalid"] = s.invalid;
-  nlohmann::json rules = nlohmann::json::object();
-  for (const auto& [rule, n] : s.invalid_by_rule) rules[rule] = n;
-  sj["invalid_by_rule"] = std::move(rules);
-  sj["valid"] = s.valid;
-  sj["pruned_by_memory"] = s.pruned_by_memory;
-  sj["simulated"] = s.simulated;
-  sj["over_budget_simulated"] = s.over_budget_simulated;
-  sj["feasible"] = s.feasible;
-  sj["layer_shapes"] = s.layer_shapes;
+  nlohmann::json sj = search_counts_json(s);
   sj["capacity_bytes"] = s.capacity_bytes;
   sj["budget_bytes"] = s.budget_bytes;
   j["summary"] = std::move(sj);

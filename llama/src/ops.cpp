@@ -393,32 +393,55 @@ void attention_block_forward(std::vector<Op>& ops, const Dims& d, const Training
   push(mem(fw, "residual_add", MemoryKernel::residual_add, residual_bytes(d)));
 }
 
+MlpCore dense_mlp_core(const Dims& d) {
+  MlpCore c;
+  c.width = d.f;
+  c.gated = d.gated;
+  c.names = d.gated ? MlpNames{"fc1", "swiglu", "fc2", "fc1_dgrad", "fc1_wgrad", "swiglu_bwd", "fc2_dgrad", "fc2_wgrad"}
+                    : MlpNames{"fc1", "gelu", "fc2", "fc1_dgrad", "fc1_wgrad", "gelu_bwd", "fc2_dgrad", "fc2_wgrad"};
+  if (d.gated) {
+    // SwiGLU: read gate and up (2·T·F/t), write T·F/t; eager silu(gate) (2 act) then
+    // · up (3 act): 5 act per element. Backward: read dy and both inputs (3·T·F/t), write
+    // both input gradients (2·T·F/t); eager: the mul's two gradients (3 act each) and silu
+    // backward (3 act): 9 act per element.
+    c.act_fwd_bytes = d.eager_kernels ? 5.0 : 3.0;
+    c.act_bwd_bytes = d.eager_kernels ? 9.0 : 5.0;
+  } else {
+    c.act_fwd_bytes = 2.0;
+    c.act_bwd_bytes = 3.0;
+  }
+  return c;
+}
+
+void mlp_core_forward(std::vector<Op>& ops, const Dims& d, const MlpCore& c, bool recompute) {
+  const Pass fw = Pass::forward;
+  auto push = [&](Op op) {
+    op.recompute = recompute;
+    ops.push_back(op);
+  };
+  const long long fc1_out = c.width * (c.gated ? 2 : 1) / d.t;
+  const long long fc2_in = c.width / d.t;
+  quantize_weight(ops, d, d.h, fc1_out, recompute);
+  quantize(ops, d, fw, static_cast<double>(d.tokens * d.h), recompute, true);
+  tp_column_forward(ops, d, fw, recompute);
+  push(linear_gemm(d, fw, c.names.fc1, d.tokens, fc1_out, d.h));
+  push(mem(fw, c.names.act, c.gated ? MemoryKernel::swiglu : MemoryKernel::gelu,
+           c.act_fwd_bytes * d.act * static_cast<double>(d.tokens * fc2_in)));
+  quantize_weight(ops, d, fc2_in, d.h, recompute);
+  quantize(ops, d, fw, static_cast<double>(d.tokens * fc2_in), recompute);
+  tp_row_forward(ops, d, fw, recompute, true);
+  push(linear_gemm(d, fw, c.names.fc2, d.tokens, d.h, fc2_in));
+  tp_row_forward(ops, d, fw, recompute, false);
+}
+
 void mlp_block_forward(std::vector<Op>& ops, const Dims& d, bool recompute) {
   const Pass fw = Pass::forward;
   auto push = [&](Op op) {
     op.recompute = recompute;
     ops.push_back(op);
   };
-  const long long fc1_out = d.f * (d.gated ? 2 : 1) / d.t;
-  const long long fc2_in = d.f / d.t;
   push(mem(fw, "mlp_norm", norm_kernel(d), norm_fwd_bytes(d)));
-  quantize_weight(ops, d, d.h, fc1_out, recompute);
-  quantize(ops, d, fw, static_cast<double>(d.tokens * d.h), recompute, true);
-  tp_column_forward(ops, d, fw, recompute);
-  push(linear_gemm(d, fw, "fc1", d.tokens, fc1_out, d.h));
-  if (d.gated) {
-    // SwiGLU: read gate and up (2·T·F/t), write T·F/t; eager silu(gate) (2 act) then
-    // · up (3 act): 5 act per element
-    push(mem(fw, "swiglu", MemoryKernel::swiglu,
-             (d.eager_kernels ? 5.0 : 3.0) * d.act * static_cast<double>(d.tokens * fc2_in)));
-  } else {
-    push(mem(fw, "gelu", MemoryKernel::gelu, 2.0 * d.act * static_cast<double>(d.tokens * fc2_in)));
-  }
-  quantize_weight(ops, d, fc2_in, d.h, recompute);
-  quantize(ops, d, fw, static_cast<double>(d.tokens * fc2_in), recompute);
-  tp_row_forward(ops, d, fw, recompute, true);
-  push(linear_gemm(d, fw, "fc2", d.tokens, d.h, fc2_in));
-  tp_row_forward(ops, d, fw, recompute, false);
+  mlp_core_forward(ops, d, dense_mlp_core(d), recompute);
   push(mem(fw, "residual_add", MemoryKernel::residual_add, residual_bytes(d)));
 }
 
@@ -564,22 +587,20 @@ double gathered_layer_param_bytes(const Model& model, const Training& training, 
 
 namespace detail {
 
+void mlp_core_backward(std::vector<Op>& ops, const Dims& d, const MlpCore& c) {
+  const long long fc1_out = c.width * (c.gated ? 2 : 1) / d.t;
+  const long long fc2_in = c.width / d.t;
+  row_backward(ops, d, c.names.fc2_dgrad, c.names.fc2_wgrad, fc2_in, d.h);
+  ops.push_back(mem(Pass::backward_input, c.names.act_bwd,
+                    c.gated ? MemoryKernel::swiglu : MemoryKernel::gelu,
+                    c.act_bwd_bytes * d.act * static_cast<double>(d.tokens * fc2_in)));
+  column_backward(ops, d, c.names.fc1_dgrad, c.names.fc1_wgrad, d.h, fc1_out, true);
+}
+
 void mlp_block_backward(std::vector<Op>& ops, const Dims& d) {
-  const long long fc1_out = d.f * (d.gated ? 2 : 1) / d.t;
-  const long long fc2_in = d.f / d.t;
   const Pass bi = Pass::backward_input;
   ops.push_back(mem(bi, "residual_add_bwd", MemoryKernel::residual_add, residual_bytes(d)));
-  row_backward(ops, d, "fc2_dgrad", "fc2_wgrad", fc2_in, d.h);
-  if (d.gated) {
-    // read dy and both inputs (3·T·F/t), write both input gradients (2·T·F/t); eager: the
-    // mul's two gradients (3 act each) and silu backward (3 act): 9 act per element
-    ops.push_back(mem(bi, "swiglu_bwd", MemoryKernel::swiglu,
-                      (d.eager_kernels ? 9.0 : 5.0) * d.act * static_cast<double>(d.tokens * fc2_in)));
-  } else {
-    ops.push_back(mem(bi, "gelu_bwd", MemoryKernel::gelu,
-                      3.0 * d.act * static_cast<double>(d.tokens * fc2_in)));
-  }
-  column_backward(ops, d, "fc1_dgrad", "fc1_wgrad", d.h, fc1_out, true);
+  mlp_core_backward(ops, d, dense_mlp_core(d));
   ops.push_back(mem(bi, "mlp_norm_bwd", norm_kernel(d), norm_bwd_bytes(d)));
 }
 

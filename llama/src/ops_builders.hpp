@@ -109,6 +109,32 @@ void row_backward(std::vector<Op>& ops, const Dims& d, const char* dname, const 
 void column_backward(std::vector<Op>& ops, const Dims& d, const char* dname, const char* wname,
                      long long in, long long out, bool linear);
 
+/// Op names of one TP-split MLP (static strings, as Op::name needs).
+struct MlpNames {
+  const char* fc1;
+  const char* act;
+  const char* fc2;
+  const char* fc1_dgrad;
+  const char* fc1_wgrad;
+  const char* act_bwd;
+  const char* fc2_dgrad;
+  const char* fc2_wgrad;
+};
+
+/// One TP-split MLP without its norm and residual: FC1 (column-parallel), the activation, FC2
+/// (row-parallel), with their TP collectives and FP8 casts. The dense MLP and MoE shared
+/// experts are both one.
+struct MlpCore {
+  long long width = 0;          ///< FFN width before the TP split
+  bool gated = true;            ///< SwiGLU (FC1 doubled) or GeLU
+  MlpNames names{};
+  double act_fwd_bytes = 0;     ///< activation kernel bytes per output element, in activation dtypes
+  double act_bwd_bytes = 0;
+};
+MlpCore dense_mlp_core(const Dims& d);
+void mlp_core_forward(std::vector<Op>& ops, const Dims& d, const MlpCore& c, bool recompute);
+void mlp_core_backward(std::vector<Op>& ops, const Dims& d, const MlpCore& c);
+
 /// The dense MLP block (norm, FC1, activation, FC2, residual) forward and backward.
 void mlp_block_forward(std::vector<Op>& ops, const Dims& d, bool recompute);
 void mlp_block_backward(std::vector<Op>& ops, const Dims& d);
