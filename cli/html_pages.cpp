@@ -136,6 +136,10 @@ report::SimulatePage simulate_page(const json& j, const std::string& chrome_trac
                 fact(j, "/exposed_comm_s", "dp", "exposed DP communication", "s"),
                 fact(j, "", "peak_gib", "peak memory", "GiB"),
                 fact(j, "", "micro_batches", "micro-batches")};
+  if (j.at("exposed_comm_s").contains("ep")) {
+    // MoE models: the dispatch and combine left on the critical path, after the DP row.
+    page.facts.insert(page.facts.begin() + 8, fact(j, "/exposed_comm_s", "ep", "exposed EP communication", "s"));
+  }
   page.band = band_of(j);
   if (page.band.present()) {
     page.facts.insert(page.facts.begin() + 1, fact(j, "/step_time_band_s", "low", "step time band, low", "s"));

@@ -148,6 +148,15 @@ TEST_CASE("browser: simulate --html has the memory bars and the timeline with --
   }
 }
 
+TEST_CASE("browser: simulate --html of a mixture-of-experts model lists its exposed EP traffic") {
+  auto [j, dom] = json_and_page("simulate scenarios/llama4-maverick.toml", "simulate_moe");
+  REQUIRE(j.at("exposed_comm_s").contains("ep"));
+  CHECK(dom.find("exposed EP communication") != std::string::npos);
+  CHECK(dom.find("data-v-ep=") != std::string::npos);
+  const std::size_t stages = j.at("stages").size();
+  check_all_equal(compare(dom, j), 7 * stages + 2 * stages + 11);
+}
+
 TEST_CASE("browser: search --html plots every ranked layout with --json's numbers") {
   auto [j, dom] = json_and_page("search scenarios/default.toml", "search");
   const std::string svg = svg_of(dom, "search-throughput-memory");
