@@ -56,13 +56,13 @@ TEST_SUITE("costmodel") {
     // the same per GPU (12 x 1,811,939,328 / 1) while weights and gradients halve.
     Setup s16 = s;
     s16.layout.ep = 16;
-    const auto& st16 = costmodel::estimate_memory(s16.model, s16.cluster, s16.training, s16.layout).stages[0];
+    const costmodel::StageMemory st16 = costmodel::estimate_memory(s16.model, s16.cluster, s16.training, s16.layout).stages[0];
     CHECK(st16.expert_states_bytes == doctest::Approx(1'811'939'328.0 * (2.0 + 4.0 + 12.0)));
   }
 
   TEST_CASE("expert activations: top-k x tokens x imbalance, capped by the capacity factor") {
     Setup s = qwen_ep8();
-    const auto& st = costmodel::estimate_memory(s.model, s.cluster, s.training, s.layout).stages[0];
+    const costmodel::StageMemory st = costmodel::estimate_memory(s.model, s.cluster, s.training, s.layout).stages[0];
     // P = 4096 tokens x top-8 = 32,768 pairs; saved per layer: fc1 input 2Ph, fc1 output 4 P f_e,
     // fc2 input 2 P f_e, expert output 2 P h = P (4 x 2048 + 6 x 768) = 419,430,400 bytes;
     // one micro-batch in flight (pp 1), 48 MoE layers.
@@ -70,15 +70,15 @@ TEST_SUITE("costmodel") {
     // Routing imbalance 1.5 raises the busiest rank's pairs by half; a capacity factor of 1.25
     // caps it there.
     s.training.moe_imbalance = 1.5;
-    const auto& hot = costmodel::estimate_memory(s.model, s.cluster, s.training, s.layout).stages[0];
+    const costmodel::StageMemory hot = costmodel::estimate_memory(s.model, s.cluster, s.training, s.layout).stages[0];
     CHECK(hot.expert_activations_bytes == doctest::Approx(1.5 * 48.0 * 419'430'400.0));
     s.training.moe_capacity_factor = 1.25;
-    const auto& capped = costmodel::estimate_memory(s.model, s.cluster, s.training, s.layout).stages[0];
+    const costmodel::StageMemory capped = costmodel::estimate_memory(s.model, s.cluster, s.training, s.layout).stages[0];
     CHECK(capped.expert_activations_bytes == doctest::Approx(1.25 * 48.0 * 419'430'400.0));
     CHECK(capped.dispatch_bytes > 0);
     // Full recompute keeps only the layer inputs.
     s.layout.recompute = llama::Recompute::full;
-    const auto& full = costmodel::estimate_memory(s.model, s.cluster, s.training, s.layout).stages[0];
+    const costmodel::StageMemory full = costmodel::estimate_memory(s.model, s.cluster, s.training, s.layout).stages[0];
     CHECK(full.expert_activations_bytes == 0);
   }
 
@@ -91,7 +91,7 @@ TEST_SUITE("costmodel") {
     llama::Layout l;
     l.tp = 8;
     l.sp = true;
-    const auto& st = costmodel::estimate_memory(m, c, t, l).stages[0];
+    const costmodel::StageMemory st = costmodel::estimate_memory(m, c, t, l).stages[0];
     CHECK(st.expert_states_bytes == 0);
     CHECK(st.expert_activations_bytes == 0);
     CHECK(st.dispatch_bytes == 0);
