@@ -23,8 +23,8 @@ nlohmann::json interval_json(const costmodel::StepBand& band, double predicted_s
   return {{"low", round_to(iv->low_s, 6)}, {"high", round_to(iv->high_s, 6)}};
 }
 
-nlohmann::json band_json(const costmodel::StepBand& band, double predicted_s) {
-  nlohmann::json j = interval_json(band, predicted_s);
+nlohmann::json band_source_json(const costmodel::StepBand& band) {
+  nlohmann::json j;
   const bool ok = band.band.available();
   j["basis"] = band.basis;
   j["generation"] = band.generation;
@@ -34,6 +34,12 @@ nlohmann::json band_json(const costmodel::StepBand& band, double predicted_s) {
   j["low_error"] = ok ? nlohmann::json(round_to(band.band.low_error, 6)) : nlohmann::json(nullptr);
   j["high_error"] = ok ? nlohmann::json(round_to(band.band.high_error, 6)) : nlohmann::json(nullptr);
   j["note"] = band.note.empty() ? nlohmann::json(nullptr) : nlohmann::json(band.note);
+  return j;
+}
+
+nlohmann::json band_json(const costmodel::StepBand& band, double predicted_s) {
+  nlohmann::json j = band_source_json(band);
+  j.update(interval_json(band, predicted_s));
   return j;
 }
 

@@ -18,6 +18,8 @@ namespace tetra::cli {
 [[nodiscard]] costmodel::StepBand band_for(const hw::Gpu& gpu, const fit::FitSummary* fit,
                                            const std::string& fit_path);
 
+/// Where a band comes from: basis, generation, rows, quantiles, errors, note (no interval).
+[[nodiscard]] nlohmann::json band_source_json(const costmodel::StepBand& band);
 /// {"low", "high"} in seconds around `predicted_s` (null without a band).
 [[nodiscard]] nlohmann::json interval_json(const costmodel::StepBand& band, double predicted_s);
 /// {"low", "high", "basis", "generation", "rows", "low_quantile", "high_quantile",

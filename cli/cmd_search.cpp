@@ -112,10 +112,7 @@ nlohmann::json search_json(const scenarios::Scenario& sc, const search::SearchRe
   for (std::size_t i = 0; i < listed; ++i) rows.push_back(layout_row(res.layouts[i], band));
   j["layouts"] = std::move(rows);
   // The band's source once; each layout carries its own low / high.
-  nlohmann::json bj = band_json(band, 0);
-  bj.erase("low");
-  bj.erase("high");
-  j["step_time_band"] = std::move(bj);
+  j["step_time_band"] = band_source_json(band);
   return j;
 }
 
