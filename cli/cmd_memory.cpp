@@ -49,6 +49,7 @@ int run_memory(const MemoryArgs& args) {
     j["memory_fraction"] = options.memory_fraction;
     j["fits"] = rep.fits;
     j["peak_gib"] = gib3(rep.peak_bytes);
+    j["headroom_gib"] = gib3(rep.headroom_bytes);
     j["peak_stage"] = rep.peak_stage;
     nlohmann::json stages = nlohmann::json::array();
     for (const auto& s : rep.stages) {
@@ -151,7 +152,13 @@ int run_memory(const MemoryArgs& args) {
             << "usable    " << fixed(gib(rep.usable_bytes), 2) << " GiB ("
             << fixed(options.memory_fraction * 100.0, 0) << "% planning margin)\n"
             << "peak      " << fixed(gib(rep.peak_bytes), 2) << " GiB reserved on stage "
-            << rep.peak_stage << '\n';
+            << rep.peak_stage;
+  if (sc.training.expandable_segments) {
+    // The allocator hands cached pages back at the device's limit: allocated is what must fit.
+    std::cout << " (" << fixed(gib(rep.stages[static_cast<std::size_t>(rep.peak_stage)].allocated_bytes), 2)
+              << " allocated; expandable segments)";
+  }
+  std::cout << '\n';
   if (!rep.fits) {
     std::cout << "fits      no: stage " << rep.peak_stage << " needs "
               << fixed(gib(rep.peak_bytes), 2) << " GiB of " << fixed(gib(rep.capacity_bytes), 2)

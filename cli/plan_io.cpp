@@ -67,6 +67,7 @@ nlohmann::json evaluation_json(const scenarios::PlanScenario& sc, std::size_t in
     bj["bubble_fraction"] = b.bubble_fraction;
     bj["peak_bytes"] = b.peak_bytes;
     bj["estimate_peak_bytes"] = b.estimate_peak_bytes;
+    bj["headroom_bytes"] = b.headroom_bytes;
     j["best"] = std::move(bj);
   } else {
     j["best"] = nullptr;
@@ -102,6 +103,7 @@ plan::Evaluation evaluation_from(const nlohmann::json& j) {
     b.bubble_fraction = bj.at("bubble_fraction").get<double>();
     b.peak_bytes = bj.at("peak_bytes").get<double>();
     b.estimate_peak_bytes = bj.at("estimate_peak_bytes").get<double>();
+    b.headroom_bytes = bj.at("headroom_bytes").get<double>();
     e.best = b;
   }
   const nlohmann::json& sj = j.at("summary");

@@ -273,6 +273,24 @@ int micro_batch_count(const llama::Layout& l, const llama::Training& tr) {
   return std::max(llama::micro_batches(l, tr), 1);
 }
 
+/// ZeRO-2 (FSDP's SHARD_GRAD_OP, Llama 3 §3.3.2): share of a stage's gradients held unsharded
+/// at once, besides the reduced shard. Without a pipeline every micro-batch's gradients are
+/// reduce-scattered as its backward produces them (FSDP, DeepSpeed stage 2): none. Under
+/// pipelining a model chunk accumulates them unsharded over its micro-batches and
+/// reduce-scatters them after its last backward, per virtual stage (PyTorch pipelining
+/// `_PipelineStageBase.backward_maybe_with_nosync`, `last_backward`). When the step's
+/// micro-batches make one round of pp under the interleaved schedule, each chunk runs its
+/// backwards back to back (Megatron-Core `schedules.py`, `microbatch_group_size_per_vp_stage`
+/// = pp), so only the chunk in backward and the one being reduce-scattered hold theirs;
+/// otherwise every chunk holds its gradients from its first backward to the step's end.
+double unsharded_gradient_share(const llama::Layout& l, int micro_batches) {
+  if (l.pp <= 1) return 0.0;
+  const int v = std::max(l.vp, 1);
+  if (v > 1 && l.schedule == llama::Schedule::interleaved && micro_batches <= std::max(l.pp, 1))
+    return std::min(2, v) / static_cast<double>(v);
+  return 1.0;
+}
+
 }  // namespace
 
 double StageMemory::static_bytes() const noexcept {
@@ -427,6 +445,7 @@ MemoryReport estimate_memory(const llama::Model& model, const hw::Cluster& clust
       layout.schedule == llama::Schedule::gpipe || layout.schedule == llama::Schedule::layered;
 
   double peak = -1.0;
+  double peak_allocated = -1.0;
   for (const llama::StageParams& st : sp) {
     StageMemory s;
     s.stage = st.stage;
@@ -470,7 +489,8 @@ MemoryReport estimate_memory(const llama::Model& model, const hw::Cluster& clust
         break;
       case 2:
         s.params_bytes = phi * sb.w;
-        s.grads_bytes = phi_d * sb.g / shard + phi_e * sb.g / edp;
+        s.grads_bytes = phi_d * sb.g / shard + phi_e * sb.g / edp +
+                        (fujii ? 0.0 : unsharded_gradient_share(layout, m) * phi * sb.g);
         s.optimizer_bytes = phi_d * sb.o / shard + phi_e * sb.o / edp;
         s.expert_states_bytes = phi_e * (sb.w + (sb.g + sb.o) / edp);
         break;
@@ -629,14 +649,29 @@ MemoryReport estimate_memory(const llama::Model& model, const hw::Cluster& clust
     // micro-batch (activations and transients).
     s.fragmentation_bytes = frag * (s.activations_bytes + transient);
     s.reserved_bytes = s.allocated_bytes + s.fragmentation_bytes;
+    if (training.expandable_segments) {
+      // At the device's limit an allocator with expandable segments unmaps every free page
+      // and retries (c10/cuda/CUDACachingAllocator.cpp `release_blocks` -> `unmap_block`); the
+      // default allocator can free only segments with no live block. Cached holes then cost
+      // cache, not capacity: reserved stops at the device and what must fit is allocated.
+      s.reserved_bytes = std::min(s.reserved_bytes, std::max(s.allocated_bytes, report.capacity_bytes));
+      s.fragmentation_bytes = s.reserved_bytes - s.allocated_bytes;
+    }
 
-    if (s.reserved_bytes > peak) {
+    // Stages that all reach the device under expandable segments: the fullest allocated one.
+    if (s.reserved_bytes > peak || (s.reserved_bytes == peak && s.allocated_bytes > peak_allocated)) {
       peak = s.reserved_bytes;
+      peak_allocated = s.allocated_bytes;
       report.peak_stage = s.stage;
     }
     report.stages.push_back(s);
   }
   report.peak_bytes = std::max(peak, 0.0);
+  report.headroom_bytes = report.capacity_bytes;
+  for (const StageMemory& s : report.stages) {
+    const double held = training.expandable_segments ? s.allocated_bytes : s.reserved_bytes;
+    report.headroom_bytes = std::min(report.headroom_bytes, report.capacity_bytes - held);
+  }
   report.fits = report.peak_bytes <= report.capacity_bytes;
   return report;
 }

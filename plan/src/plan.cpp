@@ -127,7 +127,7 @@ Report assemble(const PlanInput& in, const std::vector<Evaluation>& evals) {
         row.days_band = Range{row.days * low, row.days * high};
         if (row.cost) row.cost_band = Range{*row.cost * low, *row.cost * high};
       }
-      row.headroom_bytes = c.cluster.gpu.memory_bytes - row.best.peak_bytes;
+      row.headroom_bytes = row.best.headroom_bytes;
       if (row.finishes) {
         if (set.deadline_days) row.meets_deadline = row.days <= *set.deadline_days;
         if (set.budget && row.cost) row.meets_budget = *row.cost <= *set.budget;

@@ -703,7 +703,7 @@ const std::vector<std::string_view>& training_keys() {
   static const std::vector<std::string_view> keys{
       "seq_len",   "global_batch",  "precision",      "grad_dtype",          "optimizer", "zero_stage",
       "attention", "fused_rmsnorm", "overlap_grad_reduce", "overlap_param_gather", "framework",
-      "fp8_recipe", "fp8_param_gather", "tp_comm_overlap", "compile", "async_tp",
+      "fp8_recipe", "fp8_param_gather", "tp_comm_overlap", "expandable_segments", "compile", "async_tp",
       "compile_loss", "reshard_after_forward", "moe_capacity_factor", "moe_routing_imbalance"};
   return keys;
 }
@@ -750,6 +750,8 @@ void set_training_key(const Section& s, std::string_view k, const toml::node& n,
     t.fp8.param_gather = s.boolean(n, k);
   } else if (k == "tp_comm_overlap") {
     t.tp_comm_overlap = s.boolean(n, k);
+  } else if (k == "expandable_segments") {
+    t.expandable_segments = s.boolean(n, k);
   } else if (k == "compile") {
     t.torch.compile = s.boolean(n, k);
   } else if (k == "async_tp") {

@@ -116,6 +116,7 @@ RankedLayout ranked(const llama::Layout& layout, const llama::Training& training
   rl.bubble_fraction = r.bubble_fraction;
   rl.peak_bytes = r.peak_bytes;
   rl.estimate_peak_bytes = estimate;
+  rl.headroom_bytes = r.memory.headroom_bytes;
   rl.micro_batches = r.micro_batches;
   return rl;
 }

@@ -570,4 +570,79 @@ TEST_SUITE("costmodel") {
     CHECK(estimate_memory(m, c, t, simple_layout(1, 1, 8, 1)).stages[0].grads_bytes ==
           doctest::Approx(743450624.0));
   }
+
+  /// Llama 3's 405B grid on 16,384 H100 (arXiv 2407.21783 Table 4, §3.3.2): TP 8, PP 16 with
+  /// 7 / 8 ... 8 / 7 layers, VP 8, DP 128, sequence 8192, 16 micro-batches of one sequence.
+  struct Llama3Grid {
+    llama::Model m = model("llama3.1-405b");
+    hw::Cluster c = cluster("dgx-h100");
+    llama::Training t;
+    llama::Layout l;
+    Llama3Grid() {
+      t.seq_len = 8192;
+      t.global_batch = 2048;
+      t.grad_dtype = llama::Precision::fp32;
+      l.tp = 8;
+      l.pp = 16;
+      l.vp = 8;
+      l.dp = 128;
+      l.sp = true;
+      l.schedule = llama::Schedule::interleaved;
+      l.first_stage_layers = 7;
+      l.last_stage_layers = 7;
+    }
+  };
+
+  TEST_CASE("memory: ZeRO-2 under an interleaved round holds two chunks' gradients unsharded") {
+    // Stage 1 holds 8 layers: per layer the linears q, o (h^2 each), k, v (h * 8 * 128 each)
+    // and w1, w3, w2 (3 h F), h = 16,384, F = 53,248, over TP 8, plus two norms of h:
+    // phi = 8 * (2,281,701,376 + 2,617,245,696) / 8 + 8 * 2 * 16,384 = 3,187,933,184.
+    // fp32 gradients: the shard 4 phi / 128 and, as 16 micro-batches = PP make one round, the
+    // chunk in backward and the one reduce-scattering: 4 phi * 2 / 8 -> 3.0618 GiB in all.
+    Llama3Grid g;
+    const double phi = 3187933184.0;
+    g.t.zero_stage = 1;
+    CHECK(estimate_memory(g.m, g.c, g.t, g.l).stages[1].grads_bytes == doctest::Approx(4.0 * phi));
+    g.t.zero_stage = 2;
+    const auto s1 = estimate_memory(g.m, g.c, g.t, g.l).stages[1];
+    CHECK(s1.grads_bytes == doctest::Approx(4.0 * phi / 128 + 4.0 * phi * 2 / 8));
+    CHECK(s1.grads_bytes / kGiB == doctest::Approx(3.0618).epsilon(1e-4));
+    // Two rounds (32 micro-batches): every chunk's backwards recur, all hold their gradients.
+    g.t.global_batch = 4096;
+    CHECK(estimate_memory(g.m, g.c, g.t, g.l).stages[1].grads_bytes ==
+          doctest::Approx(4.0 * phi / 128 + 4.0 * phi));
+    // 1F1B: one chunk per stage, accumulated from its first backward to the last.
+    g.t.global_batch = 2048;
+    g.l.vp = 1;
+    g.l.schedule = llama::Schedule::one_f_one_b;
+    CHECK(estimate_memory(g.m, g.c, g.t, g.l).stages[1].grads_bytes ==
+          doctest::Approx(4.0 * phi / 128 + 4.0 * phi));
+  }
+
+  TEST_CASE("memory: with expandable segments fragmentation costs cache, not capacity") {
+    // c10/cuda/CUDACachingAllocator.cpp release_blocks: at the limit the default allocator frees
+    // only segments with no live block, an expandable one unmaps every free page. Reserved is
+    // allocated + 0.25 (activations + transients) while it fits and stops at the device.
+    Llama3Grid g;
+    g.t.zero_stage = 2;
+    const auto plain = estimate_memory(g.m, g.c, g.t, g.l);
+    const auto& p1 = plain.stages[1];
+    CHECK(p1.reserved_bytes ==
+          doctest::Approx(p1.allocated_bytes + 0.25 * (p1.activations_bytes + p1.transient_bytes)));
+    CHECK_FALSE(plain.fits);
+    g.t.expandable_segments = true;
+    const auto exp = estimate_memory(g.m, g.c, g.t, g.l);
+    const auto& e1 = exp.stages[1];
+    CHECK(e1.allocated_bytes == doctest::Approx(p1.allocated_bytes));
+    CHECK(e1.allocated_bytes < g.c.gpu.memory_bytes);
+    CHECK(e1.reserved_bytes == g.c.gpu.memory_bytes);
+    CHECK(e1.fragmentation_bytes == doctest::Approx(g.c.gpu.memory_bytes - e1.allocated_bytes));
+    CHECK(exp.fits);
+    CHECK(exp.peak_stage == 1);  // stages 1-7 reach the device; 1 is the fullest allocated
+    // Where the cache fits under the device, the setting changes nothing.
+    g.l.recompute = llama::Recompute::full;
+    const auto full = estimate_memory(g.m, g.c, g.t, g.l).stages[1];
+    CHECK(full.fragmentation_bytes ==
+          doctest::Approx(0.25 * (full.activations_bytes + full.transient_bytes)));
+  }
 }

@@ -22,6 +22,8 @@ search::RankedLayout row_with(double tokens_per_s, double peak_bytes) {
   r.tokens_per_s = tokens_per_s;
   r.step_time_s = 1e6 / tokens_per_s;
   r.peak_bytes = peak_bytes;
+  // The memory model's headroom on an H100 with the default allocator: capacity - reserved.
+  r.headroom_bytes = hw::find_cluster_preset("dgx-h100")->gpu.memory_bytes - peak_bytes;
   return r;
 }
 
@@ -134,7 +136,7 @@ TEST_SUITE("plan") {
       CHECK(r.gpu_hours == doctest::Approx(17777.778).epsilon(1e-7));
       REQUIRE(r.cost);
       CHECK(*r.cost == doctest::Approx(35555.556).epsilon(1e-7));
-      // 79.65 GiB H100 (80 GB label) − 50 GiB.
+      // 79.65 GiB H100 (80 GB label) − 50 GiB, passed on from the search row.
       CHECK(r.headroom_bytes / (1024.0 * 1024 * 1024) == doctest::Approx(29.65).epsilon(1e-3));
       CHECK(rep.priced);
       CHECK(r.pareto);

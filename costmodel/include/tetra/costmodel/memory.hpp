@@ -61,6 +61,9 @@ struct MemoryReport {
   double peak_bytes = 0;         ///< max reserved over stages
   int peak_stage = 0;
   bool fits = false;             ///< peak (reserved) <= capacity
+  /// Capacity left on the fullest stage: capacity - reserved, or capacity - allocated when
+  /// the allocator runs with expandable segments (its cache then fills whatever is free).
+  double headroom_bytes = 0;
   std::vector<StageMemory> stages;
 };
 

@@ -111,6 +111,10 @@ struct Training {
   /// Megatron-Core `tp_comm_overlap` (TE userbuffers): the SP all-gather and reduce-scatter of
   /// each linear run chunked under its GEMM instead of blocking before / after it.
   bool tp_comm_overlap = false;
+  /// PyTorch's caching allocator runs with `PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True`:
+  /// when the device is full it unmaps every free page of its segments and maps them where
+  /// the request needs them, so fragmentation costs cache, not capacity.
+  bool expandable_segments = false;
   Framework framework = Framework::megatron;
   /// PyTorch-native options of framework fsdp (torch_native.hpp).
   TorchNative torch;

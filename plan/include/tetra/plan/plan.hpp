@@ -106,7 +106,7 @@ struct Row {
   std::optional<costmodel::StepInterval> step_band_s;
   std::optional<Range> days_band;
   std::optional<Range> cost_band;
-  double headroom_bytes = 0;      ///< GPU memory − simulated reserved peak of the fullest stage
+  double headroom_bytes = 0;      ///< GPU memory left on the fullest stage (MemoryReport::headroom_bytes)
   bool finishes = true;           ///< goodput > 0
   bool pareto = false;            ///< on the front of (days, cost), or fastest without prices
   std::optional<bool> meets_deadline;  ///< when a deadline is given

@@ -52,6 +52,7 @@ struct RankedLayout {
   double bubble_fraction = 0;
   double peak_bytes = 0;           ///< simulated reserved peak of the fullest stage
   double estimate_peak_bytes = 0;  ///< analytical (pruning) peak of the fullest stage
+  double headroom_bytes = 0;       ///< simulated MemoryReport::headroom_bytes
   int micro_batches = 0;
 };
 
