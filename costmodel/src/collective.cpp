@@ -529,7 +529,7 @@ CollectiveEstimate modelled(CollectiveKind kind, double bytes, const GroupPlacem
     if (g.nodes > 1) {
       const double nic = (t.p2p_inter_Bps > 0 ? t.p2p_inter_Bps : t.nic_GBps * 1e9) * t.nics_per_node /
                          std::max(1, t.gpus_per_node);
-      busbw = std::min(busbw, nic * (n - 1) / (n - ppn));
+      busbw = std::min(busbw, t.alltoall_nic_efficiency * nic * (n - 1) / (n - ppn));
     }
     const double lat = (constants(p.version).base[1][2] + (n - 1) * 0.5) * 1e-6;  // [assumed]
     e.seconds = lat + bytes * bus_factor(kind, g.ranks) / busbw;

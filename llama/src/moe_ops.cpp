@@ -27,6 +27,7 @@ void set_moe_dims(Dims& d, const Model& m, const Training& tr, const Layout& l) 
   d.etp = std::max(1, l.etp);
   d.local_experts = std::max(1LL, d.experts / d.ep);
   d.dispatcher = l.moe_dispatcher;
+  d.a2a_overlap = tr.moe_a2a_overlap;
   // The slowest EP rank sets the pace: its experts see the mean load times the imbalance; a
   // capacity factor drops what exceeds it (Megatron-Core `moe_expert_capacity_factor`).
   double imb = std::max(1.0, tr.moe_imbalance);
@@ -81,6 +82,7 @@ void ep_exchange(std::vector<Op>& ops, const Dims& d, Pass pass, const char* nam
     op = coll(pass, name, gather ? CollectiveKind::all_gather : CollectiveKind::reduce_scatter, CommDim::ep, ep, s);
   } else {
     op = coll(pass, name, CollectiveKind::all_to_all, CommDim::ep, ep, dispatch_bytes(d));
+    op.paired = d.a2a_overlap;
   }
   op.recompute = recompute;
   ops.push_back(op);

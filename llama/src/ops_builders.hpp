@@ -68,6 +68,7 @@ struct Dims {
   long long topk = 1;           // experts per token k
   long long fe = 0;             // FFN width of one routed expert
   long long shared_f = 0;       // width of the shared-expert MLP (0: none)
+  bool a2a_overlap = false;     // EP exchanges paired with another micro-batch's compute
   long long ep = 1, etp = 1;    // expert-parallel and expert-tensor-parallel sizes
   long long local_experts = 1;  // E / ep
   /// Routed tokens one local expert computes on the busiest EP rank (balanced share times the

@@ -264,6 +264,10 @@ std::optional<LayoutIssue> check_moe_layout(const Model& model, const Training& 
       return issue("moe_capacity_factor", "ep-needs-moe",
                    "moe_capacity_factor needs a mixture-of-experts model (num_experts in [model])");
     }
+    if (training.moe_a2a_overlap) {
+      return issue("moe_a2a_overlap", "ep-needs-moe",
+                   "moe_a2a_overlap needs a mixture-of-experts model (num_experts in [model])");
+    }
     return std::nullopt;
   }
   const Moe& e = *model.moe;
@@ -315,6 +319,27 @@ std::optional<LayoutIssue> check_moe_layout(const Model& model, const Training& 
     if (training.moe_capacity_factor) {
       return issue("moe_capacity_factor", "flex-dropless",
                    "moe_token_dispatcher=\"flex\" runs dropless; remove moe_capacity_factor");
+    }
+  }
+  // Megatron-Core transformer_config.py, overlap_moe_expert_parallel_comm: "only supported with
+  // expert model parallelism", "supported with alltoall/flex token dispatcher", "disable full
+  // recomputation", and with pp > 1 "virtual_pipeline_model_parallel_size must be specified".
+  if (training.moe_a2a_overlap) {
+    if (layout.ep < 2) {
+      return issue("moe_a2a_overlap", "a2a-overlap-needs-ep", "moe_a2a_overlap needs ep > 1");
+    }
+    if (layout.moe_dispatcher == MoeDispatcher::allgather) {
+      return issue("moe_a2a_overlap", "a2a-overlap-dispatcher",
+                   "moe_a2a_overlap needs moe_token_dispatcher = \"alltoall\" or \"flex\"");
+    }
+    if (layout.recompute == Recompute::full || layout.recompute == Recompute::selective_layer) {
+      return issue("recompute", "a2a-overlap-recompute",
+                   "moe_a2a_overlap cannot run with full recomputation (recompute=" +
+                       std::string(to_string(layout.recompute)) + ")");
+    }
+    if (layout.pp > 1 && layout.schedule != Schedule::interleaved) {
+      return issue("moe_a2a_overlap", "a2a-overlap-needs-vp",
+                   "moe_a2a_overlap with pp=" + str(layout.pp) + " needs the interleaved schedule (vp)");
     }
   }
   return std::nullopt;

@@ -704,7 +704,8 @@ const std::vector<std::string_view>& training_keys() {
       "seq_len",   "global_batch",  "precision",      "grad_dtype",          "optimizer", "zero_stage",
       "attention", "fused_rmsnorm", "overlap_grad_reduce", "overlap_param_gather", "framework",
       "fp8_recipe", "fp8_param_gather", "tp_comm_overlap", "expandable_segments", "compile", "async_tp",
-      "compile_loss", "reshard_after_forward", "moe_capacity_factor", "moe_routing_imbalance"};
+      "compile_loss", "reshard_after_forward", "moe_capacity_factor", "moe_routing_imbalance",
+      "moe_a2a_overlap"};
   return keys;
 }
 
@@ -786,6 +787,8 @@ void set_training_key(const Section& s, std::string_view k, const toml::node& n,
     t.moe_capacity_factor = s.number(n, k, 1e-3, 1e3);
   } else if (k == "moe_routing_imbalance") {
     t.moe_imbalance = s.number(n, k, 1.0, 1e3);
+  } else if (k == "moe_a2a_overlap") {
+    t.moe_a2a_overlap = s.boolean(n, k);
   }
 }
 

@@ -42,6 +42,8 @@ PassTime replay_pass(const std::vector<const llama::Op*>& ops, const std::vector
   std::vector<std::uint32_t> async_next;  // must finish before the compute op after the next
   std::vector<std::uint32_t> async_later;
   std::vector<std::uint32_t> op_of_task;
+  std::vector<bool> paired;  // per task: covered by the co-scheduled pass (Op::paired)
+  Duration paired_busy;      // their total duration
   auto add_compute = [&](const llama::Op& op, double s) {
     TaskSpec t;
     t.stream = kCompute;
@@ -49,6 +51,7 @@ PassTime replay_pass(const std::vector<const llama::Op*>& ops, const std::vector
     t.duration = Duration::from_seconds(s);
     const auto id = g.add_task(t);
     op_of_task.push_back(kNone);
+    paired.push_back(false);
     if (last_compute != kNone) g.add_dep(last_compute, id);
     for (auto b : blocking) g.add_dep(b, id);
     for (auto a : async_later) g.add_dep(a, id);
@@ -67,8 +70,12 @@ PassTime replay_pass(const std::vector<const llama::Op*>& ops, const std::vector
     t.duration = Duration::from_seconds(s);
     const auto id = g.add_task(t);
     op_of_task.push_back(index);
+    paired.push_back(op.paired);
     if (last_compute != kNone) g.add_dep(last_compute, id);
-    if (op.async) {
+    if (op.paired) {
+      // Covered by the co-scheduled pass's compute: it shares the SMs but blocks nothing here.
+      paired_busy += t.duration;
+    } else if (op.async) {
       async_next.push_back(id);
     } else {
       blocking.push_back(id);
@@ -99,7 +106,16 @@ PassTime replay_pass(const std::vector<const llama::Op*>& ops, const std::vector
   }
   engine.run(queue, g);
   const auto& tm = engine.timings();
-  out.seconds = engine.makespan().seconds();
+  // Paired exchanges finish under the other pass: the pass ends with its last own task, or,
+  // when the exchanges outlast the compute that covers them, with their total.
+  Time end = engine.makespan();
+  if (paired_busy > Duration{}) {
+    end = Time::zero() + paired_busy;
+    for (std::uint32_t i = 0; i < g.tasks().size(); ++i) {
+      if (!paired[i] && tm[i].end > end) end = tm[i].end;
+    }
+  }
+  out.seconds = end.seconds();
   out.compute_s = 0;
   for (std::uint32_t i = 0; i < g.tasks().size(); ++i) {
     const double d = (tm[i].end - tm[i].start).seconds();
@@ -128,13 +144,14 @@ PassTime replay_pass(const std::vector<const llama::Op*>& ops, const std::vector
     prev = tm[i].end;
     last_end = tm[i].end;
   }
-  // Communication still running after the last compute op is exposed too.
-  if (engine.makespan() > last_end) {
+  // Communication still running after the last compute op is exposed too (paired exchanges
+  // only where they outlast the pass's compute).
+  if (end > last_end) {
     std::uint32_t latest = kNone;
     for (std::uint32_t i = 0; i < tasks.size(); ++i) {
       if (tasks[i].stream != kCompute && (latest == kNone || tm[i].end > tm[latest].end)) latest = i;
     }
-    if (latest != kNone) out.exposed_s[tasks[latest].stream - 1] += (engine.makespan() - last_end).seconds();
+    if (latest != kNone) out.exposed_s[tasks[latest].stream - 1] += (end - last_end).seconds();
   }
   if (record) {
     for (std::uint32_t i = 0; i < tasks.size(); ++i) {

@@ -171,6 +171,19 @@ TEST_SUITE("costmodel") {
     CHECK(two.algo == NcclAlgo::nvls_tree);
   }
 
+  TEST_CASE("All-to-all across nodes at the published 32-GPU busbw (hardware.md 4.1, GTC25)") {
+    // nccl-tests all-to-all on 32 GPUs of 4 nodes: 48 GB/s busbw on DGX H100 (8x 400 Gb/s),
+    // 24 GB/s on DGX A100 (8x 200 Gb/s). Each rank's remote 24/32 of the buffer crosses its
+    // NIC (48.5 / 23.5 GB/s effective), a bound of 48.5 x 31/24 = 62.65 and 30.35 GB/s.
+    // (At 1 GiB the all-to-all's launch latency, about 30 us, costs 0.1-0.2 %.)
+    CHECK(busbw_gbs(CollectiveKind::all_to_all, 4, params("dgx-h100")) == doctest::Approx(48.0).epsilon(3e-3));
+    CHECK(busbw_gbs(CollectiveKind::all_to_all, 4, params("dgx-a100-80gb")) == doctest::Approx(24.0).epsilon(3e-3));
+    // 64 GPUs on 8 nodes: the same share of that bound, 48 / 62.65 x 48.5 x 63/56 = 41.80 GB/s.
+    CHECK(busbw_gbs(CollectiveKind::all_to_all, 8, params("dgx-h100")) == doctest::Approx(41.80).epsilon(3e-3));
+    // One node: the measured intra-node 320 GB/s (GTC25), untouched.
+    CHECK(busbw_gbs(CollectiveKind::all_to_all, 1, params("dgx-h100")) == doctest::Approx(320.0).epsilon(0.02));
+  }
+
   TEST_CASE("Group placement follows rank_order (innermost first)") {
     llama::Layout l;
     l.tp = 8;

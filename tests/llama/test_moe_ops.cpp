@@ -77,6 +77,19 @@ TEST_SUITE("llama") {
     Training t = balanced();
     t.moe_imbalance = 1.5;
     CHECK(find(moe_layer_ops(small_moe(), t, l), "ep_dispatch")->bytes == doctest::Approx(1.5 * 4194304.0));
+    // Unpaired unless moe_a2a_overlap: then all four exchanges run under the co-scheduled
+    // micro-batch's compute (Megatron-Core combined_1f1b.py), with the same bytes.
+    for (const char* name : {"ep_dispatch", "ep_combine", "ep_combine_bwd", "ep_dispatch_bwd"}) {
+      CAPTURE(name);
+      CHECK_FALSE(find(ops, name)->paired);
+    }
+    t.moe_a2a_overlap = true;
+    const auto overlapped = moe_layer_ops(small_moe(), t, l);
+    for (const char* name : {"ep_dispatch", "ep_combine", "ep_combine_bwd", "ep_dispatch_bwd"}) {
+      CAPTURE(name);
+      CHECK(find(overlapped, name)->paired);
+    }
+    CHECK(find(overlapped, "ep_dispatch")->bytes == doctest::Approx(1.5 * 4194304.0));
   }
 
   TEST_CASE("moe ops: grouped GEMM shapes and FLOPs of one MoE layer") {

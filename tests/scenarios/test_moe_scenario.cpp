@@ -122,6 +122,27 @@ TEST_SUITE("scenarios") {
               "t.toml:16:6: [layout].ep: ep=8 needs a mixture-of-experts model", 0) == 0);
   }
 
+  TEST_CASE("moe_a2a_overlap: Megatron-Core's conditions for the combined 1F1B schedule") {
+    // transformer_config.py (overlap_moe_expert_parallel_comm): expert parallelism, the
+    // alltoall / flex dispatcher, no full recomputation, interleaving when pp > 1.
+    const std::string on = "global_batch = 256\nmoe_a2a_overlap = true";
+    CHECK(load(with(kMoe, "global_batch = 256", on)).training.moe_a2a_overlap);
+    CHECK(error_of(with(with(kMoe, "global_batch = 256", on), "ep = 8", "ep = 1"))
+              .rfind("t.toml:11:19: [training].moe_a2a_overlap: moe_a2a_overlap needs ep > 1", 0) == 0);
+    CHECK(error_of(with(with(kMoe, "global_batch = 256", on), "ep = 8",
+                        "ep = 8\nmoe_token_dispatcher = \"allgather\""))
+              .rfind("t.toml:11:19: [training].moe_a2a_overlap: moe_a2a_overlap needs "
+                     "moe_token_dispatcher = \"alltoall\" or \"flex\"", 0) == 0);
+    CHECK(error_of(with(with(kMoe, "global_batch = 256", on), "mbs = 1", "mbs = 1\nrecompute = \"full\""))
+              .rfind("t.toml:17:13: [layout].recompute: moe_a2a_overlap cannot run with full recomputation", 0) == 0);
+    CHECK(error_of(with(with(kMoe, "global_batch = 256", on), "pp = 1", "pp = 2"))
+              .rfind("t.toml:11:19: [training].moe_a2a_overlap: moe_a2a_overlap with pp=2 needs the "
+                     "interleaved schedule (vp)", 0) == 0);
+    CHECK(error_of(with(with(kMoe, "global_batch = 256", on), "preset = \"qwen3-30b-a3b\"",
+                        "preset = \"llama3.1-8b\""))
+              .rfind("t.toml:17:6: [layout].ep: ep=8 needs a mixture-of-experts model", 0) == 0);
+  }
+
   TEST_CASE("the MoE validation file: ep column, force-balanced rows at imbalance 1.0") {
     const auto rows = read_measurements(std::string(TETRA_SOURCE_DIR) +
                                         "/data/validation/megatron_bridge_moe.csv");

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "tetra/sim/engine.hpp"
+#include "tetra/sim/layer.hpp"
 
 using namespace tetra::sim;
 
@@ -245,5 +246,37 @@ TEST_SUITE("sim") {
     e.run(q, g);
     CHECK(e.timings()[b].end.seconds() == doctest::Approx(0.5));
     CHECK(e.timings()[a].end.seconds() == doctest::Approx(1.1));
+  }
+
+  TEST_CASE("layer replay: paired EP exchanges run under the co-scheduled pass, blocking nothing") {
+    // One forward pass: GEMM 1 ms, dispatch 0.5 ms, GEMM 2 ms, combine 0.8 ms. Blocking, the
+    // exchanges sit on the critical path: 1 + 0.5 + 2 + 0.8 = 4.3 ms. Paired (Megatron-Core
+    // combined 1F1B, combined_1f1b.py) the other micro-batch's compute covers them: the pass
+    // takes its own compute, 3 ms, or, when the exchanges outlast it (2 x 2.5 ms), 5 ms.
+    using tetra::llama::Op;
+    auto ops_with = [](double exchange_ms, bool paired) {
+      std::vector<Op> ops(4);
+      for (std::size_t i = 0; i < ops.size(); ++i) ops[i].pass = tetra::llama::Pass::forward;
+      ops[0].kind = ops[2].kind = tetra::llama::OpKind::gemm;
+      ops[0].flops = 1e-3;
+      ops[2].flops = 2e-3;
+      for (std::size_t i : {1u, 3u}) {
+        ops[i].kind = tetra::llama::OpKind::collective;
+        ops[i].coll = tetra::llama::CollectiveKind::all_to_all;
+        ops[i].dim = tetra::llama::CommDim::ep;
+        ops[i].paired = paired;
+      }
+      ops[1].bytes = exchange_ms == 0 ? 0.5e-3 : exchange_ms * 1e-3;
+      ops[3].bytes = exchange_ms == 0 ? 0.8e-3 : exchange_ms * 1e-3;
+      return ops;
+    };
+    const OpPricer price = [](const Op& op) { return op.is_compute() ? op.flops : op.bytes; };
+    CHECK(replay_layer(ops_with(0, false), price).forward.seconds == doctest::Approx(4.3e-3));
+    const LayerTimes paired = replay_layer(ops_with(0, true), price);
+    CHECK(paired.forward.seconds == doctest::Approx(3.0e-3));
+    CHECK(paired.forward.exposed_s[static_cast<std::size_t>(CommAxis::ep)] == doctest::Approx(0.0));
+    const LayerTimes comm_bound = replay_layer(ops_with(2.5, true), price);
+    CHECK(comm_bound.forward.seconds == doctest::Approx(5.0e-3));
+    CHECK(comm_bound.forward.exposed_s[static_cast<std::size_t>(CommAxis::ep)] == doctest::Approx(2.0e-3));
   }
 }

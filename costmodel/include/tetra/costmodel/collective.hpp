@@ -61,6 +61,9 @@ struct NcclTopology {
   double p2p_intra_lat_s = 0;
   double p2p_inter_lat_s = 0;
   double alltoall_intra_busbw_Bps = 0;  ///< measured intra-node all-to-all busbw (0: derive)
+  /// Measured inter-node all-to-all busbw over the bound of each rank's remote share crossing
+  /// its NIC share at p2p_inter_Bps (1: the bound).
+  double alltoall_nic_efficiency = 1.0;
 };
 
 /// The graph NCCL's search (`src/graph/search.cc` ncclTopoCompute, ncclTopoDupChannels)

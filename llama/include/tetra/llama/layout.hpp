@@ -126,6 +126,11 @@ struct Training {
   /// scales the expert GEMMs, the dispatch traffic and the expert activations of that rank.
   /// Default: kMoeRoutingImbalance (below). A capacity factor caps it.
   double moe_imbalance = kMoeRoutingImbalance;
+  /// Megatron-Core `overlap_moe_expert_parallel_comm` (Megatron-Bridge `moe_a2a_overlap`): the
+  /// combined 1F1B schedule runs the forward of one micro-batch with the backward of another,
+  /// layer by layer, so each one's expert-parallel dispatch and combine run under the other's
+  /// compute (`megatron/core/pipeline_parallel/combined_1f1b.py`).
+  bool moe_a2a_overlap = false;
 };
 
 /// One kind of transformer block a layout runs and the share of the blocks of that kind.

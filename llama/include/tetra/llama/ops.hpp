@@ -142,6 +142,9 @@ struct Op {
   double flops = 0;
   bool recompute = false;    ///< re-run of a forward op under activation recomputation
   bool async = false;        ///< overlapped with the next compute op (header comment)
+  /// Runs under the compute of the pass of another micro-batch co-scheduled with this one
+  /// (Training::moe_a2a_overlap): no compute op of this pass waits for it.
+  bool paired = false;
   int count = 1;             ///< repetitions of this op back to back
 
   [[nodiscard]] bool is_compute() const noexcept {
