@@ -298,9 +298,10 @@ double StageMemory::static_bytes() const noexcept {
          fragmentation_fraction * transient_bytes;
 }
 
-double reserved_with_activations(const StageMemory& stage, double activation_bytes,
-                                 const MemoryOptions& options) {
-  return stage.static_bytes() + (1.0 + options.fragmentation) * activation_bytes;
+double reserved_with_activations(const StageMemory& stage, double activation_bytes) {
+  const double reserved = stage.static_bytes() + (1.0 + stage.fragmentation_fraction) * activation_bytes;
+  const double allocated = reserved - stage.fragmentation_fraction * (stage.transient_bytes + activation_bytes);
+  return std::min(reserved, std::max(stage.reserved_limit_bytes, allocated));
 }
 
 double activation_bytes_per_layer(const llama::Model& model, const llama::Training& training,
@@ -654,6 +655,7 @@ MemoryReport estimate_memory(const llama::Model& model, const hw::Cluster& clust
       // and retries (c10/cuda/CUDACachingAllocator.cpp `release_blocks` -> `unmap_block`); the
       // default allocator can free only segments with no live block. Cached holes then cost
       // cache, not capacity: reserved stops at the device and what must fit is allocated.
+      s.reserved_limit_bytes = report.capacity_bytes;
       s.reserved_bytes = std::min(s.reserved_bytes, std::max(s.allocated_bytes, report.capacity_bytes));
       s.fragmentation_bytes = s.reserved_bytes - s.allocated_bytes;
     }

@@ -208,6 +208,29 @@ Dims sp_shard_dims(const Dims& d) {
   return s;
 }
 
+/// Widths of MLA's projections on one TP rank, shared by its forward and backward.
+struct MlaShapes {
+  long long q_in = 0;     // query up-projection input: the q latent, or h without one
+  long long q_out = 0;    // heads/t x (nope + rope)
+  long long kv_down = 0;  // kv latent + the shared rope key
+  long long kv_out = 0;   // heads/t x (nope + v)
+  long long o_in = 0;     // heads/t x v
+  long long latent = 0;   // the latents the SP all-gather moves: q_in + kv_down
+  double rope_elements = 0;  // rope of every local query head and the one shared key
+};
+
+MlaShapes mla_shapes(const Dims& d) {
+  MlaShapes m;
+  m.q_in = d.q_lora > 0 ? d.q_lora : d.h;
+  m.q_out = d.nq * (d.qk_nope + d.qk_rope) / d.t;
+  m.kv_down = d.kv_lora + d.qk_rope;
+  m.kv_out = d.nq * (d.qk_nope + d.v_dim) / d.t;
+  m.o_in = d.nq * d.v_dim / d.t;
+  m.latent = m.q_in + m.kv_down;
+  m.rope_elements = static_cast<double>(d.tokens * (d.nq / d.t + 1) * d.qk_rope);
+  return m;
+}
+
 }  // namespace
 
 void mla_block_forward(std::vector<Op>& ops, const Dims& d, const Training& tr, bool recompute) {
@@ -217,42 +240,35 @@ void mla_block_forward(std::vector<Op>& ops, const Dims& d, const Training& tr, 
     ops.push_back(op);
   };
   const Dims ds = sp_shard_dims(d);
-  const long long qk = d.qk_nope + d.qk_rope;
-  const long long q_out = d.nq * qk / d.t;
-  const long long kv_out = d.nq * (d.qk_nope + d.v_dim) / d.t;
-  const long long kv_down = d.kv_lora + d.qk_rope;
-  const long long o_in = d.nq * d.v_dim / d.t;
+  const MlaShapes m = mla_shapes(d);
   push(mem(fw, "input_norm", norm_kernel(d), norm_fwd_bytes(d)));
   quantize(ops, ds, fw, static_cast<double>(d.tokens_sp * d.h), recompute);
   if (d.q_lora > 0) {
     quantize_weight(ops, d, d.h, d.q_lora, recompute);
     push(linear_gemm(d, fw, "q_down", d.tokens_sp, d.q_lora, d.h));
   }
-  quantize_weight(ops, d, d.h, kv_down, recompute);
-  push(linear_gemm(d, fw, "kv_down", d.tokens_sp, kv_down, d.h));
+  quantize_weight(ops, d, d.h, m.kv_down, recompute);
+  push(linear_gemm(d, fw, "kv_down", d.tokens_sp, m.kv_down, d.h));
   // RMSNorm of the q and kv latents, then the SP all-gather of the latents.
   push(mem(fw, "latent_norm", norm_kernel(d), 2.0 * d.act * static_cast<double>(d.tokens_sp * (d.q_lora + d.kv_lora))));
-  const long long latent = (d.q_lora > 0 ? d.q_lora : d.h) + kv_down;
   if (d.t > 1 && d.sp) {
     Op ag = coll(fw, "tp_ag_latent", CollectiveKind::all_gather, CommDim::tp, static_cast<int>(d.t),
-                 d.act * static_cast<double>(d.tokens * latent));
+                 d.act * static_cast<double>(d.tokens * m.latent));
     push(ag);
   }
-  const long long q_in = d.q_lora > 0 ? d.q_lora : d.h;
-  quantize_weight(ops, d, q_in, q_out, recompute);
-  quantize(ops, d, fw, static_cast<double>(d.tokens * q_in), recompute);
-  push(linear_gemm(d, fw, "q_up", d.tokens, q_out, q_in));
-  quantize_weight(ops, d, d.kv_lora, kv_out, recompute);
+  quantize_weight(ops, d, m.q_in, m.q_out, recompute);
+  quantize(ops, d, fw, static_cast<double>(d.tokens * m.q_in), recompute);
+  push(linear_gemm(d, fw, "q_up", d.tokens, m.q_out, m.q_in));
+  quantize_weight(ops, d, d.kv_lora, m.kv_out, recompute);
   quantize(ops, d, fw, static_cast<double>(d.tokens * d.kv_lora), recompute);
-  push(linear_gemm(d, fw, "kv_up", d.tokens, kv_out, d.kv_lora));
+  push(linear_gemm(d, fw, "kv_up", d.tokens, m.kv_out, d.kv_lora));
   // RoPE on the rope part of every query head and on the one shared rope key.
-  push(mem(fw, "rope", MemoryKernel::rope,
-           rope_fwd_per_elem(d) * static_cast<double>(d.tokens * (d.nq / d.t + 1) * d.qk_rope)));
+  push(mem(fw, "rope", MemoryKernel::rope, rope_fwd_per_elem(d) * m.rope_elements));
   attention_forward(ops, mla_core_dims(d), tr, recompute);
-  quantize_weight(ops, d, o_in, d.h, recompute);
-  quantize(ops, d, fw, static_cast<double>(d.tokens * o_in), recompute);
+  quantize_weight(ops, d, m.o_in, d.h, recompute);
+  quantize(ops, d, fw, static_cast<double>(d.tokens * m.o_in), recompute);
   tp_row_forward(ops, d, fw, recompute, true);
-  push(linear_gemm(d, fw, "attn_proj", d.tokens, d.h, o_in));
+  push(linear_gemm(d, fw, "attn_proj", d.tokens, d.h, m.o_in));
   tp_row_forward(ops, d, fw, recompute, false);
   push(mem(fw, "residual_add", MemoryKernel::residual_add, residual_bytes(d)));
 }
@@ -260,28 +276,21 @@ void mla_block_forward(std::vector<Op>& ops, const Dims& d, const Training& tr, 
 void mla_block_backward(std::vector<Op>& ops, const Dims& d, const Training& tr, const Layout& layout) {
   const Pass bi = Pass::backward_input;
   const Dims ds = sp_shard_dims(d);
-  const long long qk = d.qk_nope + d.qk_rope;
-  const long long q_out = d.nq * qk / d.t;
-  const long long kv_out = d.nq * (d.qk_nope + d.v_dim) / d.t;
-  const long long kv_down = d.kv_lora + d.qk_rope;
-  const long long o_in = d.nq * d.v_dim / d.t;
-  const long long q_in = d.q_lora > 0 ? d.q_lora : d.h;
-  const long long latent = q_in + kv_down;
+  const MlaShapes m = mla_shapes(d);
   ops.push_back(mem(bi, "residual_add_bwd", MemoryKernel::residual_add, residual_bytes(d)));
-  row_backward(ops, d, "attn_proj_dgrad", "attn_proj_wgrad", o_in, d.h);
+  row_backward(ops, d, "attn_proj_dgrad", "attn_proj_wgrad", m.o_in, d.h);
   const Dims core = mla_core_dims(d);
   if (layout.recompute == Recompute::selective) attention_forward(ops, core, tr, true);
   attention_backward(ops, core, tr);
-  ops.push_back(mem(bi, "rope_bwd", MemoryKernel::rope,
-                    rope_bwd_per_elem(d) * static_cast<double>(d.tokens * (d.nq / d.t + 1) * d.qk_rope)));
-  input_grad(ops, d, "kv_up_dgrad", d.kv_lora, kv_out, true, false);
-  weight_grad(ops, d, "kv_up_wgrad", d.kv_lora, kv_out, true);
-  input_grad(ops, d, "q_up_dgrad", q_in, q_out, true, false);
-  weight_grad(ops, d, "q_up_wgrad", q_in, q_out, true);
+  ops.push_back(mem(bi, "rope_bwd", MemoryKernel::rope, rope_bwd_per_elem(d) * m.rope_elements));
+  input_grad(ops, d, "kv_up_dgrad", d.kv_lora, m.kv_out, true, false);
+  weight_grad(ops, d, "kv_up_wgrad", d.kv_lora, m.kv_out, true);
+  input_grad(ops, d, "q_up_dgrad", m.q_in, m.q_out, true, false);
+  weight_grad(ops, d, "q_up_wgrad", m.q_in, m.q_out, true);
   if (d.t > 1) {
     // The latents' gradients go back to their SP shards (reduce-scatter), or are summed over
     // TP without SP.
-    const double bytes = d.act * static_cast<double>(d.tokens * latent);
+    const double bytes = d.act * static_cast<double>(d.tokens * m.latent);
     ops.push_back(d.sp ? coll(bi, "tp_rs_latent", CollectiveKind::reduce_scatter, CommDim::tp,
                               static_cast<int>(d.t), bytes)
                        : coll(bi, "tp_ar_latent", CollectiveKind::all_reduce, CommDim::tp,
@@ -289,8 +298,8 @@ void mla_block_backward(std::vector<Op>& ops, const Dims& d, const Training& tr,
   }
   ops.push_back(mem(bi, "latent_norm_bwd", norm_kernel(d),
                     3.0 * d.act * static_cast<double>(d.tokens_sp * (d.q_lora + d.kv_lora))));
-  input_grad(ops, ds, "kv_down_dgrad", d.h, kv_down, true, false);
-  weight_grad(ops, ds, "kv_down_wgrad", d.h, kv_down, true);
+  input_grad(ops, ds, "kv_down_dgrad", d.h, m.kv_down, true, false);
+  weight_grad(ops, ds, "kv_down_wgrad", d.h, m.kv_down, true);
   if (d.q_lora > 0) {
     input_grad(ops, ds, "q_down_dgrad", d.h, d.q_lora, true, false);
     weight_grad(ops, ds, "q_down_wgrad", d.h, d.q_lora, true);

@@ -480,8 +480,7 @@ Result Simulator::run(const SimInput& in, const SimOptions& options) {
   res.memory = costmodel::estimate_memory(model, cluster, training, layout, mo);
   res.fits = res.memory.fits;
   res.peak_bytes = res.memory.peak_bytes;
-  static_bytes_.clear();
-  frag_.clear();
+  stage_memory_ = res.memory.stages;
   for (int r = 0; r < p; ++r) {
     StageResult sr;
     sr.stage = r;
@@ -493,11 +492,6 @@ Result Simulator::run(const SimInput& in, const SimOptions& options) {
     if (static_cast<std::size_t>(r) < res.memory.stages.size()) {
       const auto& sm = res.memory.stages[static_cast<std::size_t>(r)];
       sr.peak_bytes = sm.reserved_bytes;
-      static_bytes_.push_back(sm.static_bytes());
-      frag_.push_back(sm.fragmentation_fraction);
-    } else {
-      static_bytes_.push_back(0);
-      frag_.push_back(0);
     }
     res.stages.push_back(sr);
   }

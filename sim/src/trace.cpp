@@ -84,16 +84,16 @@ std::string Simulator::chrome_trace() const {
       }
     }
   }
-  // Memory counter: static part + (1 + fragmentation) x live activations, GiB.
+  // Memory counter: the reserved bytes at the live activations of each sample, GiB.
   const auto& samples = engine_.pool_samples();
   for (int r = 0; r < p_ && static_cast<std::size_t>(r) < samples.size(); ++r) {
-    const double base = static_bytes_.size() > static_cast<std::size_t>(r) ? static_bytes_[static_cast<std::size_t>(r)] : 0;
-    const double frag = frag_.size() > static_cast<std::size_t>(r) ? frag_[static_cast<std::size_t>(r)] : 0;
+    if (static_cast<std::size_t>(r) >= stage_memory_.size()) break;
+    const costmodel::StageMemory& sm = stage_memory_[static_cast<std::size_t>(r)];
     events.push_back(J{{"name", "memory"}, {"ph", "C"}, {"ts", 0.0}, {"pid", r},
-                       {"args", J{{"GiB", base / hw::kGiB}}}});
+                       {"args", J{{"GiB", costmodel::reserved_with_activations(sm, 0.0) / hw::kGiB}}}});
     for (const auto& s : samples[static_cast<std::size_t>(r)]) {
       events.push_back(J{{"name", "memory"}, {"ph", "C"}, {"ts", us(s.time)}, {"pid", r},
-                         {"args", J{{"GiB", (base + (1 + frag) * s.bytes) / hw::kGiB}}}});
+                         {"args", J{{"GiB", costmodel::reserved_with_activations(sm, s.bytes) / hw::kGiB}}}});
     }
   }
   J doc = J::object();

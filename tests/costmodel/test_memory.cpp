@@ -639,6 +639,11 @@ TEST_SUITE("costmodel") {
     CHECK(e1.fragmentation_bytes == doctest::Approx(g.c.gpu.memory_bytes - e1.allocated_bytes));
     CHECK(exp.fits);
     CHECK(exp.peak_stage == 1);  // stages 1-7 reach the device; 1 is the fullest allocated
+    // Over time (the trace's counter) the same rule: capped at the peak, free below it.
+    CHECK(costmodel::reserved_with_activations(e1, e1.activations_bytes) == g.c.gpu.memory_bytes);
+    CHECK(costmodel::reserved_with_activations(p1, p1.activations_bytes) == doctest::Approx(p1.reserved_bytes));
+    CHECK(costmodel::reserved_with_activations(e1, 0.0) ==
+          doctest::Approx(costmodel::reserved_with_activations(p1, 0.0)));
     // Where the cache fits under the device, the setting changes nothing.
     g.l.recompute = llama::Recompute::full;
     const auto full = estimate_memory(g.m, g.c, g.t, g.l).stages[1];

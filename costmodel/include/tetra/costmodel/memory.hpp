@@ -3,6 +3,7 @@
 /// activations of the micro-batches in flight, embedding/logits terms, communication and
 /// working buffers, and the caching allocator. Pure functions of value types.
 
+#include <limits>
 #include <vector>
 
 #include "tetra/hw/cluster.hpp"
@@ -47,6 +48,9 @@ struct StageMemory {
   double expert_activations_bytes = 0; ///< routed experts' saved tensors (part of activations)
   double dispatch_bytes = 0;           ///< token dispatch buffers of one MoE layer (part of transient)
   double fragmentation_fraction = 0;   ///< MemoryOptions::fragmentation used for this stage
+  /// Where reserved stops: the device under expandable segments (Training::expandable_segments),
+  /// else no limit.
+  double reserved_limit_bytes = std::numeric_limits<double>::infinity();
 
   /// Everything that does not scale with the number of in-flight micro-batches: model
   /// states, buffers (with the fragmentation share of the transients). A simulator that
@@ -104,8 +108,8 @@ struct MemoryOptions {
                                             int stage);
 
 /// Reserved bytes of a stage whose live activations are `activation_bytes`:
-/// static_bytes() + (1 + fragmentation) * activation_bytes.
-[[nodiscard]] double reserved_with_activations(const StageMemory& stage, double activation_bytes,
-                                               const MemoryOptions& options = {});
+/// static_bytes() + (1 + fragmentation_fraction) * activation_bytes, stopped at
+/// reserved_limit_bytes (never below what is allocated).
+[[nodiscard]] double reserved_with_activations(const StageMemory& stage, double activation_bytes);
 
 }  // namespace tetra::costmodel

@@ -179,7 +179,7 @@ class Simulator {
   /// Per virtual stage: the sum of its layers' passes, dense and MoE (MoE models only).
   std::vector<LayerTimes> chunk_times_;
   std::vector<int> chunk_layers_;   // per virtual stage
-  std::vector<double> static_bytes_, frag_;
+  std::vector<costmodel::StageMemory> stage_memory_;  ///< per rank, for the trace's memory counter
   bool recorded_ = false;
   int p_ = 1, v_ = 1;
 };
