@@ -112,8 +112,8 @@ MlpCore shared_expert_core(const Dims& d) {
   MlpCore c;
   c.width = d.shared_f;
   c.gated = true;
-  c.names = {"shared_fc1", "shared_swiglu", "shared_fc2", "shared_fc1_dgrad", "shared_fc1_wgrad",
-             "shared_swiglu_bwd", "shared_fc2_dgrad", "shared_fc2_wgrad"};
+  c.fc1 = single_linear("shared_fc1", "shared_fc1_dgrad", "shared_fc1_wgrad", 2 * d.shared_f / d.t);
+  c.names = {"shared_swiglu", "shared_fc2", "shared_swiglu_bwd", "shared_fc2_dgrad", "shared_fc2_wgrad"};
   c.act_fwd_bytes = 3.0;
   c.act_bwd_bytes = 5.0;
   return c;

@@ -38,6 +38,12 @@ Dims dims_of(const Model& m, const Training& tr, const Layout& l) {
   // TE userbuffers, or Inductor's micro-pipelined async TP (TorchNative::async_tp).
   d.tp_overlap = (tr.tp_comm_overlap || tr.torch.async_tp) && d.sp;
   d.recipe = tr.fp8.recipe;
+  // Inductor fuses an all-gather with the matmul that consumes it (`torch/_inductor/fx_passes/
+  // micro_pipeline_tp.py` _find_consumer_matmuls); under rowwise Float8 the gathered bf16
+  // tensor feeds the cast instead, so the all-gathers stay blocking (pytorch/pytorch #149990).
+  d.tp_gather_overlap = d.tp_overlap && !(tr.torch.async_tp && d.recipe == Fp8Recipe::rowwise);
+  d.separate_linears = tr.framework == Framework::fsdp;
+  d.torch_cp = tr.framework == Framework::fsdp && d.c > 1;
   d.fp8_param_gather = tr.fp8.param_gather && tr.fp8.enabled();
   d.tp_gather_bytes = d.recipe == Fp8Recipe::tensorwise ? 1.0 : d.act;
   d.linear_format = gemm_format(d.recipe);
@@ -143,8 +149,11 @@ void quantize(std::vector<Op>& ops, const Dims& d, Pass pass, double elements, b
     Op a = mem(pass, "fp8_amax", MemoryKernel::amax, d.act * elements);
     a.recompute = recompute;
     ops.push_back(a);
+    // Tensorwise writes the copy this GEMM reads and the transposed one the other GEMM of the
+    // pair reads; rowwise scales each GEMM's operand along its own axis (quantize_other_axis).
     const double reads = d.eager_kernels ? 2.0 : 1.0;
-    Op q = mem(pass, "fp8_cast", MemoryKernel::quantize, (reads * d.act + 2.0 * d.quantized) * elements);
+    const double copies = d.recipe == Fp8Recipe::rowwise ? 1.0 : 2.0;
+    Op q = mem(pass, "fp8_cast", MemoryKernel::quantize, (reads * d.act + copies * d.quantized) * elements);
     q.recompute = recompute;
     ops.push_back(q);
     return;
@@ -163,6 +172,17 @@ void quantize(std::vector<Op>& ops, const Dims& d, Pass pass, double elements, b
   Op q = mem(pass, "fp8_cast", MemoryKernel::quantize, (d.act + 2.0 * d.quantized) * elements);
   q.recompute = recompute;
   ops.push_back(q);
+}
+
+/// Rowwise Float8 quantizes each operand a second time, along the other axis, for the other
+/// GEMM that reads it (`torchao/float8/float8_linear.py` at 6243040: the weight per input
+/// channel for grad_input, the input and the output gradient per column for grad_weight), each
+/// from the high-precision tensor: a column amax and a cast that writes the transposed copy.
+void quantize_other_axis(std::vector<Op>& ops, const Dims& d, Pass pass, double elements) {
+  if (d.recipe != Fp8Recipe::rowwise || elements <= 0) return;
+  const double reads = d.eager_kernels ? 2.0 : 1.0;
+  ops.push_back(mem(pass, "fp8_amax_t", MemoryKernel::amax, d.act * elements));
+  ops.push_back(mem(pass, "fp8_cast_t", MemoryKernel::quantize, (reads * d.act + d.quantized) * elements));
 }
 
 /// The weight cast of one linear, spread over the step's micro-batches (see Dims). torchao
@@ -235,7 +255,7 @@ void tp_row_forward(std::vector<Op>& ops, const Dims& d, Pass pass, bool recompu
 void tp_column_forward(std::vector<Op>& ops, const Dims& d, Pass pass, bool recompute) {
   if (d.t <= 1 || !d.sp) return;
   Op op = coll(pass, "tp_ag", CollectiveKind::all_gather, CommDim::tp, static_cast<int>(d.t),
-               d.tp_gather_bytes * static_cast<double>(d.tokens * d.h), d.tp_overlap);
+               d.tp_gather_bytes * static_cast<double>(d.tokens * d.h), d.tp_gather_overlap);
   op.recompute = recompute;
   ops.push_back(op);
 }
@@ -293,6 +313,8 @@ void attention_forward(std::vector<Op>& ops, const Dims& d, const Training& tr, 
   };
   if (d.c <= 1) {
     push(attention(Pass::forward, "core_attention", d, kernel, true, d.sr, d.sr, 1));
+  } else if (d.torch_cp) {
+    torch_cp_attention_forward(ops, d, kernel, recompute);
   } else {
     const double kv_bytes = 2.0 * d.act * static_cast<double>(d.b * d.sr) *
                             static_cast<double>(std::max(1LL, d.nkv / d.t) * d.dh);
@@ -339,6 +361,10 @@ void attention_backward(std::vector<Op>& ops, const Dims& d, const Training& tr)
                             d.sr, 1));
     return;
   }
+  if (d.torch_cp) {
+    torch_cp_attention_backward(ops, d, kernel);
+    return;
+  }
   // Backward ring: KV at step 0, KV + dKV at steps 1..c−2, dKV at step c−1: 2(c−1)·KV in all.
   const double kv_bytes = 2.0 * d.act * static_cast<double>(d.b * d.sr) *
                           static_cast<double>(std::max(1LL, d.nkv / d.t) * d.dh);
@@ -347,6 +373,36 @@ void attention_backward(std::vector<Op>& ops, const Dims& d, const Training& tr)
                     static_cast<int>(d.c - 1), true));
   ops.push_back(attention(Pass::backward_input, "core_attention_ring_bwd", d, kernel, false, d.sr,
                           d.sr / 2, static_cast<int>(d.c - 1)));
+}
+
+ColumnGroup single_linear(const char* fwd, const char* dgrad, const char* wgrad, long long out) {
+  ColumnGroup g;
+  g.linears[0] = ColumnLinear{fwd, dgrad, wgrad, out};
+  g.count = 1;
+  return g;
+}
+
+/// Q, K and V of the attention block on this rank.
+ColumnGroup qkv_group(const Dims& d) {
+  const long long q = d.nq * d.dh / d.t;
+  const long long kv = d.nkv * d.dh / d.t;
+  if (!d.separate_linears) return single_linear("qkv", "qkv_dgrad", "qkv_wgrad", q + 2 * kv);
+  ColumnGroup g;
+  g.linears = {ColumnLinear{"wq", "wq_dgrad", "wq_wgrad", q}, ColumnLinear{"wk", "wk_dgrad", "wk_wgrad", kv},
+               ColumnLinear{"wv", "wv_dgrad", "wv_wgrad", kv}};
+  g.count = 3;
+  return g;
+}
+
+void column_forward(std::vector<Op>& ops, const Dims& d, const ColumnGroup& g, bool recompute) {
+  for (int i = 0; i < g.count; ++i) quantize_weight(ops, d, d.h, g.linears[i].out, recompute);
+  quantize(ops, d, Pass::forward, static_cast<double>(d.tokens * d.h), recompute, true);
+  tp_column_forward(ops, d, Pass::forward, recompute);
+  for (int i = 0; i < g.count; ++i) {
+    Op op = linear_gemm(d, Pass::forward, g.linears[i].fwd, d.tokens, g.linears[i].out, d.h);
+    op.recompute = recompute;
+    ops.push_back(op);
+  }
 }
 
 void attention_block_forward(std::vector<Op>& ops, const Dims& d, const Training& tr, bool recompute) {
@@ -359,14 +415,12 @@ void attention_block_forward(std::vector<Op>& ops, const Dims& d, const Training
     op.recompute = recompute;
     ops.push_back(op);
   };
+  const ColumnGroup qkv = qkv_group(d);
   const long long qkv_out = (d.nq + 2 * d.nkv) * d.dh / d.t;
   const long long q_in = d.nq * d.dh / d.t;
 
   push(mem(fw, "input_norm", norm_kernel(d), norm_fwd_bytes(d)));
-  quantize_weight(ops, d, d.h, qkv_out, recompute);
-  quantize(ops, d, fw, static_cast<double>(d.tokens * d.h), recompute, true);
-  tp_column_forward(ops, d, fw, recompute);
-  push(linear_gemm(d, fw, "qkv", d.tokens, qkv_out, d.h));
+  column_forward(ops, d, qkv, recompute);
   if (d.bias) {
     // The QKV linear keeps its bias (`megatron/model/transformer.py` ParallelAttention: no
     // skip_bias_add): F.linear -> addmm writes the broadcast bias into the output and the GEMM
@@ -397,8 +451,15 @@ MlpCore dense_mlp_core(const Dims& d) {
   MlpCore c;
   c.width = d.f;
   c.gated = d.gated;
-  c.names = d.gated ? MlpNames{"fc1", "swiglu", "fc2", "fc1_dgrad", "fc1_wgrad", "swiglu_bwd", "fc2_dgrad", "fc2_wgrad"}
-                    : MlpNames{"fc1", "gelu", "fc2", "fc1_dgrad", "fc1_wgrad", "gelu_bwd", "fc2_dgrad", "fc2_wgrad"};
+  c.names = d.gated ? MlpNames{"swiglu", "fc2", "swiglu_bwd", "fc2_dgrad", "fc2_wgrad"}
+                    : MlpNames{"gelu", "fc2", "gelu_bwd", "fc2_dgrad", "fc2_wgrad"};
+  const long long width = d.f / d.t;
+  if (d.gated && d.separate_linears) {
+    c.fc1.linears = {ColumnLinear{"w1", "w1_dgrad", "w1_wgrad", width}, ColumnLinear{"w3", "w3_dgrad", "w3_wgrad", width}};
+    c.fc1.count = 2;
+  } else {
+    c.fc1 = single_linear("fc1", "fc1_dgrad", "fc1_wgrad", width * (d.gated ? 2 : 1));
+  }
   if (d.gated) {
     // SwiGLU: read gate and up (2·T·F/t), write T·F/t; eager silu(gate) (2 act) then
     // · up (3 act): 5 act per element. Backward: read dy and both inputs (3·T·F/t), write
@@ -419,12 +480,8 @@ void mlp_core_forward(std::vector<Op>& ops, const Dims& d, const MlpCore& c, boo
     op.recompute = recompute;
     ops.push_back(op);
   };
-  const long long fc1_out = c.width * (c.gated ? 2 : 1) / d.t;
   const long long fc2_in = c.width / d.t;
-  quantize_weight(ops, d, d.h, fc1_out, recompute);
-  quantize(ops, d, fw, static_cast<double>(d.tokens * d.h), recompute, true);
-  tp_column_forward(ops, d, fw, recompute);
-  push(linear_gemm(d, fw, c.names.fc1, d.tokens, fc1_out, d.h));
+  column_forward(ops, d, c.fc1, recompute);
   push(mem(fw, c.names.act, c.gated ? MemoryKernel::swiglu : MemoryKernel::gelu,
            c.act_fwd_bytes * d.act * static_cast<double>(d.tokens * fc2_in)));
   quantize_weight(ops, d, fc2_in, d.h, recompute);
@@ -500,6 +557,7 @@ void layer_recompute_selective_op(std::vector<Op>& ops, const Dims& d) {
 /// Weight-gradient GEMM of an `in` x `out` weight, then its eager accumulation.
 void weight_grad(std::vector<Op>& ops, const Dims& d, const char* wname, long long in, long long out,
                  bool linear) {
+  if (linear) quantize_other_axis(ops, d, Pass::backward_weight, static_cast<double>(d.tokens * out));
   Op w = gemm(Pass::backward_weight, wname, out, in, d.tokens);
   if (linear) w.format = d.linear_format;
   ops.push_back(w);
@@ -516,6 +574,7 @@ void input_grad(std::vector<Op>& ops, const Dims& d, const char* dname, long lon
                 bool linear, bool gathered) {
   Op g = gemm(Pass::backward_input, dname, d.tokens, in, out);
   if (linear) {
+    quantize_other_axis(ops, d, Pass::backward_input, static_cast<double>(in) * static_cast<double>(out));
     quantize(ops, d, Pass::backward_input, static_cast<double>(d.tokens * out), false, gathered);
     g.format = d.linear_format;
   }
@@ -530,9 +589,10 @@ void row_backward(std::vector<Op>& ops, const Dims& d, const char* dname, const 
   if (d.t > 1 && d.sp) {
     ops.push_back(coll(Pass::backward_input, "tp_ag_grad", CollectiveKind::all_gather, CommDim::tp,
                        static_cast<int>(d.t), d.act * static_cast<double>(d.tokens * d.h),
-                       d.tp_overlap));
+                       d.tp_gather_overlap));
   }
   input_grad(ops, d, dname, in, out, true, true);
+  quantize_other_axis(ops, d, Pass::backward_weight, static_cast<double>(d.tokens * in));
   weight_grad(ops, d, wname, in, out, true);
 }
 
@@ -542,22 +602,30 @@ void row_backward(std::vector<Op>& ops, const Dims& d, const char* dname, const 
 /// (`Aleph-Alpha/scaling: core/nn/linear/utils.py` _CopyToModelParallelRegion.backward and
 /// _GatherFromSequenceParallelRegion.backward), after both GEMMs and blocking the next kernel.
 /// `linear`: a transformer linear (FP8 under a recipe), not the LM head.
-void column_backward(std::vector<Op>& ops, const Dims& d, const char* dname, const char* wname,
-                     long long in, long long out, bool linear) {
+void column_backward(std::vector<Op>& ops, const Dims& d, const ColumnGroup& g, long long in, bool linear) {
   const double bytes = d.act * static_cast<double>(d.tokens * d.h);
   const int t = static_cast<int>(d.t);
   if (d.t > 1 && d.sp) {
     ops.push_back(coll(Pass::backward_input, "tp_ag_input", CollectiveKind::all_gather, CommDim::tp,
                        t, bytes, true));
   }
-  input_grad(ops, d, dname, in, out, linear, false);
+  for (int i = 0; i < g.count; ++i) input_grad(ops, d, g.linears[i].dgrad, in, g.linears[i].out, linear, false);
+  if (g.count > 1) {
+    // Autograd adds the input gradients of the linears that read one tensor: one Inductor
+    // kernel reading each and writing the sum when compiled, an add per extra linear eager
+    // (read two, write one).
+    const double elements = static_cast<double>(d.tokens * in);
+    const double per = d.eager_kernels ? 3.0 * (g.count - 1) : g.count + 1.0;
+    ops.push_back(mem(Pass::backward_input, "dgrad_sum", MemoryKernel::residual_add, per * d.act * elements));
+  }
   if (d.t > 1) {
     ops.push_back(d.sp ? coll(Pass::backward_input, "tp_rs_dgrad", CollectiveKind::reduce_scatter,
                               CommDim::tp, t, bytes, !d.eager)
                        : coll(Pass::backward_input, "tp_ar_dgrad", CollectiveKind::all_reduce,
                               CommDim::tp, t, bytes, !d.eager));
   }
-  weight_grad(ops, d, wname, in, out, linear);
+  if (linear) quantize_other_axis(ops, d, Pass::backward_weight, static_cast<double>(d.tokens * in));
+  for (int i = 0; i < g.count; ++i) weight_grad(ops, d, g.linears[i].wgrad, in, g.linears[i].out, linear);
 }
 
 /// Bytes per parameter that the distributed optimizer all-gathers: the training precision, or
@@ -588,13 +656,12 @@ double gathered_layer_param_bytes(const Model& model, const Training& training, 
 namespace detail {
 
 void mlp_core_backward(std::vector<Op>& ops, const Dims& d, const MlpCore& c) {
-  const long long fc1_out = c.width * (c.gated ? 2 : 1) / d.t;
   const long long fc2_in = c.width / d.t;
   row_backward(ops, d, c.names.fc2_dgrad, c.names.fc2_wgrad, fc2_in, d.h);
   ops.push_back(mem(Pass::backward_input, c.names.act_bwd,
                     c.gated ? MemoryKernel::swiglu : MemoryKernel::gelu,
                     c.act_bwd_bytes * d.act * static_cast<double>(d.tokens * fc2_in)));
-  column_backward(ops, d, c.names.fc1_dgrad, c.names.fc1_wgrad, d.h, fc1_out, true);
+  column_backward(ops, d, c.fc1, d.h, true);
 }
 
 void mlp_block_backward(std::vector<Op>& ops, const Dims& d) {
@@ -610,7 +677,6 @@ void attention_block_backward(std::vector<Op>& ops, const Dims& d, const Trainin
     mla_block_backward(ops, d, training, layout);
     return;
   }
-  const long long qkv_out = (d.nq + 2 * d.nkv) * d.dh / d.t;
   const long long q_in = d.nq * d.dh / d.t;
   const Pass bi = Pass::backward_input;
   ops.push_back(mem(bi, "residual_add_bwd", MemoryKernel::residual_add, residual_bytes(d)));
@@ -628,7 +694,7 @@ void attention_block_backward(std::vector<Op>& ops, const Dims& d, const Trainin
     ops.push_back(mem(bi, "rope_bwd", MemoryKernel::rope,
                       rope_bwd_per_elem(d) * static_cast<double>(d.tokens * (d.nq + d.nkv) / d.t * d.dh)));
   }
-  column_backward(ops, d, "qkv_dgrad", "qkv_wgrad", d.h, qkv_out, true);
+  column_backward(ops, d, qkv_group(d), d.h, true);
   ops.push_back(mem(bi, "input_norm_bwd", norm_kernel(d), norm_bwd_bytes(d)));
 }
 
@@ -732,7 +798,7 @@ std::vector<Op> head_ops(const Model& model, const Training& training, const Lay
                       (compiled_loss ? d.act : d.act + 16.0) * full));
     ops.push_back(mem(Pass::backward_input, "cross_entropy_bwd", MemoryKernel::cross_entropy,
                       (compiled_loss ? 2.0 * d.act : d.act + 20.0) * full));
-    column_backward(ops, d, "lm_head_dgrad", "lm_head_wgrad", d.h, vocab_rank, false);
+    column_backward(ops, d, single_linear("lm_head", "lm_head_dgrad", "lm_head_wgrad", vocab_rank), d.h, false);
     ops.push_back(mem(Pass::backward_input, "final_norm_bwd", norm_kernel(d), norm_bwd_bytes(d)));
     return ops;
   }
@@ -751,7 +817,7 @@ std::vector<Op> head_ops(const Model& model, const Training& training, const Lay
   }
   ops.push_back(mem(Pass::backward_input, "cross_entropy_bwd", MemoryKernel::cross_entropy,
                     (compiled_loss ? 2.0 * d.act : 4.0 + d.act) * logits));
-  column_backward(ops, d, "lm_head_dgrad", "lm_head_wgrad", d.h, vocab_rank, false);
+  column_backward(ops, d, single_linear("lm_head", "lm_head_dgrad", "lm_head_wgrad", vocab_rank), d.h, false);
   ops.push_back(mem(Pass::backward_input, "final_norm_bwd", norm_kernel(d), norm_bwd_bytes(d)));
   return ops;
 }

@@ -2,6 +2,7 @@
 // Op-list builders shared by the dense (ops.cpp) and MoE / MLA (moe_ops.cpp) layers; private to
 // tetra::llama. Shapes and conventions: ops.hpp.
 
+#include <array>
 #include <vector>
 
 #include "tetra/llama/layout.hpp"
@@ -55,6 +56,15 @@ struct Dims {
   bool tp_overlap = false;
   /// FP8 parameters all-gathered by the data-parallel sharding (fp8_param_gather).
   bool fp8_param_gather = false;
+  /// The model's modules keep q, k, v and the gated MLP's gate and up projections as separate
+  /// linears (PyTorch-native models, framework fsdp); Megatron-Core and DeepSpeed fuse them.
+  bool separate_linears = false;
+  /// Context parallelism is PyTorch's (framework fsdp), not TE's ring (torch_cp_ops.cpp).
+  bool torch_cp = false;
+  /// The SP all-gathers of a column-parallel input and of a row-parallel output gradient run
+  /// under their GEMM (TE userbuffers; Inductor's async TP where the gathered tensor feeds the
+  /// GEMM directly, which rowwise Float8 breaks by casting it first).
+  bool tp_gather_overlap = false;
   /// Bytes per element of the SP all-gather before a column-parallel linear: torchtitan's
   /// Float8ColwiseParallel casts the input to FP8 before gathering it under tensorwise
   /// scaling (`torchao/float8/float8_tensor_parallel.py`); everything else gathers act.
@@ -78,6 +88,23 @@ struct Dims {
   MoeDispatcher dispatcher = MoeDispatcher::alltoall;
 };
 
+/// One linear of a column-parallel group: its op names and output width on this rank.
+struct ColumnLinear {
+  const char* fwd = "";
+  const char* dgrad = "";
+  const char* wgrad = "";
+  long long out = 0;
+};
+
+/// The column-parallel linears that read one input. Megatron-Core fuses them into one GEMM
+/// (`linear_qkv`, `linear_fc1`); a PyTorch-native model keeps separate `nn.Linear` modules
+/// (torchtitan `Attention.wq / wk / wv`, `FeedForward.w1 / w3`), each its own GEMM, whose
+/// input gradients autograd adds up.
+struct ColumnGroup {
+  std::array<ColumnLinear, 3> linears{};
+  int count = 0;
+};
+
 Dims dims_of(const Model& m, const Training& tr, const Layout& l);
 /// Fills the MoE fields of `d` for a MoE layer of `m` (m.moe present).
 void set_moe_dims(Dims& d, const Model& m, const Training& tr, const Layout& l);
@@ -90,6 +117,7 @@ Op linear_gemm(const Dims& d, Pass pass, const char* name, long long m, long lon
 void quantize(std::vector<Op>& ops, const Dims& d, Pass pass, double elements, bool recompute,
               bool gathered = false);
 void quantize_weight(std::vector<Op>& ops, const Dims& d, long long in, long long out, bool recompute);
+void quantize_other_axis(std::vector<Op>& ops, const Dims& d, Pass pass, double elements);
 void rowwise_rescale(std::vector<Op>& ops, const Dims& d, Pass pass, double output_elements);
 void tp_row_forward(std::vector<Op>& ops, const Dims& d, Pass pass, bool recompute, bool overlapped);
 void tp_column_forward(std::vector<Op>& ops, const Dims& d, Pass pass, bool recompute);
@@ -99,6 +127,9 @@ double residual_bytes(const Dims& d);
 double rope_fwd_per_elem(const Dims& d);
 double rope_bwd_per_elem(const Dims& d);
 MemoryKernel norm_kernel(const Dims& d);
+Op attention(Pass pass, const char* name, const Dims& d, AttentionKernel kernel, bool causal,
+             long long seq_q, long long seq_kv, int count);
+Op p2p(Pass pass, const char* name, CommDim dim, double bytes, int count, bool async);
 void attention_forward(std::vector<Op>& ops, const Dims& d, const Training& tr, bool recompute);
 void attention_backward(std::vector<Op>& ops, const Dims& d, const Training& tr);
 void weight_grad(std::vector<Op>& ops, const Dims& d, const char* wname, long long in, long long out,
@@ -107,16 +138,16 @@ void input_grad(std::vector<Op>& ops, const Dims& d, const char* dname, long lon
                 bool linear, bool gathered);
 void row_backward(std::vector<Op>& ops, const Dims& d, const char* dname, const char* wname,
                   long long in, long long out);
-void column_backward(std::vector<Op>& ops, const Dims& d, const char* dname, const char* wname,
-                     long long in, long long out, bool linear);
+/// One fused linear as a group.
+ColumnGroup single_linear(const char* fwd, const char* dgrad, const char* wgrad, long long out);
+/// The forward of a group: weight casts, the input cast and SP all-gather, one GEMM each.
+void column_forward(std::vector<Op>& ops, const Dims& d, const ColumnGroup& g, bool recompute);
+void column_backward(std::vector<Op>& ops, const Dims& d, const ColumnGroup& g, long long in, bool linear);
 
-/// Op names of one TP-split MLP (static strings, as Op::name needs).
+/// Op names of one TP-split MLP besides its FC1 group (static strings, as Op::name needs).
 struct MlpNames {
-  const char* fc1;
   const char* act;
   const char* fc2;
-  const char* fc1_dgrad;
-  const char* fc1_wgrad;
   const char* act_bwd;
   const char* fc2_dgrad;
   const char* fc2_wgrad;
@@ -128,6 +159,7 @@ struct MlpNames {
 struct MlpCore {
   long long width = 0;          ///< FFN width before the TP split
   bool gated = true;            ///< SwiGLU (FC1 doubled) or GeLU
+  ColumnGroup fc1;               ///< FC1 (gate and up when gated), on this rank
   MlpNames names{};
   double act_fwd_bytes = 0;     ///< activation kernel bytes per output element, in activation dtypes
   double act_bwd_bytes = 0;
@@ -139,6 +171,13 @@ void mlp_core_backward(std::vector<Op>& ops, const Dims& d, const MlpCore& c);
 /// The dense MLP block (norm, FC1, activation, FC2, residual) forward and backward.
 void mlp_block_forward(std::vector<Op>& ops, const Dims& d, bool recompute);
 void mlp_block_backward(std::vector<Op>& ops, const Dims& d);
+
+// torch_cp_ops.cpp
+/// Core attention under PyTorch's context parallelism (framework fsdp, cp > 1): the K/V
+/// all-gather, one SDPA call per CP rank, the fp32 merges, and in backward the fp32 dK/dV
+/// passed around the ring.
+void torch_cp_attention_forward(std::vector<Op>& ops, const Dims& d, AttentionKernel kernel, bool recompute);
+void torch_cp_attention_backward(std::vector<Op>& ops, const Dims& d, AttentionKernel kernel);
 
 // moe_ops.cpp
 /// The MoE block of one layer: norm, router, dispatch, grouped expert GEMMs, combine, shared

@@ -173,18 +173,26 @@ TEST_SUITE("hw") {
 }
 
 TEST_SUITE("hw") {
-  TEST_CASE("sustained clock share under a power limit, from the two GH100 datasheet ratings") {
-    // H100 SXM: 989.4 TFLOP/s at 700 W; H100 NVL: 835.5 at 400 W (both 132 SMs): the clock
-    // loses 1 - 835.5/989.4 = 0.15555 over a 3/7 power cut, 0.36295 per unit of cut.
+  TEST_CASE("tensor-core throughput under a power limit, from NVIDIA's MLPerf MaxQ runs") {
+    // mlcommons/inference_results_v4.1 closed/NVIDIA, 8x H200 SXM (700 W): MaxQ at 350 / 450 /
+    // 500 W keeps 13096.6 / 20086.1 (GPT-J), 13.202 / 17.4186 (SDXL), 25262.1 / 31302.7
+    // (Llama-2-70B) of the MaxP throughput: (P / 700)^0.625.
     tetra::hw::Gpu g = *tetra::hw::find_gpu_preset("h100-sxm-94gb");
     CHECK(g.rated_power_w == 700.0);
     CHECK(tetra::hw::sustained_clock_share(g) == 1.0);  // no limit set: the rating
     g.power_limit_w = 500.0;
-    // 1 - 0.36295 * (1 - 500/700) = 1 - 0.36295 * 0.285714 = 0.896300
-    CHECK(tetra::hw::sustained_clock_share(g) == doctest::Approx(0.896300).epsilon(1e-5));
-    g.power_limit_w = 400.0;  // the NVL's rating gives the NVL's clock: 835.5 / 989.4
-    CHECK(tetra::hw::sustained_clock_share(g) == doctest::Approx(835.5 / 989.4));
+    // (500/700)^0.625 = exp(0.625 ln 0.714286) = exp(0.625 x -0.336472) = exp(-0.210295) = 0.810345
+    CHECK(tetra::hw::sustained_clock_share(g) == doctest::Approx(0.810345).epsilon(1e-5));
+    CHECK(tetra::hw::sustained_clock_share(g) == doctest::Approx(25262.1 / 31302.7).epsilon(0.01));
+    g.power_limit_w = 350.0;  // 0.5^0.625 = 0.648420; GPT-J measured 0.6520
+    CHECK(tetra::hw::sustained_clock_share(g) == doctest::Approx(0.648420).epsilon(1e-5));
+    CHECK(tetra::hw::sustained_clock_share(g) == doctest::Approx(13096.6 / 20086.1).epsilon(0.01));
+    g.power_limit_w = 450.0;  // (9/14)^0.625 = 0.758767; SDXL measured 0.7579
+    CHECK(tetra::hw::sustained_clock_share(g) == doctest::Approx(13.202 / 17.4186).epsilon(0.01));
+    // The same law on the H100: MLPerf Inference v4.0 DGX-H100 Llama-2-70B-99.9 offline at
+    // 450 W kept 17561.6 / 21805.8 = 0.805 (server 0.753), 0.759 predicted.
     g.power_limit_w = 900.0;  // above the rating: no faster than rated
     CHECK(tetra::hw::sustained_clock_share(g) == 1.0);
   }
+
 }

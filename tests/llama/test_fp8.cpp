@@ -200,7 +200,7 @@ TEST_SUITE("llama") {
     CHECK(rs == doctest::Approx(32.0 * 872448000.0));
   }
 
-  TEST_CASE("torchao Float8: tensorwise casts every forward with an amax each, rowwise rescales its backward GEMMs") {
+  TEST_CASE("torchao Float8: tensorwise casts every forward with an amax each, rowwise casts twice and rescales") {
     const Model m = *find_model_preset("llama3.1-8b");
     Training t;
     t.seq_len = 8192;
@@ -209,19 +209,37 @@ TEST_SUITE("llama") {
     t.fp8.recipe = Fp8Recipe::tensorwise;
     Layout l;
     l.mbs = 1;
-    // The fc2 weight (14336 x 4096 = 58,720,256 elements) is cast in every forward, compiled:
-    // one amax read (2 B) and one cast reading bf16 and writing the row-wise and transposed
-    // copies, 2 + 2 x 1 = 4 B per element.
-    double cast = 0;
-    int rescales = 0;
-    for (const Op& op : layer_ops(m, t, l)) {
-      if (op.pass == Pass::forward && std::string(op.name) == "fp8_cast") cast += op.bytes;
-    }
-    // Forward casts: weights wqkv (4096 x 6144), wo (4096^2), w13 (4096 x 28672), w2 (14336 x 4096)
-    // = 218,103,808 elements, inputs 8192 x (4096 + 4096 + 4096 + 14336) = 218,103,808: 4 B each.
-    CHECK(cast == doctest::Approx(4.0 * (218103808.0 + 218103808.0)));
+    // torchtitan's seven linears (wq, wk, wv, wo, w1, w3, w2) cast their weights in every
+    // forward, compiled: one amax read (2 B) and one cast reading bf16 and writing the
+    // row-wise and transposed copies, 2 + 2 x 1 = 4 B per element.
+    auto sum = [&](const char* name, Pass pass) {
+      double bytes = 0;
+      for (const Op& op : layer_ops(m, t, l)) {
+        if (op.pass == pass && std::string(op.name) == name) bytes += op.bytes;
+      }
+      return bytes;
+    };
+    // Weights 4096 x (4096 + 1024 + 1024) + 4096^2 + 2 x 4096 x 14336 + 14336 x 4096
+    // = 218,103,808 elements; inputs, one cast per group of linears reading one tensor:
+    // 8192 x (4096 + 4096 + 4096 + 14336) = 218,103,808.
+    CHECK(sum("fp8_cast", Pass::forward) == doctest::Approx(4.0 * (218103808.0 + 218103808.0)));
+    // Rowwise (`torchao/float8/float8_linear.py` @6243040): the forward copies only (2 + 1 B),
+    // then each operand again along the other axis for the backward GEMM: every weight per
+    // input channel (218,103,808), every group's input per column (218,103,808) and every
+    // output gradient per column (8192 x (4096 + 1024 + 1024 + 4096 + 14336 + 14336 + 4096)
+    // = 8192 x 43,008 = 352,321,536): an amax (2 B) and a transposed cast (2 + 1 B) each.
     t.fp8.recipe = Fp8Recipe::rowwise;
+    CHECK(sum("fp8_cast", Pass::forward) == doctest::Approx(3.0 * (218103808.0 + 218103808.0)));
+    const double other = 218103808.0 + 218103808.0 + 352321536.0;
+    CHECK(sum("fp8_cast_t", Pass::backward_input) + sum("fp8_cast_t", Pass::backward_weight) ==
+          doctest::Approx(3.0 * other));
+    CHECK(sum("fp8_amax_t", Pass::backward_input) + sum("fp8_amax_t", Pass::backward_weight) ==
+          doctest::Approx(2.0 * other));
+    int rescales = 0;
     for (const Op& op : layer_ops(m, t, l)) rescales += std::string(op.name) == "fp8_rescale";
-    CHECK(rescales == 8);  // dgrad and wgrad of the four linears
+    CHECK(rescales == 14);  // dgrad and wgrad of the seven linears
+    t.fp8.recipe = Fp8Recipe::tensorwise;
+    CHECK(sum("fp8_cast_t", Pass::backward_weight) == 0.0);
   }
+
 }

@@ -616,3 +616,94 @@ TEST_SUITE("llama") {
     CHECK(parse_recompute("selective_layer") == Recompute::selective_layer);
   }
 }
+
+TEST_SUITE("llama") {
+  TEST_CASE("torchtitan's separate wq, wk, wv and w1, w3: one GEMM each, their input gradients summed") {
+    // torchtitan/models/llama/model.py @9dec370: Attention.wq / wk / wv and FeedForward.w1 /
+    // w3 are separate nn.Linear modules reading one input. Llama-3.1-8B, s = 8192, b = 1:
+    // T = 8192 tokens, h = 4096, 32 heads and 8 KV heads of 128.
+    const Model m = preset("llama3.1-8b");
+    Training tr;
+    tr.seq_len = 8192;
+    tr.framework = Framework::fsdp;
+    tr.torch.compile = true;
+    Layout l;
+    l.dp = 8;
+    const auto ops = layer_ops(m, tr, l);
+    REQUIRE(find(ops, "wq", Pass::forward));
+    CHECK(find(ops, "wq", Pass::forward)->n == 4096);
+    CHECK(find(ops, "wk", Pass::forward)->n == 1024);
+    CHECK(find(ops, "wv", Pass::forward)->n == 1024);
+    CHECK(find(ops, "w1", Pass::forward)->n == 14336);
+    CHECK(find(ops, "w3", Pass::forward)->n == 14336);
+    CHECK(find(ops, "qkv", Pass::forward) == nullptr);
+    // Compiled, one kernel reads the three (two) input gradients and writes their sum:
+    // (3 + 1) x 2 B x 8192 x 4096 = 268,435,456 B and (2 + 1) x 2 x 33,554,432 = 201,326,592.
+    std::vector<double> sums;
+    for (const Op& op : ops) {
+      if (std::string_view(op.name) == "dgrad_sum") sums.push_back(op.bytes);
+    }
+    REQUIRE(sums.size() == 2);
+    CHECK(sums[0] == doctest::Approx(201326592.0));  // w1 + w3 (the MLP's backward runs first)
+    CHECK(sums[1] == doctest::Approx(268435456.0));  // wq + wk + wv
+    // Eager, autograd adds one gradient at a time (read two, write one): 2 adds and 1 add.
+    tr.torch.compile = false;
+    sums.clear();
+    for (const Op& op : layer_ops(m, tr, l)) {
+      if (std::string_view(op.name) == "dgrad_sum") sums.push_back(op.bytes);
+    }
+    REQUIRE(sums.size() == 2);
+    CHECK(sums[0] == doctest::Approx(3.0 * 2.0 * 33554432.0));
+    CHECK(sums[1] == doctest::Approx(6.0 * 2.0 * 33554432.0));
+    // Megatron fuses them: one qkv and one fc1 GEMM, no sum.
+    tr.framework = Framework::megatron;
+    const auto fused = layer_ops(m, tr, l);
+    CHECK(find(fused, "qkv", Pass::forward)->n == 6144);
+    CHECK(find(fused, "fc1", Pass::forward)->n == 28672);
+  }
+}
+
+TEST_SUITE("llama") {
+  TEST_CASE("PyTorch context parallelism: all-gathered K/V, one SDPA per rank, fp32 merges and dK/dV") {
+    // torch/distributed/tensor/experimental/_attention.py (torch 2.6): all-gather rotater,
+    // load balancing, _SDPAMerger in fp32, fp32 dK/dV sent on after every backward step.
+    // Llama-3.1-8B at CP 4, s = 131,072, b = 1: s' = 32,768; torchtitan repeats the 8 KV heads
+    // to 32 before SDPA, so Q, K, V and the output each hold 32 x 32,768 x 128 = 134,217,728
+    // elements on a rank.
+    const Model m = preset("llama3.1-8b");
+    Training tr;
+    tr.seq_len = 131072;
+    tr.framework = Framework::fsdp;
+    tr.torch.compile = true;
+    Layout l;
+    l.cp = 4;
+    l.dp = 2;
+    const auto ops = layer_ops(m, tr, l);
+    const double e = 134217728.0;
+    const Op* ag = find(ops, "cp_kv_ag", Pass::forward);
+    REQUIRE(ag);
+    CHECK(ag->coll == CollectiveKind::all_gather);
+    CHECK(ag->group == 4);
+    CHECK(ag->bytes == doctest::Approx(4.0 * 2.0 * 2.0 * e));  // 4 ranks x K and V x bf16
+    CHECK_FALSE(ag->async);  // compiled: waited right after it is issued
+    const Op* ring = find(ops, "core_attention_ring", Pass::forward);
+    REQUIRE(ring);
+    CHECK(ring->count == 3);
+    CHECK_FALSE(ring->attn.causal);
+    CHECK(ring->attn.seq_kv == 16384);
+    // Merges, compiled: up- and down-cast once (12 B) and 3 updates of 10 B: 42 x e.
+    CHECK(find(ops, "cp_merge", Pass::forward)->bytes == doctest::Approx(42.0 * e));
+    // K and V made contiguous and concatenated: read + write twice, 4 x 2 x 2 B x e.
+    CHECK(find(ops, "cp_kv_stage", Pass::forward)->bytes == doctest::Approx(16.0 * e));
+    // Backward: 4 sends of the fp32 dK and dV (8 B x e each) and 4 fp32 accumulations of dQ,
+    // dK, dV (30 B) plus the casts back (18 B): 138 x e.
+    const Op* dkv = find(ops, "cp_dkv", Pass::backward_input);
+    REQUIRE(dkv);
+    CHECK(dkv->bytes == doctest::Approx(8.0 * e));
+    CHECK(dkv->count == 4);
+    CHECK(find(ops, "cp_grad_accumulate", Pass::backward_input)->bytes == doctest::Approx(138.0 * e));
+    // Eager, the all-gather runs under the local causal step.
+    tr.torch.compile = false;
+    CHECK(find(layer_ops(m, tr, l), "cp_kv_ag", Pass::forward)->async);
+  }
+}
