@@ -220,6 +220,25 @@ double layer_saved_full(const llama::Model& m, const llama::Training& tr,
   return bytes;
 }
 
+/// What Megatron-Core's recompute_modules free of a dense layer's saved tensors (the MoE and
+/// MLA parts are in moe_memory.cpp). "layernorm" frees the two norm outputs, which the QKV and
+/// FC1 linears saved as their inputs; under FP8 Transformer Engine saves its own quantised copy
+/// instead, which stays. "mlp" checkpoints the MLP from its input: the SwiGLU (GeLU) tensors and
+/// the FC2 input go.
+double dense_module_savings(const llama::Model& m, const llama::Training& tr, const llama::Layout& l) {
+  const Geometry g = geometry(m, tr, l);
+  const double sbh = g.s * g.b * g.h;
+  const bool fp8 = tr.fp8.enabled() && habits_of(tr).saves_quantized_inputs;
+  double bytes = 0.0;
+  if (llama::recomputes(l, llama::RecomputeModule::layernorm) && !fp8) bytes += 4.0 * sbh / g.gd;
+  if (llama::recomputes(l, llama::RecomputeModule::mlp)) {
+    const double q = llama::quantized_bytes_per_element(tr.fp8.recipe);
+    const double swiglu_saved = g.gpt ? 4.0 : (habits_of(tr).fused_swiglu ? 4.0 : 6.0);
+    bytes += (swiglu_saved + (fp8 ? q : 2.0)) * g.f / g.h * sbh / g.t;
+  }
+  return bytes;
+}
+
 /// Working set of one layer beyond what it saves, at the peak of its backward [derived, §7
 /// "transient working buffers"].
 double layer_transient(const llama::Model& m, const llama::Training& tr, const llama::Layout& l) {
@@ -309,9 +328,12 @@ double activation_bytes_per_layer(const llama::Model& model, const llama::Traini
   switch (layout.recompute) {
     case llama::Recompute::none:
       return layer_saved_full(model, training, layout, false);
-    case llama::Recompute::selective:
-      // MLM selective recompute: core attention is recomputed, only the s^2 terms go (§4.4).
-      return layer_saved_full(model, training, layout, true);
+    case llama::Recompute::selective: {
+      // MLM selective recompute: core attention is recomputed, only the s^2 terms go (§4.4);
+      // recompute_modules drop what their parts keep (recompute_modules.hpp).
+      const bool core_attn = llama::recomputes(layout, llama::RecomputeModule::core_attn);
+      return layer_saved_full(model, training, layout, core_attn) - dense_module_savings(model, training, layout);
+    }
     case llama::Recompute::full: {
       // Only the layer input is stored: 2 s' b h, the SP shard with SP (§4.5, K22).
       const Geometry g = geometry(model, training, layout);

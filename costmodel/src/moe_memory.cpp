@@ -93,8 +93,36 @@ MoeLayerMemory moe_layer_memory(const llama::Model& m, const llama::Training& tr
                      2.0 * pairs * h;
   moe += out.expert_saved;
 
+  // Megatron-Core recompute_modules (recompute_modules.hpp): "moe_act" frees the experts'
+  // activation output, the FC2 input in whatever form FC2 saved it; "layernorm" the pre-MLP
+  // norm output the router saved; "shared_experts" the shared MLP's tensors but its input;
+  // "moe" keeps only the block's input. The dense MLP this layer replaces loses under "mlp"
+  // what a dense layer's does (memory.cpp dense_module_savings), so that delta keeps its input.
+  using llama::RecomputeModule;
+  if (llama::recomputes(l, RecomputeModule::moe)) {
+    moe = 2.0 * s.tokens * h;
+    out.expert_saved = 0.0;
+  } else {
+    if (llama::recomputes(l, RecomputeModule::moe_act)) {
+      const double act_out = s.in_bytes * pairs * fe;
+      moe -= act_out;
+      out.expert_saved -= act_out;
+    }
+    if (llama::recomputes(l, RecomputeModule::layernorm)) moe -= 2.0 * s.tokens * h;
+    if (llama::recomputes(l, RecomputeModule::shared_experts) && fs > 0) {
+      moe -= (swiglu + s.in_bytes) * s.full * fs / s.t;
+    }
+  }
+  // The dense MLP's share of what the dense layer terms count (memory.cpp layer_saved_full,
+  // dense_module_savings): its FC1 input stays unless "layernorm" freed it (bf16 only: under
+  // Transformer Engine's FP8 the linear keeps its own quantised copy), and "mlp" keeps nothing
+  // else.
+  const double fc1_input = s.in_bytes * s.full * h / s.gd;
+  const bool te_fp8 = tr.fp8.enabled() && tr.framework != llama::Framework::fsdp;
+  double dense_kept = llama::recomputes(l, RecomputeModule::mlp) ? fc1_input : dense_mlp;
+  if (llama::recomputes(l, RecomputeModule::layernorm) && !te_fp8) dense_kept -= fc1_input;
   const double kept = kept_share(l);
-  out.saved_delta = kept * (moe - dense_mlp);
+  out.saved_delta = kept * (moe - dense_kept);
   out.expert_saved *= kept;
 
   // While one MoE layer runs: the all-to-all send and receive buffers of the permuted tokens
@@ -122,7 +150,12 @@ double attention_saved_delta(const llama::Model& m, const llama::Training& tr, c
                     2.0 * q.kv_lora_rank * s.full / s.gd;
     if (q.q_lora_rank > 0) latent += 2.0 * q.q_lora_rank * (s.tokens + s.full / s.gd);
     // Inside the TP region: Q and K of a(d_nope + d_rope), V and the attention output of a d_v.
-    const double inner = 2.0 * a * (2.0 * q.qk_head_dim() + 2.0 * q.v_head_dim) * s.full / s.t;
+    double inner = 2.0 * a * (2.0 * q.qk_head_dim() + 2.0 * q.v_head_dim) * s.full / s.t;
+    // "mla_up_proj" frees the up projections' outputs, Q, K and V, refilled before the core
+    // attention's backward (CheckpointWithoutOutput in multi_latent_attention.py).
+    if (llama::recomputes(l, llama::RecomputeModule::mla_up_proj)) {
+      inner -= 2.0 * a * (2.0 * q.qk_head_dim() + q.v_head_dim) * s.full / s.t;
+    }
     delta = latent + inner - gqa_h * s.full / s.t;
   } else if (m.head_dim_override > 0) {
     const double width = static_cast<double>(m.head_dim()) * a;  // q = a d_h

@@ -73,6 +73,12 @@ std::vector<BlockKind> block_kinds(const Layout& layout) {
   return {{Recompute::none, 1.0 - checkpointed}, {Recompute::full, checkpointed}};
 }
 
+bool recomputes(const Layout& layout, RecomputeModule module) noexcept {
+  if (layout.recompute != Recompute::selective) return false;
+  if (layout.recompute_modules.empty()) return module == RecomputeModule::core_attn;
+  return layout.recompute_modules.has(module);
+}
+
 int micro_batches(const Layout& layout, const Training& training) noexcept {
   const long long per_step = static_cast<long long>(layout.mbs) * layout.dp;
   if (per_step <= 0) return 0;

@@ -167,6 +167,24 @@ void moe_block_backward(std::vector<Op>& ops, const Dims& d) {
   const long long me = expert_rows(d);
   const double mean = d.expert_tokens_mean;
   ops.push_back(mem(bi, "residual_add_bwd", MemoryKernel::residual_add, residual_bytes(d)));
+  if (d.recomputed.has(RecomputeModule::moe)) {
+    // "moe": the MoE block from its input again, dispatch and combine included.
+    moe_block_forward(ops, d, true);
+  } else {
+    if (d.recomputed.has(RecomputeModule::shared_experts) && d.shared_f > 0) {
+      mlp_core_forward(ops, d, shared_expert_core(d), true);
+    }
+    if (d.recomputed.has(RecomputeModule::moe_act)) {
+      // "moe_act": the experts' activation again from the saved FC1 output, and its cast for
+      // the FC2 weight gradient.
+      Op act = mem(Pass::forward, "expert_swiglu", MemoryKernel::swiglu,
+                   3.0 * d.act * routed_rows(d) * static_cast<double>(fe2));
+      act.recompute = true;
+      ops.push_back(act);
+      quantize(ops, d, Pass::forward, routed_rows(d) * static_cast<double>(fe2), true);
+    }
+    recompute_norm(ops, d, "mlp_norm");
+  }
   if (d.shared_f > 0) mlp_core_backward(ops, d, shared_expert_core(d));
   ops.push_back(mem(bi, "moe_unpermute_bwd", MemoryKernel::copy, permute_bytes(d)));
   ep_exchange(ops, d, bi, "ep_combine_bwd", true, false);
@@ -273,14 +291,27 @@ void mla_block_forward(std::vector<Op>& ops, const Dims& d, const Training& tr, 
   push(mem(fw, "residual_add", MemoryKernel::residual_add, residual_bytes(d)));
 }
 
-void mla_block_backward(std::vector<Op>& ops, const Dims& d, const Training& tr, const Layout& layout) {
+void mla_block_backward(std::vector<Op>& ops, const Dims& d, const Training& tr) {
   const Pass bi = Pass::backward_input;
   const Dims ds = sp_shard_dims(d);
   const MlaShapes m = mla_shapes(d);
   ops.push_back(mem(bi, "residual_add_bwd", MemoryKernel::residual_add, residual_bytes(d)));
   row_backward(ops, d, "attn_proj_dgrad", "attn_proj_wgrad", m.o_in, d.h);
   const Dims core = mla_core_dims(d);
-  if (layout.recompute == Recompute::selective) attention_forward(ops, core, tr, true);
+  if (d.recomputed.has(RecomputeModule::mla_up_proj)) {
+    // "mla_up_proj": the up projections and RoPE again from the saved latents, before the core
+    // attention's backward reads Q, K and V.
+    auto push = [&](Op op) {
+      op.recompute = true;
+      ops.push_back(op);
+    };
+    quantize(ops, d, Pass::forward, static_cast<double>(d.tokens * m.q_in), true);
+    push(linear_gemm(d, Pass::forward, "q_up", d.tokens, m.q_out, m.q_in));
+    quantize(ops, d, Pass::forward, static_cast<double>(d.tokens * d.kv_lora), true);
+    push(linear_gemm(d, Pass::forward, "kv_up", d.tokens, m.kv_out, d.kv_lora));
+    push(mem(Pass::forward, "rope", MemoryKernel::rope, rope_fwd_per_elem(d) * m.rope_elements));
+  }
+  if (d.recomputed.has(RecomputeModule::core_attn)) attention_forward(ops, core, tr, true);
   attention_backward(ops, core, tr);
   ops.push_back(mem(bi, "rope_bwd", MemoryKernel::rope, rope_bwd_per_elem(d) * m.rope_elements));
   input_grad(ops, d, "kv_up_dgrad", d.kv_lora, m.kv_out, true, false);
@@ -298,6 +329,7 @@ void mla_block_backward(std::vector<Op>& ops, const Dims& d, const Training& tr,
   }
   ops.push_back(mem(bi, "latent_norm_bwd", norm_kernel(d),
                     3.0 * d.act * static_cast<double>(d.tokens_sp * (d.q_lora + d.kv_lora))));
+  recompute_norm(ops, d, "input_norm");
   input_grad(ops, ds, "kv_down_dgrad", d.h, m.kv_down, true, false);
   weight_grad(ops, ds, "kv_down_wgrad", d.h, m.kv_down, true);
   if (d.q_lora > 0) {

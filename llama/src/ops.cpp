@@ -44,6 +44,11 @@ Dims dims_of(const Model& m, const Training& tr, const Layout& l) {
   d.tp_gather_overlap = d.tp_overlap && !(tr.torch.async_tp && d.recipe == Fp8Recipe::rowwise);
   d.separate_linears = tr.framework == Framework::fsdp;
   d.torch_cp = tr.framework == Framework::fsdp && d.c > 1;
+  for (const RecomputeModule m : {RecomputeModule::core_attn, RecomputeModule::moe_act, RecomputeModule::layernorm,
+                                  RecomputeModule::mla_up_proj, RecomputeModule::mlp, RecomputeModule::moe,
+                                  RecomputeModule::shared_experts}) {
+    if (recomputes(l, m)) d.recomputed.add(m);
+  }
   d.fp8_param_gather = tr.fp8.param_gather && tr.fp8.enabled();
   d.tp_gather_bytes = d.recipe == Fp8Recipe::tensorwise ? 1.0 : d.act;
   d.linear_format = gemm_format(d.recipe);
@@ -299,6 +304,13 @@ double rope_fwd_per_elem(const Dims& d) { return (d.eager_kernels ? 10.0 : 2.0) 
 double rope_bwd_per_elem(const Dims& d) { return (d.eager_kernels ? 15.0 : 2.0) * d.act; }
 MemoryKernel norm_kernel(const Dims& d) {
   return d.llama ? MemoryKernel::rmsnorm : MemoryKernel::layernorm;
+}
+
+void recompute_norm(std::vector<Op>& ops, const Dims& d, const char* name) {
+  if (!d.recomputed.has(RecomputeModule::layernorm)) return;
+  Op op = mem(Pass::forward, name, norm_kernel(d), norm_fwd_bytes(d));
+  op.recompute = true;
+  ops.push_back(op);
 }
 
 /// Core attention of the forward pass (plain, or the CP ring of TE's AttnFuncWithCPAndKVP2P:
@@ -667,14 +679,15 @@ void mlp_core_backward(std::vector<Op>& ops, const Dims& d, const MlpCore& c) {
 void mlp_block_backward(std::vector<Op>& ops, const Dims& d) {
   const Pass bi = Pass::backward_input;
   ops.push_back(mem(bi, "residual_add_bwd", MemoryKernel::residual_add, residual_bytes(d)));
+  if (d.recomputed.has(RecomputeModule::mlp)) mlp_core_forward(ops, d, dense_mlp_core(d), true);
+  recompute_norm(ops, d, "mlp_norm");
   mlp_core_backward(ops, d, dense_mlp_core(d));
   ops.push_back(mem(bi, "mlp_norm_bwd", norm_kernel(d), norm_bwd_bytes(d)));
 }
 
-void attention_block_backward(std::vector<Op>& ops, const Dims& d, const Training& training,
-                              const Layout& layout) {
+void attention_block_backward(std::vector<Op>& ops, const Dims& d, const Training& training) {
   if (d.mla) {
-    mla_block_backward(ops, d, training, layout);
+    mla_block_backward(ops, d, training);
     return;
   }
   const long long q_in = d.nq * d.dh / d.t;
@@ -686,14 +699,13 @@ void attention_block_backward(std::vector<Op>& ops, const Dims& d, const Trainin
     ops.push_back(mem(bi, "context_permute_bwd", MemoryKernel::copy,
                       2.0 * d.act * static_cast<double>(d.tokens * q_in)));
   }
-  if (layout.recompute == Recompute::selective) {
-    attention_forward(ops, d, training, true);
-  }
+  if (d.recomputed.has(RecomputeModule::core_attn)) attention_forward(ops, d, training, true);
   attention_backward(ops, d, training);
   if (d.llama) {
     ops.push_back(mem(bi, "rope_bwd", MemoryKernel::rope,
                       rope_bwd_per_elem(d) * static_cast<double>(d.tokens * (d.nq + d.nkv) / d.t * d.dh)));
   }
+  recompute_norm(ops, d, "input_norm");
   column_backward(ops, d, qkv_group(d), d.h, true);
   ops.push_back(mem(bi, "input_norm_bwd", norm_kernel(d), norm_bwd_bytes(d)));
 }
@@ -731,7 +743,7 @@ std::vector<Op> build_layer_ops(const Model& model, const Training& training, co
   } else {
     mlp_block_backward(ops, d);
   }
-  attention_block_backward(ops, d, training, layout);
+  attention_block_backward(ops, d, training);
   if (d.bias) {
     // Bias gradients: a column sum of each linear's output gradient (QKV and FC1 on this
     // rank's columns, the row-parallel proj and FC2 over h), read once.

@@ -61,6 +61,9 @@ struct Dims {
   bool separate_linears = false;
   /// Context parallelism is PyTorch's (framework fsdp), not TE's ring (torch_cp_ops.cpp).
   bool torch_cp = false;
+  /// Parts of the layer re-run in backward by Megatron-Core's selective recomputation
+  /// (llama::recomputes; core attention alone for a plain `selective`).
+  RecomputeModules recomputed;
   /// The SP all-gathers of a column-parallel input and of a row-parallel output gradient run
   /// under their GEMM (TE userbuffers; Inductor's async TP where the gathered tensor feeds the
   /// GEMM directly, which rowwise Float8 breaks by casting it first).
@@ -127,6 +130,9 @@ double residual_bytes(const Dims& d);
 double rope_fwd_per_elem(const Dims& d);
 double rope_bwd_per_elem(const Dims& d);
 MemoryKernel norm_kernel(const Dims& d);
+/// Megatron-Core's "layernorm" recomputation: the norm's forward again before its consumer's
+/// backward reads the freed output.
+void recompute_norm(std::vector<Op>& ops, const Dims& d, const char* name);
 Op attention(Pass pass, const char* name, const Dims& d, AttentionKernel kernel, bool causal,
              long long seq_q, long long seq_kv, int count);
 Op p2p(Pass pass, const char* name, CommDim dim, double bytes, int count, bool async);
@@ -186,6 +192,6 @@ void moe_block_forward(std::vector<Op>& ops, const Dims& d, bool recompute);
 void moe_block_backward(std::vector<Op>& ops, const Dims& d);
 /// The MLA attention block (DeepSeek-V3) forward and backward.
 void mla_block_forward(std::vector<Op>& ops, const Dims& d, const Training& tr, bool recompute);
-void mla_block_backward(std::vector<Op>& ops, const Dims& d, const Training& tr, const Layout& layout);
+void mla_block_backward(std::vector<Op>& ops, const Dims& d, const Training& tr);
 
 }  // namespace tetra::llama::detail

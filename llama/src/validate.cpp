@@ -135,6 +135,9 @@ std::optional<LayoutIssue> check_layout(const Model& model, long long world,
   // 8b. Mixture of experts: expert and expert-tensor parallelism.
   if (auto moe = check_moe_layout(model, training, layout)) return moe;
 
+  // 8c. Selective recomputation by module.
+  if (auto rc = check_recompute_modules(model, training, layout)) return rc;
+
   // 9. Layers into stages.
   const bool uneven = layout.first_stage_layers > 0 || layout.last_stage_layers > 0;
   if (uneven) {
@@ -341,6 +344,49 @@ std::optional<LayoutIssue> check_moe_layout(const Model& model, const Training& 
       return issue("moe_a2a_overlap", "a2a-overlap-needs-vp",
                    "moe_a2a_overlap with pp=" + str(layout.pp) + " needs the interleaved schedule (vp)");
     }
+  }
+  return std::nullopt;
+}
+
+// Megatron-Core transformer_config.py (__post_init__, at d98e8a64dd): the module list applies
+// under recompute_granularity = "selective"; "mla_up_proj is only supported with
+// multi_latent_attention", "moe_act in recompute_modules is only supported with
+// moe_grouped_gemm", "shared_experts recompute cannot work with --moe-shared-expert-overlap",
+// "Delayed scaling does not support moe_act and layernorm recompute for fp8", and "disable moe
+// in recompute_modules when enabling overlap_moe_expert_parallel_comm".
+std::optional<LayoutIssue> check_recompute_modules(const Model& model, const Training& training,
+                                                   const Layout& layout) {
+  const RecomputeModules& m = layout.recompute_modules;
+  if (m.empty()) return std::nullopt;
+  const std::string list = format_recompute_modules(m);
+  if (layout.recompute != Recompute::selective) {
+    return issue("recompute_modules", "modules-need-selective",
+                 "recompute_modules=" + list + " needs recompute = \"selective\" (got \"" +
+                     to_string(layout.recompute) + "\")");
+  }
+  if (m.has(RecomputeModule::mla_up_proj) && !model.mla) {
+    return issue("recompute_modules", "mla-up-proj-needs-mla",
+                 "recompute_modules names mla_up_proj, which needs multi-head latent attention");
+  }
+  const bool moe = model.moe.has_value();
+  for (const RecomputeModule mod : {RecomputeModule::moe_act, RecomputeModule::moe, RecomputeModule::shared_experts}) {
+    if (m.has(mod) && !moe) {
+      return issue("recompute_modules", "module-needs-moe",
+                   std::string("recompute_modules names ") + to_string(mod) + ", which needs a mixture-of-experts model");
+    }
+  }
+  if (m.has(RecomputeModule::shared_experts) && model.moe->shared_width() <= 0) {
+    return issue("recompute_modules", "shared-experts-needs-shared",
+                 "recompute_modules names shared_experts, but the model has none");
+  }
+  if ((m.has(RecomputeModule::moe_act) || m.has(RecomputeModule::layernorm)) &&
+      training.fp8.recipe == Fp8Recipe::delayed) {
+    return issue("recompute_modules", "modules-delayed-fp8",
+                 "delayed FP8 scaling does not support moe_act and layernorm recomputation");
+  }
+  if (m.has(RecomputeModule::moe) && training.moe_a2a_overlap) {
+    return issue("recompute_modules", "moe-recompute-a2a-overlap",
+                 "recompute_modules names moe, which moe_a2a_overlap does not allow");
   }
   return std::nullopt;
 }

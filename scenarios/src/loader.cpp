@@ -715,7 +715,7 @@ const std::vector<std::string_view>& layout_keys() {
       "mbs",       "sp",       "recompute",  "schedule",   "rank_order",
       "first_stage_layers", "last_stage_layers",
       "account_for_embedding_in_pipeline_split", "account_for_loss_in_pipeline_split",
-      "dp_shard", "dp_replicate", "ac_freq", "ep", "etp", "moe_token_dispatcher"};
+      "dp_shard", "dp_replicate", "ac_freq", "ep", "etp", "moe_token_dispatcher", "recompute_modules"};
   return keys;
 }
 
@@ -835,6 +835,26 @@ void set_layout_key(const Section& s, std::string_view k, const toml::node& n, l
     l.etp = s.int_value(n, k, 1, kMaxParallel);
   } else if (k == "moe_token_dispatcher") {
     l.moe_dispatcher = enum_value(s, n, k, llama::parse_moe_dispatcher, kDispatcher);
+  } else if (k == "recompute_modules") {
+    // A TOML array of module names, or one string joined by '+' (the --layout and measurement
+    // row form). An empty array is Megatron-Core's default list, core attention.
+    std::string text;
+    if (const auto* arr = n.as_array()) {
+      for (const toml::node& el : *arr) {
+        if (!text.empty()) text += '+';
+        text += s.string(el, k);
+      }
+    } else {
+      text = s.string(n, k);
+    }
+    l.recompute_modules = {};
+    if (text.empty()) return;
+    const llama::RecomputeModulesParse parsed = llama::parse_recompute_modules(text);
+    if (!parsed.unknown.empty()) {
+      s.fail_at(n, k, "unknown module \"" + parsed.unknown + "\" (expected some of: " +
+                          llama::recompute_module_names() + ", joined by '+')");
+    }
+    l.recompute_modules = parsed.modules;
   }
 }
 

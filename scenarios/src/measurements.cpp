@@ -355,11 +355,6 @@ std::vector<MeasurementRow> read_measurements_text(std::string_view text, const 
 
     // Layout cells; a blank one makes the row unpredictable, not malformed.
     for (const char* name : {"tp", "cp", "pp", "vp", "mbs", "sp", "recompute"}) {
-      // MoE rows: the Megatron-Bridge MoE recipes recompute per-module lists (moe_act,
-      // layernorm, mla_up_proj: element-wise modules and MLA's up-projections), which the
-      // tables do not print; a blank recompute cell there is run as none, the nearest of
-      // none | selective | full.
-      if (row.model.is_moe() && std::string_view(name) == "recompute") continue;
       if (has(name) && cell(name).empty() && row.skip_reason.empty()) {
         row.skip_reason = std::string("layout cell '") + name + "' is blank";
       }

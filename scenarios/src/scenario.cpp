@@ -97,6 +97,9 @@ std::string format_layout(const llama::Layout& l) {
      << ",mbs=" << l.mbs << ",sp=" << (l.sp ? "true" : "false")
      << ",recompute=" << llama::to_string(l.recompute);
   if (l.recompute == llama::Recompute::selective_layer) os << ",ac_freq=" << l.ac_freq;
+  if (!l.recompute_modules.empty()) {
+    os << ",recompute_modules=" << llama::format_recompute_modules(l.recompute_modules);
+  }
   if (l.dp_replicate > 1) os << ",dp_replicate=" << l.dp_replicate;
   os << ",schedule=" << llama::to_string(l.schedule) << ",rank_order=" << l.rank_order;
   if (l.first_stage_layers > 0) os << ",first_stage_layers=" << l.first_stage_layers;

@@ -97,3 +97,27 @@ TEST_SUITE("costmodel") {
     CHECK(st.dispatch_bytes == 0);
   }
 }
+
+TEST_SUITE("costmodel") {
+  TEST_CASE("recompute_modules: moe_act frees the FC2 input, layernorm the norm outputs") {
+    // Megatron-Core recompute_modules (transformer_config.py): "moe_act" and "layernorm" use
+    // output-discarding checkpointing. Qwen3-30B-A3B as above, bf16: P = 32,768 routed pairs.
+    Setup s = qwen_ep8();
+    const costmodel::StageMemory base = costmodel::estimate_memory(s.model, s.cluster, s.training, s.layout).stages[0];
+    s.layout.recompute = llama::Recompute::selective;
+    s.layout.recompute_modules.add(llama::RecomputeModule::moe_act);
+    const costmodel::StageMemory act = costmodel::estimate_memory(s.model, s.cluster, s.training, s.layout).stages[0];
+    // The experts' FC2 input, 2 B x P x f_e = 2 x 32,768 x 768 = 50,331,648 bytes per layer.
+    CHECK(base.expert_activations_bytes - act.expert_activations_bytes == doctest::Approx(48.0 * 50'331'648.0));
+    // "layernorm" frees the two norm outputs, which the QKV linear and the router saved: 2 x 2 B
+    // x 4096 x 2048 = 33,554,432 bytes per layer, 48 layers, one micro-batch in flight.
+    llama::Layout ln = s.layout;
+    ln.recompute_modules = {};
+    ln.recompute_modules.add(llama::RecomputeModule::layernorm);
+    const costmodel::StageMemory norm = costmodel::estimate_memory(s.model, s.cluster, s.training, ln).stages[0];
+    llama::Layout sel = s.layout;
+    sel.recompute_modules = {};
+    const costmodel::StageMemory plain = costmodel::estimate_memory(s.model, s.cluster, s.training, sel).stages[0];
+    CHECK(plain.activations_bytes - norm.activations_bytes == doctest::Approx(48.0 * 33'554'432.0));
+  }
+}

@@ -162,3 +162,48 @@ TEST_SUITE("llama") {
     for (std::size_t i = 0; i < a.size(); ++i) CHECK(std::string_view(a[i].name) == b[i].name);
   }
 }
+
+TEST_SUITE("llama") {
+  TEST_CASE("moe ops: recompute_modules re-run the experts' activation, the norms, the whole MoE block") {
+    // small_moe at ep 4: T = 1024 tokens, k = 2, 8 experts / 4 = 2 local; P = 1024 x 2 pairs per
+    // rank, f_e = 512. Megatron-Core recompute_modules (transformer_config.py).
+    Layout l;
+    l.dp = 4;
+    l.ep = 4;
+    l.recompute = Recompute::selective;
+    l.recompute_modules.add(RecomputeModule::moe_act);
+    const auto ops = moe_layer_ops(small_moe(), balanced(), l);
+    int recomputed = 0;
+    double act_bytes = 0;
+    for (const Op& op : ops) {
+      if (!op.recompute) continue;
+      ++recomputed;
+      if (std::string_view(op.name) == "expert_swiglu") act_bytes += op.bytes;
+    }
+    // The SwiGLU again from the saved FC1 output: read gate and up, write the product,
+    // 3 x 2 B x 2048 pairs x 512 = 6,291,456 bytes; nothing else, not core attention.
+    CHECK(recomputed == 1);
+    CHECK(act_bytes == doctest::Approx(6291456.0));
+    // "layernorm": both norms again (2 x read + write of 1024 x 1024 bf16 = 4,194,304 each).
+    l.recompute_modules = {};
+    l.recompute_modules.add(RecomputeModule::layernorm);
+    double norm_bytes = 0;
+    for (const Op& op : moe_layer_ops(small_moe(), balanced(), l)) {
+      if (op.recompute) norm_bytes += op.bytes;
+    }
+    CHECK(norm_bytes == doctest::Approx(2.0 * 4194304.0));
+    // "moe": the whole block again, its dispatch and combine included.
+    l.recompute_modules = {};
+    l.recompute_modules.add(RecomputeModule::moe);
+    int exchanges = 0;
+    for (const Op& op : moe_layer_ops(small_moe(), balanced(), l)) {
+      if (op.recompute && op.coll == CollectiveKind::all_to_all && op.kind == OpKind::collective) ++exchanges;
+    }
+    CHECK(exchanges == 2);
+    // The plain selective list is core attention.
+    l.recompute_modules = {};
+    bool attention = false;
+    for (const Op& op : moe_layer_ops(small_moe(), balanced(), l)) attention |= op.recompute && op.kind == OpKind::attention;
+    CHECK(attention);
+  }
+}

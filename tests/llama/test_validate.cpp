@@ -322,3 +322,56 @@ TEST_SUITE("llama") {
     CHECK(msg.find("selective_layer") != std::string::npos);
   }
 }
+
+TEST_SUITE("llama") {
+  TEST_CASE("recompute_modules: Megatron-Core's rules (transformer_config.py)") {
+    Case c;
+    c.layout.recompute_modules.add(RecomputeModule::layernorm);
+    CHECK(expect_issue(c, "recompute_modules", "modules-need-selective").find("selective") != std::string::npos);
+    c.layout.recompute = Recompute::selective;
+    CHECK_FALSE(c.check().has_value());
+    c.layout.recompute_modules.add(RecomputeModule::mla_up_proj);
+    expect_issue(c, "recompute_modules", "mla-up-proj-needs-mla");
+    c.layout.recompute_modules = {};
+    c.layout.recompute_modules.add(RecomputeModule::moe_act);
+    expect_issue(c, "recompute_modules", "module-needs-moe");
+    // Delayed FP8 scaling supports neither moe_act nor layernorm recomputation.
+    Case q;
+    q.model = *find_model_preset("qwen3-30b-a3b");
+    q.world = 16;
+    q.training.seq_len = 4096;
+    q.training.global_batch = 256;
+    q.layout = Layout{};
+    q.layout.dp = 16;
+    q.layout.ep = 8;
+    q.layout.recompute = Recompute::selective;
+    q.layout.recompute_modules.add(RecomputeModule::moe_act);
+    CHECK_FALSE(q.check().has_value());
+    q.training.fp8.recipe = Fp8Recipe::delayed;
+    expect_issue(q, "recompute_modules", "modules-delayed-fp8");
+    q.training.fp8.recipe = Fp8Recipe::none;
+    q.layout.recompute_modules.add(RecomputeModule::shared_experts);
+    expect_issue(q, "recompute_modules", "shared-experts-needs-shared");
+    q.layout.recompute_modules = {};
+    q.layout.recompute_modules.add(RecomputeModule::moe);
+    q.training.moe_a2a_overlap = true;
+    expect_issue(q, "recompute_modules", "moe-recompute-a2a-overlap");
+  }
+
+  TEST_CASE("recompute_modules spell as Megatron-Core does, joined by '+'") {
+    const RecomputeModulesParse p = parse_recompute_modules("moe_act+layernorm+mla_up_proj");
+    CHECK(p.unknown.empty());
+    CHECK(p.modules.has(RecomputeModule::moe_act));
+    CHECK(p.modules.has(RecomputeModule::layernorm));
+    CHECK_FALSE(p.modules.has(RecomputeModule::core_attn));
+    CHECK(format_recompute_modules(p.modules) == "moe_act+layernorm+mla_up_proj");
+    CHECK(parse_recompute_modules("moe_act+attention").unknown == "attention");
+    Layout l;
+    CHECK_FALSE(recomputes(l, RecomputeModule::core_attn));
+    l.recompute = Recompute::selective;
+    CHECK(recomputes(l, RecomputeModule::core_attn));  // Megatron-Core's default list
+    l.recompute_modules.add(RecomputeModule::moe_act);
+    CHECK_FALSE(recomputes(l, RecomputeModule::core_attn));
+    CHECK(recomputes(l, RecomputeModule::moe_act));
+  }
+}

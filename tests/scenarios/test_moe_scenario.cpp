@@ -148,26 +148,35 @@ TEST_SUITE("scenarios") {
                                         "/data/validation/megatron_bridge_moe.csv");
     REQUIRE(rows.size() == 138);
     int balanced = 0;
+    int selective = 0;
     for (const auto& r : rows) {
       CAPTURE(r.id);
       CHECK(r.model.moe);
       CHECK(r.layout.etp == 1);
       if (r.training.moe_imbalance == 1.0) ++balanced;
-      // Every row leaves recompute blank (per-module recompute lists); a MoE row runs it as
-      // none and is not skipped for it.
+      // Every row carries its recipe's recomputation (none or Megatron-Core's selective with
+      // its recompute_modules).
       CHECK(r.skip_reason.find("recompute") == std::string::npos);
-      CHECK(r.layout.recompute == tetra::llama::Recompute::none);
+      CHECK((r.layout.recompute == tetra::llama::Recompute::none ||
+             r.layout.recompute == tetra::llama::Recompute::selective));
+      if (r.layout.recompute == tetra::llama::Recompute::selective) ++selective;
     }
     CHECK(balanced == 124);
-    // mbr-26.08-dsv3-gb300-256-mxfp8: EP 32, DeepSeek-V3 with MLA.
+    CHECK(selective == 46);
+    // mbr-26.08-dsv3-gb300-256-mxfp8: EP 32, DeepSeek-V3 with MLA and its MTP module; the
+    // recipe recomputes nothing.
     CHECK(rows[0].layout.ep == 32);
     CHECK(rows[0].model.mla);
     CHECK(rows[0].model.moe->first_k_dense == 3);
-    // 61 layers at pp 2, vp 8 take the interleaved uneven split (llama::uneven_chunk_split):
-    // k = ceil(61/16) = 4, rest 61 - 14*4 = 5 -> end chunks 2 and 3 -> first 7*4 + 2 = 30,
-    // last 7*4 + 3 = 31.
+    CHECK(rows[0].model.mtp_layers == 1);
+    CHECK(rows[0].layout.recompute == tetra::llama::Recompute::none);
+    // The recipe's pipeline_model_parallel_layout "Et*4|(t*4|)*14tmL" over pp 2 x vp 8: the
+    // first rank holds virtual stages 0, 2, ..., 14 (4 layers each) = 32, the last 1, ..., 15
+    // = 7 x 4 + 1 = 29.
     CHECK(rows[0].layout.vp == 8);
-    CHECK(rows[0].layout.first_stage_layers == 30);
-    CHECK(rows[0].layout.last_stage_layers == 31);
+    CHECK(rows[0].layout.first_stage_layers == 32);
+    CHECK(rows[0].layout.last_stage_layers == 29);
+    // mbr-26.08-dsv3-gb200-256-mxfp8 recomputes MLA's up projections.
+    CHECK(rows[1].layout.recompute_modules.has(tetra::llama::RecomputeModule::mla_up_proj));
   }
 }

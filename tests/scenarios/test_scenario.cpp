@@ -381,6 +381,31 @@ TEST_CASE("layout strings round-trip") {
           tetra::llama::Layout x;
           apply_layout_string(x, "sp=yes", "--layout");
         }) == "--layout: sp: expected true or false, got a string");
+  // Megatron-Core's recompute_modules, joined by '+' in this form.
+  apply_layout_string(l, "recompute=selective,recompute_modules=layernorm+moe_act", "--layout");
+  const std::string modules = format_layout(l);
+  CHECK(modules.find(",recompute=selective,recompute_modules=moe_act+layernorm,") != std::string::npos);
+  tetra::llama::Layout back3;
+  apply_layout_string(back3, modules, "x");
+  CHECK(back3.recompute_modules == l.recompute_modules);
+  CHECK(back3.recompute == tetra::llama::Recompute::selective);
+  const std::string bad = error_of([] {
+    tetra::llama::Layout x;
+    apply_layout_string(x, "recompute_modules=moe_act+attention", "--layout");
+  });
+  CHECK(bad.find("recompute_modules: unknown module \"attention\"") != std::string::npos);
+}
+
+TEST_CASE("[layout] recompute_modules: a TOML array of Megatron-Core's module names") {
+  // kBase ends inside its [layout] table.
+  const auto sc = load(kBase + "recompute = \"selective\"\nrecompute_modules = [\"layernorm\"]\n");
+  CHECK(sc.layout.recompute_modules.has(tetra::llama::RecomputeModule::layernorm));
+  const std::string bad = error_of([] {
+    (void)load(kBase + "recompute = \"full\"\nrecompute_modules = [\"layernorm\"]\n");
+  });
+  CHECK(bad.find("t.toml") != std::string::npos);
+  CHECK(bad.find("recompute_modules") != std::string::npos);
+  CHECK(bad.find("selective") != std::string::npos);
 }
 
 TEST_CASE("[search] lists") {

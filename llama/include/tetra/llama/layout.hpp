@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "tetra/llama/fp8.hpp"
+#include "tetra/llama/recompute_modules.hpp"
 #include "tetra/llama/torch_native.hpp"
 
 namespace tetra::llama {
@@ -45,6 +46,9 @@ struct Layout {
   int mbs = 1;                     ///< micro-batch size in sequences
   bool sp = false;                 ///< sequence parallelism (needs tp > 1)
   Recompute recompute = Recompute::none;
+  /// Under recompute = selective: the parts of each layer Megatron-Core re-runs
+  /// (recompute_modules.hpp); empty = core attention, Megatron-Core's default list.
+  RecomputeModules recompute_modules;
   /// selective_layer: one block in ac_freq is checkpointed (torchtitan `selective_ac_option`,
   /// default "2").
   int ac_freq = 2;
@@ -143,6 +147,10 @@ struct BlockKind {
 /// selective_layer, where one block in ac_freq is recomputed in full and the others not.
 /// Costs and activations of a layer are the share-weighted sums over the kinds.
 [[nodiscard]] std::vector<BlockKind> block_kinds(const Layout& layout);
+
+/// Whether the layout re-runs `module` in backward: recompute = selective with the module in
+/// recompute_modules (core attention when the list is empty).
+[[nodiscard]] bool recomputes(const Layout& layout, RecomputeModule module) noexcept;
 
 /// Micro-batches per step per DP rank: global_batch / (mbs * dp).
 [[nodiscard]] int micro_batches(const Layout& layout, const Training& training) noexcept;

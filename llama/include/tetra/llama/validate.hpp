@@ -56,6 +56,14 @@ struct LayoutIssue {
                                                           const Training& training,
                                                           const Layout& layout);
 
+/// Megatron-Core's rules for recompute_modules (part of check_layout), all keyed
+/// recompute_modules: modules-need-selective (recompute = selective), mla-up-proj-needs-mla,
+/// module-needs-moe (moe_act, moe, shared_experts), shared-experts-needs-shared,
+/// modules-delayed-fp8 (moe_act / layernorm under delayed scaling), moe-recompute-a2a-overlap.
+[[nodiscard]] std::optional<LayoutIssue> check_recompute_modules(const Model& model,
+                                                                 const Training& training,
+                                                                 const Layout& layout);
+
 /// The PyTorch-native rules alone (part of check_layout): HSDP's dp_shard x dp_replicate = dp,
 /// reshard_after_forward only under FSDP2 and dividing its shard group, compile and async TP
 /// only with framework fsdp (async TP also needs compile and SP).
