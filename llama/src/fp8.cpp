@@ -8,10 +8,12 @@
 #include <array>
 #include <utility>
 
+#include "enum_names.hpp"
+
 namespace tetra::llama {
 namespace {
 
-constexpr std::array<std::pair<Fp8Recipe, const char*>, 8> kRecipes = {{
+constexpr EnumNames<Fp8Recipe, 8> kRecipes = {{
     {Fp8Recipe::none, "none"},
     {Fp8Recipe::delayed, "delayed"},
     {Fp8Recipe::current, "current"},
@@ -85,18 +87,10 @@ std::string recipe_problem(Fp8Recipe recipe, const hw::Gpu& gpu) {
   return {};
 }
 
-const char* to_string(Fp8Recipe r) noexcept {
-  for (const auto& [v, s] : kRecipes) {
-    if (v == r) return s;
-  }
-  return "none";
-}
+const char* to_string(Fp8Recipe r) noexcept { return spell(kRecipes, r, "none"); }
 
 std::optional<Fp8Recipe> parse_fp8_recipe(std::string_view name) noexcept {
-  for (const auto& [v, s] : kRecipes) {
-    if (name == s) return v;
-  }
-  return std::nullopt;
+  return lookup(kRecipes, name);
 }
 
 }  // namespace tetra::llama

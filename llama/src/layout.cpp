@@ -4,53 +4,37 @@
 #include <array>
 #include <utility>
 
+#include "enum_names.hpp"
+
 namespace tetra::llama {
 
 namespace {
 
-/// Looks `name` up in a (value, spelling) table.
-template <typename E, std::size_t N>
-std::optional<E> lookup(const std::array<std::pair<E, const char*>, N>& table,
-                        std::string_view name) noexcept {
-  for (const auto& [value, spelling] : table) {
-    if (name == spelling) return value;
-  }
-  return std::nullopt;
-}
-
-template <typename E, std::size_t N>
-const char* spell(const std::array<std::pair<E, const char*>, N>& table, E value) noexcept {
-  for (const auto& [v, spelling] : table) {
-    if (v == value) return spelling;
-  }
-  return "unknown";
-}
-
-constexpr std::array<std::pair<Recompute, const char*>, 5> kRecompute = {{
+constexpr EnumNames<Recompute, 5> kRecompute = {{
     {Recompute::none, "none"},
     {Recompute::selective, "selective"},
     {Recompute::full, "full"},
     {Recompute::selective_op, "selective_op"},
     {Recompute::selective_layer, "selective_layer"}}};
-constexpr std::array<std::pair<Schedule, const char*>, 5> kSchedule = {{
+constexpr EnumNames<Schedule, 5> kSchedule = {{
     {Schedule::gpipe, "gpipe"},
     {Schedule::one_f_one_b, "1f1b"},
     {Schedule::interleaved, "interleaved"},
     {Schedule::zb_h1, "zb-h1"},
     {Schedule::layered, "layered"}}};
-constexpr std::array<std::pair<AttentionKernel, const char*>, 5> kAttention = {{
+constexpr EnumNames<AttentionKernel, 5> kAttention = {{
     {AttentionKernel::flash2, "flash2"},
     {AttentionKernel::flash3, "flash3"},
     {AttentionKernel::flash1, "flash1"},
     {AttentionKernel::fused, "fused"},
     {AttentionKernel::torch, "torch"}}};
-constexpr std::array<std::pair<Precision, const char*>, 3> kPrecision = {{
+constexpr EnumNames<Precision, 3> kPrecision = {{
     {Precision::bf16, "bf16"}, {Precision::fp16, "fp16"}, {Precision::fp32, "fp32"}}};
-constexpr std::array<std::pair<Framework, const char*>, 3> kFramework = {{
+constexpr EnumNames<Framework, 3> kFramework = {{
     {Framework::megatron, "megatron"}, {Framework::deepspeed, "deepspeed"},
     {Framework::fsdp, "fsdp"}}};
-constexpr std::array<std::pair<Optimizer, const char*>, 1> kOptimizer = {{{Optimizer::adam, "adam"}}};
-constexpr std::array<std::pair<MoeDispatcher, const char*>, 3> kDispatcher = {{
+constexpr EnumNames<Optimizer, 1> kOptimizer = {{{Optimizer::adam, "adam"}}};
+constexpr EnumNames<MoeDispatcher, 3> kDispatcher = {{
     {MoeDispatcher::alltoall, "alltoall"}, {MoeDispatcher::allgather, "allgather"},
     {MoeDispatcher::flex, "flex"}}};
 

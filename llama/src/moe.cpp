@@ -9,13 +9,14 @@
 #include <array>
 #include <utility>
 
+#include "enum_names.hpp"
 #include "tetra/llama/model.hpp"
 
 namespace tetra::llama {
 
 namespace {
 
-constexpr std::array<std::pair<Router, const char*>, 3> kRouter = {{
+constexpr EnumNames<Router, 3> kRouter = {{
     {Router::softmax_topk, "softmax_topk"},
     {Router::topk_softmax, "topk_softmax"},
     {Router::sigmoid_topk, "sigmoid_topk"}}};
@@ -41,18 +42,8 @@ int moe_layers_in(const Model& model, int first, int count) noexcept {
 
 int moe_layer_count(const Model& model) noexcept { return moe_layers_in(model, 0, model.layers); }
 
-const char* to_string(Router r) noexcept {
-  for (const auto& [value, name] : kRouter) {
-    if (value == r) return name;
-  }
-  return "unknown";
-}
+const char* to_string(Router r) noexcept { return spell(kRouter, r); }
 
-std::optional<Router> parse_router(std::string_view name) noexcept {
-  for (const auto& [value, spelling] : kRouter) {
-    if (name == spelling) return value;
-  }
-  return std::nullopt;
-}
+std::optional<Router> parse_router(std::string_view name) noexcept { return lookup(kRouter, name); }
 
 }  // namespace tetra::llama

@@ -3,10 +3,12 @@
 #include <array>
 #include <utility>
 
+#include "enum_names.hpp"
+
 namespace tetra::llama {
 namespace {
 
-constexpr std::array<std::pair<RecomputeModule, const char*>, 7> kModules = {{
+constexpr EnumNames<RecomputeModule, 7> kModules = {{
     {RecomputeModule::core_attn, "core_attn"},
     {RecomputeModule::moe_act, "moe_act"},
     {RecomputeModule::layernorm, "layernorm"},
@@ -18,18 +20,10 @@ constexpr std::array<std::pair<RecomputeModule, const char*>, 7> kModules = {{
 
 }  // namespace
 
-const char* to_string(RecomputeModule m) noexcept {
-  for (const auto& [v, s] : kModules) {
-    if (v == m) return s;
-  }
-  return "core_attn";
-}
+const char* to_string(RecomputeModule m) noexcept { return spell(kModules, m, "core_attn"); }
 
 std::optional<RecomputeModule> parse_recompute_module(std::string_view name) noexcept {
-  for (const auto& [v, s] : kModules) {
-    if (name == s) return v;
-  }
-  return std::nullopt;
+  return lookup(kModules, name);
 }
 
 std::string format_recompute_modules(RecomputeModules modules) {

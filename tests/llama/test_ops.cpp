@@ -28,6 +28,15 @@ const Op* find(const std::vector<Op>& ops, std::string_view name, Pass pass, boo
   return nullptr;
 }
 
+// A torchtitan run: PyTorch-native (FSDP2) training, compiled unless a test says otherwise.
+Training torchtitan_training(int seq_len, bool compile = true) {
+  Training tr;
+  tr.seq_len = seq_len;
+  tr.framework = Framework::fsdp;
+  tr.torch.compile = compile;
+  return tr;
+}
+
 int count(const std::vector<Op>& ops, CollectiveKind kind, Pass pass, bool recompute = false) {
   int n = 0;
   for (const Op& op : ops) {
@@ -623,10 +632,7 @@ TEST_SUITE("llama") {
     // w3 are separate nn.Linear modules reading one input. Llama-3.1-8B, s = 8192, b = 1:
     // T = 8192 tokens, h = 4096, 32 heads and 8 KV heads of 128.
     const Model m = preset("llama3.1-8b");
-    Training tr;
-    tr.seq_len = 8192;
-    tr.framework = Framework::fsdp;
-    tr.torch.compile = true;
+    Training tr = torchtitan_training(8192);
     Layout l;
     l.dp = 8;
     const auto ops = layer_ops(m, tr, l);
@@ -671,10 +677,7 @@ TEST_SUITE("llama") {
     // to 32 before SDPA, so Q, K, V and the output each hold 32 x 32,768 x 128 = 134,217,728
     // elements on a rank.
     const Model m = preset("llama3.1-8b");
-    Training tr;
-    tr.seq_len = 131072;
-    tr.framework = Framework::fsdp;
-    tr.torch.compile = true;
+    Training tr = torchtitan_training(131072);
     Layout l;
     l.cp = 4;
     l.dp = 2;
