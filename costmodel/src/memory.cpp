@@ -193,7 +193,7 @@ double layer_saved_full(const llama::Model& m, const llama::Training& tr,
   // the column-wise quantised copy its wgrad GEMM reads instead (linear.py keeps
   // `columnwise_usage` only): q + q.
   const double q = llama::quantized_bytes_per_element(tr.fp8.recipe);
-  const bool fp8 = tr.fp8.enabled() && habits_of(tr).saves_quantized_inputs;
+  const bool fp8 = detail::saves_fp8_inputs(tr);
   bytes += (fp8 ? 2.0 * q : 4.0) * sbh / g.gd;
   // Inside the TP region: Q (2), K and V (4 k/a), attention output (2); under FP8 the
   // projection also saves its quantised input (q) while attention keeps its bf16 output.
@@ -228,7 +228,7 @@ double layer_saved_full(const llama::Model& m, const llama::Training& tr,
 double dense_module_savings(const llama::Model& m, const llama::Training& tr, const llama::Layout& l) {
   const Geometry g = geometry(m, tr, l);
   const double sbh = g.s * g.b * g.h;
-  const bool fp8 = tr.fp8.enabled() && habits_of(tr).saves_quantized_inputs;
+  const bool fp8 = detail::saves_fp8_inputs(tr);
   double bytes = 0.0;
   if (llama::recomputes(l, llama::RecomputeModule::layernorm) && !fp8) bytes += 4.0 * sbh / g.gd;
   if (llama::recomputes(l, llama::RecomputeModule::mlp)) {
@@ -311,6 +311,14 @@ double unsharded_gradient_share(const llama::Layout& l, int micro_batches) {
 }
 
 }  // namespace
+
+namespace detail {
+
+bool saves_fp8_inputs(const llama::Training& training) noexcept {
+  return training.fp8.enabled() && habits_of(training).saves_quantized_inputs;
+}
+
+}  // namespace detail
 
 double StageMemory::static_bytes() const noexcept {
   return params_bytes + fp8_cache_bytes + grads_bytes + optimizer_bytes + buffers_bytes +

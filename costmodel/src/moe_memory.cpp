@@ -43,9 +43,7 @@ Shapes shapes(const llama::Training& tr, const llama::Layout& l) {
   const bool megatron = tr.framework == llama::Framework::megatron;
   s.tokens = sp ? s.full / s.t : s.full;
   s.gd = (sp && megatron) ? s.t : 1.0;
-  s.in_bytes = tr.fp8.enabled() && tr.framework != llama::Framework::fsdp
-                   ? llama::quantized_bytes_per_element(tr.fp8.recipe)
-                   : 2.0;
+  s.in_bytes = saves_fp8_inputs(tr) ? llama::quantized_bytes_per_element(tr.fp8.recipe) : 2.0;
   s.fused_swiglu = megatron || (tr.framework == llama::Framework::fsdp && tr.torch.compile);
   return s;
 }
@@ -118,9 +116,8 @@ MoeLayerMemory moe_layer_memory(const llama::Model& m, const llama::Training& tr
   // Transformer Engine's FP8 the linear keeps its own quantised copy), and "mlp" keeps nothing
   // else.
   const double fc1_input = s.in_bytes * s.full * h / s.gd;
-  const bool te_fp8 = tr.fp8.enabled() && tr.framework != llama::Framework::fsdp;
   double dense_kept = llama::recomputes(l, RecomputeModule::mlp) ? fc1_input : dense_mlp;
-  if (llama::recomputes(l, RecomputeModule::layernorm) && !te_fp8) dense_kept -= fc1_input;
+  if (llama::recomputes(l, RecomputeModule::layernorm) && !saves_fp8_inputs(tr)) dense_kept -= fc1_input;
   const double kept = kept_share(l);
   out.saved_delta = kept * (moe - dense_kept);
   out.expert_saved *= kept;

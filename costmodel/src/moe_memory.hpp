@@ -42,6 +42,11 @@ struct MoeLayerMemory {
 [[nodiscard]] double attention_saved_delta(const llama::Model& model, const llama::Training& training,
                                            const llama::Layout& layout);
 
+/// Whether the linears save their FP8-quantised inputs for backward: Transformer Engine does
+/// under a recipe; torchao's Float8 linears (framework fsdp) save the bf16 ones and cast again
+/// (memory.cpp, Habits::saves_quantized_inputs).
+[[nodiscard]] bool saves_fp8_inputs(const llama::Training& training) noexcept;
+
 /// Linear weights of one MoE layer on one GPU (the FP8 weight cache's share): the non-expert
 /// linears over tp and the E/ep experts over etp.
 [[nodiscard]] double moe_layer_linear_params(const llama::Model& model, const llama::Layout& layout);

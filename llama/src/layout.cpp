@@ -57,10 +57,16 @@ std::vector<BlockKind> block_kinds(const Layout& layout) {
   return {{Recompute::none, 1.0 - checkpointed}, {Recompute::full, checkpointed}};
 }
 
+RecomputeModules recomputed_modules(const Layout& layout) noexcept {
+  if (layout.recompute != Recompute::selective) return {};
+  if (!layout.recompute_modules.empty()) return layout.recompute_modules;
+  RecomputeModules core;
+  core.add(RecomputeModule::core_attn);
+  return core;
+}
+
 bool recomputes(const Layout& layout, RecomputeModule module) noexcept {
-  if (layout.recompute != Recompute::selective) return false;
-  if (layout.recompute_modules.empty()) return module == RecomputeModule::core_attn;
-  return layout.recompute_modules.has(module);
+  return recomputed_modules(layout).has(module);
 }
 
 int micro_batches(const Layout& layout, const Training& training) noexcept {

@@ -119,6 +119,13 @@ MlpCore shared_expert_core(const Dims& d) {
   return c;
 }
 
+/// The experts' gated activation: read gate and up, write the FC2 input (3 act per output
+/// element).
+Op expert_activation(const Dims& d) {
+  return mem(Pass::forward, "expert_swiglu", MemoryKernel::swiglu,
+             3.0 * d.act * routed_rows(d) * static_cast<double>(d.fe / d.etp));
+}
+
 }  // namespace
 
 void moe_block_forward(std::vector<Op>& ops, const Dims& d, bool recompute) {
@@ -143,7 +150,7 @@ void moe_block_forward(std::vector<Op>& ops, const Dims& d, bool recompute) {
   quantize_weight(ops, d, d.h, fe1 * d.local_experts, recompute);
   quantize(ops, d, fw, routed_rows(d) * static_cast<double>(d.h), recompute);
   push(expert_gemm(d, fw, "expert_fc1", me, fe1, d.h, 2.0 * mean * static_cast<double>(fe1 * d.h)));
-  push(mem(fw, "expert_swiglu", MemoryKernel::swiglu, 3.0 * d.act * routed_rows(d) * static_cast<double>(fe2)));
+  push(expert_activation(d));
   quantize_weight(ops, d, fe2, d.h * d.local_experts, recompute);
   quantize(ops, d, fw, routed_rows(d) * static_cast<double>(fe2), recompute);
   push(expert_gemm(d, fw, "expert_fc2", me, d.h, fe2, 2.0 * mean * static_cast<double>(fe2 * d.h)));
@@ -177,8 +184,7 @@ void moe_block_backward(std::vector<Op>& ops, const Dims& d) {
     if (d.recomputed.has(RecomputeModule::moe_act)) {
       // "moe_act": the experts' activation again from the saved FC1 output, and its cast for
       // the FC2 weight gradient.
-      Op act = mem(Pass::forward, "expert_swiglu", MemoryKernel::swiglu,
-                   3.0 * d.act * routed_rows(d) * static_cast<double>(fe2));
+      Op act = expert_activation(d);
       act.recompute = true;
       ops.push_back(act);
       quantize(ops, d, Pass::forward, routed_rows(d) * static_cast<double>(fe2), true);
@@ -249,6 +255,25 @@ MlaShapes mla_shapes(const Dims& d) {
   return m;
 }
 
+/// The query and key/value up projections and RoPE. The weight casts run in the forward only:
+/// the "mla_up_proj" re-run before backward reads the FP8 weights the forward cast.
+void mla_up_projections(std::vector<Op>& ops, const Dims& d, const MlaShapes& m, bool recompute,
+                        bool cast_weights) {
+  const Pass fw = Pass::forward;
+  auto push = [&](Op op) {
+    op.recompute = recompute;
+    ops.push_back(op);
+  };
+  if (cast_weights) quantize_weight(ops, d, m.q_in, m.q_out, recompute);
+  quantize(ops, d, fw, static_cast<double>(d.tokens * m.q_in), recompute);
+  push(linear_gemm(d, fw, "q_up", d.tokens, m.q_out, m.q_in));
+  if (cast_weights) quantize_weight(ops, d, d.kv_lora, m.kv_out, recompute);
+  quantize(ops, d, fw, static_cast<double>(d.tokens * d.kv_lora), recompute);
+  push(linear_gemm(d, fw, "kv_up", d.tokens, m.kv_out, d.kv_lora));
+  // RoPE on the rope part of every query head and on the one shared rope key.
+  push(mem(fw, "rope", MemoryKernel::rope, rope_fwd_per_elem(d) * m.rope_elements));
+}
+
 }  // namespace
 
 void mla_block_forward(std::vector<Op>& ops, const Dims& d, const Training& tr, bool recompute) {
@@ -274,14 +299,7 @@ void mla_block_forward(std::vector<Op>& ops, const Dims& d, const Training& tr, 
                  d.act * static_cast<double>(d.tokens * m.latent));
     push(ag);
   }
-  quantize_weight(ops, d, m.q_in, m.q_out, recompute);
-  quantize(ops, d, fw, static_cast<double>(d.tokens * m.q_in), recompute);
-  push(linear_gemm(d, fw, "q_up", d.tokens, m.q_out, m.q_in));
-  quantize_weight(ops, d, d.kv_lora, m.kv_out, recompute);
-  quantize(ops, d, fw, static_cast<double>(d.tokens * d.kv_lora), recompute);
-  push(linear_gemm(d, fw, "kv_up", d.tokens, m.kv_out, d.kv_lora));
-  // RoPE on the rope part of every query head and on the one shared rope key.
-  push(mem(fw, "rope", MemoryKernel::rope, rope_fwd_per_elem(d) * m.rope_elements));
+  mla_up_projections(ops, d, m, recompute, true);
   attention_forward(ops, mla_core_dims(d), tr, recompute);
   quantize_weight(ops, d, m.o_in, d.h, recompute);
   quantize(ops, d, fw, static_cast<double>(d.tokens * m.o_in), recompute);
@@ -301,15 +319,7 @@ void mla_block_backward(std::vector<Op>& ops, const Dims& d, const Training& tr)
   if (d.recomputed.has(RecomputeModule::mla_up_proj)) {
     // "mla_up_proj": the up projections and RoPE again from the saved latents, before the core
     // attention's backward reads Q, K and V.
-    auto push = [&](Op op) {
-      op.recompute = true;
-      ops.push_back(op);
-    };
-    quantize(ops, d, Pass::forward, static_cast<double>(d.tokens * m.q_in), true);
-    push(linear_gemm(d, Pass::forward, "q_up", d.tokens, m.q_out, m.q_in));
-    quantize(ops, d, Pass::forward, static_cast<double>(d.tokens * d.kv_lora), true);
-    push(linear_gemm(d, Pass::forward, "kv_up", d.tokens, m.kv_out, d.kv_lora));
-    push(mem(Pass::forward, "rope", MemoryKernel::rope, rope_fwd_per_elem(d) * m.rope_elements));
+    mla_up_projections(ops, d, m, true, false);
   }
   if (d.recomputed.has(RecomputeModule::core_attn)) attention_forward(ops, core, tr, true);
   attention_backward(ops, core, tr);

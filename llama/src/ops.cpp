@@ -44,11 +44,7 @@ Dims dims_of(const Model& m, const Training& tr, const Layout& l) {
   d.tp_gather_overlap = d.tp_overlap && !(tr.torch.async_tp && d.recipe == Fp8Recipe::rowwise);
   d.separate_linears = tr.framework == Framework::fsdp;
   d.torch_cp = tr.framework == Framework::fsdp && d.c > 1;
-  for (const RecomputeModule m : {RecomputeModule::core_attn, RecomputeModule::moe_act, RecomputeModule::layernorm,
-                                  RecomputeModule::mla_up_proj, RecomputeModule::mlp, RecomputeModule::moe,
-                                  RecomputeModule::shared_experts}) {
-    if (recomputes(l, m)) d.recomputed.add(m);
-  }
+  d.recomputed = recomputed_modules(l);
   d.fp8_param_gather = tr.fp8.param_gather && tr.fp8.enabled();
   d.tp_gather_bytes = d.recipe == Fp8Recipe::tensorwise ? 1.0 : d.act;
   d.linear_format = gemm_format(d.recipe);

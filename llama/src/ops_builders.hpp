@@ -62,7 +62,7 @@ struct Dims {
   /// Context parallelism is PyTorch's (framework fsdp), not TE's ring (torch_cp_ops.cpp).
   bool torch_cp = false;
   /// Parts of the layer re-run in backward by Megatron-Core's selective recomputation
-  /// (llama::recomputes; core attention alone for a plain `selective`).
+  /// (llama::recomputed_modules; core attention alone for a plain `selective`).
   RecomputeModules recomputed;
   /// The SP all-gathers of a column-parallel input and of a row-parallel output gradient run
   /// under their GEMM (TE userbuffers; Inductor's async TP where the gathered tensor feeds the

@@ -194,5 +194,4 @@ TEST_SUITE("hw") {
     g.power_limit_w = 900.0;  // above the rating: no faster than rated
     CHECK(tetra::hw::sustained_clock_share(g) == 1.0);
   }
-
 }

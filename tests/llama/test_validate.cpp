@@ -367,11 +367,15 @@ TEST_SUITE("llama") {
     CHECK(format_recompute_modules(p.modules) == "moe_act+layernorm+mla_up_proj");
     CHECK(parse_recompute_modules("moe_act+attention").unknown == "attention");
     Layout l;
+    CHECK(recomputed_modules(l).empty());
     CHECK_FALSE(recomputes(l, RecomputeModule::core_attn));
     l.recompute = Recompute::selective;
-    CHECK(recomputes(l, RecomputeModule::core_attn));  // Megatron-Core's default list
+    CHECK(format_recompute_modules(recomputed_modules(l)) == "core_attn");  // Megatron-Core's default list
     l.recompute_modules.add(RecomputeModule::moe_act);
+    CHECK(format_recompute_modules(recomputed_modules(l)) == "moe_act");
     CHECK_FALSE(recomputes(l, RecomputeModule::core_attn));
     CHECK(recomputes(l, RecomputeModule::moe_act));
+    l.recompute = Recompute::full;  // a list applies under selective only
+    CHECK(recomputed_modules(l).empty());
   }
 }

@@ -148,8 +148,10 @@ struct BlockKind {
 /// Costs and activations of a layer are the share-weighted sums over the kinds.
 [[nodiscard]] std::vector<BlockKind> block_kinds(const Layout& layout);
 
-/// Whether the layout re-runs `module` in backward: recompute = selective with the module in
-/// recompute_modules (core attention when the list is empty).
+/// The modules the layout re-runs in backward: under recompute = selective its
+/// recompute_modules (core attention when the list is empty), otherwise none.
+[[nodiscard]] RecomputeModules recomputed_modules(const Layout& layout) noexcept;
+/// Whether `module` is among them.
 [[nodiscard]] bool recomputes(const Layout& layout, RecomputeModule module) noexcept;
 
 /// Micro-batches per step per DP rank: global_batch / (mbs * dp).
