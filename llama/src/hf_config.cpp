@@ -24,8 +24,9 @@
 //   num_nextn_predict_layers (DeepSeek-V3)               -> mtp_layers
 // Llama 4's multimodal config.json nests the language model under "text_config"; that object is
 // read when present.
-// Architecture rule: arch = gpt when "model_type" starts with "gpt" (gpt2, gpt_neox, gptj,
-// gpt_bigcode) or, without "model_type", when the GPT-2 key n_layer is used; llama otherwise.
+// Architecture rule: arch = gpt-oss for "model_type" gpt_oss (openai/gpt-oss-20b and -120b);
+// gpt when "model_type" starts with "gpt" (gpt2, gpt_neox, gptj, gpt_bigcode) or, without
+// "model_type", when the GPT-2 key n_layer is used; llama otherwise.
 #include <algorithm>
 #include <fstream>
 #include <limits>
@@ -279,11 +280,12 @@ Model model_from_hf_config_text(std::string_view json_text, const std::string& o
   const Reader r(lm, json_text, origin);
   const std::string model_type = r.string("model_type");
   const bool gpt2_keys = r.has("n_layer");
-  const bool is_gpt = model_type.rfind("gpt", 0) == 0 || (model_type.empty() && gpt2_keys);
+  const bool is_gpt_oss = model_type == "gpt_oss";
+  const bool is_gpt = !is_gpt_oss && (model_type.rfind("gpt", 0) == 0 || (model_type.empty() && gpt2_keys));
 
   Model m;
   m.name = "custom";
-  m.arch = is_gpt ? Arch::gpt : Arch::llama;
+  m.arch = is_gpt_oss ? Arch::gpt_oss : is_gpt ? Arch::gpt : Arch::llama;
   m.layers = r.positive_int({"num_hidden_layers", "n_layer"}, "the number of transformer layers");
   m.hidden = r.positive_int({"hidden_size", "n_embd"}, "the hidden size");
   m.heads = r.positive_int({"num_attention_heads", "n_head"}, "the number of attention heads");

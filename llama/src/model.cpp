@@ -8,6 +8,8 @@ const char* to_string(Arch arch) noexcept {
       return "llama";
     case Arch::gpt:
       return "gpt";
+    case Arch::gpt_oss:
+      return "gpt-oss";
   }
   return "unknown";
 }
@@ -15,6 +17,7 @@ const char* to_string(Arch arch) noexcept {
 std::optional<Arch> parse_arch(std::string_view name) noexcept {
   if (name == "llama") return Arch::llama;
   if (name == "gpt") return Arch::gpt;
+  if (name == "gpt-oss") return Arch::gpt_oss;
   return std::nullopt;
 }
 

@@ -126,6 +126,17 @@ Op expert_activation(const Dims& d) {
              3.0 * d.act * routed_rows(d) * static_cast<double>(d.fe / d.etp));
 }
 
+/// gpt-oss's expert FC2 bias: TEGroupedMLP returns it unapplied and `_apply_bias`
+/// (Megatron-Core `moe/experts.py`) adds it scaled by each token's router probability, one
+/// expert at a time over the split output: b·p in fp32 (write 4 bytes per element), t + b·p
+/// (read 2 + 4, write 4), torch.cat (read and write 4), .to(bf16) (read 4, write 2) = 28 bytes
+/// per element of the routed FC2 output. Backward (autograd): the cast back to fp32 (read 2,
+/// write 4), t's gradient cast to bf16 (read 4, write 2), and the two reductions of the
+/// product, over the tokens for b and over h for p (each: multiply, read 4, write 4, then read
+/// 4) = 36 bytes. Counted at a 2-byte activation as 14 and 18 act.
+double expert_bias_fwd_bytes(const Dims& d) { return 14.0 * d.act * routed_rows(d) * static_cast<double>(d.h); }
+double expert_bias_bwd_bytes(const Dims& d) { return 18.0 * d.act * routed_rows(d) * static_cast<double>(d.h); }
+
 }  // namespace
 
 void moe_block_forward(std::vector<Op>& ops, const Dims& d, bool recompute) {
@@ -154,6 +165,7 @@ void moe_block_forward(std::vector<Op>& ops, const Dims& d, bool recompute) {
   quantize_weight(ops, d, fe2, d.h * d.local_experts, recompute);
   quantize(ops, d, fw, routed_rows(d) * static_cast<double>(fe2), recompute);
   push(expert_gemm(d, fw, "expert_fc2", me, d.h, fe2, 2.0 * mean * static_cast<double>(fe2 * d.h)));
+  if (d.gpt_oss) push(mem(fw, "expert_fc2_bias", MemoryKernel::copy, expert_bias_fwd_bytes(d)));
   etp_exchange(ops, d, fw, "etp_rs", false, recompute);
   ep_exchange(ops, d, fw, "ep_combine", false, recompute);
   push(mem(fw, "moe_unpermute", MemoryKernel::copy, permute_bytes(d)));
@@ -196,6 +208,7 @@ void moe_block_backward(std::vector<Op>& ops, const Dims& d) {
   ep_exchange(ops, d, bi, "ep_combine_bwd", true, false);
   etp_exchange(ops, d, bi, "etp_ag_grad", true, false);
   // FC2: dgrad (M = rows, N = fe2, K = h), wgrad (M = h, N = fe2, K = rows) per expert.
+  if (d.gpt_oss) ops.push_back(mem(bi, "expert_fc2_bias_bwd", MemoryKernel::copy, expert_bias_bwd_bytes(d)));
   quantize(ops, d, bi, routed_rows(d) * static_cast<double>(d.h), false);
   ops.push_back(expert_gemm(d, bi, "expert_fc2_dgrad", me, fe2, d.h, 2.0 * mean * static_cast<double>(fe2 * d.h)));
   ops.push_back(expert_gemm(d, bw, "expert_fc2_wgrad", d.h, fe2, me, 2.0 * mean * static_cast<double>(fe2 * d.h)));

@@ -29,7 +29,8 @@ Dims dims_of(const Model& m, const Training& tr, const Layout& l) {
   d.tokens_sp = d.sp ? d.tokens / d.t : d.tokens;
   d.act = bytes_of(tr.precision);
   d.gated = m.gated_mlp();
-  d.llama = m.arch == Arch::llama;
+  d.llama = m.llama_block();
+  d.gpt_oss = m.arch == Arch::gpt_oss;
   d.eager = tr.framework != Framework::megatron;
   d.eager_kernels = d.eager && !tr.torch.compile;
   d.eager_norm = d.eager_kernels && d.llama && !tr.fused_rmsnorm;
@@ -296,8 +297,24 @@ double residual_bytes(const Dims& d) {
 /// (`pytorch/pytorch: tools/autograd/derivatives.yaml`): g·cos and g·sin (2 act each), cat's
 /// split is a view, neg (act), the two slices' backward each zero a full gradient and copy a
 /// half in (2 act each), and the three gradients of q are summed (3 act twice) = 15 act.
-double rope_fwd_per_elem(const Dims& d) { return (d.eager_kernels ? 10.0 : 2.0) * d.act; }
-double rope_bwd_per_elem(const Dims& d) { return (d.eager_kernels ? 15.0 : 2.0) * d.act; }
+/// gpt-oss's YaRN RoPE scales cos and sin by its attention factor (0.1 ln 32 + 1 = 1.35 at
+/// factor 32, `yarn_rotary_pos_embedding.py` _yarn_get_concentration_factor), which TE's fused
+/// kernel refuses, so Megatron-Core runs its eager `_apply_rotary_pos_emb_bshd` (`rope_utils.py`
+/// apply_rotary_pos_emb: "mscale ... is not supported by TE's fused RoPE"): the eager steps
+/// above plus the final cat with the empty pass-through part (2 act) = 12 act forward, 15 act
+/// backward (the cat's backward is a view).
+double rope_fwd_per_elem(const Dims& d) {
+  if (d.gpt_oss) return 12.0 * d.act;
+  return (d.eager_kernels ? 10.0 : 2.0) * d.act;
+}
+double rope_bwd_per_elem(const Dims& d) { return (d.eager_kernels || d.gpt_oss ? 15.0 : 2.0) * d.act; }
+/// gpt-oss's output-projection bias: Megatron-Bridge's gpt-oss provider sets
+/// `bias_dropout_fusion = False` (`gpt_oss_bridge.py`), so `bias_dropout_add_unfused` adds the
+/// bias in its own kernel (read and write the output, 2 act per element; dropout at p = 0
+/// returns its input) before the residual add; its backward sums the gradient over the tokens
+/// (read, 1 act).
+double proj_bias_fwd_bytes(const Dims& d) { return 2.0 * d.act * static_cast<double>(d.tokens_sp * d.h); }
+double proj_bias_bwd_bytes(const Dims& d) { return d.act * static_cast<double>(d.tokens_sp * d.h); }
 MemoryKernel norm_kernel(const Dims& d) {
   return d.llama ? MemoryKernel::rmsnorm : MemoryKernel::layernorm;
 }
@@ -452,6 +469,7 @@ void attention_block_forward(std::vector<Op>& ops, const Dims& d, const Training
   tp_row_forward(ops, d, fw, recompute, true);
   push(linear_gemm(d, fw, "attn_proj", d.tokens, d.h, q_in));
   tp_row_forward(ops, d, fw, recompute, false);
+  if (d.gpt_oss) push(mem(fw, "attn_proj_bias", MemoryKernel::copy, proj_bias_fwd_bytes(d)));
   push(mem(fw, "residual_add", MemoryKernel::residual_add, residual_bytes(d)));
 }
 
@@ -689,6 +707,7 @@ void attention_block_backward(std::vector<Op>& ops, const Dims& d, const Trainin
   const long long q_in = d.nq * d.dh / d.t;
   const Pass bi = Pass::backward_input;
   ops.push_back(mem(bi, "residual_add_bwd", MemoryKernel::residual_add, residual_bytes(d)));
+  if (d.gpt_oss) ops.push_back(mem(bi, "attn_proj_bias_bwd", MemoryKernel::copy, proj_bias_bwd_bytes(d)));
   row_backward(ops, d, "attn_proj_dgrad", "attn_proj_wgrad", q_in, d.h);
   if (d.bias && (training.attention == AttentionKernel::fused ||
                  training.attention == AttentionKernel::torch)) {

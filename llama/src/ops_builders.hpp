@@ -26,7 +26,10 @@ struct Dims {
   double act = 2;           // activation dtype bytes
   bool sp = false;
   bool gated = true;
+  /// RMSNorm and RoPE (Model::llama_block).
   bool llama = true;
+  /// gpt-oss's biased linears and YaRN RoPE (Arch::gpt_oss).
+  bool gpt_oss = false;
   /// Eager PyTorch modules (framework deepspeed / fsdp): every elementwise step of norm,
   /// rotary, SwiGLU, softmax and loss is its own kernel with fp32 intermediates.
   bool eager = false;

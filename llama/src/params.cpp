@@ -46,7 +46,21 @@ LayerParts attention_parts(const Model& m) noexcept {
   const I q = static_cast<I>(m.heads) * m.head_dim();
   const I kv = static_cast<I>(m.kv_heads) * m.head_dim();  // k * d_h
   p.sharded = 2 * h * q + 2 * h * kv;
+  if (m.arch == Arch::gpt_oss) {
+    // gpt-oss (Hugging Face `modeling_gpt_oss.py` GptOssAttention): q, k, v and o biases and
+    // one learned sink per head; Megatron-Core keeps the QKV bias and the sinks
+    // (`softmax_offset`) with the column-parallel heads and the o bias with the row-parallel
+    // output, replicated.
+    p.sharded += q + 2 * kv + m.heads;
+    p.replicated += h;
+  }
   return p;
+}
+
+/// Bias elements of one routed expert: gpt-oss's gate-up (2 f_e) and down (h) projections
+/// (`modeling_gpt_oss.py` GptOssExperts gate_up_proj_bias, down_proj_bias); none otherwise.
+I expert_bias(const Model& m) noexcept {
+  return m.arch == Arch::gpt_oss && m.moe ? 2LL * m.moe->moe_ffn_hidden + m.hidden : 0;
 }
 
 LayerParts layer_parts(const Model& m, bool moe_layer) noexcept {
@@ -61,11 +75,17 @@ LayerParts layer_parts(const Model& m, bool moe_layer) noexcept {
     // the shared-expert MLP of glu * h * f_s (split over TP); two RMSNorms (2h).
     const Moe& e = *m.moe;
     p.replicated += h * e.num_experts + 2 * h;
+    if (m.arch == Arch::gpt_oss) p.replicated += e.num_experts;  // the router's bias
     p.sharded += glu * h * e.shared_width();
-    p.experts = static_cast<I>(e.num_experts) * glu * h * e.moe_ffn_hidden;
+    p.experts = static_cast<I>(e.num_experts) * (glu * h * e.moe_ffn_hidden + expert_bias(m));
     return p;
   }
-  if (m.arch == Arch::llama) {
+  if (m.arch == Arch::gpt_oss) {
+    // A dense gpt-oss MLP (none in the released models): the gated projections and their
+    // biases (2 h_ffn column-parallel, h row-parallel), two RMSNorms.
+    p.sharded += 3 * h * f + 2 * f;
+    p.replicated += 3 * h;
+  } else if (m.arch == Arch::llama) {
     // SwiGLU: gate, up, down = 3 h h_ffn; two RMSNorm weight vectors 2h (memory.md 2.1).
     p.sharded += 3 * h * f;
     p.replicated += 2 * h;
@@ -95,8 +115,8 @@ LayerParts mtp_extra(const Model& m) noexcept {
 /// (Megatron-Core counts it so in `num_floating_point_operations`, `last_layer_is_moe`).
 bool mtp_is_moe(const Model& m) noexcept { return is_moe_layer(m, m.layers - 1); }
 
-/// Final norm: RMSNorm weight (h) for llama, LayerNorm weight and bias (2h) for gpt.
-I final_norm(const Model& m) noexcept { return m.arch == Arch::llama ? m.hidden : 2LL * m.hidden; }
+/// Final norm: RMSNorm weight (h) for llama and gpt-oss, LayerNorm weight and bias (2h) for gpt.
+I final_norm(const Model& m) noexcept { return m.llama_block() ? m.hidden : 2LL * m.hidden; }
 
 I ceil_div(I a, I b) noexcept { return b > 0 ? (a + b - 1) / b : a; }
 
@@ -125,8 +145,8 @@ std::int64_t active_params(const Model& m, int seq_len) noexcept {
   I total = total_params(m, seq_len);
   if (!m.moe) return total;
   const I glu = m.gated_mlp() ? 3 : 2;
-  const I idle_experts = static_cast<I>(m.moe->num_experts - m.moe->experts_per_token) * glu *
-                         m.hidden * m.moe->moe_ffn_hidden;
+  const I idle_experts = static_cast<I>(m.moe->num_experts - m.moe->experts_per_token) *
+                         (glu * m.hidden * m.moe->moe_ffn_hidden + expert_bias(m));
   const int moe_layers = moe_layer_count(m) + (mtp_is_moe(m) ? std::max(m.mtp_layers, 0) : 0);
   return total - static_cast<I>(moe_layers) * idle_experts;
 }

@@ -258,7 +258,7 @@ constexpr std::initializer_list<llama::Framework> kFramework{
 constexpr std::initializer_list<llama::Optimizer> kOptimizer{llama::Optimizer::adam};
 constexpr std::initializer_list<llama::MoeDispatcher> kDispatcher{
     llama::MoeDispatcher::alltoall, llama::MoeDispatcher::allgather, llama::MoeDispatcher::flex};
-constexpr std::initializer_list<llama::Arch> kArch{llama::Arch::llama, llama::Arch::gpt};
+constexpr std::initializer_list<llama::Arch> kArch{llama::Arch::llama, llama::Arch::gpt, llama::Arch::gpt_oss};
 constexpr std::initializer_list<hw::IntraKind> kIntraKind{
     hw::IntraKind::nvswitch, hw::IntraKind::nvlink_mesh, hw::IntraKind::pcie};
 

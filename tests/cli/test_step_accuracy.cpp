@@ -297,3 +297,35 @@ TEST_SUITE("cli") {
     CHECK(checked >= 1);
   }
 }
+
+// NVIDIA's Megatron-Bridge MoE rows (data/validation/megatron_bridge_moe.csv), zero-shot: the
+// issue's bar is MAPE <= 15 % with at most a tenth of the rows skipped.
+TEST_SUITE("cli") {
+  TEST_CASE("validate megatron_bridge_moe.csv: achieved bounds, every skipped row named") {
+    const auto j = validate("megatron_bridge_moe.csv");
+    const auto& m = j["metrics"]["tokens_per_s_per_gpu"];
+    MESSAGE("megatron_bridge_moe.csv: n " << m["n"].get<int>() << ", MAPE "
+                                          << m["mape"].get<double>() * 100 << " %");
+    CHECK(j["rows"].get<int>() == 138);
+    CHECK(j["skipped"].size() <= 13);  // a tenth of the rows
+    for (const auto& k : j["skipped"]) CHECK_FALSE(k["reason"].get<std::string>().empty());
+    // Achieved today; a regression beyond these fails.
+    CHECK(m["mape"].get<double>() <= 0.235);  // 23.0 %
+    CHECK(m["spearman"].get<double>() >= 0.95);  // 0.975 by source
+    // gpt-oss-120b, priced with its biases and unfused RoPE (arch gpt-oss): 33.6 %.
+    double gpt_oss = 0;
+    int n = 0;
+    for (const auto& r : j["per_row"]) {
+      if (r["id"].get<std::string>().find("gptoss") == std::string::npos) continue;
+      gpt_oss += r["ape"].get<double>();
+      ++n;
+    }
+    REQUIRE(n == 31);
+    CHECK(gpt_oss / n <= 0.35);
+  }
+
+  TEST_CASE("validate megatron_bridge_moe.csv: target MAPE <= 15 % (not met yet)" * doctest::should_fail()) {
+    const auto j = validate("megatron_bridge_moe.csv");
+    CHECK(j["metrics"]["tokens_per_s_per_gpu"]["mape"].get<double>() <= 0.15);
+  }
+}

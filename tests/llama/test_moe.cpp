@@ -3,8 +3,11 @@
 // Hugging Face configs cited in llama/src/presets.cpp.
 #include <doctest/doctest.h>
 
+#include <string>
+
 #include "tetra/hw/error.hpp"
 #include "tetra/llama/flops.hpp"
+#include "tetra/llama/model.hpp"
 #include "tetra/llama/moe.hpp"
 #include "tetra/llama/params.hpp"
 #include "tetra/llama/presets.hpp"
@@ -62,6 +65,24 @@ constexpr const char* kMaverick = R"({
   }
 })";
 
+// openai/gpt-oss-120b config.json, the keys tetrasim reads.
+constexpr const char* kGptOss120b = R"({
+  "architectures": ["GptOssForCausalLM"],
+  "model_type": "gpt_oss",
+  "hidden_size": 2880,
+  "head_dim": 64,
+  "intermediate_size": 2880,
+  "num_attention_heads": 64,
+  "num_key_value_heads": 8,
+  "num_hidden_layers": 36,
+  "num_local_experts": 128,
+  "num_experts_per_tok": 4,
+  "attention_bias": true,
+  "sliding_window": 128,
+  "vocab_size": 201088,
+  "tie_word_embeddings": false
+})";
+
 Model preset(const char* name) {
   auto m = find_model_preset(name);
   REQUIRE(m);
@@ -89,6 +110,31 @@ TEST_SUITE("llama") {
     CHECK(m.ffn_hidden == 16384);  // intermediate_size_mlp: the dense layers
     CHECK(m.head_dim() == 128);
     CHECK(total_params(m, 8192) == total_params(p, 8192));
+  }
+
+  TEST_CASE("gpt-oss-120b: model_type gpt_oss is arch gpt-oss; 116.83B total with its biases and sinks") {
+    // The gpt-oss model card (OpenAI, arXiv 2508.10925, Table 1): 116.83B total parameters,
+    // 5.13B active without the 0.58B embedding. By hand, per layer: attention weights
+    // 2·2880·4096 + 2·2880·512 = 26,542,080, biases 4096 + 2·512 + 2880 and 64 sinks = 8,064;
+    // router 2880·128 + 128 bias, two RMSNorms 5,760; 128 experts of 3·2880·2880 + 2·2880 +
+    // 2880 = 24,891,840 each = 3,186,155,520. Layer 3,213,080,192; 36 layers 115,670,886,912;
+    // embedding and LM head 2·2880·201088 = 1,158,266,880; final norm 2880.
+    const Model m = model_from_hf_config_text(kGptOss120b, "config.json");
+    CHECK(m.arch == Arch::gpt_oss);
+    CHECK(m.gated_mlp());
+    CHECK(m.llama_block());
+    REQUIRE(m.moe);
+    CHECK(m.moe->moe_ffn_hidden == 2880);
+    CHECK(m.head_dim() == 64);
+    CHECK(layer_params(m, 0) == 3'213'080'192);
+    CHECK(total_params(m, 4096) == 116'829'156'672);
+    // Active: 124 idle experts per layer fewer = 5,711,982,912; less the 579,133,440 embedding
+    // = 5,132,849,472, the card's 5.13B.
+    CHECK(active_params(m, 4096) == 5'711'982'912);
+    CHECK(active_params(m, 4096) - 2880LL * 201088 == 5'132'849'472);
+    // GPT-2-style model types stay gpt.
+    CHECK(parse_arch("gpt-oss") == Arch::gpt_oss);
+    CHECK(std::string(to_string(Arch::gpt_oss)) == "gpt-oss");
   }
 
   TEST_CASE("Hugging Face import: top-k above the experts names the key and its line") {

@@ -152,6 +152,40 @@ TEST_SUITE("llama") {
     CHECK(ag->bytes == doctest::Approx(2.0 * 2048.0 * 1024.0));
   }
 
+  TEST_CASE("moe ops: gpt-oss adds the eager expert FC2 bias, the unfused YaRN RoPE and the projection bias") {
+    // Megatron-Core `moe/experts.py` TEGroupedMLP._apply_bias: per element of the routed FC2
+    // output 28 bytes forward (b·p fp32 write 4; t + b·p read 6 write 4; cat read 4 write 4;
+    // cast read 4 write 2) and 36 backward. T = 1024 tokens, k = 2, ep = 4: this rank's experts
+    // compute 1024·2 = 2,048 routed rows of h = 1024: 2,097,152 elements -> 58,720,256 and
+    // 75,497,472 bytes.
+    Model m = small_moe();
+    m.arch = Arch::gpt_oss;
+    Layout l;
+    l.dp = 4;
+    l.ep = 4;
+    const auto ops = moe_layer_ops(m, balanced(), l);
+    const Op* fwd = find(ops, "expert_fc2_bias");
+    const Op* bwd = find(ops, "expert_fc2_bias_bwd");
+    REQUIRE(fwd != nullptr);
+    REQUIRE(bwd != nullptr);
+    CHECK(fwd->bytes == doctest::Approx(58720256.0));
+    CHECK(bwd->bytes == doctest::Approx(75497472.0));
+    // YaRN's attention factor keeps RoPE out of TE's fused kernel (`rope_utils.py`): 12 act
+    // forward, 15 backward per element of q and k: 1024 tokens x (8 + 8) heads x 128 = 2,097,152
+    // elements -> 50,331,648 and 62,914,560 bytes (fused: 4 bytes each way).
+    CHECK(find(ops, "rope")->bytes == doctest::Approx(50331648.0));
+    CHECK(find(ops, "rope_bwd")->bytes == doctest::Approx(62914560.0));
+    // Unfused bias-dropout-add: the projection bias in its own kernel, 2 act per element of the
+    // 1024 x 1024 output forward (4,194,304 bytes), its gradient's token sum 1 act backward.
+    CHECK(find(ops, "attn_proj_bias")->bytes == doctest::Approx(4194304.0));
+    CHECK(find(ops, "attn_proj_bias_bwd")->bytes == doctest::Approx(2097152.0));
+    // A llama model runs none of them and the fused RoPE.
+    const auto plain = moe_layer_ops(small_moe(), balanced(), l);
+    CHECK(find(plain, "expert_fc2_bias") == nullptr);
+    CHECK(find(plain, "attn_proj_bias") == nullptr);
+    CHECK(find(plain, "rope")->bytes == doctest::Approx(2097152.0 * 4.0));
+  }
+
   TEST_CASE("moe ops: a dense model's MoE op list is its dense op list") {
     Model m = small_moe();
     m.moe.reset();

@@ -12,7 +12,10 @@ namespace tetra::llama {
 
 /// llama: RMSNorm, SwiGLU MLP, RoPE, no biases.
 /// gpt: LayerNorm with bias, GeLU MLP, learned position embeddings, biased linears.
-enum class Arch { llama, gpt };
+/// gpt_oss: a llama block with biased linears (QKV, output projection, router and experts),
+/// a learned softmax sink per head and YaRN RoPE (OpenAI gpt-oss; Megatron-Core runs it with
+/// `add_bias_linear`, `softmax_type = "learnable"`, `position_embedding_type = "yarn"`).
+enum class Arch { llama, gpt, gpt_oss };
 
 struct Model {
   std::string name;              ///< preset name or "custom"
@@ -41,10 +44,12 @@ struct Model {
     return heads > 0 ? hidden / heads : 0;
   }
   [[nodiscard]] bool is_moe() const noexcept { return moe.has_value(); }
-  [[nodiscard]] bool gated_mlp() const noexcept { return arch == Arch::llama; }
+  [[nodiscard]] bool gated_mlp() const noexcept { return arch != Arch::gpt; }
+  /// RMSNorm and RoPE (llama and gpt-oss) rather than LayerNorm and learned positions (gpt).
+  [[nodiscard]] bool llama_block() const noexcept { return arch != Arch::gpt; }
 };
 
-/// "llama" or "gpt" (the SPEC's [model] arch values).
+/// "llama", "gpt" or "gpt-oss" (the SPEC's [model] arch values).
 [[nodiscard]] const char* to_string(Arch arch) noexcept;
 /// Inverse of to_string; nothing for an unknown name.
 [[nodiscard]] std::optional<Arch> parse_arch(std::string_view name) noexcept;
