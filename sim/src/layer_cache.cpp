@@ -16,6 +16,7 @@ LayerKey layer_key(const llama::Training& training, const llama::Layout& layout,
   k.mbs = layout.mbs;
   k.sp = layout.sp;
   k.recompute = layout.recompute;
+  k.recomputed = llama::recomputed_modules(layout).bits;
   k.ac_freq = layout.recompute == llama::Recompute::selective_layer ? layout.ac_freq : 0;
   const int dpc = layout.shard_dp() * std::max(1, layout.cp);
   // llama::layer_ops adds per-layer parameter all-gathers over the shard group (DP×CP, or one

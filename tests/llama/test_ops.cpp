@@ -645,19 +645,20 @@ TEST_SUITE("llama") {
     CHECK(find(ops, "qkv", Pass::forward) == nullptr);
     // Compiled, one kernel reads the three (two) input gradients and writes their sum:
     // (3 + 1) x 2 B x 8192 x 4096 = 268,435,456 B and (2 + 1) x 2 x 33,554,432 = 201,326,592.
-    std::vector<double> sums;
-    for (const Op& op : ops) {
-      if (std::string_view(op.name) == "dgrad_sum") sums.push_back(op.bytes);
-    }
+    auto dgrad_sums = [](const std::vector<Op>& list) {
+      std::vector<double> out;
+      for (const Op& op : list) {
+        if (std::string_view(op.name) == "dgrad_sum") out.push_back(op.bytes);
+      }
+      return out;
+    };
+    std::vector<double> sums = dgrad_sums(ops);
     REQUIRE(sums.size() == 2);
     CHECK(sums[0] == doctest::Approx(201326592.0));  // w1 + w3 (the MLP's backward runs first)
     CHECK(sums[1] == doctest::Approx(268435456.0));  // wq + wk + wv
     // Eager, autograd adds one gradient at a time (read two, write one): 2 adds and 1 add.
     tr.torch.compile = false;
-    sums.clear();
-    for (const Op& op : layer_ops(m, tr, l)) {
-      if (std::string_view(op.name) == "dgrad_sum") sums.push_back(op.bytes);
-    }
+    sums = dgrad_sums(layer_ops(m, tr, l));
     REQUIRE(sums.size() == 2);
     CHECK(sums[0] == doctest::Approx(3.0 * 2.0 * 33554432.0));
     CHECK(sums[1] == doctest::Approx(6.0 * 2.0 * 33554432.0));

@@ -41,6 +41,30 @@ llama::Layout default_layout() {
 }  // namespace
 
 TEST_SUITE("sim") {
+  TEST_CASE("simulate: a shared layer cache keeps layouts apart that re-run different modules") {
+    // The layer tables depend on what a selective layout re-runs (recomputed_modules), so two
+    // layouts that differ only in recompute_modules must not share them.
+    Fixture f("llama3.1-8b", "dgx-h100", 1);
+    f.training.seq_len = 8192;
+    f.training.global_batch = 32;
+    llama::Layout core;
+    core.tp = 2;
+    core.sp = true;
+    core.dp = 4;
+    core.recompute = llama::Recompute::selective;
+    llama::Layout mlp = core;
+    mlp.recompute_modules.add(llama::RecomputeModule::mlp);
+    CHECK_FALSE(sim::layer_key(f.training, core, 8) == sim::layer_key(f.training, mlp, 8));
+    sim::LayerCache cache;
+    sim::SimOptions shared;
+    shared.layer_cache = &cache;
+    const double core_step = sim::simulate(f.input(core), shared).step_time_s;
+    const double mlp_step = sim::simulate(f.input(mlp), shared).step_time_s;
+    CHECK(cache.size() == 2);
+    CHECK(mlp_step == doctest::Approx(sim::simulate(f.input(mlp)).step_time_s));
+    CHECK(mlp_step > core_step);  // the MLP's forward runs again
+  }
+
   TEST_CASE("simulate: the default scenario gives a plausible step") {
     Fixture f("llama3.1-70b", "dgx-h100", 8);
     f.training.seq_len = 8192;

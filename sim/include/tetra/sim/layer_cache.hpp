@@ -27,6 +27,8 @@ struct LayerKey {
   int mbs = 1;
   bool sp = false;
   llama::Recompute recompute = llama::Recompute::none;
+  /// The modules a selective layout re-runs (llama::recomputed_modules), as their bit set.
+  std::uint8_t recomputed = 0;
   int ac_freq = 0;  ///< selective_layer's checkpoint frequency, else 0
   int dp_cp = 0;  ///< DP×CP group size when ZeRO-3 gathers parameters per layer, else 0
   bool blocks_kept_unsharded = false;  ///< llama::fsdp_keeps_blocks_unsharded (reads pp)
