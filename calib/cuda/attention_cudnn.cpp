@@ -27,6 +27,7 @@
 
 #include "benches.hpp"
 #include "check.hpp"
+#include "fill.hpp"
 
 namespace tetra::calib::gpu {
 namespace {
@@ -540,8 +541,16 @@ void AttentionRunner::setup(const costmodel::AttentionRow& r) {
   std::vector<void*> ptrs;
   for (int64_t uid : uids) {
     switch (uid) {
-      case kQ: case kO: case kDO: case kDQ: ptrs.push_back(s.alloc(elems(sh.q) * 2)); break;
-      case kK: case kV: case kDK: case kDV: ptrs.push_back(s.alloc(elems(sh.kv) * 2)); break;
+      case kQ: case kDO:  // inputs hold data (fill.hpp)
+        ptrs.push_back(s.alloc(elems(sh.q) * 2));
+        fill_uniform_bf16(ptrs.back(), elems(sh.q), static_cast<unsigned>(uid), s.stream);
+        break;
+      case kK: case kV:
+        ptrs.push_back(s.alloc(elems(sh.kv) * 2));
+        fill_uniform_bf16(ptrs.back(), elems(sh.kv), static_cast<unsigned>(uid), s.stream);
+        break;
+      case kO: case kDQ: ptrs.push_back(s.alloc(elems(sh.q) * 2)); break;
+      case kDK: case kDV: ptrs.push_back(s.alloc(elems(sh.kv) * 2)); break;
       case kStats: case kSoftmaxSum: ptrs.push_back(s.alloc(elems(sh.stats) * 4)); break;
       case kDQAccum:
         s.dq_accum_bytes = elems(sh.q) * 4;

@@ -6,6 +6,7 @@
 
 #include "benches.hpp"
 #include "check.hpp"
+#include "fill.hpp"
 
 namespace tetra::calib::gpu {
 namespace {
@@ -63,8 +64,8 @@ void GemmRunner::setup(long long m, long long n, long long k) {
   check_cuda(cudaMalloc(&s.a, bytes(m, k)), "cudaMalloc (GEMM A)");
   check_cuda(cudaMalloc(&s.b, bytes(k, n)), "cudaMalloc (GEMM B)");
   check_cuda(cudaMalloc(&s.c, bytes(m, n)), "cudaMalloc (GEMM C)");
-  check_cuda(cudaMemset(s.a, 0, bytes(m, k)), "cudaMemset");
-  check_cuda(cudaMemset(s.b, 0, bytes(k, n)), "cudaMemset");
+  fill_uniform_bf16(s.a, bytes(m, k) / 2, 1, s.stream);
+  fill_uniform_bf16(s.b, bytes(k, n) / 2, 2, s.stream);
   check_lt(cublasLtMatmulDescCreate(&s.op, CUBLAS_COMPUTE_32F, CUDA_R_32F), "cublasLtMatmulDescCreate");
   // Column-major view: first operand B^T is N x K (ld N), second A^T is K x M (ld K), C^T N x M.
   check_lt(cublasLtMatrixLayoutCreate(&s.la, CUDA_R_16BF, static_cast<uint64_t>(n), static_cast<uint64_t>(k), n),

@@ -110,6 +110,7 @@ int run_calibration(const CalibrationOptions& options, costmodel::Profile& out) 
   m.gpu = prop.name;
   m.sms = prop.multiProcessorCount;
   m.device_memory_bytes = static_cast<double>(prop.totalGlobalMem);
+  m.l2_bytes = static_cast<double>(prop.l2CacheSize);
   m.driver = version_string(driver);
   m.cuda = version_string(runtime);
   m.cublas = gpu::GemmRunner::version();

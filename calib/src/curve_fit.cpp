@@ -221,15 +221,21 @@ MemoryFit fit_memory_rows(const std::string& name, const std::vector<const costm
 
 }  // namespace
 
-MemoryFits fit_memory_bound(const std::vector<costmodel::MemoryBoundRow>& rows) {
-  std::vector<const costmodel::MemoryBoundRow*> all;
+MemoryFits fit_memory_bound(const std::vector<costmodel::MemoryBoundRow>& rows, double l2_bytes) {
   std::map<std::string, std::vector<const costmodel::MemoryBoundRow*>> by_kernel;
   for (const auto& r : rows) {
     if (!usable_time(r.seconds) || !(r.bytes > 0)) continue;
-    all.push_back(&r);
     by_kernel[r.kernel].push_back(&r);
   }
-  if (all.empty()) throw UserError("memory-bound fit: no usable row (need bytes > 0 and seconds > 0)");
+  if (by_kernel.empty()) throw UserError("memory-bound fit: no usable row (need bytes > 0 and seconds > 0)");
+  std::vector<const costmodel::MemoryBoundRow*> all;
+  for (auto& [kernel, krows] : by_kernel) {
+    const auto above_l2 = [&](const costmodel::MemoryBoundRow* r) { return r->bytes > 2 * l2_bytes; };
+    if (l2_bytes > 0 && std::count_if(krows.begin(), krows.end(), above_l2) >= 2) {
+      std::erase_if(krows, [&](const costmodel::MemoryBoundRow* r) { return !above_l2(r); });
+    }
+    all.insert(all.end(), krows.begin(), krows.end());
+  }
   MemoryFits out;
   out.all = fit_memory_rows("all", all);
   for (const auto& [kernel, krows] : by_kernel) out.per_kernel.push_back(fit_memory_rows(kernel, krows));
@@ -287,7 +293,7 @@ costmodel::ProfileFit fit_profile(const costmodel::Profile& profile, const Profi
   fit.gemm_tile_m = options.tile_m;
   fit.gemm_tile_n = options.tile_n;
   if (!profile.memory_bound.empty()) {
-    const auto mem = fit_memory_bound(profile.memory_bound);
+    const auto mem = fit_memory_bound(profile.memory_bound, profile.meta.l2_bytes);
     fit.hbm_Bps = mem.all.fit.Bps;
     fit.kernel_launch_s = mem.all.fit.launch_s;
     for (const auto& k : mem.per_kernel) fit.memory_bound.push_back(k.fit);

@@ -112,10 +112,12 @@ void set_meta(costmodel::ProfileMeta& meta, const std::string& key, const std::s
     meta.sms = c.small_int(value, "value");
   } else if (key == "device_memory_bytes") {
     meta.device_memory_bytes = c.number(value, "value");
+  } else if (key == "l2_cache_bytes") {
+    meta.l2_bytes = c.number(value, "value");
   } else {
     c.fail("[meta]: unknown key '" + key +
            "' (known: gpu, driver, cuda, cublas, cudnn, nccl, date, source, hosts, gpus_per_node, sms, "
-           "device_memory_bytes)");
+           "device_memory_bytes, l2_cache_bytes)");
   }
 }
 

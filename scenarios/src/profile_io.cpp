@@ -145,7 +145,7 @@ costmodel::Profile load(const Doc& doc, const toml::table& root) {
     if (t == nullptr) fail(doc, m->source(), "[meta]", "expected a table");
     const Section s{doc, "[meta]", *t};
     check_keys(s, {"gpu", "driver", "cuda", "cublas", "cudnn", "nccl", "date", "source", "hosts",
-                   "gpus_per_node", "device_memory", "sms"});
+                   "gpus_per_node", "device_memory", "sms", "l2_cache"});
     p.meta.gpu = get_string(s, "gpu", false);
     p.meta.driver = get_string(s, "driver", false);
     p.meta.cuda = get_string(s, "cuda", false);
@@ -157,17 +157,21 @@ costmodel::Profile load(const Doc& doc, const toml::table& root) {
     p.meta.hosts = static_cast<int>(get_int(s, "hosts", false, 1));
     p.meta.gpus_per_node = static_cast<int>(get_int(s, "gpus_per_node", false, 8));
     p.meta.sms = static_cast<int>(get_int(s, "sms", false, 0, false));
-    if (const toml::node* dm = t->get("device_memory")) {
-      if (dm->is_string()) {
+    const auto size = [&](const char* key, double& out) {
+      const toml::node* n = t->get(key);
+      if (n == nullptr) return;
+      if (n->is_string()) {
         try {
-          p.meta.device_memory_bytes = hw::parse_bytes(dm->as_string()->get());
+          out = hw::parse_bytes(n->as_string()->get());
         } catch (const std::invalid_argument& e) {
-          fail(doc, dm->source(), s.key("device_memory"), e.what());
+          fail(doc, n->source(), s.key(key), e.what());
         }
       } else {
-        p.meta.device_memory_bytes = get_number(s, "device_memory", false);
+        out = get_number(s, key, false);
       }
-    }
+    };
+    size("device_memory", p.meta.device_memory_bytes);
+    size("l2_cache", p.meta.l2_bytes);
   }
   for_each_row(doc, root, "gemm", "gemm", [&](const Section& s) {
     check_keys(s, {"m", "n", "k", "dtype", "seconds"});
@@ -467,6 +471,11 @@ std::string format_profile(const costmodel::Profile& p) {
     char buf[48];
     std::snprintf(buf, sizeof buf, "%.17gB", p.meta.device_memory_bytes);
     os << "device_memory = " << quoted(buf) << "\n";
+  }
+  if (p.meta.l2_bytes > 0) {
+    char buf[48];
+    std::snprintf(buf, sizeof buf, "%.17gB", p.meta.l2_bytes);
+    os << "l2_cache = " << quoted(buf) << "\n";
   }
   for (const auto& r : p.gemm) {
     os << "\n[[gemm]]\nm = " << r.m << "\nn = " << r.n << "\nk = " << r.k << "\ndtype = " << quoted(r.dtype)

@@ -180,6 +180,22 @@ TEST_SUITE("calib") {
     CHECK(lines[1].fit.busbw_Bps / 1e9 == doctest::Approx(222).epsilon(1e-6));
   }
 
+  TEST_CASE("memory-bound fit leaves out the rows that run from L2") {
+    // Copy on a 50 MiB L2: 16 MiB moved in 3.8 us (4.4 TB/s, from L2), 256 MiB in 90 us and
+    // 1 GiB in 358 us. The two rows above 2 x L2 fit the bandwidth alone (launch needs three):
+    // with a_i = bytes / seconds = 2.98262 and 2.99928 TB/s, the relative least squares give
+    // (a1^2 + a2^2) / (a1 + a2) = 2.99097 TB/s.
+    const std::vector<costmodel::MemoryBoundRow> rows = {
+        {"copy", 16777216, 3.8e-6}, {"copy", 268435456, 90e-6}, {"copy", 1073741824, 358e-6}};
+    const auto with_l2 = fit_memory_bound(rows, 52428800);
+    REQUIRE(with_l2.per_kernel.size() == 1);
+    CHECK(with_l2.per_kernel[0].fit.Bps / 1e12 == doctest::Approx(2.99097).epsilon(1e-4));
+    CHECK(with_l2.all.fit.Bps / 1e12 == doctest::Approx(2.99097).epsilon(1e-4));
+    // Unknown L2: all three rows, and the L2 row pulls the bandwidth up.
+    const auto without = fit_memory_bound(rows);
+    CHECK(without.per_kernel[0].fit.Bps > 3.1e12);
+  }
+
   TEST_CASE("fit errors are user errors") {
     CHECK_THROWS_AS((void)fit_gemm({}, GemmFitOptions{128, 128, 132}), UserError);
     CHECK_THROWS_AS((void)fit_gemm({{4096, 4096, 4096, "bf16", 1e-3}}, GemmFitOptions{}), UserError);

@@ -45,6 +45,7 @@ TEST_SUITE("scenarios") {
     costmodel::Profile p = costmodel::builtin_profile(*c);
     p.meta.driver = "550.54.15";
     p.meta.date = "2026-11-22 \"quoted\"";
+    p.meta.l2_bytes = 52428800;
     p.gemm.push_back({8192, 1280, 8192, "bf16", 1.2345678901234567e-4});
     p.attention.push_back({1, 8192, 8, 1, 128, true, costmodel::AttentionPass::bwd, 3.25e-3});
     p.memory_bound.push_back({"rmsnorm", 33554432, 1.5e-5});
@@ -58,6 +59,7 @@ TEST_SUITE("scenarios") {
     CHECK(q.meta.nccl == "2.30.7");
     CHECK(q.meta.date == p.meta.date);
     CHECK(q.meta.device_memory_bytes == p.meta.device_memory_bytes);
+    CHECK(q.meta.l2_bytes == 52428800);
     REQUIRE(q.gemm.size() == 1);
     CHECK(q.gemm[0].seconds == p.gemm[0].seconds);  // shortest round-trip text: exact
     CHECK(q.attention[0].pass == costmodel::AttentionPass::bwd);
@@ -79,7 +81,7 @@ TEST_SUITE("scenarios") {
     // unknown key on line 3, column 1
     CHECK(error_of("[meta]\ngpu = \"x\"\ncolour = 1\n") == "p.toml:3:1: [meta].colour: unknown key (expected one of: "
                                                            "gpu, driver, cuda, cublas, cudnn, nccl, date, source, hosts, "
-                                                           "gpus_per_node, device_memory, sms)");
+                                                           "gpus_per_node, device_memory, sms, l2_cache)");
     // wrong type
     CHECK(error_of("[[gemm]]\nm = 1\nn = \"two\"\nk = 3\nseconds = 1.0\n").find("p.toml:3:5: [[gemm]] #1.n: expected an integer") == 0);
     // missing key: reported at the row's table

@@ -96,8 +96,11 @@ struct MemoryFits {
   std::vector<MemoryFit> per_kernel;
 };
 
-/// Fits memory-bound rows. Throws tetra::UserError when `rows` is empty.
-[[nodiscard]] MemoryFits fit_memory_bound(const std::vector<costmodel::MemoryBoundRow>& rows);
+/// Fits memory-bound rows. Repeated calls whose data fits in the L2 cache run from it, not
+/// from HBM: with `l2_bytes` known, a kernel with at least two rows above 2·L2 bytes moved
+/// (an in-place kernel reads and writes each byte, so its data is half what it moves) is
+/// fitted on those alone. Throws tetra::UserError when `rows` is empty.
+[[nodiscard]] MemoryFits fit_memory_bound(const std::vector<costmodel::MemoryBoundRow>& rows, double l2_bytes = 0);
 
 /// FlashAttention FLOP count of one call (Dao-AILab/flash-attention:
 /// benchmarks/benchmark_flash_attention.py): forward 4*b*s^2*h*d, halved when causal;

@@ -21,6 +21,7 @@ struct ProfileMeta {
   int gpus_per_node = 8;
   double device_memory_bytes = 0;
   int sms = 0;                   ///< streaming multiprocessors (cudaDeviceProp::multiProcessorCount); 0 unknown
+  double l2_bytes = 0;           ///< L2 cache (cudaDeviceProp::l2CacheSize); 0 unknown
 };
 
 /// One cuBLASLt GEMM: C[m,n] = A[m,k] B[k,n], CUPTI kernel time (median of runs).
