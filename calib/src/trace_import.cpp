@@ -178,8 +178,10 @@ Classified classify(const std::string& kernel_name) {
   if (has(n, "nccl")) {
     c.cls = KernelClass::nccl;
   } else if (has(n, "flash") || has(n, "fmha") || has(n, "sdpa") || has(n, "attn") || has(n, "attention")) {
-    c.cls = (has(n, "bwd") || has(n, "backward") || has(n, "dq") || has(n, "dkdv")) ? KernelClass::attention_bwd
-                                                                                       : KernelClass::attention_fwd;
+    // cuDNN names its backward kernels "..._sdpa_..._flash_bprop_...".
+    c.cls = (has(n, "bwd") || has(n, "bprop") || has(n, "backward") || has(n, "dq") || has(n, "dkdv"))
+                ? KernelClass::attention_bwd
+                : KernelClass::attention_fwd;
   } else if (has(n, "gemm") || has(n, "xmma") || has(n, "cutlass") || has(n, "nvjet") || has(n, "cublas") ||
              has(n, "matmul")) {
     c.cls = KernelClass::gemm;
@@ -342,6 +344,20 @@ bool add_shaped_kernel(KernelClass cls, const CpuOp* op, double seconds, Accumul
   return false;
 }
 
+/// An attention op of ATen or flash-attn (`aten::_scaled_dot_product_cudnn_attention`,
+/// `aten::_cudnn_attention_backward`, `aten::_flash_attention_forward`, `flash_attn::...`).
+bool attention_op(const CpuOp& op) {
+  const auto n = lower(op.name);
+  return has(n, "attention") || has(n, "flash_attn");
+}
+
+/// One attention call: every kernel its op launched (cuDNN's backward is five: dO·O, the
+/// bprop kernel, the dQ conversion and two head reductions), summed.
+struct AttentionCall {
+  std::tuple<int, int, int, int, int, bool, int> key;
+  double seconds = 0;
+};
+
 void import_chrome(const json& doc, TraceImport& out) {
   const json* events = &doc;
   if (doc.is_object()) {
@@ -373,6 +389,7 @@ void import_chrome(const json& doc, TraceImport& out) {
     ops[id] = std::move(op);
   }
   Accumulator acc;
+  std::map<long long, AttentionCall> attention_calls;  // by External id
   for (const auto& e : *events) {
     if (!e.is_object()) continue;
     const auto cat = lower(str_field(e, "cat"));
@@ -398,11 +415,28 @@ void import_chrome(const json& doc, TraceImport& out) {
       continue;
     }
     const CpuOp* op = nullptr;
-    if (long long ext = 0; int_field(args, {"External id"}, ext)) {
+    long long ext = 0;
+    if (int_field(args, {"External id"}, ext)) {
       auto it = ops.find(ext);
       if (it != ops.end()) op = &it->second;
     }
-    const auto c = classify(name);
+    // Kernels of an attention op are one call, whatever their names; the op says the pass.
+    if (costmodel::AttentionRow r; op != nullptr && attention_op(*op) && attention_shape(*op, r)) {
+      const int pass = has(lower(op->name), "backward") ? 1 : 0;
+      auto& call = attention_calls[ext];
+      call.key = {r.batch, r.seq, r.heads, r.kv_heads, r.head_dim, r.causal, pass};
+      call.seconds += seconds;
+      ++out.used;
+      continue;
+    }
+    auto c = classify(name);
+    // PyTorch's fused RMSNorm (`aten::_fused_rms_norm`, torch.nn.RMSNorm) runs a kernel named
+    // after layer norm.
+    if (c.cls == KernelClass::other && op != nullptr && has(lower(op->name), "rms_norm") &&
+        !has(lower(op->name), "backward")) {
+      c.cls = KernelClass::memory;
+      c.memory_kernel = "rmsnorm";
+    }
     bool used = false;
     switch (c.cls) {
       case KernelClass::gemm:
@@ -448,6 +482,7 @@ void import_chrome(const json& doc, TraceImport& out) {
     }
     if (used) ++out.used;
   }
+  for (const auto& [id, call] : attention_calls) acc.attention[call.key].push_back(call.seconds);
   finish(acc, out);
 }
 

@@ -64,6 +64,41 @@ TEST_SUITE("calib") {
     }
   }
 
+  TEST_CASE("a real PyTorch 2.11 trace of an H100: cuDNN attention calls and fused RMSNorm") {
+    // calib/probes/kineto_trace.py on one H100 SXM: one training step of two Llama-style blocks
+    // (hidden 2048, 16 heads, 4 KV heads, head dim 128, 2048 tokens), SDPA on cuDNN.
+    const auto imp = import_trace(kData + "torch211_h100_kineto.json");
+    CHECK(imp.kernels == 82);
+    const auto& p = imp.profile;
+    CHECK(p.meta.gpu == "NVIDIA H100 80GB HBM3");
+    CHECK(p.meta.sms == 132);
+    CHECK(p.gemm.size() == 9);
+    REQUIRE(p.attention.size() == 2);
+    for (const auto& a : p.attention) {
+      CHECK(a.batch == 1);
+      CHECK(a.seq == 2048);
+      CHECK(a.heads == 16);
+      CHECK(a.kv_heads == 4);
+      CHECK(a.head_dim == 128);
+    }
+    // Forward: the one fprop kernel, 49.586 us in both blocks. Backward: the five kernels of
+    // aten::_cudnn_attention_backward summed per call, 11.4 + 137.3 + 10.7 + 5.4 + 6.0 and
+    // 11.4 + 133.9 + 10.9 + 5.3 + 6.1 us, median 169.222 us.
+    CHECK(p.attention[0].pass == costmodel::AttentionPass::fwd);
+    CHECK(p.attention[0].seconds == doctest::Approx(49.586e-6).epsilon(1e-4));
+    CHECK(p.attention[1].pass == costmodel::AttentionPass::bwd);
+    CHECK(p.attention[1].seconds == doctest::Approx(169.222e-6).epsilon(1e-4));
+    // torch.nn.RMSNorm's kernel is named after layer norm; its op (aten::_fused_rms_norm) says
+    // what it is: 2048 x 2048 bf16 read and written = 16 MiB.
+    bool rmsnorm = false;
+    for (const auto& m : p.memory_bound) {
+      if (m.kernel != "rmsnorm") continue;
+      rmsnorm = true;
+      CHECK(m.bytes == 16777216.0);
+    }
+    CHECK(rmsnorm);
+  }
+
   TEST_CASE("a Kineto trace gives GEMM, attention, collective and memory rows") {
     const auto imp = import_trace(kData + "kineto_small.json");
     CHECK(imp.kernels == 10);  // kernel events; the DtoD memcpy is a gpu_memcpy event
