@@ -22,10 +22,11 @@ constexpr EnumNames<Schedule, 5> kSchedule = {{
     {Schedule::interleaved, "interleaved"},
     {Schedule::zb_h1, "zb-h1"},
     {Schedule::layered, "layered"}}};
-constexpr EnumNames<AttentionKernel, 5> kAttention = {{
+constexpr EnumNames<AttentionKernel, 6> kAttention = {{
     {AttentionKernel::flash2, "flash2"},
     {AttentionKernel::flash3, "flash3"},
     {AttentionKernel::flash1, "flash1"},
+    {AttentionKernel::cudnn, "cudnn"},
     {AttentionKernel::fused, "fused"},
     {AttentionKernel::torch, "torch"}}};
 constexpr EnumNames<Precision, 3> kPrecision = {{

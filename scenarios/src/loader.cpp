@@ -246,7 +246,7 @@ constexpr std::initializer_list<llama::Schedule> kSchedule{
     llama::Schedule::zb_h1, llama::Schedule::layered};
 constexpr std::initializer_list<llama::AttentionKernel> kAttention{
     llama::AttentionKernel::flash2, llama::AttentionKernel::flash3, llama::AttentionKernel::flash1,
-    llama::AttentionKernel::fused, llama::AttentionKernel::torch};
+    llama::AttentionKernel::cudnn, llama::AttentionKernel::fused, llama::AttentionKernel::torch};
 constexpr std::initializer_list<llama::Precision> kPrecision{
     llama::Precision::bf16, llama::Precision::fp16, llama::Precision::fp32};
 constexpr std::initializer_list<llama::Fp8Recipe> kFp8Recipe{

@@ -43,15 +43,15 @@ hw::Cluster cluster_of(const Measured& m) {
 
 double ratio(double a, double b) { return a / b; }
 
-/// Total modelled time of the measured cuDNN attention calls over their measured total, with
-/// the built-in FA3 forward table and the derived FA3 backward (what TE runs on Hopper is
-/// cuDNN's fused attention).
+/// Total modelled time of the measured cuDNN attention calls over their measured total, as the
+/// built-in profile prices `attention = "cudnn"` (the FA3 forward table, the derived FA3
+/// backward).
 double attention_model_over_measured(const costmodel::Profile& p, const hw::Cluster& cluster) {
   const auto params = costmodel::make_compute_params(cluster, costmodel::builtin_profile(cluster));
   double sum_model = 0, sum_meas = 0;
   for (const auto& r : p.attention) {
     llama::AttentionShape a;
-    a.kernel = llama::AttentionKernel::flash3;
+    a.kernel = llama::AttentionKernel::cudnn;
     a.causal = r.causal;
     a.batch = r.batch;
     a.seq_q = a.seq_kv = r.seq;

@@ -145,6 +145,13 @@ TEST_SUITE("costmodel") {
     CHECK(attention_rate_flops(a, false, pa) == doctest::Approx(182e12));
     // H100 FA3 forward, hd 128 causal 8k: 602 TFLOP/s x 0.981962 = 591.14.
     CHECK(attention_rate_flops(a, false, p) == doctest::Approx(602e12 * 1377.3 / 1402.6));
+    // cuDNN's fused attention (Transformer Engine's choice on Hopper) at the FA3 rates: forward
+    // 591.14; backward 1.5 x the FA2 fwd+bwd rate 302.444 = 453.67 TFLOP/s, under the forward.
+    // On the A100 (no FA3 table) at FA2's 182.
+    a.kernel = llama::AttentionKernel::cudnn;
+    CHECK(attention_rate_flops(a, false, p) == doctest::Approx(602e12 * 1377.3 / 1402.6));
+    CHECK(attention_rate_flops(a, true, p) == doctest::Approx(1.5 * 308e12 * 1377.3 / 1402.6));
+    CHECK(attention_rate_flops(a, false, pa) == doctest::Approx(182e12));
   }
 
   TEST_CASE("Unfused attention is priced as GEMMs over the full s^2") {

@@ -286,7 +286,7 @@ TEST_SUITE("llama") {
     CHECK(std::string(to_string(Schedule::one_f_one_b)) == "1f1b");
     CHECK(std::string(to_string(Schedule::zb_h1)) == "zb-h1");
     for (auto a : {AttentionKernel::flash2, AttentionKernel::flash3, AttentionKernel::flash1,
-                   AttentionKernel::fused, AttentionKernel::torch}) {
+                   AttentionKernel::cudnn, AttentionKernel::fused, AttentionKernel::torch}) {
       CHECK(parse_attention(to_string(a)) == a);
     }
     for (auto r : {Recompute::none, Recompute::selective, Recompute::full}) {

@@ -22,7 +22,9 @@ namespace tetra::llama {
 /// `torchtitan/models/llama3/parallelize_llama.py` at 820504e).
 enum class Recompute { none, selective, full, selective_op, selective_layer };
 enum class Schedule { gpipe, one_f_one_b, interleaved, zb_h1, layered };
-enum class AttentionKernel { flash2, flash3, flash1, fused, torch };
+/// Attention kernels: FlashAttention 2 / 3 / 1, cuDNN's fused attention (Transformer Engine's
+/// FusedAttention, PyTorch's cuDNN SDPA), Megatron's fused softmax (unfused GEMMs), plain PyTorch.
+enum class AttentionKernel { flash2, flash3, flash1, cudnn, fused, torch };
 enum class Precision { bf16, fp16, fp32 };
 enum class Framework { megatron, deepspeed, fsdp };
 enum class Optimizer { adam };
@@ -164,7 +166,7 @@ struct BlockKind {
 [[nodiscard]] const char* to_string(Recompute r) noexcept;
 /// SPEC spellings: gpipe | 1f1b | interleaved | zb-h1 | layered.
 [[nodiscard]] const char* to_string(Schedule s) noexcept;
-/// SPEC spellings: flash2 | flash3 | flash1 | fused | torch.
+/// SPEC spellings: flash2 | flash3 | flash1 | cudnn | fused | torch.
 [[nodiscard]] const char* to_string(AttentionKernel a) noexcept;
 /// SPEC spellings: bf16 | fp16 | fp32.
 [[nodiscard]] const char* to_string(Precision p) noexcept;
