@@ -126,6 +126,17 @@ Op expert_activation(const Dims& d) {
              3.0 * d.act * routed_rows(d) * static_cast<double>(d.fe / d.etp));
 }
 
+/// gpt-oss's clamped activation (`activation_func_clamp_value` 7.0): before the fused weighted
+/// quick-GeGLU, `weighted_bias_quick_geglu_impl` (Megatron-Core `fusions/fused_bias_geglu.py`)
+/// clamps the gate half and the linear half of the FC1 output in eager PyTorch and concatenates
+/// them again: each clamp reads and writes its half, torch.cat reads and writes the whole, 4
+/// act per FC1 output element. Backward (autograd): each clamp's gradient reads the gradient and
+/// the input and writes, 3 act per element, and the chunk's gradient concatenates the halves, 2.
+double expert_clamp_elems(const Dims& d) { return routed_rows(d) * static_cast<double>(d.fe * 2 / d.etp); }
+Op expert_clamp(const Dims& d) {
+  return mem(Pass::forward, "expert_act_clamp", MemoryKernel::copy, 4.0 * d.act * expert_clamp_elems(d));
+}
+
 /// gpt-oss's expert FC2 bias: TEGroupedMLP returns it unapplied and `_apply_bias`
 /// (Megatron-Core `moe/experts.py`) adds it scaled by each token's router probability, one
 /// expert at a time over the split output: b·p in fp32 (write 4 bytes per element), t + b·p
@@ -161,6 +172,7 @@ void moe_block_forward(std::vector<Op>& ops, const Dims& d, bool recompute) {
   quantize_weight(ops, d, d.h, fe1 * d.local_experts, recompute);
   quantize(ops, d, fw, routed_rows(d) * static_cast<double>(d.h), recompute);
   push(expert_gemm(d, fw, "expert_fc1", me, fe1, d.h, 2.0 * mean * static_cast<double>(fe1 * d.h)));
+  if (d.gpt_oss) push(expert_clamp(d));
   push(expert_activation(d));
   quantize_weight(ops, d, fe2, d.h * d.local_experts, recompute);
   quantize(ops, d, fw, routed_rows(d) * static_cast<double>(fe2), recompute);
@@ -194,8 +206,13 @@ void moe_block_backward(std::vector<Op>& ops, const Dims& d) {
       mlp_core_forward(ops, d, shared_expert_core(d), true);
     }
     if (d.recomputed.has(RecomputeModule::moe_act)) {
-      // "moe_act": the experts' activation again from the saved FC1 output, and its cast for
-      // the FC2 weight gradient.
+      // "moe_act": the experts' activation again from the saved FC1 output (gpt-oss's clamp
+      // is inside the checkpointed function), and its cast for the FC2 weight gradient.
+      if (d.gpt_oss) {
+        Op clamp = expert_clamp(d);
+        clamp.recompute = true;
+        ops.push_back(clamp);
+      }
       Op act = expert_activation(d);
       act.recompute = true;
       ops.push_back(act);
@@ -213,6 +230,7 @@ void moe_block_backward(std::vector<Op>& ops, const Dims& d) {
   ops.push_back(expert_gemm(d, bi, "expert_fc2_dgrad", me, fe2, d.h, 2.0 * mean * static_cast<double>(fe2 * d.h)));
   ops.push_back(expert_gemm(d, bw, "expert_fc2_wgrad", d.h, fe2, me, 2.0 * mean * static_cast<double>(fe2 * d.h)));
   ops.push_back(mem(bi, "expert_swiglu_bwd", MemoryKernel::swiglu, 5.0 * d.act * routed_rows(d) * static_cast<double>(fe2)));
+  if (d.gpt_oss) ops.push_back(mem(bi, "expert_act_clamp_bwd", MemoryKernel::copy, 5.0 * d.act * expert_clamp_elems(d)));
   quantize(ops, d, bi, routed_rows(d) * static_cast<double>(fe1), false);
   ops.push_back(expert_gemm(d, bi, "expert_fc1_dgrad", me, d.h, fe1, 2.0 * mean * static_cast<double>(fe1 * d.h)));
   ops.push_back(expert_gemm(d, bw, "expert_fc1_wgrad", fe1, d.h, me, 2.0 * mean * static_cast<double>(fe1 * d.h)));

@@ -152,7 +152,7 @@ TEST_SUITE("llama") {
     CHECK(ag->bytes == doctest::Approx(2.0 * 2048.0 * 1024.0));
   }
 
-  TEST_CASE("moe ops: gpt-oss adds the eager expert FC2 bias, the unfused YaRN RoPE and the projection bias") {
+  TEST_CASE("moe ops: gpt-oss adds the eager expert FC2 bias and activation clamp, the unfused YaRN RoPE and the projection bias") {
     // Megatron-Core `moe/experts.py` TEGroupedMLP._apply_bias: per element of the routed FC2
     // output 28 bytes forward (b·p fp32 write 4; t + b·p read 6 write 4; cat read 4 write 4;
     // cast read 4 write 2) and 36 backward. T = 1024 tokens, k = 2, ep = 4: this rank's experts
@@ -170,6 +170,22 @@ TEST_SUITE("llama") {
     REQUIRE(bwd != nullptr);
     CHECK(fwd->bytes == doctest::Approx(58720256.0));
     CHECK(bwd->bytes == doctest::Approx(75497472.0));
+    // The activation clamp (`fused_bias_geglu.py` weighted_bias_quick_geglu_impl, eager): 4 act
+    // forward and 5 backward per FC1 output element, 2,048 rows x 2 x 512 = 2,097,152 elements
+    // -> 16,777,216 and 20,971,520 bytes; with moe_act recomputation it runs again.
+    CHECK(find(ops, "expert_act_clamp")->bytes == doctest::Approx(16777216.0));
+    CHECK(find(ops, "expert_act_clamp_bwd")->bytes == doctest::Approx(20971520.0));
+    Layout rc = l;
+    rc.recompute = Recompute::selective;
+    rc.recompute_modules.add(RecomputeModule::moe_act);
+    int clamps = 0, recomputed = 0;
+    for (const auto& op : moe_layer_ops(m, balanced(), rc)) {
+      if (std::string_view(op.name) != "expert_act_clamp") continue;
+      ++clamps;
+      if (op.recompute) ++recomputed;
+    }
+    CHECK(clamps == 2);
+    CHECK(recomputed == 1);
     // YaRN's attention factor keeps RoPE out of TE's fused kernel (`rope_utils.py`): 12 act
     // forward, 15 backward per element of q and k: 1024 tokens x (8 + 8) heads x 128 = 2,097,152
     // elements -> 50,331,648 and 62,914,560 bytes (fused: 4 bytes each way).
@@ -182,6 +198,7 @@ TEST_SUITE("llama") {
     // A llama model runs none of them and the fused RoPE.
     const auto plain = moe_layer_ops(small_moe(), balanced(), l);
     CHECK(find(plain, "expert_fc2_bias") == nullptr);
+    CHECK(find(plain, "expert_act_clamp") == nullptr);
     CHECK(find(plain, "attn_proj_bias") == nullptr);
     CHECK(find(plain, "rope")->bytes == doctest::Approx(2097152.0 * 4.0));
   }
