@@ -5,6 +5,8 @@ import json, sys
 import torch
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
+from cuda_timing import median_seconds
+
 dev, bf = "cuda", torch.bfloat16
 # name, batch, q heads, kv heads, head dim (q/k), head dim (v), sequence
 cases = [
@@ -17,16 +19,6 @@ cases = [
     ("llama3-70b tp4", 1, 16, 2, 128, 128, 8192),
 ]
 
-def timed(fn, warm=3, iters=10):
-    for _ in range(warm): fn()
-    torch.cuda.synchronize()
-    s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    ts = []
-    for _ in range(iters):
-        s.record(); fn(); e.record(); torch.cuda.synchronize()
-        ts.append(s.elapsed_time(e) * 1e-3)
-    return sorted(ts)[len(ts) // 2]
-
 rows = []
 for name, b, hq, hkv, dqk, dv, s in cases:
     row = {"case": name, "batch": b, "heads": hq, "kv_heads": hkv, "head_dim": dqk, "head_dim_v": dv, "seq": s,
@@ -38,10 +30,10 @@ for name, b, hq, hkv, dqk, dv, s in cases:
         with sdpa_kernel([SDPBackend.CUDNN_ATTENTION]):
             fwd = lambda: torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True,
                                                                           enable_gqa=hq != hkv)
-            row["fwd_s"] = timed(fwd)
+            row["fwd_s"] = median_seconds(fwd)
             out = fwd()
             g = torch.randn_like(out)
-            row["bwd_s"] = timed(lambda: torch.autograd.grad(out, (q, k, v), g, retain_graph=True))
+            row["bwd_s"] = median_seconds(lambda: torch.autograd.grad(out, (q, k, v), g, retain_graph=True))
     except Exception as ex:  # noqa: BLE001
         row["error"] = str(ex)[:300]
     rows.append(row)

@@ -1,23 +1,14 @@
 # Times the expert GEMMs of MoE layouts on one GPU and the eager launch cost of small ops.
 # Usage: python3 calib/probes/grouped_gemm.py OUT.json  (PyTorch with CUDA; about 20 s on an H100)
-import json, sys, time, math
+import json, sys, time
 import torch
+
+from cuda_timing import median_seconds
 
 out = {"torch": torch.__version__, "gpu": torch.cuda.get_device_name(0),
        "sms": torch.cuda.get_device_properties(0).multi_processor_count}
 dev = "cuda"
 bf = torch.bfloat16
-
-def time_cuda(fn, warm=3, iters=10):
-    for _ in range(warm): fn()
-    torch.cuda.synchronize()
-    s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    ts = []
-    for _ in range(iters):
-        s.record(); fn(); e.record(); torch.cuda.synchronize()
-        ts.append(s.elapsed_time(e) * 1e-3)
-    ts.sort()
-    return ts[len(ts) // 2]
 
 # (name, local experts, tokens per expert (mean), N, K): expert FC1 (N = 2*ffn, K = h) and
 # FC2 (N = h, K = ffn) at the per-expert token counts of the MoE validation layouts.
@@ -49,15 +40,15 @@ for name, local, m, n, k in cases:
             def loop():
                 for i in range(local):
                     torch.mm(chunks[i], wt[i])
-            row[balance + "_loop_s"] = time_cuda(loop)
+            row[balance + "_loop_s"] = median_seconds(loop)
             if have_grouped:
                 try:
-                    row[balance + "_grouped_s"] = time_cuda(lambda: torch._grouped_mm(x, wt, offs=offs))
+                    row[balance + "_grouped_s"] = median_seconds(lambda: torch._grouped_mm(x, wt, offs=offs))
                 except Exception as ex:  # noqa: BLE001
                     row[balance + "_grouped_error"] = str(ex)[:200]
             row[balance + "_max_count"] = max(counts)
         # one dense GEMM of the same FLOPs for reference
-        row["dense_s"] = time_cuda(lambda: torch.mm(x, wt[0]))
+        row["dense_s"] = median_seconds(lambda: torch.mm(x, wt[0]))
         rows.append(row)
         print(json.dumps(row), flush=True)
         del x, w, wt
