@@ -60,6 +60,7 @@ struct Max {
 __global__ void rmsnorm_kernel(const uint4* __restrict__ x, const uint4* __restrict__ w, uint4* __restrict__ y) {
   constexpr int kPerRow = kHidden / 8;             // 16-byte packs per row
   constexpr int kPerThread = kPerRow / kThreads;   // 2
+  static_assert(kPerThread * kThreads == kPerRow, "a row must split evenly over the block");
   const long long row = blockIdx.x;
   Pack8 in[kPerThread];
   float sum = 0;
@@ -155,6 +156,7 @@ __global__ void adam_kernel(float4* __restrict__ p, const float4* __restrict__ g
 __global__ void cross_entropy_kernel(const uint4* __restrict__ logits, uint4* __restrict__ grad) {
   constexpr int kPerRow = kVocab / 8;
   constexpr int kPerThread = kPerRow / kRowThreads;  // 4
+  static_assert(kPerThread * kRowThreads == kPerRow, "a row must split evenly over the block");
   const long long row = blockIdx.x;
   Pack8 in[kPerThread];
   float mx = -INFINITY;

@@ -467,16 +467,14 @@ std::string format_profile(const costmodel::Profile& p) {
   os << "hosts = " << p.meta.hosts << "\n";
   os << "gpus_per_node = " << p.meta.gpus_per_node << "\n";
   if (p.meta.sms > 0) os << "sms = " << p.meta.sms << "\n";
-  if (p.meta.device_memory_bytes > 0) {
+  const auto size = [&](const char* key, double bytes) {
+    if (!(bytes > 0)) return;
     char buf[48];
-    std::snprintf(buf, sizeof buf, "%.17gB", p.meta.device_memory_bytes);
-    os << "device_memory = " << quoted(buf) << "\n";
-  }
-  if (p.meta.l2_bytes > 0) {
-    char buf[48];
-    std::snprintf(buf, sizeof buf, "%.17gB", p.meta.l2_bytes);
-    os << "l2_cache = " << quoted(buf) << "\n";
-  }
+    std::snprintf(buf, sizeof buf, "%.17gB", bytes);
+    os << key << " = " << quoted(buf) << "\n";
+  };
+  size("device_memory", p.meta.device_memory_bytes);
+  size("l2_cache", p.meta.l2_bytes);
   for (const auto& r : p.gemm) {
     os << "\n[[gemm]]\nm = " << r.m << "\nn = " << r.n << "\nk = " << r.k << "\ndtype = " << quoted(r.dtype)
        << "\nseconds = " << num(r.seconds) << "\n";

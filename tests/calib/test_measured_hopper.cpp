@@ -4,7 +4,6 @@
 // (tests/data/calib/*_grouped_gemm.json, calib/probes/grouped_gemm.py) against the cost model.
 #include <cmath>
 #include <fstream>
-#include <sstream>
 
 #include <doctest/doctest.h>
 #include <nlohmann/json.hpp>
