@@ -28,6 +28,7 @@ void set_moe_dims(Dims& d, const Model& m, const Training& tr, const Layout& l) 
   d.local_experts = std::max(1LL, d.experts / d.ep);
   d.dispatcher = l.moe_dispatcher;
   d.a2a_overlap = tr.moe_a2a_overlap;
+  d.dropless = !tr.moe_capacity_factor.has_value();
   // The slowest EP rank sets the pace: its experts see the mean load times the imbalance; a
   // capacity factor drops what exceeds it (Megatron-Core `moe_expert_capacity_factor`).
   double imb = std::max(1.0, tr.moe_imbalance);
@@ -150,6 +151,20 @@ double expert_bias_bwd_bytes(const Dims& d) { return 18.0 * d.act * routed_rows(
 
 }  // namespace
 
+/// The FP8 cast of the experts' GEMM inputs: Transformer Engine's GroupedLinear quantizes each
+/// expert's split with its own quantizer, one kernel (or amax and cast) per split, except
+/// delayed scaling's fused multi-tensor cast-transpose (`split_quantize` and
+/// `multi_tensor_quantize_impl`, transformer_engine/pytorch/csrc/extensions/cast.cpp at
+/// d0067d0: "Quantize kernels individually").
+void expert_quantize(std::vector<Op>& ops, const Dims& d, Pass pass, double elements, bool recompute) {
+  const std::size_t from = ops.size();
+  quantize(ops, d, pass, elements, recompute);
+  if (d.recipe == Fp8Recipe::delayed) return;
+  for (std::size_t i = from; i < ops.size(); ++i) {
+    if (ops[i].is_compute()) ops[i].host_kernels = static_cast<int>(d.local_experts);
+  }
+}
+
 void moe_block_forward(std::vector<Op>& ops, const Dims& d, bool recompute) {
   const Pass fw = Pass::forward;
   auto push = [&](Op op) {
@@ -170,12 +185,12 @@ void moe_block_forward(std::vector<Op>& ops, const Dims& d, bool recompute) {
   ep_exchange(ops, d, fw, "ep_dispatch", true, recompute);
   etp_exchange(ops, d, fw, "etp_ag", true, recompute);
   quantize_weight(ops, d, d.h, fe1 * d.local_experts, recompute);
-  quantize(ops, d, fw, routed_rows(d) * static_cast<double>(d.h), recompute);
+  expert_quantize(ops, d, fw, routed_rows(d) * static_cast<double>(d.h), recompute);
   push(expert_gemm(d, fw, "expert_fc1", me, fe1, d.h, 2.0 * mean * static_cast<double>(fe1 * d.h)));
   if (d.gpt_oss) push(expert_clamp(d));
   push(expert_activation(d));
   quantize_weight(ops, d, fe2, d.h * d.local_experts, recompute);
-  quantize(ops, d, fw, routed_rows(d) * static_cast<double>(fe2), recompute);
+  expert_quantize(ops, d, fw, routed_rows(d) * static_cast<double>(fe2), recompute);
   push(expert_gemm(d, fw, "expert_fc2", me, d.h, fe2, 2.0 * mean * static_cast<double>(fe2 * d.h)));
   if (d.gpt_oss) push(mem(fw, "expert_fc2_bias", MemoryKernel::copy, expert_bias_fwd_bytes(d)));
   etp_exchange(ops, d, fw, "etp_rs", false, recompute);
@@ -187,6 +202,37 @@ void moe_block_forward(std::vector<Op>& ops, const Dims& d, bool recompute) {
     mlp_core_forward(ops, d, shared_expert_core(d), recompute);
   }
   push(mem(fw, "residual_add", MemoryKernel::residual_add, residual_bytes(d)));
+}
+
+void moe_block_host_side(std::vector<Op>& ops, std::size_t from, const Dims& d) {
+  const bool whole = d.graphs.has(CudaGraphScope::moe) || d.graphs.has(CudaGraphScope::layer) ||
+                     d.graphs.has(CudaGraphScope::full_iteration);
+  auto named = [](const Op& op, std::initializer_list<std::string_view> names) {
+    for (std::string_view n : names) {
+      if (n == op.name) return true;
+    }
+    return false;
+  };
+  for (std::size_t i = from; i < ops.size(); ++i) {
+    Op& op = ops[i];
+    if (whole) {
+      op.graphed = true;
+    } else if (named(op, {"mlp_norm", "router", "router_topk", "mlp_norm_bwd", "router_topk_bwd",
+                          "router_dgrad", "router_wgrad"})) {
+      op.graphed = d.graphs.has(CudaGraphScope::moe_router);
+    } else if (named(op, {"moe_permute", "moe_permute_bwd"})) {
+      op.graphed = d.graphs.has(CudaGraphScope::moe_preprocess);
+    }
+    // Dropless: the grouped GEMM needs each expert's token count on the host, so the host
+    // copies them from the device after the permutation and waits for that copy
+    // (`MoEAlltoAllTokenDispatcher.preprocess` / `_maybe_dtoh_and_synchronize`,
+    // megatron/core/transformer/moe/token_dispatcher.py at d98e8a64, lines 594-596 and
+    // 921-960; the flex dispatchers' `.tolist()` of the counts alike). Backward reuses them.
+    if (!whole && d.dropless && op.pass == Pass::forward && i > from &&
+        named(ops[i - 1], {"moe_permute"})) {
+      op.host_sync = true;
+    }
+  }
 }
 
 void moe_block_backward(std::vector<Op>& ops, const Dims& d) {
@@ -216,7 +262,7 @@ void moe_block_backward(std::vector<Op>& ops, const Dims& d) {
       Op act = expert_activation(d);
       act.recompute = true;
       ops.push_back(act);
-      quantize(ops, d, Pass::forward, routed_rows(d) * static_cast<double>(fe2), true);
+      expert_quantize(ops, d, Pass::forward, routed_rows(d) * static_cast<double>(fe2), true);
     }
     recompute_norm(ops, d, "mlp_norm");
   }
@@ -226,12 +272,12 @@ void moe_block_backward(std::vector<Op>& ops, const Dims& d) {
   etp_exchange(ops, d, bi, "etp_ag_grad", true, false);
   // FC2: dgrad (M = rows, N = fe2, K = h), wgrad (M = h, N = fe2, K = rows) per expert.
   if (d.gpt_oss) ops.push_back(mem(bi, "expert_fc2_bias_bwd", MemoryKernel::copy, expert_bias_bwd_bytes(d)));
-  quantize(ops, d, bi, routed_rows(d) * static_cast<double>(d.h), false);
+  expert_quantize(ops, d, bi, routed_rows(d) * static_cast<double>(d.h), false);
   ops.push_back(expert_gemm(d, bi, "expert_fc2_dgrad", me, fe2, d.h, 2.0 * mean * static_cast<double>(fe2 * d.h)));
   ops.push_back(expert_gemm(d, bw, "expert_fc2_wgrad", d.h, fe2, me, 2.0 * mean * static_cast<double>(fe2 * d.h)));
   ops.push_back(mem(bi, "expert_swiglu_bwd", MemoryKernel::swiglu, 5.0 * d.act * routed_rows(d) * static_cast<double>(fe2)));
   if (d.gpt_oss) ops.push_back(mem(bi, "expert_act_clamp_bwd", MemoryKernel::copy, 5.0 * d.act * expert_clamp_elems(d)));
-  quantize(ops, d, bi, routed_rows(d) * static_cast<double>(fe1), false);
+  expert_quantize(ops, d, bi, routed_rows(d) * static_cast<double>(fe1), false);
   ops.push_back(expert_gemm(d, bi, "expert_fc1_dgrad", me, d.h, fe1, 2.0 * mean * static_cast<double>(fe1 * d.h)));
   ops.push_back(expert_gemm(d, bw, "expert_fc1_wgrad", fe1, d.h, me, 2.0 * mean * static_cast<double>(fe1 * d.h)));
   etp_exchange(ops, d, bi, "etp_rs_grad", false, false);

@@ -26,6 +26,7 @@ Dims dims_of(const Model& m, const Training& tr, const Layout& l) {
   d.dh = m.head_dim();
   d.tokens = d.b * d.sr;
   d.sp = l.sp && d.t > 1;
+  d.graphs = tr.cuda_graphs;
   d.tokens_sp = d.sp ? d.tokens / d.t : d.tokens;
   d.act = bytes_of(tr.precision);
   d.gated = m.gated_mlp();
@@ -528,14 +529,27 @@ void mlp_block_forward(std::vector<Op>& ops, const Dims& d, bool recompute) {
   push(mem(fw, "residual_add", MemoryKernel::residual_add, residual_bytes(d)));
 }
 
+void mark_graphed(std::vector<Op>& ops, std::size_t from, const Dims& d, CudaGraphScope scope) {
+  if (!d.graphs.has(scope) && !d.graphs.has(CudaGraphScope::layer) &&
+      !d.graphs.has(CudaGraphScope::full_iteration)) {
+    return;
+  }
+  for (std::size_t i = from; i < ops.size(); ++i) ops[i].graphed = true;
+}
+
 /// The forward of one layer (used for the forward pass and, marked, for full recompute): the
 /// attention block, then the dense MLP block or, on a MoE layer, the MoE block (moe_ops.cpp).
 void layer_forward(std::vector<Op>& ops, const Dims& d, const Training& tr, bool recompute) {
+  std::size_t from = ops.size();
   attention_block_forward(ops, d, tr, recompute);
+  mark_graphed(ops, from, d, CudaGraphScope::attn);
+  from = ops.size();
   if (d.moe) {
     moe_block_forward(ops, d, recompute);
+    moe_block_host_side(ops, from, d);
   } else {
     mlp_block_forward(ops, d, recompute);
+    mark_graphed(ops, from, d, CudaGraphScope::mlp);
   }
 }
 
@@ -753,12 +767,17 @@ std::vector<Op> build_layer_ops(const Model& model, const Training& training, co
                        CommDim::dp_cp, dpc, gathered_layer_param_bytes(model, training, static_cast<int>(d.t)), true));
   }
   // MLP (or MoE) block, then the attention block, in reverse order.
+  std::size_t from = ops.size();
   if (d.moe) {
     moe_block_backward(ops, d);
+    moe_block_host_side(ops, from, d);
   } else {
     mlp_block_backward(ops, d);
+    mark_graphed(ops, from, d, CudaGraphScope::mlp);
   }
+  from = ops.size();
   attention_block_backward(ops, d, training);
+  mark_graphed(ops, from, d, CudaGraphScope::attn);
   if (d.bias) {
     // Bias gradients: a column sum of each linear's output gradient (QKV and FC1 on this
     // rank's columns, the row-parallel proj and FC2 over h), read once.
@@ -766,6 +785,9 @@ std::vector<Op> build_layer_ops(const Model& model, const Training& training, co
     const long long fc1_out = d.f * (d.gated ? 2 : 1) / d.t;
     ops.push_back(mem(Pass::backward_weight, "bias_grad", MemoryKernel::copy,
                       d.act * static_cast<double>(d.tokens * (qkv_out + fc1_out + 2 * d.h))));
+  }
+  if (d.graphs.has(CudaGraphScope::layer) || d.graphs.has(CudaGraphScope::full_iteration)) {
+    for (Op& op : ops) op.graphed = true;
   }
   return ops;
 }

@@ -92,6 +92,8 @@ struct Dims {
   double expert_tokens = 0, expert_tokens_mean = 0;
   double imbalance = 1;
   MoeDispatcher dispatcher = MoeDispatcher::alltoall;
+  bool dropless = true;     // no capacity factor: the token counts per expert vary
+  CudaGraphs graphs;        // Training::cuda_graphs
 };
 
 /// One linear of a column-parallel group: its op names and output width on this rank.
@@ -193,6 +195,12 @@ void torch_cp_attention_backward(std::vector<Op>& ops, const Dims& d, AttentionK
 /// experts, residual (forward, marked `recompute` when re-run), and its backward.
 void moe_block_forward(std::vector<Op>& ops, const Dims& d, bool recompute);
 void moe_block_backward(std::vector<Op>& ops, const Dims& d);
+/// Host side of the MoE block ops from `from` on: which run inside CUDA graphs (the router and
+/// preprocessing scopes, or the whole block), and the dropless dispatcher's host sync.
+void moe_block_host_side(std::vector<Op>& ops, std::size_t from, const Dims& d);
+/// Marks the ops from `from` on as graphed when `scope`, the whole layer or the whole
+/// iteration is captured (Training::cuda_graphs).
+void mark_graphed(std::vector<Op>& ops, std::size_t from, const Dims& d, CudaGraphScope scope);
 /// The MLA attention block (DeepSeek-V3) forward and backward.
 void mla_block_forward(std::vector<Op>& ops, const Dims& d, const Training& tr, bool recompute);
 void mla_block_backward(std::vector<Op>& ops, const Dims& d, const Training& tr);

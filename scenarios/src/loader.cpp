@@ -705,7 +705,7 @@ const std::vector<std::string_view>& training_keys() {
       "attention", "fused_rmsnorm", "overlap_grad_reduce", "overlap_param_gather", "framework",
       "fp8_recipe", "fp8_param_gather", "tp_comm_overlap", "expandable_segments", "compile", "async_tp",
       "compile_loss", "reshard_after_forward", "moe_capacity_factor", "moe_routing_imbalance",
-      "moe_a2a_overlap"};
+      "moe_a2a_overlap", "cuda_graph"};
   return keys;
 }
 
@@ -789,6 +789,23 @@ void set_training_key(const Section& s, std::string_view k, const toml::node& n,
     t.moe_imbalance = s.number(n, k, 1.0, 1e3);
   } else if (k == "moe_a2a_overlap") {
     t.moe_a2a_overlap = s.boolean(n, k);
+  } else if (k == "cuda_graph") {
+    // A TOML array of scopes, or one string joined by '+' (the measurement row form).
+    std::string text;
+    if (const auto* arr = n.as_array()) {
+      for (const toml::node& el : *arr) {
+        if (!text.empty()) text += '+';
+        text += s.string(el, k);
+      }
+    } else {
+      text = s.string(n, k);
+    }
+    const llama::CudaGraphsParse parsed = llama::parse_cuda_graphs(text);
+    if (!parsed.unknown.empty()) {
+      s.fail_at(n, k, "unknown scope \"" + parsed.unknown + "\" (expected none or some of: " +
+                          llama::cuda_graph_scope_names() + ", joined by '+')");
+    }
+    t.cuda_graphs = parsed.graphs;
   }
 }
 

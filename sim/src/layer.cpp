@@ -23,12 +23,13 @@ CommAxis axis_of(llama::CommDim dim) noexcept {
 namespace {
 constexpr std::uint32_t kNone = 0xffffffffu;
 constexpr std::uint32_t kCompute = 0;
-// Communication streams 1 + axis.
+// Communication streams 1 + axis, then the host.
+constexpr std::uint32_t kHost = 1 + kCommAxes;
 }  // namespace
 
 PassTime replay_pass(const std::vector<const llama::Op*>& ops, const std::vector<double>& seconds,
                      bool record, TaskGraph& g, Engine& engine, EventQueue& queue,
-                     double comm_sm_share) {
+                     double comm_sm_share, HostCost host) {
   g.clear();
   g.add_stream("compute", 0);
   g.add_stream("tp", 0);
@@ -36,6 +37,14 @@ PassTime replay_pass(const std::vector<const llama::Op*>& ops, const std::vector
   g.add_stream("pp", 0);
   g.add_stream("dp", 0);
   g.add_stream("ep", 0);
+  // Host issue times enter the replay only after a sync (HostCost).
+  double host_total = 0;
+  bool host_chained = false;
+  for (const llama::Op* op : ops) {
+    if (!op->graphed) host_total += host.kernel_s * std::max(op->count, 1) * op->host_kernels;
+    host_chained = host_chained || (op->host_sync && host.kernel_s > 0);
+  }
+  if (host_chained) g.add_stream("host", 0);
   PassTime out;
   std::uint32_t last_compute = kNone;
   std::vector<std::uint32_t> blocking;    // must finish before the next compute op
@@ -44,6 +53,20 @@ PassTime replay_pass(const std::vector<const llama::Op*>& ops, const std::vector
   std::vector<std::uint32_t> op_of_task;
   std::vector<bool> paired;  // per task: covered by the co-scheduled pass (Op::paired)
   Duration paired_busy;      // their total duration
+  // The host issuing one repetition of `op` before the GPU may run it (host_chained only).
+  auto add_issue = [&](const llama::Op& op, std::uint32_t gpu_task) {
+    if (!host_chained) return;
+    TaskSpec h;
+    h.stream = kHost;
+    double s = op.graphed ? 0.0 : host.kernel_s * op.host_kernels;
+    if (op.host_sync) s += host.sync_s;
+    h.duration = Duration::from_seconds(s);
+    const auto id = g.add_task(h);
+    op_of_task.push_back(kNone);
+    paired.push_back(false);
+    if (op.host_sync && last_compute != kNone) g.add_dep(last_compute, id);
+    g.add_dep(id, gpu_task);
+  };
   auto add_compute = [&](const llama::Op& op, double s) {
     TaskSpec t;
     t.stream = kCompute;
@@ -58,9 +81,9 @@ PassTime replay_pass(const std::vector<const llama::Op*>& ops, const std::vector
     blocking.clear();
     async_later.swap(async_next);
     async_next.clear();
+    add_issue(op, id);
     last_compute = id;
     out.compute_s += s;
-    (void)op;
   };
   auto add_comm = [&](const llama::Op& op, double s, std::uint32_t index) {
     TaskSpec t;
@@ -72,6 +95,7 @@ PassTime replay_pass(const std::vector<const llama::Op*>& ops, const std::vector
     op_of_task.push_back(index);
     paired.push_back(op.paired);
     if (last_compute != kNone) g.add_dep(last_compute, id);
+    add_issue(op, id);
     if (op.paired) {
       // Covered by the co-scheduled pass's compute: it shares the SMs but blocks nothing here.
       paired_busy += t.duration;
@@ -119,6 +143,7 @@ PassTime replay_pass(const std::vector<const llama::Op*>& ops, const std::vector
   out.compute_s = 0;
   for (std::uint32_t i = 0; i < g.tasks().size(); ++i) {
     const double d = (tm[i].end - tm[i].start).seconds();
+    if (g.tasks()[i].stream == kHost) continue;
     if (g.tasks()[i].stream == kCompute) {
       out.compute_s += d;
     } else {
@@ -136,7 +161,9 @@ PassTime replay_pass(const std::vector<const llama::Op*>& ops, const std::vector
   Time last_end = Time::zero();
   for (std::uint32_t i = 0; i < tasks.size(); ++i) {
     if (tasks[i].stream != kCompute) continue;
-    if (tm[i].start > prev && last_dep[i] != kNone && tasks[last_dep[i]].stream != kCompute) {
+    if (tm[i].start > prev && last_dep[i] != kNone && tasks[last_dep[i]].stream == kHost) {
+      out.host_s += (tm[i].start - prev).seconds();
+    } else if (tm[i].start > prev && last_dep[i] != kNone && tasks[last_dep[i]].stream != kCompute) {
       out.exposed_s[tasks[last_dep[i]].stream - 1] += (tm[i].start - prev).seconds();
     } else if (tm[i].start > prev && last_dep[i] == kNone) {
       // First compute op waited on nothing: cannot happen (starts at 0).
@@ -149,13 +176,21 @@ PassTime replay_pass(const std::vector<const llama::Op*>& ops, const std::vector
   if (end > last_end) {
     std::uint32_t latest = kNone;
     for (std::uint32_t i = 0; i < tasks.size(); ++i) {
-      if (tasks[i].stream != kCompute && (latest == kNone || tm[i].end > tm[latest].end)) latest = i;
+      if (tasks[i].stream != kCompute && tasks[i].stream != kHost &&
+          (latest == kNone || tm[i].end > tm[latest].end)) {
+        latest = i;
+      }
     }
     if (latest != kNone) out.exposed_s[tasks[latest].stream - 1] += (end - last_end).seconds();
   }
+  // The host issues the whole pass before it can end.
+  if (host_total > out.seconds) {
+    out.host_s += host_total - out.seconds;
+    out.seconds = host_total;
+  }
   if (record) {
     for (std::uint32_t i = 0; i < tasks.size(); ++i) {
-      if (tasks[i].stream == kCompute || tm[i].end == tm[i].start) continue;
+      if (tasks[i].stream == kCompute || tasks[i].stream == kHost || tm[i].end == tm[i].start) continue;
       const auto* op = ops[op_of_task[i]];
       out.comm.push_back({static_cast<CommAxis>(tasks[i].stream - 1), tm[i].start.seconds(),
                           tm[i].end.seconds(), op->name});
@@ -165,7 +200,7 @@ PassTime replay_pass(const std::vector<const llama::Op*>& ops, const std::vector
 }
 
 LayerTimes replay_layer(const std::vector<llama::Op>& ops, const OpPricer& price, bool record,
-                        double comm_sm_share) {
+                        double comm_sm_share, HostCost host) {
   TaskGraph g;
   Engine e;
   EventQueue q;
@@ -184,7 +219,7 @@ LayerTimes replay_layer(const std::vector<llama::Op>& ops, const OpPricer& price
         s.push_back(secs[i]);
       }
     }
-    return replay_pass(list, s, record, g, e, q, comm_sm_share);
+    return replay_pass(list, s, record, g, e, q, comm_sm_share, host);
   };
   using llama::Pass;
   LayerTimes lt;
@@ -205,6 +240,7 @@ namespace {
 void add_scaled(PassTime& into, const PassTime& from, double share) {
   into.seconds += share * from.seconds;
   into.compute_s += share * from.compute_s;
+  into.host_s += share * from.host_s;
   for (std::size_t a = 0; a < into.exposed_s.size(); ++a) {
     into.exposed_s[a] += share * from.exposed_s[a];
     into.comm_s[a] += share * from.comm_s[a];

@@ -99,6 +99,7 @@ void Simulator::price_layers(const SimInput& in, const SimOptions& options, cons
   const double sms = std::max(in.compute->sms, 1);
   const auto intra = costmodel::ring_graph(in.comm->topo, domain, 1);
   const double intra_share = std::min(0.5, std::max(intra.channels, 0) / sms);
+  const HostCost host{in.compute->host_kernel_s, in.compute->host_sync_s};
   // Layer level: one replay per distinct op list.
   // Shared with earlier runs of the same per-layer shape through options.layer_cache.
   LayerCache* cache = record ? nullptr : options.layer_cache;
@@ -119,12 +120,14 @@ void Simulator::price_layers(const SimInput& in, const SimOptions& options, cons
         llama::Layout one = layout;
         one.recompute = kind.recompute;
         const auto ops = moe ? llama::moe_layer_ops(model, training, one) : llama::layer_ops(model, training, one);
-        kinds.emplace_back(replay_layer(ops, price, record, intra_share), kind.share);
+        kinds.emplace_back(replay_layer(ops, price, record, intra_share, host), kind.share);
       }
       return blend(kinds);
     };
     layer_ = replay_kinds(false);
     moe_layer_ = moe_ ? replay_kinds(true) : layer_;
+    // The embedding and the head run once per micro-batch beside many layers: the host,
+    // ahead of the GPU there, issues their few kernels on slack the layers left it.
     embedding_ = replay_layer(llama::embedding_ops(model, training, layout), price, record, intra_share);
     head_ = replay_layer(llama::head_ops(model, training, layout), price, record, intra_share);
     if (cache != nullptr) cache->insert(key, LayerTables{layer_, embedding_, head_, moe_layer_});

@@ -187,4 +187,31 @@ TEST_SUITE("calib") {
     CHECK(h200.total_ratio == doctest::Approx(1.0).epsilon(0.08));
     CHECK(h200.mape < 0.25);
   }
+
+  TEST_CASE("measured H100 host: eager PyTorch's cost per kernel, the host model's default") {
+    // calib/probes/host_overhead.py on the H100 node's host: a per-expert loop of gated MLPs,
+    // forward and backward, on shapes the GPU finishes at once. Its host time grows by the
+    // same cost per kernel from 1 to 32 experts; that cost is ComputeParams::host_kernel_s.
+    std::ifstream in(kData + "h100_sxm_host_overhead.json");
+    REQUIRE(in);
+    const auto j = nlohmann::json::parse(in);
+    double first_s = 0, last_s = 0;
+    int first_k = 0, last_k = 0;
+    for (const auto& r : j.at("rows")) {
+      if (r.at("case") != "torch_loop") continue;
+      const double per_kernel = r.at("host_s").get<double>() / r.at("kernels").get<double>();
+      CHECK(per_kernel == doctest::Approx(32.5e-6).epsilon(0.25));
+      if (first_k == 0) {
+        first_s = r.at("host_s").get<double>();
+        first_k = r.at("kernels").get<int>();
+      }
+      last_s = r.at("host_s").get<double>();
+      last_k = r.at("kernels").get<int>();
+    }
+    REQUIRE(last_k > first_k);
+    // 1 to 32 experts: 21 to 518 kernels, 0.63 to 16.7 ms: 32.3 µs per added kernel.
+    const double slope = (last_s - first_s) / (last_k - first_k);
+    const tetra::costmodel::ComputeParams p;
+    CHECK(slope == doctest::Approx(p.host_kernel_s).epsilon(0.05));
+  }
 }

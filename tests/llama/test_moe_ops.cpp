@@ -4,6 +4,8 @@
 // TEGroupedMLP (one GEMM per local expert at its routed rows).
 #include <doctest/doctest.h>
 
+#include <algorithm>
+#include <iterator>
 #include <string_view>
 
 #include "tetra/llama/layout.hpp"
@@ -256,5 +258,70 @@ TEST_SUITE("llama") {
     bool attention = false;
     for (const Op& op : moe_layer_ops(small_moe(), balanced(), l)) attention |= op.recompute && op.kind == OpKind::attention;
     CHECK(attention);
+  }
+
+  TEST_CASE("moe ops: the host side, CUDA graph scopes and the dropless dispatcher's sync") {
+    // Megatron-Core's dropless alltoall dispatcher copies the per-expert token counts to the
+    // host after the permutation (token_dispatcher.py at d98e8a64, lines 594-596): one sync per
+    // MoE layer forward, none in backward; a capacity factor or a full-iteration graph has none.
+    const Model m = small_moe();
+    Training t = balanced();
+    Layout l;
+    l.dp = 4;
+    l.ep = 4;
+    auto count = [](const std::vector<Op>& ops, auto pred) {
+      return std::count_if(ops.begin(), ops.end(), pred);
+    };
+    auto synced = [](const Op& op) { return op.host_sync; };
+    auto graphed = [](const Op& op) { return op.graphed; };
+    const auto eager = moe_layer_ops(m, t, l);
+    CHECK(count(eager, synced) == 1);
+    const auto sync = std::find_if(eager.begin(), eager.end(), synced);
+    CHECK(std::string_view(std::prev(sync)->name) == "moe_permute");
+    CHECK(sync->pass == Pass::forward);
+    CHECK(count(eager, graphed) == 0);
+    CHECK(count(layer_ops(m, t, l), synced) == 0);  // dense layers never wait
+
+    t.cuda_graphs = parse_cuda_graphs("moe_router+moe_preprocess").graphs;
+    const auto routed = moe_layer_ops(m, t, l);
+    for (const Op& op : routed) {
+      const std::string_view n = op.name;
+      const bool router = n == "router" || n == "router_topk" || n == "router_dgrad" ||
+                          n == "router_wgrad" || n == "router_topk_bwd" || n == "mlp_norm" ||
+                          n == "mlp_norm_bwd" || n == "moe_permute" || n == "moe_permute_bwd";
+      CHECK_MESSAGE(op.graphed == router, n);
+    }
+    CHECK(count(routed, synced) == 1);
+
+    t.cuda_graphs = parse_cuda_graphs("full_iteration").graphs;
+    const auto full = moe_layer_ops(m, t, l);
+    CHECK(count(full, graphed) == static_cast<long>(full.size()));
+    CHECK(count(full, synced) == 0);
+
+    t.cuda_graphs = {};
+    t.moe_capacity_factor = 1.0;
+    CHECK(count(moe_layer_ops(m, t, l), synced) == 0);
+  }
+
+  TEST_CASE("moe ops: Transformer Engine quantizes each expert's split with its own kernels") {
+    // 8 experts over ep 4: 2 local experts. MXFP8 and current scaling cast each split apart
+    // (transformer_engine/pytorch/csrc/extensions/cast.cpp split_quantize); delayed scaling
+    // runs one fused multi-tensor cast-transpose.
+    const Model m = small_moe();
+    Training t = balanced();
+    t.fp8.recipe = Fp8Recipe::current;
+    Layout l;
+    l.dp = 4;
+    l.ep = 4;
+    auto casts = [](const std::vector<Op>& ops, int kernels) {
+      return std::count_if(ops.begin(), ops.end(), [&](const Op& op) {
+        return std::string_view(op.name).substr(0, 4) == "fp8_" && op.host_kernels == kernels;
+      });
+    };
+    const auto current = moe_layer_ops(m, t, l);
+    // FC1 and FC2 inputs forward, their output gradients backward: amax and cast each.
+    CHECK(casts(current, 2) == 8);
+    t.fp8.recipe = Fp8Recipe::delayed;
+    CHECK(casts(moe_layer_ops(m, t, l), 2) == 0);
   }
 }

@@ -544,3 +544,22 @@ TEST_CASE("the shipped validation files parse") {
 }
 
 }  // TEST_SUITE
+
+
+TEST_CASE("loader: cuda_graph takes Megatron-Core's scopes, as an array or joined by '+'") {
+  std::string text = kBase;
+  text.replace(text.find("global_batch = 256"), 18,
+               "global_batch = 256\ncuda_graph = [\"attn\", \"moe_router\"]");
+  const Scenario s = load(text);
+  CHECK(s.training.cuda_graphs.has(tetra::llama::CudaGraphScope::attn));
+  CHECK(s.training.cuda_graphs.has(tetra::llama::CudaGraphScope::moe_router));
+  CHECK_FALSE(s.training.cuda_graphs.has(tetra::llama::CudaGraphScope::moe));
+  CHECK(tetra::llama::format_cuda_graphs(s.training.cuda_graphs) == "attn+moe_router");
+  text = kBase;
+  text.replace(text.find("global_batch = 256"), 18, "global_batch = 256\ncuda_graph = \"full_iteration\"");
+  CHECK(load(text).training.cuda_graphs.has(tetra::llama::CudaGraphScope::full_iteration));
+  text = kBase;
+  text.replace(text.find("global_batch = 256"), 18, "global_batch = 256\ncuda_graph = \"attn+router\"");
+  CHECK(error_of([&] { (void)load(text); })
+            .rfind("t.toml:11:14: [training].cuda_graph: unknown scope \"router\"", 0) == 0);
+}

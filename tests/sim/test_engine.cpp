@@ -279,4 +279,45 @@ TEST_SUITE("sim") {
     CHECK(comm_bound.forward.seconds == doctest::Approx(5.0e-3));
     CHECK(comm_bound.forward.exposed_s[static_cast<std::size_t>(CommAxis::ep)] == doctest::Approx(2.0e-3));
   }
+
+  TEST_CASE("layer replay: the host issues every kernel, and after a sync the GPU waits for it") {
+    // Hand-computed (sim/layer.hpp HostCost): four compute ops of 4, 1, 1 and 1 ms; the host
+    // takes 1 ms per kernel and a 0.5 ms round trip at a sync.
+    using tetra::llama::Op;
+    auto ops_with = [](bool sync) {
+      std::vector<Op> ops(4);
+      for (Op& op : ops) {
+        op.kind = tetra::llama::OpKind::memory_bound;
+        op.bytes = 1e-3;
+      }
+      ops[0].bytes = 4e-3;
+      ops[1].host_sync = sync;
+      return ops;
+    };
+    const OpPricer price = [](const Op& op) { return op.bytes; };
+    const HostCost host{1e-3, 0.5e-3};
+    // No sync: the host runs ahead; 4 ms of issuing under 7 ms of GPU work.
+    const LayerTimes ahead = replay_layer(ops_with(false), price, false, 0, host);
+    CHECK(ahead.forward.seconds == doctest::Approx(7e-3));
+    CHECK(ahead.forward.host_s == doctest::Approx(0.0));
+    // Sync before op 1: the host issues op 0 (0-1 ms), which runs 1-5 ms; the host waits for
+    // it, copies (5-6.5 ms incl. issuing op 1), op 1 runs 6.5-7.5, op 2 is issued 6.5-7.5 and
+    // runs 7.5-8.5, op 3 is issued 7.5-8.5 and runs 8.5-9.5. The GPU waited 1 + 1.5 ms.
+    const LayerTimes synced = replay_layer(ops_with(true), price, false, 0, host);
+    CHECK(synced.forward.seconds == doctest::Approx(9.5e-3));
+    CHECK(synced.forward.host_s == doctest::Approx(2.5e-3));
+    // Host-bound without a sync: 4 kernels of 0.1 ms GPU each take 4 ms to issue.
+    auto tiny = ops_with(false);
+    for (Op& op : tiny) op.bytes = 0.1e-3;
+    const LayerTimes bound = replay_layer(tiny, price, false, 0, host);
+    CHECK(bound.forward.seconds == doctest::Approx(4e-3));
+    CHECK(bound.forward.host_s == doctest::Approx(3.6e-3));
+    // Per-expert kernels multiply the issuing; CUDA graphs remove it.
+    tiny[0].host_kernels = 5;
+    CHECK(replay_layer(tiny, price, false, 0, host).forward.seconds == doctest::Approx(8e-3));
+    for (Op& op : tiny) op.graphed = true;
+    CHECK(replay_layer(tiny, price, false, 0, host).forward.seconds == doctest::Approx(0.4e-3));
+    // No host cost given: the GPU alone.
+    CHECK(replay_layer(ops_with(true), price).forward.seconds == doctest::Approx(7e-3));
+  }
 }

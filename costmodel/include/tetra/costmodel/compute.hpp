@@ -68,6 +68,15 @@ struct ComputeParams {
   double gemm_wave_s = 0;              ///< fixed cost per wave of tiles
   double hbm_Bps = 0;                  ///< achieved streaming bandwidth
   double kernel_launch_s = 0;          ///< fixed cost per memory-bound kernel
+  /// Host (CPU) time the framework spends issuing one kernel from eager PyTorch, forward and
+  /// autograd backward together, and one device-to-host round trip the host waits for
+  /// (sim::HostCost). Measured on an H100 node's host (Xeon, PyTorch 2.11):
+  /// tests/data/calib/h100_sxm_grouped_gemm.json `host` (a linear + SiLU step, 357 µs for 11
+  /// kernels; `d2h_item_s` 25.8 µs) and h100_sxm_host_overhead.json (a per-expert loop of
+  /// gated MLPs, 32.3 µs per added kernel over 1 to 32 experts; a second H100 node's host,
+  /// h100_sxm_host_overhead_2.json, 39.0 µs).
+  double host_kernel_s = 32.5e-6;
+  double host_sync_s = 25.8e-6;
   std::vector<GemmTile> tiles;         ///< candidate tiles; empty = {128x128, 1.0}
   std::vector<AttentionRate> attention_rates;  ///< published tables (sorted by build)
   // Measured tables (override the analytical value where present).

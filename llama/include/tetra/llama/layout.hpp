@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "tetra/llama/fp8.hpp"
+#include "tetra/llama/cuda_graph.hpp"
 #include "tetra/llama/recompute_modules.hpp"
 #include "tetra/llama/torch_native.hpp"
 
@@ -137,6 +138,8 @@ struct Training {
   /// layer by layer, so each one's expert-parallel dispatch and combine run under the other's
   /// compute (`megatron/core/pipeline_parallel/combined_1f1b.py`).
   bool moe_a2a_overlap = false;
+  /// What runs inside CUDA graphs (cuda_graph.hpp): their kernels cost the host nothing.
+  CudaGraphs cuda_graphs;
 };
 
 /// One kind of transformer block a layout runs and the share of the blocks of that kind.

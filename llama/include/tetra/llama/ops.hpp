@@ -145,7 +145,15 @@ struct Op {
   /// Runs under the compute of the pass of another micro-batch co-scheduled with this one
   /// (Training::moe_a2a_overlap): no compute op of this pass waits for it.
   bool paired = false;
+  /// Issued inside a CUDA graph (Training::cuda_graphs): the host launches none of its kernels.
+  bool graphed = false;
+  /// The host waits for the GPU to finish the ops before this one before it issues it: the
+  /// device-to-host copy of a dropless dispatcher's token counts (sim/layer.hpp).
+  bool host_sync = false;
   int count = 1;             ///< repetitions of this op back to back
+  /// Kernels the host issues for one repetition: more than one where the framework splits
+  /// the op per expert (Transformer Engine's per-split quantization).
+  int host_kernels = 1;
 
   [[nodiscard]] bool is_compute() const noexcept {
     return kind == OpKind::gemm || kind == OpKind::attention || kind == OpKind::memory_bound;

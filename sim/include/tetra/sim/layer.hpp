@@ -39,6 +39,7 @@ struct PassTime {
   double compute_s = 0;                     ///< compute ops alone
   std::array<double, kCommAxes> exposed_s{};  ///< compute stream idle, blamed on an axis
   std::array<double, kCommAxes> comm_s{};     ///< communication time per axis (overlapped or not)
+  double host_s = 0;                        ///< GPU idle waiting for the host to issue work
   std::vector<CommInterval> comm;           ///< only when recorded
 };
 
@@ -59,17 +60,30 @@ struct LayerTimes {
 /// Prices one repetition of an op in seconds.
 using OpPricer = std::function<double(const llama::Op&)>;
 
+/// The host (CPU) side: the framework issues each kernel of an op from the CPU, `kernel_s`
+/// per kernel outside CUDA graphs (Op::graphed), one kernel per repetition of the op. A pass
+/// cannot end before the host has issued it all. Where the host waits for the GPU
+/// (Op::host_sync, after a `sync_s` device-to-host round trip), the host's issue times enter
+/// the replay: each op starts only once the host has issued it, so after every sync the GPU
+/// waits for the host to catch up. Without syncs the host runs ahead of the GPU across
+/// passes and only its total bounds the pass. kernel_s = 0: no host cost.
+struct HostCost {
+  double kernel_s = 0;
+  double sync_s = 0;
+};
+
 /// Replays the passes of `ops`. `record` keeps the communication intervals (traces).
 /// `comm_sm_share` is the share of the GPU's SMs a running collective occupies; compute
 /// overlapped with it runs at 1 − that rate (see TaskSpec::sm_share). Ops of Pass::optimizer
 /// are ignored (the step level handles them).
 [[nodiscard]] LayerTimes replay_layer(const std::vector<llama::Op>& ops, const OpPricer& price,
-                                      bool record = false, double comm_sm_share = 0);
+                                      bool record = false, double comm_sm_share = 0,
+                                      HostCost host = {});
 
 /// Replays one ordered op sequence (all of one pass) on `graph`/`engine` buffers.
 [[nodiscard]] PassTime replay_pass(const std::vector<const llama::Op*>& ops,
                                    const std::vector<double>& seconds, bool record,
                                    TaskGraph& graph, Engine& engine, EventQueue& queue,
-                                   double comm_sm_share = 0);
+                                   double comm_sm_share = 0, HostCost host = {});
 
 }  // namespace tetra::sim
