@@ -27,40 +27,15 @@ std::optional<RecomputeModule> parse_recompute_module(std::string_view name) noe
 }
 
 std::string format_recompute_modules(RecomputeModules modules) {
-  std::string out;
-  for (const auto& [v, s] : kModules) {
-    if (!modules.has(v)) continue;
-    if (!out.empty()) out += '+';
-    out += s;
-  }
-  return out;
+  return join_members(kModules, modules, "+");
 }
 
 RecomputeModulesParse parse_recompute_modules(std::string_view text) {
   RecomputeModulesParse out;
-  std::size_t start = 0;
-  while (start <= text.size()) {
-    std::size_t end = text.find('+', start);
-    if (end == std::string_view::npos) end = text.size();
-    const std::string_view name = text.substr(start, end - start);
-    start = end + 1;
-    const auto m = parse_recompute_module(name);
-    if (!m) {
-      out.unknown = std::string(name);
-      return out;
-    }
-    out.modules.add(*m);
-  }
+  out.unknown = read_plus_joined(kModules, text, out.modules);
   return out;
 }
 
-std::string recompute_module_names() {
-  std::string out;
-  for (const auto& [v, s] : kModules) {
-    if (!out.empty()) out += ", ";
-    out += s;
-  }
-  return out;
-}
+std::string recompute_module_names() { return all_spellings(kModules); }
 
 }  // namespace tetra::llama

@@ -721,6 +721,19 @@ const std::vector<std::string_view>& layout_keys() {
 
 namespace {
 
+/// A TOML array of names, or one string of them joined by '+' (the form of --layout and of a
+/// measurement row's options), as the '+'-joined string.
+std::string plus_joined(const Section& s, const toml::node& n, std::string_view k) {
+  const auto* arr = n.as_array();
+  if (arr == nullptr) return s.string(n, k);
+  std::string text;
+  for (const toml::node& el : *arr) {
+    if (!text.empty()) text += '+';
+    text += s.string(el, k);
+  }
+  return text;
+}
+
 void set_training_key(const Section& s, std::string_view k, const toml::node& n, llama::Training& t) {
   if (k == "seq_len") {
     t.seq_len = s.int_value(n, k, 1, kMaxSeq);
@@ -790,17 +803,7 @@ void set_training_key(const Section& s, std::string_view k, const toml::node& n,
   } else if (k == "moe_a2a_overlap") {
     t.moe_a2a_overlap = s.boolean(n, k);
   } else if (k == "cuda_graph") {
-    // A TOML array of scopes, or one string joined by '+' (the measurement row form).
-    std::string text;
-    if (const auto* arr = n.as_array()) {
-      for (const toml::node& el : *arr) {
-        if (!text.empty()) text += '+';
-        text += s.string(el, k);
-      }
-    } else {
-      text = s.string(n, k);
-    }
-    const llama::CudaGraphsParse parsed = llama::parse_cuda_graphs(text);
+    const llama::CudaGraphsParse parsed = llama::parse_cuda_graphs(plus_joined(s, n, k));
     if (!parsed.unknown.empty()) {
       s.fail_at(n, k, "unknown scope \"" + parsed.unknown + "\" (expected none or some of: " +
                           llama::cuda_graph_scope_names() + ", joined by '+')");
@@ -853,17 +856,8 @@ void set_layout_key(const Section& s, std::string_view k, const toml::node& n, l
   } else if (k == "moe_token_dispatcher") {
     l.moe_dispatcher = enum_value(s, n, k, llama::parse_moe_dispatcher, kDispatcher);
   } else if (k == "recompute_modules") {
-    // A TOML array of module names, or one string joined by '+' (the --layout and measurement
-    // row form). An empty array is Megatron-Core's default list, core attention.
-    std::string text;
-    if (const auto* arr = n.as_array()) {
-      for (const toml::node& el : *arr) {
-        if (!text.empty()) text += '+';
-        text += s.string(el, k);
-      }
-    } else {
-      text = s.string(n, k);
-    }
+    // An empty array is Megatron-Core's default list, core attention.
+    const std::string text = plus_joined(s, n, k);
     l.recompute_modules = {};
     if (text.empty()) return;
     const llama::RecomputeModulesParse parsed = llama::parse_recompute_modules(text);
