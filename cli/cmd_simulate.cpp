@@ -64,6 +64,7 @@ nlohmann::json simulate_json(const scenarios::Scenario& sc, const sim::Result& r
                          {"pp", round_to(r.exposed.pp, 6)},
                          {"dp", round_to(r.exposed.dp, 6)}};
   if (sc.model.is_moe()) j["exposed_comm_s"]["ep"] = round_to(r.exposed.ep, 6);
+  if (sc.model.is_moe() || r.host_wait_s > 0) j["host_wait_s"] = round_to(r.host_wait_s, 6);
   j["fits"] = r.fits;
   j["peak_gib"] = gib3(r.peak_bytes);
   j["capacity_gib"] = gib3(r.memory.capacity_bytes);
@@ -137,6 +138,10 @@ int run_simulate(const SimulateArgs& args) {
   if (sc.model.is_moe()) {
     // After the DP row: the MoE dispatch and combine left on the critical path.
     rows.insert(rows.begin() + 11, {"exposed EP comm", fixed(r.exposed.ep, 3) + " s"});
+  }
+  if (sc.model.is_moe() || r.host_wait_s > 0) {
+    // Before the memory row: the GPU idle while the host issues kernels.
+    rows.insert(rows.end() - 1, {"GPU waiting for host", fixed(r.host_wait_s, 3) + " s"});
   }
   std::cout << format_table({"metric", "value"}, rows) << '\n';
   std::vector<std::vector<std::string>> st;

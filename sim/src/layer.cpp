@@ -157,14 +157,36 @@ PassTime replay_pass(const std::vector<const llama::Op*>& ops, const std::vector
     const auto from = g.dep_from()[e], to = g.dep_to()[e];
     if (last_dep[to] == kNone || tm[from].end > tm[last_dep[to]].end) last_dep[to] = from;
   }
+  // A collective the host issued late waited for the host, not for its data: the part of a
+  // gap it explains by that is the host's.
+  std::vector<double> issued_late(host_chained ? tasks.size() : 0, 0.0);
+  if (host_chained) {
+    std::vector<Time> ready(tasks.size(), Time::zero());  // data and stream order, host aside
+    for (std::size_t e = 0; e < g.num_deps(); ++e) {
+      const auto from = g.dep_from()[e], to = g.dep_to()[e];
+      if (tasks[from].stream != kHost && tm[from].end > ready[to]) ready[to] = tm[from].end;
+    }
+    std::vector<Time> stream_end(kHost + 1, Time::zero());
+    for (std::uint32_t i = 0; i < tasks.size(); ++i) {
+      const auto st = tasks[i].stream;
+      if (st != kCompute && st != kHost) {
+        const Time free = std::max(ready[i], stream_end[st]);
+        issued_late[i] = std::max(0.0, (tm[i].start - free).seconds());
+      }
+      if (st <= kHost) stream_end[st] = tm[i].end;
+    }
+  }
   Time prev = Time::zero();
   Time last_end = Time::zero();
   for (std::uint32_t i = 0; i < tasks.size(); ++i) {
     if (tasks[i].stream != kCompute) continue;
+    const double gap = (tm[i].start - prev).seconds();
     if (tm[i].start > prev && last_dep[i] != kNone && tasks[last_dep[i]].stream == kHost) {
-      out.host_s += (tm[i].start - prev).seconds();
+      out.host_s += gap;
     } else if (tm[i].start > prev && last_dep[i] != kNone && tasks[last_dep[i]].stream != kCompute) {
-      out.exposed_s[tasks[last_dep[i]].stream - 1] += (tm[i].start - prev).seconds();
+      const double late = host_chained ? std::min(gap, issued_late[last_dep[i]]) : 0.0;
+      out.host_s += late;
+      out.exposed_s[tasks[last_dep[i]].stream - 1] += gap - late;
     } else if (tm[i].start > prev && last_dep[i] == kNone) {
       // First compute op waited on nothing: cannot happen (starts at 0).
     }

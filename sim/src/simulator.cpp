@@ -451,10 +451,15 @@ Result Simulator::run(const SimInput& in, const SimOptions& options) {
 
   // Exposed TP / CP: per stage, every pass of every task (the most exposed stage).
   for (int r = 0; r < p; ++r) {
-    double tp = 0, cpx = 0, epx = 0;
+    double tp = 0, cpx = 0, epx = 0, host = 0;
     for (int c = 0; c < v; ++c) {
       const int vs = c * p + r;
       const double lc = chunk_layers_[static_cast<std::size_t>(vs)];
+      auto waited = [&](const LayerTimes& lt, double k) {
+        return k * (lt.forward.host_s + (zb ? lt.backward_input.host_s + lt.backward_weight.host_s
+                                            : lt.backward.host_s));
+      };
+      host += m * (moe_ ? waited(chunk_times_[static_cast<std::size_t>(vs)], 1) : waited(layer_, lc));
       for (CommAxis a : {CommAxis::tp, CommAxis::cp, CommAxis::ep}) {
         auto sum = [&](const LayerTimes& lt, double k) {
           double x = pass_exposed(lt.forward, a);
@@ -471,6 +476,7 @@ Result Simulator::run(const SimInput& in, const SimOptions& options) {
     const auto& so = step_.stages[static_cast<std::size_t>(r)];
     res.exposed.tp = std::max(res.exposed.tp, tp);
     res.exposed.ep = std::max(res.exposed.ep, epx);
+    res.host_wait_s = std::max(res.host_wait_s, host);
     res.exposed.cp = std::max(res.exposed.cp, cpx + so.exposed_cp_s);
     res.exposed.pp = std::max(res.exposed.pp, so.exposed_pp_s);
     res.exposed.dp = std::max(res.exposed.dp, so.exposed_dp_s);

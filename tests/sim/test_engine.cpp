@@ -319,5 +319,18 @@ TEST_SUITE("sim") {
     CHECK(replay_layer(tiny, price, false, 0, host).forward.seconds == doctest::Approx(0.4e-3));
     // No host cost given: the GPU alone.
     CHECK(replay_layer(ops_with(true), price).forward.seconds == doctest::Approx(7e-3));
+    // A blocking exchange the host issues late after a sync: op A 1-2 ms; the host waits for
+    // it and issues the exchange 2-3.5, which runs 3.5-4.5; op B, issued 3.5-4.5, runs
+    // 4.5-5.5. B's 2.5 ms gap: 1.5 the exchange waited for the host, 1 the exchange itself.
+    std::vector<Op> late(3);
+    late[0].kind = late[2].kind = tetra::llama::OpKind::memory_bound;
+    late[0].bytes = late[2].bytes = late[1].bytes = 1e-3;
+    late[1].kind = tetra::llama::OpKind::collective;
+    late[1].dim = tetra::llama::CommDim::ep;
+    late[1].host_sync = true;
+    const LayerTimes split = replay_layer(late, price, false, 0, host);
+    CHECK(split.forward.seconds == doctest::Approx(5.5e-3));
+    CHECK(split.forward.host_s == doctest::Approx(2.5e-3));
+    CHECK(split.forward.exposed_s[static_cast<std::size_t>(CommAxis::ep)] == doctest::Approx(1e-3));
   }
 }

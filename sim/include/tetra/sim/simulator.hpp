@@ -76,6 +76,9 @@ struct Result {
   double mfu = 0;                 ///< tflops_per_gpu over the GPU's dense bf16 peak
   double bubble_fraction = 0;
   ExposedComm exposed;
+  /// GPU time spent waiting for the host to issue kernels (sim::HostCost), most host-bound
+  /// stage.
+  double host_wait_s = 0;
   bool fits = false;
   double peak_bytes = 0;
   std::vector<StageResult> stages;
