@@ -744,6 +744,28 @@ GroupPlacement place_group(const llama::Layout& layout, CommDim dim, int gpus_pe
   return g;
 }
 
+double hierarchical_all_to_all(double bytes, int topk, int experts, const GroupPlacement& g,
+                               const CommParams& p) noexcept {
+  if (g.nodes <= 1 || topk <= 0 || experts <= topk) {
+    return collective(CollectiveKind::all_to_all, bytes, g, p).seconds;
+  }
+  const double nodes = g.nodes;
+  const double per_node = static_cast<double>(experts) / nodes;
+  double none = 1.0;  // P0: a node holds none of the token's experts
+  for (int i = 0; i < topk; ++i) {
+    none *= std::max(0.0, (experts - per_node - i) / (experts - i));
+  }
+  const double remote_nodes = (nodes - 1.0) * (1.0 - none);
+  const NcclTopology& t = p.topo;
+  const double nic = (t.p2p_inter_Bps > 0 ? t.p2p_inter_Bps : t.nic_GBps * 1e9) * t.nics_per_node /
+                     std::max(1, t.gpus_per_node);
+  const double lat = (constants(p.version).base[1][2] + (g.ranks - 1) * 0.5) * 1e-6;  // as all_to_all
+  const double network = lat + bytes / topk * remote_nodes / (t.alltoall_nic_efficiency * nic) /
+                                   link_factor(false, p);
+  const GroupPlacement node{g.ranks_per_node, g.ranks_per_node, 1};
+  return std::max(network, collective(CollectiveKind::all_to_all, bytes, node, p).seconds);
+}
+
 double comm_op_seconds(const llama::Op& op, const llama::Layout& layout, const CommParams& p) noexcept {
   if (op.kind != llama::OpKind::collective && op.kind != llama::OpKind::p2p) return 0;
   const GroupPlacement g = place_group(layout, op.dim, p.topo.gpus_per_node);
@@ -756,6 +778,9 @@ double comm_op_seconds(const llama::Op& op, const llama::Layout& layout, const C
     gg.ranks = op.group;
     gg.ranks_per_node = std::min(g.ranks_per_node, op.group);
     gg.nodes = std::max(1, op.group / gg.ranks_per_node);
+  }
+  if (op.coll == CollectiveKind::all_to_all && op.route_topk > 0) {
+    return hierarchical_all_to_all(op.bytes, op.route_topk, op.route_experts, gg, p);
   }
   return collective(op.coll, op.bytes, gg, p).seconds;
 }

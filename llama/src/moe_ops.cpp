@@ -70,9 +70,11 @@ double dispatch_bytes(const Dims& d) {
          d.imbalance;
 }
 
-/// Dispatch (or combine, or their backward) over the EP group. alltoall and flex (DeepEP's
-/// fused kernels move the same bytes) use one all-to-all; allgather gathers every EP rank's
-/// tokens and reduce-scatters the combined output back (`MoEAllGatherTokenDispatcher`).
+/// Dispatch (or combine, or their backward) over the EP group. alltoall sends every routed
+/// copy of a token to its expert's rank; flex (DeepEP, HybridEP) sends the same bytes inside a
+/// node but each token only once to each other node that holds one of its experts
+/// (costmodel::hierarchical_all_to_all); allgather gathers every EP rank's tokens and
+/// reduce-scatters the combined output back (`MoEAllGatherTokenDispatcher`).
 void ep_exchange(std::vector<Op>& ops, const Dims& d, Pass pass, const char* name, bool gather,
                  bool recompute) {
   if (d.ep <= 1) return;
@@ -84,6 +86,10 @@ void ep_exchange(std::vector<Op>& ops, const Dims& d, Pass pass, const char* nam
   } else {
     op = coll(pass, name, CollectiveKind::all_to_all, CommDim::ep, ep, dispatch_bytes(d));
     op.paired = d.a2a_overlap;
+    if (d.dispatcher == MoeDispatcher::flex) {
+      op.route_topk = static_cast<int>(d.topk);
+      op.route_experts = static_cast<int>(d.experts);
+    }
   }
   op.recompute = recompute;
   ops.push_back(op);

@@ -65,7 +65,7 @@ ChunkCost chunk_cost(const LayerTimes& layer, const LayerTimes& embedding, const
 
 OpPricer Simulator::pricer(const SimInput& in) {
   // Communication prices of this run by op shape: comm_op_seconds reads only (kind, coll,
-  // dim, group, bytes), and the DP buckets of a stage and the middle stages repeat each
+  // dim, group, bytes, and a dispatch's routing), and the DP buckets of a stage and the middle stages repeat each
   // other, so most DP prices repeat (the top hot spot of `tetrasim search`).
   comm_memo_.clear();
   const costmodel::ComputeParams* cp = in.compute;
@@ -75,12 +75,12 @@ OpPricer Simulator::pricer(const SimInput& in) {
     if (op.is_compute()) return costmodel::op_seconds(op, *cp);
     for (const auto& c : comm_memo_) {
       if (c.kind == op.kind && c.coll == op.coll && c.dim == op.dim && c.group == op.group &&
-          c.bytes == op.bytes) {
+          c.route_topk == op.route_topk && c.bytes == op.bytes) {
         return c.seconds;
       }
     }
     const double s = costmodel::comm_op_seconds(op, *layout, *cm);
-    comm_memo_.push_back({op.kind, op.coll, op.dim, op.group, op.bytes, s});
+    comm_memo_.push_back({op.kind, op.coll, op.dim, op.group, op.route_topk, op.bytes, s});
     return s;
   };
 }

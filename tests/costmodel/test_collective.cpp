@@ -184,6 +184,28 @@ TEST_SUITE("costmodel") {
     CHECK(busbw_gbs(CollectiveKind::all_to_all, 1, params("dgx-h100")) == doctest::Approx(320.0).epsilon(0.02));
   }
 
+  TEST_CASE("Flex dispatch: one copy per destination node over the network, the rest over NVLink") {
+    // DeepSeek-V3 routing (256 experts, top-8) over ep 32 on 4 DGX H100 nodes, S = 1 GiB.
+    // A node holds none of a token's experts with P0 = prod_{i<8} (192 - i) / (256 - i) =
+    // 0.096446; a token reaches 3 (1 - P0) = 2.7107 remote nodes instead of 8 x 24/32 = 6
+    // remote copies. Each rank sends S/8 x 2.7107 = 363.8 MB at the NIC's all-to-all rate,
+    // 48.5 GB/s: 7.50 ms (the plain all-to-all: S x 24/32 / 48.5 GB/s = 16.60 ms). Inside the
+    // node the 1 GiB all-to-all takes 1 GiB x 7/8 / 320 GB/s = 2.94 ms, hidden under it.
+    const CommParams h = params("dgx-h100");
+    const GroupPlacement g{32, 8, 4};
+    const double flex = hierarchical_all_to_all(kGiB, 8, 256, g, h);
+    CHECK(flex == doctest::Approx(7.50e-3).epsilon(0.01));
+    CHECK(collective(CollectiveKind::all_to_all, kGiB, g, h).seconds == doctest::Approx(16.60e-3).epsilon(0.01));
+    // One node: the plain all-to-all.
+    const GroupPlacement node{8, 8, 1};
+    CHECK(hierarchical_all_to_all(kGiB, 8, 256, node, h) ==
+          doctest::Approx(collective(CollectiveKind::all_to_all, kGiB, node, h).seconds));
+    // Qwen3-30B-A3B routing (128 experts, top-8) over 2 nodes: P0 = 0.0030959, so nearly every
+    // token crosses once: S/8 x 0.99690 / 48.5 GB/s = 2.759 ms against 4 remote copies' 11.07 ms.
+    const GroupPlacement two{16, 8, 2};
+    CHECK(hierarchical_all_to_all(kGiB, 8, 128, two, h) == doctest::Approx(2.759e-3).epsilon(0.02));
+  }
+
   TEST_CASE("Group placement follows rank_order (innermost first)") {
     llama::Layout l;
     l.tp = 8;

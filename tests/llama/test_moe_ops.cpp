@@ -324,4 +324,24 @@ TEST_SUITE("llama") {
     t.fp8.recipe = Fp8Recipe::delayed;
     CHECK(casts(moe_layer_ops(m, t, l), 2) == 0);
   }
+
+  TEST_CASE("moe ops: the flex dispatcher's exchanges carry the routing that sets their node copies") {
+    const Model m = small_moe();
+    const Training t = balanced();
+    Layout l;
+    l.dp = 4;
+    l.ep = 4;
+    const Op* plain = find(moe_layer_ops(m, t, l), "ep_dispatch");
+    REQUIRE(plain != nullptr);
+    CHECK(plain->route_topk == 0);
+    l.moe_dispatcher = MoeDispatcher::flex;
+    const auto ops = moe_layer_ops(m, t, l);
+    for (const char* name : {"ep_dispatch", "ep_combine", "ep_dispatch_bwd", "ep_combine_bwd"}) {
+      const Op* op = find(ops, name);
+      REQUIRE(op != nullptr);
+      CHECK(op->route_topk == 2);
+      CHECK(op->route_experts == 8);
+      CHECK(op->bytes == plain->bytes);  // the same all-to-all size; the pricing dedups
+    }
+  }
 }

@@ -175,6 +175,19 @@ struct NcclLatBw {
 [[nodiscard]] CollectiveEstimate collective(llama::CollectiveKind kind, double bytes,
                                             const GroupPlacement& g, const CommParams& p) noexcept;
 
+/// A MoE dispatch (or combine) of all-to-all size `bytes` (each token's `topk` routed copies)
+/// that crosses nodes once per destination node: DeepEP's normal kernels and HybridEP send a
+/// token over the network to the GPU of the same local index on each node that holds one of
+/// its experts, which forwards it over NVLink to those experts' GPUs (DeepSeek-V3 technical
+/// report, arXiv 2412.19437, section 3.2.2; deepseek-ai/DeepEP README, "forwarding data from
+/// NVLink domain to RDMA domain"). With `experts` spread evenly over the group's nodes and
+/// routing uniform, a node holds none of a token's experts with probability
+/// P0 = prod_{i<k} (E − E/N − i) / (E − i); each rank sends bytes/k · (N − 1)(1 − P0) over its
+/// NIC share, and all of `bytes` as an all-to-all inside its node; the two run pipelined, so
+/// the slower sets the time. One node: the plain all-to-all.
+[[nodiscard]] double hierarchical_all_to_all(double bytes, int topk, int experts, const GroupPlacement& g,
+                                             const CommParams& p) noexcept;
+
 /// Point-to-point transfer of `bytes` between two GPUs, inside a node (NVLink) or across
 /// nodes (the GPU's NIC), at the slower link of the pair, over the cluster factor of that link.
 [[nodiscard]] double p2p_seconds(double bytes, bool same_node, const CommParams& p) noexcept;

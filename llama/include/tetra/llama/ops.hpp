@@ -154,6 +154,11 @@ struct Op {
   /// Kernels the host issues for one repetition: more than one where the framework splits
   /// the op per expert (Transformer Engine's per-split quantization).
   int host_kernels = 1;
+  /// A MoE dispatch or combine that sends each token once per destination node (the flex
+  /// dispatcher, costmodel::hierarchical_all_to_all): the token's expert count (top-k) and the
+  /// routed experts they are drawn from; 0 = a plain all-to-all.
+  int route_topk = 0;
+  int route_experts = 0;
 
   [[nodiscard]] bool is_compute() const noexcept {
     return kind == OpKind::gemm || kind == OpKind::attention || kind == OpKind::memory_bound;

@@ -166,6 +166,7 @@ class Simulator {
     llama::CollectiveKind coll;
     llama::CommDim dim;
     int group;
+    int route_topk;
     double bytes;
     double seconds;
   };
