@@ -71,8 +71,8 @@ double dispatch_bytes(const Dims& d) {
 }
 
 /// Dispatch (or combine, or their backward) over the EP group. alltoall sends every routed
-/// copy of a token to its expert's rank; flex (DeepEP, HybridEP) sends the same bytes inside a
-/// node but each token only once to each other node that holds one of its experts
+/// copy of a token to its expert's rank; flex (DeepEP) sends the same bytes inside a node but
+/// each token only once to each other node that holds one of its experts
 /// (costmodel::hierarchical_all_to_all); allgather gathers every EP rank's tokens and
 /// reduce-scatters the combined output back (`MoEAllGatherTokenDispatcher`).
 void ep_exchange(std::vector<Op>& ops, const Dims& d, Pass pass, const char* name, bool gather,

@@ -176,8 +176,8 @@ struct NcclLatBw {
                                             const GroupPlacement& g, const CommParams& p) noexcept;
 
 /// A MoE dispatch (or combine) of all-to-all size `bytes` (each token's `topk` routed copies)
-/// that crosses nodes once per destination node: DeepEP's normal kernels and HybridEP send a
-/// token over the network to the GPU of the same local index on each node that holds one of
+/// that crosses nodes once per destination node: DeepEP's normal kernels send a token over
+/// the network to the GPU of the same local index on each node that holds one of
 /// its experts, which forwards it over NVLink to those experts' GPUs (DeepSeek-V3 technical
 /// report, arXiv 2412.19437, section 3.2.2; deepseek-ai/DeepEP README, "forwarding data from
 /// NVLink domain to RDMA domain"). With `experts` spread evenly over the group's nodes and
