@@ -140,6 +140,12 @@ report::SimulatePage simulate_page(const json& j, const std::string& chrome_trac
     // MoE models: the dispatch and combine left on the critical path, after the DP row.
     page.facts.insert(page.facts.begin() + 8, fact(j, "/exposed_comm_s", "ep", "exposed EP communication", "s"));
   }
+  if (j.contains("host_wait_s")) {
+    // Before the memory row: the GPU idle while the host issues kernels.
+    const auto memory = std::find_if(page.facts.begin(), page.facts.end(),
+                                     [](const report::Fact& f) { return f.key == "peak_gib"; });
+    page.facts.insert(memory, fact(j, "", "host_wait_s", "GPU waiting for host", "s"));
+  }
   page.band = band_of(j);
   if (page.band.present()) {
     page.facts.insert(page.facts.begin() + 1, fact(j, "/step_time_band_s", "low", "step time band, low", "s"));
