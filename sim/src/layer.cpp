@@ -53,12 +53,12 @@ PassTime replay_pass(const std::vector<const llama::Op*>& ops, const std::vector
   std::vector<std::uint32_t> op_of_task;
   std::vector<bool> paired;  // per task: covered by the co-scheduled pass (Op::paired)
   Duration paired_busy;      // their total duration
-  // The host issuing one repetition of `op` before the GPU may run it (host_chained only).
-  auto add_issue = [&](const llama::Op& op, std::uint32_t gpu_task) {
+  // The host issuing `reps` repetitions of `op` before the GPU may run them (host_chained only).
+  auto add_issue = [&](const llama::Op& op, int reps, std::uint32_t gpu_task) {
     if (!host_chained) return;
     TaskSpec h;
     h.stream = kHost;
-    double s = op.graphed ? 0.0 : host.kernel_s * op.host_kernels;
+    double s = op.graphed ? 0.0 : host.kernel_s * op.host_kernels * reps;
     if (op.host_sync) s += host.sync_s;
     h.duration = Duration::from_seconds(s);
     const auto id = g.add_task(h);
@@ -67,7 +67,7 @@ PassTime replay_pass(const std::vector<const llama::Op*>& ops, const std::vector
     if (op.host_sync && last_compute != kNone) g.add_dep(last_compute, id);
     g.add_dep(id, gpu_task);
   };
-  auto add_compute = [&](const llama::Op& op, double s) {
+  auto add_compute = [&](const llama::Op& op, double s, int reps) {
     TaskSpec t;
     t.stream = kCompute;
     t.sm_group = 0;
@@ -81,11 +81,11 @@ PassTime replay_pass(const std::vector<const llama::Op*>& ops, const std::vector
     blocking.clear();
     async_later.swap(async_next);
     async_next.clear();
-    add_issue(op, id);
+    add_issue(op, reps, id);
     last_compute = id;
     out.compute_s += s;
   };
-  auto add_comm = [&](const llama::Op& op, double s, std::uint32_t index) {
+  auto add_comm = [&](const llama::Op& op, double s, std::uint32_t index, int reps) {
     TaskSpec t;
     t.stream = 1 + static_cast<std::uint32_t>(axis_of(op.dim));
     t.sm_group = 0;
@@ -95,7 +95,7 @@ PassTime replay_pass(const std::vector<const llama::Op*>& ops, const std::vector
     op_of_task.push_back(index);
     paired.push_back(op.paired);
     if (last_compute != kNone) g.add_dep(last_compute, id);
-    add_issue(op, id);
+    add_issue(op, reps, id);
     if (op.paired) {
       // Covered by the co-scheduled pass's compute: it shares the SMs but blocks nothing here.
       paired_busy += t.duration;
@@ -115,17 +115,17 @@ PassTime replay_pass(const std::vector<const llama::Op*>& ops, const std::vector
       // CP ring: exchange i overlaps attention step i; step i+1 needs exchange i.
       const llama::Op& next = *ops[i + 1];
       for (int r = 0; r < op.count; ++r) {
-        add_comm(op, s, static_cast<std::uint32_t>(i));
-        add_compute(next, seconds[i + 1]);
+        add_comm(op, s, static_cast<std::uint32_t>(i), 1);
+        add_compute(next, seconds[i + 1], 1);
       }
       ++i;
       continue;
     }
     const double total = s * std::max(op.count, 1);
     if (op.is_compute()) {
-      add_compute(op, total);
+      add_compute(op, total, std::max(op.count, 1));
     } else {
-      add_comm(op, total, static_cast<std::uint32_t>(i));
+      add_comm(op, total, static_cast<std::uint32_t>(i), std::max(op.count, 1));
     }
   }
   engine.run(queue, g);

@@ -319,6 +319,17 @@ TEST_SUITE("sim") {
     CHECK(replay_layer(tiny, price, false, 0, host).forward.seconds == doctest::Approx(0.4e-3));
     // No host cost given: the GPU alone.
     CHECK(replay_layer(ops_with(true), price).forward.seconds == doctest::Approx(7e-3));
+    // Repetitions (per-expert GEMMs) are issued one by one after the sync: op A 1-2 ms; the
+    // host waits, copies and issues 3 repetitions of op B (2-5.5 ms), which run 5.5-5.8 ms.
+    std::vector<Op> reps(2);
+    for (Op& op : reps) op.kind = tetra::llama::OpKind::memory_bound;
+    reps[0].bytes = 1e-3;
+    reps[1].bytes = 0.1e-3;
+    reps[1].count = 3;
+    reps[1].host_sync = true;
+    const LayerTimes repeated = replay_layer(reps, price, false, 0, host);
+    CHECK(repeated.forward.seconds == doctest::Approx(5.8e-3));
+    CHECK(repeated.forward.host_s == doctest::Approx(4.5e-3));
     // A blocking exchange the host issues late after a sync: op A 1-2 ms; the host waits for
     // it and issues the exchange 2-3.5, which runs 3.5-4.5; op B, issued 3.5-4.5, runs
     // 4.5-5.5. B's 2.5 ms gap: 1.5 the exchange waited for the host, 1 the exchange itself.
