@@ -238,6 +238,15 @@ void moe_block_host_side(std::vector<Op>& ops, std::size_t from, const Dims& d) 
         named(ops[i - 1], {"moe_permute"})) {
       op.host_sync = true;
     }
+    // Under the combined 1F1B schedule (moe_a2a_overlap) the host issues one layer's backward
+    // between the pieces of another micro-batch's forward: the combine backward and the MLP
+    // backward, then the forward's dispatch, whose sync drains both, then the dispatch
+    // backward and the rest (`TransformerLayerSchedulePlan.run`,
+    // megatron/core/models/common/model_chunk_schedule_plan.py at d98e8a64, lines 261-301).
+    // The backward's dispatch is issued only once the GPU has drained.
+    if (!whole && d.dropless && d.a2a_overlap && named(op, {"ep_dispatch_bwd"})) {
+      op.host_sync = true;
+    }
   }
 }
 

@@ -282,6 +282,16 @@ TEST_SUITE("llama") {
     CHECK(count(eager, graphed) == 0);
     CHECK(count(layer_ops(m, t, l), synced) == 0);  // dense layers never wait
 
+    // Combined 1F1B (moe_a2a_overlap): the backward's dispatch waits for the forward's sync too
+    // (model_chunk_schedule_plan.py lines 261-301).
+    t.moe_a2a_overlap = true;
+    const auto combined = moe_layer_ops(m, t, l);
+    CHECK(count(combined, synced) == 2);
+    const Op* bwd_dispatch = find(combined, "ep_dispatch_bwd");
+    REQUIRE(bwd_dispatch != nullptr);
+    CHECK(bwd_dispatch->host_sync);
+    t.moe_a2a_overlap = false;
+
     t.cuda_graphs = parse_cuda_graphs("moe_router+moe_preprocess").graphs;
     const auto routed = moe_layer_ops(m, t, l);
     for (const Op& op : routed) {
