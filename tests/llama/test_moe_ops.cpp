@@ -341,7 +341,8 @@ TEST_SUITE("llama") {
     Layout l;
     l.dp = 4;
     l.ep = 4;
-    const Op* plain = find(moe_layer_ops(m, t, l), "ep_dispatch");
+    const auto alltoall = moe_layer_ops(m, t, l);
+    const Op* plain = find(alltoall, "ep_dispatch");
     REQUIRE(plain != nullptr);
     CHECK(plain->route_topk == 0);
     l.moe_dispatcher = MoeDispatcher::flex;
