@@ -510,6 +510,18 @@ Measured measured_seconds(CollectiveKind kind, double bytes, const GroupPlacemen
   return m;
 }
 
+/// One GPU's share of its node's NICs, the rate a cross-node all-to-all leaves each rank at.
+double nic_share_Bps(const NcclTopology& t) noexcept {
+  return (t.p2p_inter_Bps > 0 ? t.p2p_inter_Bps : t.nic_GBps * 1e9) * t.nics_per_node /
+         std::max(1, t.gpus_per_node);
+}
+
+/// Launch latency of an all-to-all over n ranks [assumed]: NCCL's base latency and half a
+/// microsecond per peer.
+double alltoall_latency_s(double n, const CommParams& p) noexcept {
+  return (constants(p.version).base[1][2] + (n - 1) * 0.5) * 1e-6;
+}
+
 /// The model's price: send_recv as a transfer, all-to-all by its busbw, the rest as NCCL's
 /// fastest eligible (algorithm, protocol).
 CollectiveEstimate modelled(CollectiveKind kind, double bytes, const GroupPlacement& g, const CommParams& p) {
@@ -527,12 +539,9 @@ CollectiveEstimate modelled(CollectiveKind kind, double bytes, const GroupPlacem
     const double ppn = static_cast<double>(g.ranks) / std::max(1, g.nodes);
     double busbw = t.alltoall_intra_busbw_Bps > 0 ? t.alltoall_intra_busbw_Bps : 0.8 * t.nvlink_GBps * 1e9;
     if (g.nodes > 1) {
-      const double nic = (t.p2p_inter_Bps > 0 ? t.p2p_inter_Bps : t.nic_GBps * 1e9) * t.nics_per_node /
-                         std::max(1, t.gpus_per_node);
-      busbw = std::min(busbw, t.alltoall_nic_efficiency * nic * (n - 1) / (n - ppn));
+      busbw = std::min(busbw, t.alltoall_nic_efficiency * nic_share_Bps(t) * (n - 1) / (n - ppn));
     }
-    const double lat = (constants(p.version).base[1][2] + (n - 1) * 0.5) * 1e-6;  // [assumed]
-    e.seconds = lat + bytes * bus_factor(kind, g.ranks) / busbw;
+    e.seconds = alltoall_latency_s(n, p) + bytes * bus_factor(kind, g.ranks) / busbw;
     return e;
   }
   double best = std::numeric_limits<double>::infinity();
@@ -756,12 +765,9 @@ double hierarchical_all_to_all(double bytes, int topk, int experts, const GroupP
     none *= std::max(0.0, (experts - per_node - i) / (experts - i));
   }
   const double remote_nodes = (nodes - 1.0) * (1.0 - none);
-  const NcclTopology& t = p.topo;
-  const double nic = (t.p2p_inter_Bps > 0 ? t.p2p_inter_Bps : t.nic_GBps * 1e9) * t.nics_per_node /
-                     std::max(1, t.gpus_per_node);
-  const double lat = (constants(p.version).base[1][2] + (g.ranks - 1) * 0.5) * 1e-6;  // as all_to_all
-  const double network = lat + bytes / topk * remote_nodes / (t.alltoall_nic_efficiency * nic) /
-                                   link_factor(false, p);
+  const double nic = p.topo.alltoall_nic_efficiency * nic_share_Bps(p.topo);
+  const double network =
+      alltoall_latency_s(g.ranks, p) + bytes / topk * remote_nodes / nic / link_factor(false, p);
   const GroupPlacement node{g.ranks_per_node, g.ranks_per_node, 1};
   return std::max(network, collective(CollectiveKind::all_to_all, bytes, node, p).seconds);
 }

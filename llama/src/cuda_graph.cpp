@@ -17,18 +17,11 @@ constexpr EnumNames<CudaGraphScope, 7> kScopes = {{
 
 }  // namespace
 
-const char* to_string(CudaGraphScope s) noexcept { return spell(kScopes, s, "attn"); }
-
 CudaGraphsParse parse_cuda_graphs(std::string_view text) {
   CudaGraphsParse out;
   if (text.empty() || text == "none") return out;
   out.unknown = read_plus_joined(kScopes, text, out.graphs);
   return out;
-}
-
-std::string format_cuda_graphs(CudaGraphs graphs) {
-  const std::string out = join_members(kScopes, graphs, "+");
-  return out.empty() ? "none" : out;
 }
 
 std::string cuda_graph_scope_names() { return all_spellings(kScopes); }

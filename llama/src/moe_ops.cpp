@@ -211,8 +211,7 @@ void moe_block_forward(std::vector<Op>& ops, const Dims& d, bool recompute) {
 }
 
 void moe_block_host_side(std::vector<Op>& ops, std::size_t from, const Dims& d) {
-  const bool whole = d.graphs.has(CudaGraphScope::moe) || d.graphs.has(CudaGraphScope::layer) ||
-                     d.graphs.has(CudaGraphScope::full_iteration);
+  const bool whole = d.graphs.has(CudaGraphScope::moe);
   auto named = [](const Op& op, std::initializer_list<std::string_view> names) {
     for (std::string_view n : names) {
       if (n == op.name) return true;

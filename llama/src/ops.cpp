@@ -530,10 +530,7 @@ void mlp_block_forward(std::vector<Op>& ops, const Dims& d, bool recompute) {
 }
 
 void mark_graphed(std::vector<Op>& ops, std::size_t from, const Dims& d, CudaGraphScope scope) {
-  if (!d.graphs.has(scope) && !d.graphs.has(CudaGraphScope::layer) &&
-      !d.graphs.has(CudaGraphScope::full_iteration)) {
-    return;
-  }
+  if (!d.graphs.has(scope)) return;
   for (std::size_t i = from; i < ops.size(); ++i) ops[i].graphed = true;
 }
 
@@ -786,8 +783,13 @@ std::vector<Op> build_layer_ops(const Model& model, const Training& training, co
     ops.push_back(mem(Pass::backward_weight, "bias_grad", MemoryKernel::copy,
                       d.act * static_cast<double>(d.tokens * (qkv_out + fc1_out + 2 * d.h))));
   }
+  // A whole captured layer issues nothing from the host and cannot wait for it: a captured
+  // dropless layer keeps its token counts on the device.
   if (d.graphs.has(CudaGraphScope::layer) || d.graphs.has(CudaGraphScope::full_iteration)) {
-    for (Op& op : ops) op.graphed = true;
+    for (Op& op : ops) {
+      op.graphed = true;
+      op.host_sync = false;
+    }
   }
   return ops;
 }

@@ -198,8 +198,8 @@ void moe_block_backward(std::vector<Op>& ops, const Dims& d);
 /// Host side of the MoE block ops from `from` on: which run inside CUDA graphs (the router and
 /// preprocessing scopes, or the whole block), and the dropless dispatcher's host sync.
 void moe_block_host_side(std::vector<Op>& ops, std::size_t from, const Dims& d);
-/// Marks the ops from `from` on as graphed when `scope`, the whole layer or the whole
-/// iteration is captured (Training::cuda_graphs).
+/// Marks the ops from `from` on as graphed when `scope` is captured (Training::cuda_graphs);
+/// build_layer_ops marks every op of a layer under the `layer` and `full_iteration` scopes.
 void mark_graphed(std::vector<Op>& ops, std::size_t from, const Dims& d, CudaGraphScope scope);
 /// The MLA attention block (DeepSeek-V3) forward and backward.
 void mla_block_forward(std::vector<Op>& ops, const Dims& d, const Training& tr, bool recompute);

@@ -65,8 +65,9 @@ ChunkCost chunk_cost(const LayerTimes& layer, const LayerTimes& embedding, const
 
 OpPricer Simulator::pricer(const SimInput& in) {
   // Communication prices of this run by op shape: comm_op_seconds reads only (kind, coll,
-  // dim, group, bytes, and a dispatch's routing), and the DP buckets of a stage and the middle stages repeat each
-  // other, so most DP prices repeat (the top hot spot of `tetrasim search`).
+  // dim, group, bytes, and a dispatch's routing, whose experts are the model's), and the DP
+  // buckets of a stage and the middle stages repeat each other, so most DP prices repeat (the
+  // top hot spot of `tetrasim search`).
   comm_memo_.clear();
   const costmodel::ComputeParams* cp = in.compute;
   const costmodel::CommParams* cm = in.comm;

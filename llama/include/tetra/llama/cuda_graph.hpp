@@ -7,7 +7,6 @@
 /// every transformer layer) and "full_iteration" (the whole forward and backward).
 
 #include <cstdint>
-#include <optional>
 #include <string>
 #include <string_view>
 
@@ -27,15 +26,12 @@ enum class CudaGraphScope : std::uint8_t {
 struct CudaGraphs {
   std::uint8_t bits = 0;
 
-  [[nodiscard]] bool empty() const noexcept { return bits == 0; }
   [[nodiscard]] bool has(CudaGraphScope s) const noexcept {
     return (bits >> static_cast<unsigned>(s)) & 1U;
   }
   void add(CudaGraphScope s) noexcept { bits = static_cast<std::uint8_t>(bits | (1U << static_cast<unsigned>(s))); }
   friend bool operator==(const CudaGraphs&, const CudaGraphs&) = default;
 };
-
-[[nodiscard]] const char* to_string(CudaGraphScope s) noexcept;
 
 /// "attn+moe_router" (a TOML array's elements joined by '+', the form of a measurement row's
 /// options); "" or "none" is no graphs. The first unknown name when one is not a scope.
@@ -44,7 +40,6 @@ struct CudaGraphsParse {
   std::string unknown;
 };
 [[nodiscard]] CudaGraphsParse parse_cuda_graphs(std::string_view text);
-[[nodiscard]] std::string format_cuda_graphs(CudaGraphs graphs);
 
 /// The names, "attn, mlp, ...", for error messages.
 [[nodiscard]] std::string cuda_graph_scope_names();
