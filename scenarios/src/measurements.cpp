@@ -313,6 +313,9 @@ std::vector<MeasurementRow> read_measurements_text(std::string_view text, const 
     }
     row.source = cell("source");
     row.group = cell("group");
+    // A row its source flags as unrepresentative (a regression the publisher names as a bug) is
+    // kept in the file with the flag and skipped, so the skip list shows it.
+    if (const std::string flag = cell("known_issue"); !flag.empty()) row.skip_reason = "known issue: " + flag;
 
     const std::string metric = cell("metric");
     const auto m = parse_metric(metric);

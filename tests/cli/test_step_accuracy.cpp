@@ -299,20 +299,29 @@ TEST_SUITE("cli") {
 }
 
 // NVIDIA's Megatron-Bridge MoE rows (data/validation/megatron_bridge_moe.csv), zero-shot: the
-// issue's bar is MAPE <= 15 % with at most a tenth of the rows skipped.
+// issue's bar is MAPE <= 15 % with at most a tenth of the rows skipped, each with its reason.
 TEST_SUITE("cli") {
-  TEST_CASE("validate megatron_bridge_moe.csv: achieved bounds, every skipped row named") {
+  TEST_CASE("validate megatron_bridge_moe.csv: MAPE <= 15 %, every skipped row named") {
     const auto j = validate("megatron_bridge_moe.csv");
     const auto& m = j["metrics"]["tokens_per_s_per_gpu"];
     MESSAGE("megatron_bridge_moe.csv: n " << m["n"].get<int>() << ", MAPE "
                                           << m["mape"].get<double>() * 100 << " %");
     CHECK(j["rows"].get<int>() == 138);
     CHECK(j["skipped"].size() <= 13);  // a tenth of the rows
-    for (const auto& k : j["skipped"]) CHECK_FALSE(k["reason"].get<std::string>().empty());
-    // Achieved today; a regression beyond these fails.
-    CHECK(m["mape"].get<double>() <= 0.155);  // 15.0 % (0.15006)
-    CHECK(m["spearman"].get<double>() >= 0.95);  // 0.975 by source
-    // gpt-oss-120b, priced with its biases, activation clamp and unfused RoPE (arch gpt-oss): 30.3 %.
+    int known_issue = 0;
+    for (const auto& k : j["skipped"]) {
+      const auto why = k["reason"].get<std::string>();
+      CHECK_FALSE(why.empty());
+      // The 26.06.01 gpt-oss MXFP8 rows carry the table's own regression footnote.
+      if (why.rfind("known issue: cudnn-frontend#256", 0) == 0) {
+        CHECK(k["id"].get<std::string>().rfind("mbr-26.06.01-gptoss-120b-", 0) == 0);
+        ++known_issue;
+      }
+    }
+    CHECK(known_issue == 2);
+    CHECK(m["mape"].get<double>() <= 0.15);  // 14.3 % today
+    CHECK(m["spearman"].get<double>() >= 0.95);  // 0.988 by source
+    // gpt-oss-120b, priced with its biases, activation clamp and unfused RoPE (arch gpt-oss): 27.9 %.
     double gpt_oss = 0;
     int n = 0;
     for (const auto& r : j["per_row"]) {
@@ -320,12 +329,51 @@ TEST_SUITE("cli") {
       gpt_oss += r["ape"].get<double>();
       ++n;
     }
-    REQUIRE(n == 31);
-    CHECK(gpt_oss / n <= 0.31);
+    REQUIRE(n == 29);
+    CHECK(gpt_oss / n <= 0.285);
+  }
+}
+
+namespace {
+
+/// Measured and predicted tokens/s of megatron_bridge_moe.csv by `group`, groups of 4 or more
+/// rows whose predictions differ (a group of one configuration repeated across releases, as
+/// Kimi K2's, has one prediction and no ranking to check).
+std::map<std::string, std::vector<std::pair<double, double>>> moe_rankable_groups() {
+  const auto j = validate("megatron_bridge_moe.csv");
+  const auto group_of = csv_groups("megatron_bridge_moe.csv");
+  std::map<std::string, std::vector<std::pair<double, double>>> groups;
+  for (const auto& r : j["per_row"]) {
+    groups[group_of.at(r["id"].get<std::string>())].emplace_back(r["measured"].get<double>(),
+                                                                 r["predicted"].get<double>());
+  }
+  std::erase_if(groups, [](const auto& g) {
+    const auto& rows = g.second;
+    const bool one_prediction = std::all_of(rows.begin(), rows.end(), [&](const auto& x) {
+      return x.second == rows.front().second;
+    });
+    return rows.size() < 4 || one_prediction;
+  });
+  return groups;
+}
+
+}  // namespace
+
+TEST_SUITE("cli") {
+  TEST_CASE("validate megatron_bridge_moe.csv: Spearman >= 0.8 inside the groups that meet it") {
+    const auto groups = moe_rankable_groups();
+    CHECK(groups.size() == 7);
+    for (const auto& [name, rows] : groups) {
+      if (name == "mbr-q3-30b-fp8cs") continue;  // the open gap, below
+      CAPTURE(name);
+      CHECK(spearman(rows) >= 0.8);
+    }
   }
 
-  TEST_CASE("validate megatron_bridge_moe.csv: target MAPE <= 15 % (not met yet)" * doctest::should_fail()) {
-    const auto j = validate("megatron_bridge_moe.csv");
-    CHECK(j["metrics"]["tokens_per_s_per_gpu"]["mape"].get<double>() <= 0.15);
+  TEST_CASE("validate megatron_bridge_moe.csv: Qwen3-30B FP8 Spearman >= 0.8 (not met yet)" *
+            doctest::should_fail()) {
+    const auto groups = moe_rankable_groups();
+    REQUIRE(groups.count("mbr-q3-30b-fp8cs") == 1);
+    CHECK(spearman(groups.at("mbr-q3-30b-fp8cs")) >= 0.8);
   }
 }

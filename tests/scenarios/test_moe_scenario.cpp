@@ -3,6 +3,7 @@
 // with file:line:col, the MoE layout rules of Megatron-Core, and the MoE measurement file.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <string>
 
 #include "tetra/hw/error.hpp"
@@ -162,6 +163,10 @@ TEST_SUITE("scenarios") {
       if (r.layout.recompute == tetra::llama::Recompute::selective) ++selective;
     }
     CHECK(balanced == 124);
+    // The table's footnote on the 26.06.01 gpt-oss MXFP8 rows: a known regression.
+    CHECK(std::count_if(rows.begin(), rows.end(), [](const auto& r) {
+            return r.skip_reason.rfind("known issue: cudnn-frontend#256", 0) == 0;
+          }) == 2);
     CHECK(selective == 46);
     // mbr-26.08-dsv3-gb300-256-mxfp8: EP 32, DeepSeek-V3 with MLA and its MTP module; the
     // recipe recomputes nothing.

@@ -482,6 +482,27 @@ TEST_CASE("measurement rows resolve into model, cluster, training and layout") {
   CHECK(rows[4].skip_reason.empty());
 }
 
+TEST_CASE("a row its source flags as measuring a bug is read, then skipped with the flag") {
+  const std::string header =
+      "id,model,cluster,n_gpus,tp,pp,vp,mbs,gbs,seq_len,metric,value,known_issue\n";
+  const auto rows = read_measurements_text(
+      header +
+          "ok,llama2-7b,dgx-h100,8,1,1,1,1,64,4096,step_time_s,1.5,\n"
+          "bug,llama2-7b,dgx-h100,8,1,1,1,1,64,4096,step_time_s,2.5, kernel regression #1 \n"
+          "both,llama2-7b,dgx-h100,8,1,1,,1,64,4096,step_time_s,2.5,kernel regression #1\n",
+      "k.csv");
+  REQUIRE(rows.size() == 3);
+  CHECK(rows[0].skip_reason.empty());
+  CHECK(rows[1].skip_reason == "known issue: kernel regression #1");
+  CHECK(rows[1].value == 2.5);  // the row is still read in full
+  // The source's flag comes first: it says why the number is not the layout's.
+  CHECK(rows[2].skip_reason == "known issue: kernel regression #1");
+  // A malformed flagged row is still an error, not a skip.
+  CHECK_THROWS_AS(read_measurements_text(header + "x,llama2-7b,dgx-h100,8,1,1,1,1,64,4096,step_time_s,-1,bug\n",
+                                         "k.csv"),
+                  tetra::UserError);
+}
+
 TEST_CASE("malformed measurement files name file:line and the column") {
   CHECK(error_of([] { (void)read_measurements_text("id,model\nx,llama2-7b\n", "m.csv"); }) ==
         "m.csv:1: cluster: required column is missing from the header (SPEC section 4)");

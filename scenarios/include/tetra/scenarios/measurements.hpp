@@ -64,7 +64,9 @@ struct MeasurementRow {
 /// Required columns: id, model, cluster, n_gpus, tp, pp, mbs, gbs, seq_len, metric, value;
 /// source, group, cp, vp, ep, etp, sp, recompute and options may be absent (defaults: empty,
 /// 1, 1, 1, 1, 0, none, none); other columns are ignored. A blank tp/cp/pp/vp/mbs/sp/recompute
-/// cell skips the row ("layout cell 'mbs' is blank"); a blank ep or etp cell is 1.
+/// cell skips the row ("layout cell 'mbs' is blank"); a blank ep or etp cell is 1. A non-blank
+/// known_issue cell (the source's own flag that the number measures a bug) skips the row with
+/// "known issue: " and the cell.
 [[nodiscard]] std::vector<MeasurementRow> read_measurements(const std::string& csv_path);
 
 /// Same, from text already read; `origin` names it in errors and is the base of relative paths.
