@@ -106,6 +106,20 @@ nlohmann::json validate(const std::string& file, const std::string& extra = "") 
   return nlohmann::json::parse(text);
 }
 
+/// Measured and predicted values of `metric` in validate's output for `file`, by `group` cell.
+std::map<std::string, std::vector<std::pair<double, double>>> by_group(const nlohmann::json& j,
+                                                                    const std::string& file,
+                                                                    const std::string& metric) {
+  const auto group_of = csv_groups(file);
+  std::map<std::string, std::vector<std::pair<double, double>>> groups;
+  for (const auto& r : j["per_row"]) {
+    if (r["metric"] != metric) continue;
+    groups[group_of.at(r["id"].get<std::string>())].emplace_back(r["measured"].get<double>(),
+                                                                 r["predicted"].get<double>());
+  }
+  return groups;
+}
+
 struct StepStats {
   int n = 0;
   double mape = 0;
@@ -280,13 +294,7 @@ TEST_SUITE("cli") {
     CHECK(j["metrics"]["peak_reserved_gib"]["mape"].get<double>() <= 0.10);
     CHECK(torchtitan_mape(j, "tokens_per_s_per_gpu", false) <= 0.12);
     CHECK(torchtitan_mape(j, "tokens_per_s_per_gpu", true) <= 0.15);
-    const auto group_of = csv_groups("torchtitan.csv");
-    std::map<std::string, std::vector<std::pair<double, double>>> groups;
-    for (const auto& r : j["per_row"]) {
-      if (r["metric"] != "tokens_per_s_per_gpu") continue;
-      groups[group_of.at(r["id"].get<std::string>())].emplace_back(r["measured"].get<double>(),
-                                                                   r["predicted"].get<double>());
-    }
+    const auto groups = by_group(j, "torchtitan.csv", "tokens_per_s_per_gpu");
     int checked = 0;
     for (const auto& [name, rows] : groups) {
       if (rows.size() < 4) continue;
@@ -340,13 +348,7 @@ namespace {
 /// rows whose predictions differ (a group of one configuration repeated across releases, as
 /// Kimi K2's, has one prediction and no ranking to check).
 std::map<std::string, std::vector<std::pair<double, double>>> moe_rankable_groups() {
-  const auto j = validate("megatron_bridge_moe.csv");
-  const auto group_of = csv_groups("megatron_bridge_moe.csv");
-  std::map<std::string, std::vector<std::pair<double, double>>> groups;
-  for (const auto& r : j["per_row"]) {
-    groups[group_of.at(r["id"].get<std::string>())].emplace_back(r["measured"].get<double>(),
-                                                                 r["predicted"].get<double>());
-  }
+  auto groups = by_group(validate("megatron_bridge_moe.csv"), "megatron_bridge_moe.csv", "tokens_per_s_per_gpu");
   std::erase_if(groups, [](const auto& g) {
     const auto& rows = g.second;
     const bool one_prediction = std::all_of(rows.begin(), rows.end(), [&](const auto& x) {
