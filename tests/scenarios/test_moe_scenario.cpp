@@ -163,6 +163,16 @@ TEST_SUITE("scenarios") {
       if (r.layout.recompute == tetra::llama::Recompute::selective) ++selective;
     }
     CHECK(balanced == 124);
+    // 25.09's "(tokendrop)" rows ran with Megatron-Core's capacity factor 1.0, padded to capacity
+    // (Bridge run_script.py / moe_token_drop.py at fa0315ae2); its "(dropless)" DeepSeek-V3 H100
+    // row and every later release are dropless.
+    for (const auto& r : rows) {
+      CAPTURE(r.id);
+      const bool token_drop = r.columns.at("note").find("(tokendrop)") != std::string::npos;
+      CHECK(token_drop == (r.id.rfind("mbr-25.09-", 0) == 0 && r.id != "mbr-25.09-dsv3-h100-1024-fp8cs"));
+      CHECK(r.training.moe_capacity_factor.has_value() == token_drop);
+      if (token_drop) CHECK(*r.training.moe_capacity_factor == 1.0);
+    }
     // The table's footnote on the 26.06.01 gpt-oss MXFP8 rows: a known regression.
     CHECK(std::count_if(rows.begin(), rows.end(), [](const auto& r) {
             return r.skip_reason.rfind("known issue: cudnn-frontend#256", 0) == 0;
