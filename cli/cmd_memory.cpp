@@ -86,7 +86,10 @@ int run_memory(const MemoryArgs& args) {
       e["total_params"] = llama::total_params(sc.model, sc.training.seq_len);
       e["active_params"] = llama::active_params(sc.model, sc.training.seq_len);
       e["routing_imbalance"] = sc.training.moe_imbalance;
-      if (sc.training.moe_capacity_factor) e["capacity_factor"] = *sc.training.moe_capacity_factor;
+      if (sc.training.moe_capacity_factor) {
+        e["capacity_factor"] = *sc.training.moe_capacity_factor;
+        e["pad_to_capacity"] = sc.training.moe_pad_to_capacity;
+      }
       j["moe"] = std::move(e);
     }
     print_json(j);

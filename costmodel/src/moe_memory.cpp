@@ -54,11 +54,7 @@ double expert_pairs_per_rank(const llama::Model& m, const llama::Training& tr,
                              const llama::Layout& l) noexcept {
   if (!m.moe) return 0.0;
   const Shapes s = shapes(tr, l);
-  double load = std::max(tr.moe_imbalance, 1.0);
-  // Capacity: each expert takes at most factor x its balanced share; the busiest rank's load
-  // over the mean is then at most the factor (Megatron-Core `moe_expert_capacity_factor`).
-  if (tr.moe_capacity_factor) load = std::min(load, *tr.moe_capacity_factor);
-  return s.tokens * m.moe->experts_per_token * std::max(l.etp, 1) * load;
+  return s.tokens * m.moe->experts_per_token * std::max(l.etp, 1) * tr.moe_expert_load();
 }
 
 MoeLayerMemory moe_layer_memory(const llama::Model& m, const llama::Training& tr,

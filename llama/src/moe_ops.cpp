@@ -28,12 +28,11 @@ void set_moe_dims(Dims& d, const Model& m, const Training& tr, const Layout& l) 
   d.local_experts = std::max(1LL, d.experts / d.ep);
   d.dispatcher = l.moe_dispatcher;
   d.a2a_overlap = tr.moe_a2a_overlap;
-  d.dropless = !tr.moe_capacity_factor.has_value();
+  d.counts_on_host = tr.moe_counts_on_host();
   // The slowest EP rank sets the pace: its experts see the mean load times the imbalance; a
-  // capacity factor drops what exceeds it (Megatron-Core `moe_expert_capacity_factor`).
-  double imb = std::max(1.0, tr.moe_imbalance);
-  if (tr.moe_capacity_factor) imb = std::min(imb, std::max(1.0, *tr.moe_capacity_factor));
-  d.imbalance = imb;
+  // capacity factor drops what exceeds it, padding fills every expert to it
+  // (Megatron-Core `moe_expert_capacity_factor`, `moe_pad_expert_input_to_capacity`).
+  d.imbalance = tr.moe_expert_load();
   // Tokens entering the block on this rank: the SP shard (Megatron-Core requires SP with TP
   // under MoE). Each EP rank receives on average T_in·k routed copies from its EP peers
   // (ep ranks send ep·T_in·k copies to E experts, E/ep of them local); the ETP all-gather
@@ -233,7 +232,9 @@ void moe_block_host_side(std::vector<Op>& ops, std::size_t from, const Dims& d) 
     // (`MoEAlltoAllTokenDispatcher.preprocess` / `_maybe_dtoh_and_synchronize`,
     // megatron/core/transformer/moe/token_dispatcher.py at d98e8a64, lines 594-596 and
     // 921-960; the flex dispatchers' `.tolist()` of the counts alike). Backward reuses them.
-    if (!whole && d.dropless && op.pass == Pass::forward && i > from &&
+    // Dropping without padding waits one kernel earlier, for the kept total that sizes the
+    // permutation (lines 545-552); the model keeps the one place.
+    if (!whole && d.counts_on_host && op.pass == Pass::forward && i > from &&
         named(ops[i - 1], {"moe_permute"})) {
       op.host_sync = true;
     }
@@ -243,7 +244,7 @@ void moe_block_host_side(std::vector<Op>& ops, std::size_t from, const Dims& d) 
     // backward and the rest (`TransformerLayerSchedulePlan.run`,
     // megatron/core/models/common/model_chunk_schedule_plan.py at d98e8a64, lines 261-301).
     // The backward's dispatch is issued only once the GPU has drained.
-    if (!whole && d.dropless && d.a2a_overlap && named(op, {"ep_dispatch_bwd"})) {
+    if (!whole && d.counts_on_host && d.a2a_overlap && named(op, {"ep_dispatch_bwd"})) {
       op.host_sync = true;
     }
   }

@@ -704,7 +704,7 @@ const std::vector<std::string_view>& training_keys() {
       "seq_len",   "global_batch",  "precision",      "grad_dtype",          "optimizer", "zero_stage",
       "attention", "fused_rmsnorm", "overlap_grad_reduce", "overlap_param_gather", "framework",
       "fp8_recipe", "fp8_param_gather", "tp_comm_overlap", "expandable_segments", "compile", "async_tp",
-      "compile_loss", "reshard_after_forward", "moe_capacity_factor", "moe_routing_imbalance",
+      "compile_loss", "reshard_after_forward", "moe_capacity_factor", "moe_pad_to_capacity", "moe_routing_imbalance",
       "moe_a2a_overlap", "cuda_graph"};
   return keys;
 }
@@ -798,6 +798,9 @@ void set_training_key(const Section& s, std::string_view k, const toml::node& n,
   } else if (k == "moe_capacity_factor") {
     // Megatron-Core `moe_expert_capacity_factor`: > 0; absent = dropless.
     t.moe_capacity_factor = s.number(n, k, 1e-3, 1e3);
+  } else if (k == "moe_pad_to_capacity") {
+    // Megatron-Core `moe_pad_expert_input_to_capacity`.
+    t.moe_pad_to_capacity = s.boolean(n, k);
   } else if (k == "moe_routing_imbalance") {
     t.moe_imbalance = s.number(n, k, 1.0, 1e3);
   } else if (k == "moe_a2a_overlap") {

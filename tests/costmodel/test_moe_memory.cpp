@@ -76,6 +76,12 @@ TEST_SUITE("costmodel") {
     const costmodel::StageMemory capped = costmodel::estimate_memory(s.model, s.cluster, s.training, s.layout).stages[0];
     CHECK(capped.expert_activations_bytes == doctest::Approx(1.25 * 48.0 * 419'430'400.0));
     CHECK(capped.dispatch_bytes > 0);
+    // Padded to capacity, every expert holds the capacity whatever the routing.
+    s.training.moe_imbalance = 1.0;
+    s.training.moe_pad_to_capacity = true;
+    const costmodel::StageMemory padded = costmodel::estimate_memory(s.model, s.cluster, s.training, s.layout).stages[0];
+    CHECK(padded.expert_activations_bytes == doctest::Approx(1.25 * 48.0 * 419'430'400.0));
+    s.training.moe_pad_to_capacity = false;
     // Full recompute keeps only the layer inputs.
     s.layout.recompute = llama::Recompute::full;
     const costmodel::StageMemory full = costmodel::estimate_memory(s.model, s.cluster, s.training, s.layout).stages[0];

@@ -263,7 +263,9 @@ TEST_SUITE("llama") {
   TEST_CASE("moe ops: the host side, CUDA graph scopes and the dropless dispatcher's sync") {
     // Megatron-Core's dropless alltoall dispatcher copies the per-expert token counts to the
     // host after the permutation (token_dispatcher.py at d98e8a64, lines 594-596): one sync per
-    // MoE layer forward, none in backward; a capacity factor or a full-iteration graph has none.
+    // MoE layer forward, none in backward. Dropping without padding still sizes the
+    // permutation from the counts (lines 545-552); padding to capacity or a full-iteration graph
+    // has none (`_maybe_dtoh_and_synchronize` skips them under drop_and_pad, line 927).
     const Model m = small_moe();
     Training t = balanced();
     Layout l;
@@ -310,7 +312,39 @@ TEST_SUITE("llama") {
 
     t.cuda_graphs = {};
     t.moe_capacity_factor = 1.0;
+    CHECK(count(moe_layer_ops(m, t, l), synced) == 1);
+    t.moe_pad_to_capacity = true;
     CHECK(count(moe_layer_ops(m, t, l), synced) == 0);
+  }
+
+  TEST_CASE("moe ops: a capacity factor caps the busiest expert, padding fills every expert to it") {
+    // 1024 tokens x top-2 over 8 experts on ep 4: 2 local experts, each with the balanced share
+    // 1024 x 2 / 2 = 1024 rows. Imbalance 1.5 makes the busiest 1536; a capacity factor 1.25
+    // drops what exceeds 1280 (Megatron-Core moe_expert_capacity_factor); padded to capacity,
+    // every expert computes exactly 1280 rows, even at imbalance 1.0
+    // (moe_pad_expert_input_to_capacity). The FLOPs stay the balanced share's.
+    const Model m = small_moe();
+    Training t = balanced();
+    Layout l;
+    l.dp = 4;
+    l.ep = 4;
+    auto rows = [&](const Training& tr) {
+      const auto ops = moe_layer_ops(m, tr, l);
+      const Op* fc1 = find(ops, "expert_fc1");
+      REQUIRE(fc1 != nullptr);
+      CHECK(fc1->count == 2);
+      return fc1->m;
+    };
+    CHECK(rows(t) == 1024);
+    t.moe_imbalance = 1.5;
+    CHECK(rows(t) == 1536);
+    t.moe_capacity_factor = 1.25;
+    CHECK(rows(t) == 1280);
+    t.moe_imbalance = 1.0;
+    CHECK(rows(t) == 1024);
+    t.moe_pad_to_capacity = true;
+    CHECK(rows(t) == 1280);
+    CHECK(find(moe_layer_ops(m, t, l), "expert_fc1")->total_flops() == doctest::Approx(4294967296.0));
   }
 
   TEST_CASE("moe ops: Transformer Engine quantizes each expert's split with its own kernels") {

@@ -70,6 +70,11 @@ TEST_SUITE("scenarios") {
     REQUIRE(sc.training.moe_capacity_factor);
     CHECK(*sc.training.moe_capacity_factor == doctest::Approx(1.25));
     CHECK(sc.training.moe_imbalance == doctest::Approx(1.1));
+    CHECK_FALSE(sc.training.moe_pad_to_capacity);
+    const Scenario padded = load(with(kMoe, "global_batch = 256",
+                                      "global_batch = 256\nmoe_capacity_factor = 1.0\nmoe_pad_to_capacity = true"));
+    CHECK(padded.training.moe_pad_to_capacity);
+    CHECK_FALSE(padded.training.moe_counts_on_host());
 
     // A model written out key by key, as the validation model files are.
     const Scenario custom = load(with(kMoe, "preset = \"qwen3-30b-a3b\"",
@@ -118,6 +123,10 @@ TEST_SUITE("scenarios") {
     // The flex (DeepEP) dispatcher needs expert TP x EP > 1 (MoEFlexTokenDispatcher).
     CHECK(error_of(with(kMoe, "ep = 8", "ep = 1\nmoe_token_dispatcher = \"flex\"")).rfind(
               "t.toml:17:24: [layout].moe_token_dispatcher: moe_token_dispatcher=\"flex\" needs ep*etp > 1", 0) == 0);
+    // Padding to capacity needs a capacity (transformer_config.py: "moe_expert_capacity_factor
+    // must be set to use moe_pad_expert_input_to_capacity").
+    CHECK(error_of(with(kMoe, "global_batch = 256", "global_batch = 256\nmoe_pad_to_capacity = true")) ==
+          "t.toml:11:23: [training].moe_pad_to_capacity: moe_pad_to_capacity needs moe_capacity_factor");
     // Expert parallelism on a dense model.
     CHECK(error_of(with(kMoe, "preset = \"qwen3-30b-a3b\"", "preset = \"llama3.1-8b\"")).rfind(
               "t.toml:16:6: [layout].ep: ep=8 needs a mixture-of-experts model", 0) == 0);
@@ -171,6 +180,7 @@ TEST_SUITE("scenarios") {
       const bool token_drop = r.columns.at("note").find("(tokendrop)") != std::string::npos;
       CHECK(token_drop == (r.id.rfind("mbr-25.09-", 0) == 0 && r.id != "mbr-25.09-dsv3-h100-1024-fp8cs"));
       CHECK(r.training.moe_capacity_factor.has_value() == token_drop);
+      CHECK(r.training.moe_pad_to_capacity == token_drop);
       if (token_drop) CHECK(*r.training.moe_capacity_factor == 1.0);
     }
     // The table's footnote on the 26.06.01 gpt-oss MXFP8 rows: a known regression.

@@ -2,6 +2,7 @@
 /// How one training step is laid out over the cluster ([layout]) and how it trains
 /// ([training]); SPEC section 2.
 
+#include <algorithm>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -129,6 +130,10 @@ struct Training {
   /// (tokens * top_k / experts); tokens above it are dropped (Megatron-Core
   /// `moe_expert_capacity_factor`). Nothing = dropless.
   std::optional<double> moe_capacity_factor;
+  /// Megatron-Core `moe_pad_expert_input_to_capacity`: each expert's input is padded to its
+  /// capacity, so every expert computes exactly the capacity and the token counts never leave
+  /// the device. Needs moe_capacity_factor.
+  bool moe_pad_to_capacity = false;
   /// Routing imbalance: tokens routed to the busiest expert rank over the mean (>= 1). It
   /// scales the expert GEMMs, the dispatch traffic and the expert activations of that rank.
   /// Default: kMoeRoutingImbalance (below). A capacity factor caps it.
@@ -140,6 +145,20 @@ struct Training {
   bool moe_a2a_overlap = false;
   /// What runs inside CUDA graphs (cuda_graph.hpp): their kernels cost the host nothing.
   CudaGraphs cuda_graphs;
+
+  /// Tokens the busiest expert rank computes over the balanced share: the routing imbalance,
+  /// capped by a capacity factor (the excess is dropped), or exactly the factor when padded to
+  /// it.
+  [[nodiscard]] double moe_expert_load() const noexcept {
+    const double load = moe_imbalance > 1.0 ? moe_imbalance : 1.0;
+    if (!moe_capacity_factor) return load;
+    return moe_pad_to_capacity ? *moe_capacity_factor : std::min(load, *moe_capacity_factor);
+  }
+  /// Whether each MoE layer copies its per-expert token counts to the host and waits for them:
+  /// dropless, or dropping without padding, where the counts (or the dropped total) size the
+  /// grouped GEMM and the permutation (Megatron-Core `MoEAlltoAllTokenDispatcher.preprocess`
+  /// and `_maybe_dtoh_and_synchronize`, which skips them under `drop_and_pad`).
+  [[nodiscard]] bool moe_counts_on_host() const noexcept { return !(moe_capacity_factor && moe_pad_to_capacity); }
 };
 
 /// One kind of transformer block a layout runs and the share of the blocks of that kind.

@@ -46,7 +46,8 @@ struct LayoutIssue {
                                                       const Layout& layout);
 
 /// The mixture-of-experts rules alone (part of check_layout, after sp-divides-seq), in order
-/// (`rule`, key): positive (ep, etp); ep-needs-moe (ep, etp or moe_capacity_factor on a dense
+/// (`rule`, key): positive (ep, etp); pad-needs-capacity (moe_pad_to_capacity without
+/// moe_capacity_factor); ep-needs-moe (ep, etp or moe_capacity_factor on a dense
 /// model); topk-exceeds-experts (experts_per_token); ep-divides-experts (ep);
 /// ep-divides-dp (ep, or etp when etp > 1: ep*etp must divide tp*cp*dp, Megatron-Core's
 /// expert rank decomposition tp*cp*dp = etp*ep*edp); etp-divides-ffn (etp: moe_ffn_hidden);
