@@ -44,6 +44,14 @@ Training balanced() {
   return t;
 }
 
+/// 4 data-parallel ranks folded into expert parallelism 4: 2 of the 8 experts per rank.
+Layout ep4() {
+  Layout l;
+  l.dp = 4;
+  l.ep = 4;
+  return l;
+}
+
 const Op* find(const std::vector<Op>& ops, std::string_view name) {
   for (const Op& op : ops) {
     if (name == op.name) return &op;
@@ -58,9 +66,7 @@ TEST_SUITE("llama") {
     // T = 1 x 1024 tokens, k = 2, h = 1024, bf16: S = 1024 * 2 * 1024 * 2 = 4,194,304 bytes; of
     // it (ep - 1)/ep = 3/4 leaves the rank: 3,145,728 bytes (nccl-tests alltoall: busbw
     // factor (n-1)/n, NCCL sends n-1 peer slices).
-    Layout l;
-    l.dp = 4;
-    l.ep = 4;
+    Layout l = ep4();
     const auto ops = moe_layer_ops(small_moe(), balanced(), l);
     const Op* d = find(ops, "ep_dispatch");
     const Op* c = find(ops, "ep_combine");
@@ -99,9 +105,7 @@ TEST_SUITE("llama") {
     // FC1 (gate + up) 1024 x 1024 -> 2*512: 2*1024*1024*1024 FLOPs per expert, two experts:
     // 4,294,967,296; FC2 1024 x 512 -> 1024: 2*1024*1024*512 per expert, two: 2,147,483,648.
     // Forward expert FLOPs 6*T*k*f_e*h = 6*1024*2*512*1024 = 6,442,450,944.
-    Layout l;
-    l.dp = 4;
-    l.ep = 4;
+    Layout l = ep4();
     const auto ops = moe_layer_ops(small_moe(), balanced(), l);
     const Op* fc1 = find(ops, "expert_fc1");
     const Op* fc2 = find(ops, "expert_fc2");
@@ -162,9 +166,7 @@ TEST_SUITE("llama") {
     // 75,497,472 bytes.
     Model m = small_moe();
     m.arch = Arch::gpt_oss;
-    Layout l;
-    l.dp = 4;
-    l.ep = 4;
+    Layout l = ep4();
     const auto ops = moe_layer_ops(m, balanced(), l);
     const Op* fwd = find(ops, "expert_fc2_bias");
     const Op* bwd = find(ops, "expert_fc2_bias_bwd");
@@ -220,9 +222,7 @@ TEST_SUITE("llama") {
   TEST_CASE("moe ops: recompute_modules re-run the experts' activation, the norms, the whole MoE block") {
     // small_moe at ep 4: T = 1024 tokens, k = 2, 8 experts / 4 = 2 local; P = 1024 x 2 pairs per
     // rank, f_e = 512. Megatron-Core recompute_modules (transformer_config.py).
-    Layout l;
-    l.dp = 4;
-    l.ep = 4;
+    Layout l = ep4();
     l.recompute = Recompute::selective;
     l.recompute_modules.add(RecomputeModule::moe_act);
     const auto ops = moe_layer_ops(small_moe(), balanced(), l);
@@ -268,9 +268,7 @@ TEST_SUITE("llama") {
     // has none (`_maybe_dtoh_and_synchronize` skips them under drop_and_pad, line 927).
     const Model m = small_moe();
     Training t = balanced();
-    Layout l;
-    l.dp = 4;
-    l.ep = 4;
+    Layout l = ep4();
     auto count = [](const std::vector<Op>& ops, auto pred) {
       return std::count_if(ops.begin(), ops.end(), pred);
     };
@@ -325,9 +323,7 @@ TEST_SUITE("llama") {
     // (moe_pad_expert_input_to_capacity). The FLOPs stay the balanced share's.
     const Model m = small_moe();
     Training t = balanced();
-    Layout l;
-    l.dp = 4;
-    l.ep = 4;
+    Layout l = ep4();
     auto rows = [&](const Training& tr) {
       const auto ops = moe_layer_ops(m, tr, l);
       const Op* fc1 = find(ops, "expert_fc1");
@@ -354,9 +350,7 @@ TEST_SUITE("llama") {
     const Model m = small_moe();
     Training t = balanced();
     t.fp8.recipe = Fp8Recipe::current;
-    Layout l;
-    l.dp = 4;
-    l.ep = 4;
+    Layout l = ep4();
     auto casts = [](const std::vector<Op>& ops, int kernels) {
       return std::count_if(ops.begin(), ops.end(), [&](const Op& op) {
         return std::string_view(op.name).substr(0, 4) == "fp8_" && op.host_kernels == kernels;
@@ -372,9 +366,7 @@ TEST_SUITE("llama") {
   TEST_CASE("moe ops: the flex dispatcher's exchanges carry the routing that sets their node copies") {
     const Model m = small_moe();
     const Training t = balanced();
-    Layout l;
-    l.dp = 4;
-    l.ep = 4;
+    Layout l = ep4();
     const auto alltoall = moe_layer_ops(m, t, l);
     const Op* plain = find(alltoall, "ep_dispatch");
     REQUIRE(plain != nullptr);
