@@ -77,6 +77,25 @@ TEST_CASE("MoE: memory shows the expert part, in the table and in JSON") {
   CHECK(j["stages"][0]["moe_layers"] == 48);
 }
 
+TEST_CASE("MoE: padded to capacity, the host never waits for the token counts") {
+  const Result mem = tetrasim("memory tests/data/scenarios/moe_qwen3_ep8_padded.toml --json");
+  REQUIRE(mem.code == 0);
+  const auto m = nlohmann::json::parse(mem.out);
+  CHECK(m["moe"]["capacity_factor"] == 1.0);
+  CHECK(m["moe"]["pad_to_capacity"] == true);
+  // The same layout dropless: one device-to-host wait per MoE layer forward, each exposing the
+  // GPU's queue to the host's issue time behind it; padded, only the host's total issue time
+  // bounds a pass.
+  const Result dropless = tetrasim("simulate tests/data/scenarios/moe_qwen3_ep8.toml --json");
+  const Result padded = tetrasim("simulate tests/data/scenarios/moe_qwen3_ep8_padded.toml --json");
+  REQUIRE(dropless.code == 0);
+  REQUIRE(padded.code == 0);
+  const auto d = nlohmann::json::parse(dropless.out);
+  const auto p = nlohmann::json::parse(padded.out);
+  CHECK(p["host_wait_s"].get<double>() < d["host_wait_s"].get<double>());
+  CHECK(p["step_time_s"].get<double>() < d["step_time_s"].get<double>());
+}
+
 TEST_CASE("MoE: simulate reports the GPU waiting for the host, gone under a full-iteration graph") {
   const Result eager = tetrasim("simulate tests/data/scenarios/moe_qwen3_ep8.toml --json");
   const Result graphed = tetrasim("simulate tests/data/scenarios/moe_qwen3_ep8_graphed.toml --json");
