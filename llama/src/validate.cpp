@@ -256,16 +256,17 @@ std::optional<LayoutIssue> check_moe_layout(const Model& model, const Training& 
                  std::string(key) + "=" + str(layout.ep < 1 ? layout.ep : layout.etp) +
                      " must be a positive integer");
   }
+  // Megatron-Core transformer_config.py: "moe_expert_capacity_factor must be set to use
+  // moe_pad_expert_input_to_capacity".
+  if (training.moe_pad_to_capacity && !training.moe_capacity_factor) {
+    return issue("moe_pad_to_capacity", "pad-needs-capacity", "moe_pad_to_capacity needs moe_capacity_factor");
+  }
   if (!model.moe) {
     if (layout.ep > 1 || layout.etp > 1) {
       const char* key = layout.ep > 1 ? "ep" : "etp";
       return issue(key, "ep-needs-moe",
                    std::string(key) + "=" + str(layout.ep > 1 ? layout.ep : layout.etp) +
                        " needs a mixture-of-experts model (num_experts in [model])");
-    }
-    if (training.moe_pad_to_capacity && !training.moe_capacity_factor) {
-      return issue("moe_pad_to_capacity", "pad-needs-capacity",
-                   "moe_pad_to_capacity needs moe_capacity_factor");
     }
     if (training.moe_capacity_factor) {
       return issue("moe_capacity_factor", "ep-needs-moe",
@@ -282,11 +283,6 @@ std::optional<LayoutIssue> check_moe_layout(const Model& model, const Training& 
     return issue("experts_per_token", "topk-exceeds-experts",
                  "experts_per_token=" + str(e.experts_per_token) + " must be between 1 and num_experts=" +
                      str(e.num_experts));
-  }
-  // Megatron-Core transformer_config.py: "moe_expert_capacity_factor must be set to use
-  // moe_pad_expert_input_to_capacity".
-  if (training.moe_pad_to_capacity && !training.moe_capacity_factor) {
-    return issue("moe_pad_to_capacity", "pad-needs-capacity", "moe_pad_to_capacity needs moe_capacity_factor");
   }
   // Megatron-LM arguments.py: "num_experts must be divisible by expert_model_parallel_size".
   if (e.num_experts % layout.ep != 0) {

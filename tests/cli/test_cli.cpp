@@ -21,6 +21,13 @@ using tetra::test::slurp;
 
 Result tetrasim(const std::string& args) { return tetra::test::run_tetrasim(args); }
 
+/// `tetrasim simulate SCENARIO --json`, which must succeed, parsed.
+nlohmann::json simulate_json(const std::string& scenario) {
+  const Result r = tetrasim("simulate " + scenario + " --json");
+  REQUIRE(r.code == 0);
+  return nlohmann::json::parse(r.out);
+}
+
 std::size_t count_lines(const std::string& s) {
   std::size_t n = 0;
   for (char c : s) n += c == '\n' ? 1 : 0;
@@ -86,23 +93,15 @@ TEST_CASE("MoE: padded to capacity, the host never waits for the token counts") 
   // The same layout dropless: one device-to-host wait per MoE layer forward, each exposing the
   // GPU's queue to the host's issue time behind it; padded, only the host's total issue time
   // bounds a pass.
-  const Result dropless = tetrasim("simulate tests/data/scenarios/moe_qwen3_ep8.toml --json");
-  const Result padded = tetrasim("simulate tests/data/scenarios/moe_qwen3_ep8_padded.toml --json");
-  REQUIRE(dropless.code == 0);
-  REQUIRE(padded.code == 0);
-  const auto d = nlohmann::json::parse(dropless.out);
-  const auto p = nlohmann::json::parse(padded.out);
+  const auto d = simulate_json("tests/data/scenarios/moe_qwen3_ep8.toml");
+  const auto p = simulate_json("tests/data/scenarios/moe_qwen3_ep8_padded.toml");
   CHECK(p["host_wait_s"].get<double>() < d["host_wait_s"].get<double>());
   CHECK(p["step_time_s"].get<double>() < d["step_time_s"].get<double>());
 }
 
 TEST_CASE("MoE: simulate reports the GPU waiting for the host, gone under a full-iteration graph") {
-  const Result eager = tetrasim("simulate tests/data/scenarios/moe_qwen3_ep8.toml --json");
-  const Result graphed = tetrasim("simulate tests/data/scenarios/moe_qwen3_ep8_graphed.toml --json");
-  REQUIRE(eager.code == 0);
-  REQUIRE(graphed.code == 0);
-  const auto e = nlohmann::json::parse(eager.out);
-  const auto g = nlohmann::json::parse(graphed.out);
+  const auto e = simulate_json("tests/data/scenarios/moe_qwen3_ep8.toml");
+  const auto g = simulate_json("tests/data/scenarios/moe_qwen3_ep8_graphed.toml");
   CHECK(e["host_wait_s"].get<double>() > 0);
   CHECK(g["host_wait_s"].get<double>() == 0);
   // The graph saves the GPU's idle time: its waits for the host, less the exchange time they

@@ -181,6 +181,14 @@ TEST_SUITE("llama") {
     issue = check_layout(preset("llama3.1-8b"), 8, t, l);
     REQUIRE(issue);
     CHECK(issue->rule == "ep-needs-moe");
+    // Padding to capacity needs a capacity (Megatron-Core transformer_config.py).
+    t.moe_pad_to_capacity = true;
+    issue = check_layout(m, 8, t, l);
+    REQUIRE(issue);
+    CHECK(issue->rule == "pad-needs-capacity");
+    CHECK(issue->key == "moe_pad_to_capacity");
+    t.moe_capacity_factor = 1.0;
+    CHECK_FALSE(check_layout(m, 8, t, l));
   }
 
   TEST_CASE("DeepSeek-V3: MLA layer 187,107,328; 671.0B total, 37.6B active (arXiv 2412.19437)") {
