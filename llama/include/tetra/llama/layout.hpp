@@ -150,7 +150,7 @@ struct Training {
   /// capped by a capacity factor (the excess is dropped), or exactly the factor when padded to
   /// it.
   [[nodiscard]] double moe_expert_load() const noexcept {
-    const double load = moe_imbalance > 1.0 ? moe_imbalance : 1.0;
+    const double load = std::max(moe_imbalance, 1.0);
     if (!moe_capacity_factor) return load;
     return moe_pad_to_capacity ? *moe_capacity_factor : std::min(load, *moe_capacity_factor);
   }
