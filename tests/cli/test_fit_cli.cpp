@@ -3,6 +3,7 @@
 // bad input: one line on stderr, exit 1 (2 for usage), no file written.
 
 #include <doctest/doctest.h>
+#include "support/approx.hpp"
 
 #include <unistd.h>
 
@@ -100,7 +101,7 @@ TEST_SUITE("cli") {
     REQUIRE(v.code == 0);
     const auto vj = nlohmann::json::parse(v.out);
     CHECK(vj["metrics"]["step_time_s"]["mape"].get<double>() ==
-          doctest::Approx(all["fitted"]["mape"].get<double>()).epsilon(1e-4));
+          tetra::test::approx(all["fitted"]["mape"].get<double>()).epsilon(1e-4));
     CHECK(vj["fit"] == out.string());
 
     // The text report prints the factor table.
@@ -163,7 +164,7 @@ TEST_SUITE("cli") {
     CHECK(cv["per_row"].size() == 16);
     CHECK(cv["per_row"][5]["fold"] == 2);  // row i in fold i mod K (1-based)
     CHECK(cv["all"]["zero_shot"]["mape"].get<double>() ==
-          doctest::Approx(j["metrics"]["step_time_s"]["mape"].get<double>()));
+          tetra::test::approx(j["metrics"]["step_time_s"]["mape"].get<double>()));
     CHECK(cv["all"]["cv"]["mape"].get<double>() > 0);
     const Run t = tetrasim("validate " + kCsv + " --cv loo --factors gemm");
     REQUIRE(t.code == 0);

@@ -5,6 +5,7 @@
 // at or above 95 %.
 
 #include <doctest/doctest.h>
+#include "support/approx.hpp"
 
 #include <sys/wait.h>
 #include <unistd.h>
@@ -69,7 +70,7 @@ TEST_SUITE("cli") {
     CHECK(n >= 900);
     CHECK(fit_fit + fit_oom + oom_fit + oom_oom == n);
     const double accuracy = o["accuracy"].get<double>();
-    CHECK(accuracy == doctest::Approx(static_cast<double>(fit_fit + oom_oom) / n));
+    CHECK(accuracy == tetra::test::approx(static_cast<double>(fit_fit + oom_oom) / n));
     CHECK(accuracy >= 0.95);
   }
 }

@@ -4,6 +4,7 @@
 // with tp-cp-dp-pp ranks 0..7 and etp = 2, ep = 4 the EP group of rank 0 is {0, 2, 4, 6} and
 // its expert-DP group {0, 8} (stride ep*etp = 8).
 #include <doctest/doctest.h>
+#include "support/approx.hpp"
 
 #include "tetra/costmodel/collective.hpp"
 #include "tetra/llama/layout.hpp"
@@ -54,6 +55,6 @@ TEST_SUITE("costmodel") {
     const auto across = costmodel::collective(llama::CollectiveKind::all_to_all, bytes, {16, 8, 2}, p);
     CHECK(across.seconds > inside.seconds);
     // Across: busbw = min(0.8 * 450, 50 * (16-1)/(16-8)) = 93.75 GB/s; time ~ S (15/16) / busbw.
-    CHECK(across.seconds == doctest::Approx(bytes * 15.0 / 16.0 / 93.75e9).epsilon(0.05));
+    CHECK(across.seconds == tetra::test::approx(bytes * 15.0 / 16.0 / 93.75e9).epsilon(0.05));
   }
 }

@@ -1,6 +1,7 @@
 // tetrasim plan through the command line: N shards merged give the one-run output byte for
 // byte; each candidate carries its step-time band; every bad input is exit 1 with one line on stderr naming the place, and no file.
 #include <doctest/doctest.h>
+#include "support/approx.hpp"
 
 #include <filesystem>
 #include <fstream>
@@ -104,9 +105,9 @@ TEST_SUITE("plan") {
       const double step = c["step_time_s"].get<double>();
       const double days = c["days"].get<double>();
       const double cost = c["cost"].get<double>();
-      CHECK(c["days_band"]["low"].get<double>() == doctest::Approx(days * b["low"].get<double>() / step).epsilon(1e-4));
-      CHECK(c["days_band"]["high"].get<double>() == doctest::Approx(days * b["high"].get<double>() / step).epsilon(1e-4));
-      CHECK(c["cost_band"]["high"].get<double>() == doctest::Approx(cost * b["high"].get<double>() / step).epsilon(1e-4));
+      CHECK(c["days_band"]["low"].get<double>() == tetra::test::approx(days * b["low"].get<double>() / step).epsilon(1e-4));
+      CHECK(c["days_band"]["high"].get<double>() == tetra::test::approx(days * b["high"].get<double>() / step).epsilon(1e-4));
+      CHECK(c["cost_band"]["high"].get<double>() == tetra::test::approx(cost * b["high"].get<double>() / step).epsilon(1e-4));
     }
     CHECK(banded > 0);  // JSON rounds the step band to 1e-6 s: 1e-4 relative above
     const CliRun t = run_tetrasim("plan '" + sc + "'");
@@ -219,7 +220,7 @@ TEST_SUITE("plan") {
     CHECK(c["layout"]["vp"].get<int>() == 8);
     CHECK(c["layout"]["recompute"].get<std::string>() == "none");
     // Stage 1 allocates 74.9 GiB of 79.6 (tetrasim memory scenarios/llama3.1-405b-16k.toml).
-    CHECK(c["headroom_gib"].get<double>() == doctest::Approx(4.8).epsilon(0.02));
+    CHECK(c["headroom_gib"].get<double>() == tetra::test::approx(4.8).epsilon(0.02));
     const double gpu_hours = c["gpu_hours"].get<double>();
     CHECK(gpu_hours > 0.75 * 30.84e6);
     CHECK(gpu_hours < 1.25 * 30.84e6);

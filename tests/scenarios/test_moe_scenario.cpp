@@ -2,6 +2,7 @@
 // moe_token_dispatcher, [training] moe_capacity_factor / moe_routing_imbalance), their errors
 // with file:line:col, the MoE layout rules of Megatron-Core, and the MoE measurement file.
 #include <doctest/doctest.h>
+#include "support/approx.hpp"
 
 #include <algorithm>
 #include <string>
@@ -68,8 +69,8 @@ TEST_SUITE("scenarios") {
     CHECK(sc.layout.edp() == 2);  // tp*cp*dp / (ep*etp) = 16 / 8
     CHECK(sc.layout.moe_dispatcher == tetra::llama::MoeDispatcher::allgather);
     REQUIRE(sc.training.moe_capacity_factor);
-    CHECK(*sc.training.moe_capacity_factor == doctest::Approx(1.25));
-    CHECK(sc.training.moe_imbalance == doctest::Approx(1.1));
+    CHECK(*sc.training.moe_capacity_factor == tetra::test::approx(1.25));
+    CHECK(sc.training.moe_imbalance == tetra::test::approx(1.1));
     CHECK_FALSE(sc.training.moe_pad_to_capacity);
     const Scenario padded = load(with(kMoe, "global_batch = 256",
                                       "global_batch = 256\nmoe_capacity_factor = 1.0\nmoe_pad_to_capacity = true"));

@@ -1,6 +1,7 @@
 // Plan scenarios: [plan] and its candidates (README "Scenario files", scenarios/README.md).
 
 #include <doctest/doctest.h>
+#include "support/approx.hpp"
 
 #include <string>
 
@@ -64,7 +65,7 @@ gpus = 16
     CHECK(sc.candidates[10].cluster.nvlink_domain() == 72);
     CHECK(sc.candidates[11].cluster.gpus_per_node == 2);  // less than a tray of 4
     CHECK(sc.candidates[12].name == "slow_h100.cluster.toml");
-    CHECK(sc.candidates[12].cluster.inter.nic_bandwidth_Bps == doctest::Approx(25e9));
+    CHECK(sc.candidates[12].cluster.inter.nic_bandwidth_Bps == tetra::test::approx(25e9));
     CHECK(sc.input_files.size() == 1);
     CHECK(sc.settings.tokens == 1e12);
     CHECK_FALSE(sc.settings.deadline_days.has_value());
@@ -87,7 +88,7 @@ price_per_gpu_hour = 2.5
     CHECK(*sc.settings.deadline_days == 90);
     CHECK(*sc.settings.budget == 1e8);
     CHECK(sc.settings.goodput.failures_per_gpu_hour == 2e-5);
-    CHECK(sc.settings.goodput.checkpoint_bandwidth_Bps == doctest::Approx(5e11));
+    CHECK(sc.settings.goodput.checkpoint_bandwidth_Bps == tetra::test::approx(5e11));
     CHECK(sc.settings.goodput.restart_s == 900);
     CHECK(*sc.candidates[0].price_per_gpu_hour == 2.5);
   }
