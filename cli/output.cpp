@@ -102,6 +102,7 @@ nlohmann::json layout_json(const llama::Layout& l) {
     j["ep"] = l.ep;
     j["etp"] = l.etp;
     j["moe_token_dispatcher"] = llama::to_string(l.moe_dispatcher);
+    if (l.moe_dispatcher == llama::MoeDispatcher::flex) j["moe_flex_backend"] = llama::to_string(l.moe_flex_backend);
   }
   return j;
 }

@@ -20,6 +20,9 @@
 //          NVLS all-reduce ~480 busbw (algbw ~275).
 //  [TOPO]  NVIDIA/nccl: src/graph/topo.h SM80_NVLINK_BW 20.0, SM90_NVLINK_BW 20.6,
 //          SM100_NVLINK_BW 40.1 GB/s per link; src/graph/topo.cc NIC bandwidth = speed_Mbps / 8000.
+//  [SKILLS] NVIDIA/skills skills/nemo-mbridge-perf-expert-parallel-overlap/SKILL.md (commit
+//          7149a88), "HybridEP Production-Shape Benchmark": 2026-07-25 Nsight comparison on
+//          16 H100, Qwen3-30B-A3B pretraining, BF16, EP 16, HybridEP (Apache-2.0).
 //  [MNNVL] NVIDIA/nccl: NCCL_MNNVL_ENABLE (docs env.rst, src/graph/topo.cc): the GPUs of one
 //          multi-node NVLink clique form one NCCL "node"; rings and NVLS stay on NVLink inside it.
 //  [VTR]   VIA-Research/vTrain (commit f8dda84): trace/a100/AR_GPU{2..8}_1M_1024M_LUT, nccl-tests
@@ -428,6 +431,13 @@ NcclTopology derive_topology(const hw::Cluster& cluster) {
     if (t.nic_GBps == 25.0) t.alltoall_nic_efficiency = 24.0 / (23.5 * 31.0 / 24.0);
     if (t.nic_GBps == 50.0) t.alltoall_nic_efficiency = 48.0 / (48.5 * 31.0 / 24.0);
   }
+  // HybridEP across nodes: 25.5 GB/s per GPU of node-deduplicated tokens where the NIC share
+  // moves 48.5 [SKILLS]. A matched Nsight profile of Qwen3-30B-A3B on 2 DGX H100 (EP 16,
+  // BF16, 4096 tokens, GBS 1024, HybridEP, no overlap) has 9.079 ms of communication under
+  // compute, 0.11 % of it: 8.254 s a step. That is 64 micro-batches x 48 layers x 4 exchanges
+  // of 4096 tokens x 2048 x 2 bytes, 0.9969 of which cross to the other node: 205.5 GB, 671.7 us
+  // an exchange of which 15.9 us is launch (alltoall_latency_s). The same share of any NIC.
+  t.hybridep_nic_efficiency = 25.5 / 48.5;
   return t;
 }
 

@@ -753,8 +753,8 @@ GroupPlacement place_group(const llama::Layout& layout, CommDim dim, int gpus_pe
   return g;
 }
 
-double hierarchical_all_to_all(double bytes, int topk, int experts, const GroupPlacement& g,
-                               const CommParams& p) noexcept {
+double hierarchical_all_to_all(double bytes, int topk, int experts, llama::FlexBackend backend,
+                               const GroupPlacement& g, const CommParams& p) noexcept {
   if (g.nodes <= 1 || topk <= 0 || experts <= topk) {
     return collective(CollectiveKind::all_to_all, bytes, g, p).seconds;
   }
@@ -765,7 +765,9 @@ double hierarchical_all_to_all(double bytes, int topk, int experts, const GroupP
     none *= std::max(0.0, (experts - per_node - i) / (experts - i));
   }
   const double remote_nodes = (nodes - 1.0) * (1.0 - none);
-  const double nic = p.topo.alltoall_nic_efficiency * nic_share_Bps(p.topo);
+  const double efficiency = backend == llama::FlexBackend::hybridep ? p.topo.hybridep_nic_efficiency
+                                                                     : p.topo.alltoall_nic_efficiency;
+  const double nic = efficiency * nic_share_Bps(p.topo);
   const double network =
       alltoall_latency_s(g.ranks, p) + bytes / topk * remote_nodes / nic / link_factor(false, p);
   const GroupPlacement node{g.ranks_per_node, g.ranks_per_node, 1};
@@ -786,7 +788,7 @@ double comm_op_seconds(const llama::Op& op, const llama::Layout& layout, const C
     gg.nodes = std::max(1, op.group / gg.ranks_per_node);
   }
   if (op.coll == CollectiveKind::all_to_all && op.route_topk > 0) {
-    return hierarchical_all_to_all(op.bytes, op.route_topk, op.route_experts, gg, p);
+    return hierarchical_all_to_all(op.bytes, op.route_topk, op.route_experts, op.route_backend, gg, p);
   }
   return collective(op.coll, op.bytes, gg, p).seconds;
 }

@@ -38,6 +38,8 @@ constexpr EnumNames<Optimizer, 1> kOptimizer = {{{Optimizer::adam, "adam"}}};
 constexpr EnumNames<MoeDispatcher, 3> kDispatcher = {{
     {MoeDispatcher::alltoall, "alltoall"}, {MoeDispatcher::allgather, "allgather"},
     {MoeDispatcher::flex, "flex"}}};
+constexpr EnumNames<FlexBackend, 2> kFlexBackend = {{
+    {FlexBackend::deepep, "deepep"}, {FlexBackend::hybridep, "hybridep"}}};
 
 }  // namespace
 
@@ -94,6 +96,7 @@ const char* to_string(Precision p) noexcept { return spell(kPrecision, p); }
 const char* to_string(Framework f) noexcept { return spell(kFramework, f); }
 const char* to_string(Optimizer o) noexcept { return spell(kOptimizer, o); }
 const char* to_string(MoeDispatcher d) noexcept { return spell(kDispatcher, d); }
+const char* to_string(FlexBackend b) noexcept { return spell(kFlexBackend, b); }
 
 std::optional<Recompute> parse_recompute(std::string_view name) noexcept {
   return lookup(kRecompute, name);
@@ -115,6 +118,9 @@ std::optional<Optimizer> parse_optimizer(std::string_view name) noexcept {
 }
 std::optional<MoeDispatcher> parse_moe_dispatcher(std::string_view name) noexcept {
   return lookup(kDispatcher, name);
+}
+std::optional<FlexBackend> parse_flex_backend(std::string_view name) noexcept {
+  return lookup(kFlexBackend, name);
 }
 
 }  // namespace tetra::llama

@@ -27,6 +27,7 @@ void set_moe_dims(Dims& d, const Model& m, const Training& tr, const Layout& l) 
   d.etp = std::max(1, l.etp);
   d.local_experts = std::max(1LL, d.experts / d.ep);
   d.dispatcher = l.moe_dispatcher;
+  d.flex_backend = l.moe_flex_backend;
   d.a2a_overlap = tr.moe_a2a_overlap;
   d.counts_on_host = tr.moe_counts_on_host();
   // The slowest EP rank sets the pace: its experts see the mean load times the imbalance; a
@@ -70,8 +71,8 @@ double dispatch_bytes(const Dims& d) {
 }
 
 /// Dispatch (or combine, or their backward) over the EP group. alltoall sends every routed
-/// copy of a token to its expert's rank; flex (DeepEP) sends the same bytes inside a node but
-/// each token only once to each other node that holds one of its experts
+/// copy of a token to its expert's rank; flex (DeepEP or HybridEP) sends the same bytes inside a
+/// node but each token only once to each other node that holds one of its experts
 /// (costmodel::hierarchical_all_to_all); allgather gathers every EP rank's tokens and
 /// reduce-scatters the combined output back (`MoEAllGatherTokenDispatcher`).
 void ep_exchange(std::vector<Op>& ops, const Dims& d, Pass pass, const char* name, bool gather,
@@ -88,6 +89,7 @@ void ep_exchange(std::vector<Op>& ops, const Dims& d, Pass pass, const char* nam
     if (d.dispatcher == MoeDispatcher::flex) {
       op.route_topk = static_cast<int>(d.topk);
       op.route_experts = static_cast<int>(d.experts);
+      op.route_backend = d.flex_backend;
     }
   }
   op.recompute = recompute;

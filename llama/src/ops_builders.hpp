@@ -92,6 +92,7 @@ struct Dims {
   double expert_tokens = 0, expert_tokens_mean = 0;
   double imbalance = 1;
   MoeDispatcher dispatcher = MoeDispatcher::alltoall;
+  FlexBackend flex_backend = FlexBackend::deepep;
   bool counts_on_host = true;  // Training::moe_counts_on_host: the host waits for them
   CudaGraphs graphs;        // Training::cuda_graphs
 };

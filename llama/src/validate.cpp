@@ -261,6 +261,13 @@ std::optional<LayoutIssue> check_moe_layout(const Model& model, const Training& 
   if (training.moe_pad_to_capacity && !training.moe_capacity_factor) {
     return issue("moe_pad_to_capacity", "pad-needs-capacity", "moe_pad_to_capacity needs moe_capacity_factor");
   }
+  // The backend (Megatron-Core `moe_flex_dispatcher_backend`) applies to the flex dispatcher
+  // only; elsewhere it would be ignored without a word.
+  if (layout.moe_flex_backend != FlexBackend::deepep && layout.moe_dispatcher != MoeDispatcher::flex) {
+    return issue("moe_flex_backend", "flex-backend-needs-flex",
+                 std::string("moe_flex_backend=\"") + to_string(layout.moe_flex_backend) +
+                     "\" needs moe_token_dispatcher = \"flex\"");
+  }
   if (!model.moe) {
     if (layout.ep > 1 || layout.etp > 1) {
       const char* key = layout.ep > 1 ? "ep" : "etp";

@@ -258,6 +258,8 @@ constexpr std::initializer_list<llama::Framework> kFramework{
 constexpr std::initializer_list<llama::Optimizer> kOptimizer{llama::Optimizer::adam};
 constexpr std::initializer_list<llama::MoeDispatcher> kDispatcher{
     llama::MoeDispatcher::alltoall, llama::MoeDispatcher::allgather, llama::MoeDispatcher::flex};
+constexpr std::initializer_list<llama::FlexBackend> kFlexBackend{llama::FlexBackend::deepep,
+                                                                  llama::FlexBackend::hybridep};
 constexpr std::initializer_list<llama::Arch> kArch{llama::Arch::llama, llama::Arch::gpt, llama::Arch::gpt_oss};
 constexpr std::initializer_list<hw::IntraKind> kIntraKind{
     hw::IntraKind::nvswitch, hw::IntraKind::nvlink_mesh, hw::IntraKind::pcie};
@@ -715,7 +717,8 @@ const std::vector<std::string_view>& layout_keys() {
       "mbs",       "sp",       "recompute",  "schedule",   "rank_order",
       "first_stage_layers", "last_stage_layers",
       "account_for_embedding_in_pipeline_split", "account_for_loss_in_pipeline_split",
-      "dp_shard", "dp_replicate", "ac_freq", "ep", "etp", "moe_token_dispatcher", "recompute_modules"};
+      "dp_shard", "dp_replicate", "ac_freq", "ep", "etp", "moe_token_dispatcher", "moe_flex_backend",
+      "recompute_modules"};
   return keys;
 }
 
@@ -858,6 +861,8 @@ void set_layout_key(const Section& s, std::string_view k, const toml::node& n, l
     l.etp = s.int_value(n, k, 1, kMaxParallel);
   } else if (k == "moe_token_dispatcher") {
     l.moe_dispatcher = enum_value(s, n, k, llama::parse_moe_dispatcher, kDispatcher);
+  } else if (k == "moe_flex_backend") {
+    l.moe_flex_backend = enum_value(s, n, k, llama::parse_flex_backend, kFlexBackend);
   } else if (k == "recompute_modules") {
     // An empty array is Megatron-Core's default list, core attention.
     const std::string text = plus_joined(s, n, k);

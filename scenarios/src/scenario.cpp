@@ -109,6 +109,9 @@ std::string format_layout(const llama::Layout& l) {
   if (l.moe_dispatcher != llama::MoeDispatcher::alltoall) {
     os << ",moe_token_dispatcher=" << llama::to_string(l.moe_dispatcher);
   }
+  if (l.moe_flex_backend != llama::FlexBackend::deepep) {
+    os << ",moe_flex_backend=" << llama::to_string(l.moe_flex_backend);
+  }
   return os.str();
 }
 

@@ -41,6 +41,7 @@ LayerKey layer_key(const llama::Training& training, const llama::Layout& layout,
   k.ep = layout.ep;
   k.etp = layout.etp;
   k.dispatcher = layout.moe_dispatcher;
+  k.flex_backend = layout.moe_flex_backend;
   if (layout.ep > 1) {
     const auto ep = costmodel::place_group(layout, llama::CommDim::ep, gpn);
     k.ep_per_node = ep.ranks_per_node;

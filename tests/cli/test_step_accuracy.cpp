@@ -327,8 +327,8 @@ TEST_SUITE("cli") {
       }
     }
     CHECK(known_issue == 2);
-    CHECK(m["mape"].get<double>() <= 0.15);  // 14.7 % today
-    CHECK(m["spearman"].get<double>() >= 0.95);  // 0.988 by source
+    CHECK(m["mape"].get<double>() <= 0.15);  // 14.6 % today
+    CHECK(m["spearman"].get<double>() >= 0.95);  // 0.989 by source
     // gpt-oss-120b, priced with its biases, activation clamp and unfused RoPE (arch gpt-oss): 27.9 %.
     double gpt_oss = 0;
     int n = 0;
@@ -362,20 +362,14 @@ std::map<std::string, std::vector<std::pair<double, double>>> moe_rankable_group
 }  // namespace
 
 TEST_SUITE("cli") {
-  TEST_CASE("validate megatron_bridge_moe.csv: Spearman >= 0.8 inside the groups that meet it") {
+  TEST_CASE("validate megatron_bridge_moe.csv: Spearman >= 0.8 inside every group") {
+    // The lowest, Qwen3-30B MXFP8, is at 0.881. Qwen3-30B FP8 (0.940) ranks its EP 16 rows
+    // above the EP 8 ones because they exchange through HybridEP at its measured rate.
     const auto groups = moe_rankable_groups();
     CHECK(groups.size() == 7);
     for (const auto& [name, rows] : groups) {
-      if (name == "mbr-q3-30b-fp8cs") continue;  // the open gap, below
       CAPTURE(name);
       CHECK(spearman(rows) >= 0.8);
     }
-  }
-
-  TEST_CASE("validate megatron_bridge_moe.csv: Qwen3-30B FP8 Spearman >= 0.8 (not met yet)" *
-            doctest::should_fail()) {
-    const auto groups = moe_rankable_groups();
-    REQUIRE(groups.count("mbr-q3-30b-fp8cs") == 1);
-    CHECK(spearman(groups.at("mbr-q3-30b-fp8cs")) >= 0.8);
   }
 }

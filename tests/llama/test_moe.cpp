@@ -190,6 +190,12 @@ TEST_SUITE("llama") {
     CHECK(issue->key == "moe_pad_to_capacity");
     t.moe_capacity_factor = 1.0;
     CHECK_FALSE(check_layout(m, 8, t, l));
+    // A flex backend other than the default needs the flex dispatcher.
+    l.moe_flex_backend = FlexBackend::hybridep;
+    issue = check_layout(m, 8, t, l);
+    REQUIRE(issue);
+    CHECK(issue->rule == "flex-backend-needs-flex");
+    CHECK(issue->key == "moe_flex_backend");
   }
 
   TEST_CASE("DeepSeek-V3: MLA layer 187,107,328; 671.0B total, 37.6B active (arXiv 2412.19437)") {

@@ -380,6 +380,12 @@ TEST_SUITE("llama") {
       CHECK(op->route_topk == 2);
       CHECK(op->route_experts == 8);
       CHECK(op->bytes == plain->bytes);  // the same all-to-all size; the pricing dedups
+      CHECK(op->route_backend == FlexBackend::deepep);
+    }
+    // HybridEP: the same exchanges, priced at its own rate across nodes.
+    l.moe_flex_backend = FlexBackend::hybridep;
+    for (const Op& op : moe_layer_ops(m, t, l)) {
+      if (op.route_topk > 0) CHECK(op.route_backend == FlexBackend::hybridep);
     }
   }
 }

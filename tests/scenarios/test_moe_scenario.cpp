@@ -124,6 +124,18 @@ TEST_SUITE("scenarios") {
     // The flex (DeepEP) dispatcher needs expert TP x EP > 1 (MoEFlexTokenDispatcher).
     CHECK(error_of(with(kMoe, "ep = 8", "ep = 1\nmoe_token_dispatcher = \"flex\"")).rfind(
               "t.toml:17:24: [layout].moe_token_dispatcher: moe_token_dispatcher=\"flex\" needs ep*etp > 1", 0) == 0);
+    // The flex dispatcher's backend (moe_flex_dispatcher_backend): HybridEP loads; on another
+    // dispatcher it would do nothing, so it is refused; an unknown backend names the known ones.
+    const Scenario hybrid = load(kMoe + "moe_token_dispatcher = \"flex\"\nmoe_flex_backend = \"hybridep\"\n");
+    CHECK(hybrid.layout.moe_flex_backend == tetra::llama::FlexBackend::hybridep);
+    CHECK(load(kMoe).layout.moe_flex_backend == tetra::llama::FlexBackend::deepep);
+    CHECK(error_of(kMoe + "moe_flex_backend = \"hybridep\"\n") ==
+          "t.toml:17:20: [layout].moe_flex_backend: moe_flex_backend=\"hybridep\" needs "
+          "moe_token_dispatcher = \"flex\"");
+    CHECK(error_of(kMoe + "moe_token_dispatcher = \"flex\"\nmoe_flex_backend = \"nccl\"\n")
+              .rfind("t.toml:18:20: [layout].moe_flex_backend: unknown value \"nccl\" (expected one of: deepep, "
+                     "hybridep)",
+                     0) == 0);
     // Padding to capacity needs a capacity (transformer_config.py: "moe_expert_capacity_factor
     // must be set to use moe_pad_expert_input_to_capacity").
     CHECK(error_of(with(kMoe, "global_batch = 256", "global_batch = 256\nmoe_pad_to_capacity = true")) ==
@@ -204,5 +216,32 @@ TEST_SUITE("scenarios") {
     CHECK(rows[0].layout.last_stage_layers == 29);
     // mbr-26.08-dsv3-gb200-256-mxfp8 recomputes MLA's up projections.
     CHECK(rows[1].layout.recompute_modules.has(tetra::llama::RecomputeModule::mla_up_proj));
+    // Each row dispatches as its note records from the recipe: 87 with HybridEP, 3 with DeepEP
+    // (the flex dispatcher's two backends), 48 with the all-to-all.
+    int hybridep = 0, deepep = 0;
+    for (const auto& r : rows) {
+      CAPTURE(r.id);
+      const std::string& note = r.columns.at("note");
+      const bool flex = r.layout.moe_dispatcher == tetra::llama::MoeDispatcher::flex;
+      const bool hybrid = flex && r.layout.moe_flex_backend == tetra::llama::FlexBackend::hybridep;
+      CHECK(hybrid == (note.find("dispatcher flex with hybridep") != std::string::npos));
+      CHECK((flex && !hybrid) == (note.find("dispatcher flex with deepep") != std::string::npos));
+      hybridep += hybrid ? 1 : 0;
+      deepep += flex && !hybrid ? 1 : 0;
+    }
+    CHECK(hybridep == 87);
+    CHECK(deepep == 3);
+    // Two Qwen3-30B H100 rows print the previous release's layout; their cells are the layout
+    // of the release's config, as their notes cite.
+    for (const auto& r : rows) {
+      if (r.columns.at("note").find("LAYOUT FROM THE CONFIG") == std::string::npos) continue;
+      CAPTURE(r.id);
+      if (r.id == "mbr-25.11-q3-30b-h100-16-fp8cs") {
+        CHECK((r.layout.pp == 2 && r.layout.vp == 12 && r.layout.mbs == 1 && r.layout.ep == 8));
+      } else {
+        CHECK(r.id == "mbr-26.02.01-q3-30b-h100-16-fp8cs");
+        CHECK((r.layout.pp == 1 && r.layout.vp == 1 && r.layout.mbs == 1 && r.layout.ep == 16));
+      }
+    }
   }
 }

@@ -64,6 +64,9 @@ struct NcclTopology {
   /// Measured inter-node all-to-all busbw over the bound of each rank's remote share crossing
   /// its NIC share at p2p_inter_Bps (1: the bound).
   double alltoall_nic_efficiency = 1.0;
+  /// HybridEP's rate for the tokens it sends across nodes, over the NIC share
+  /// (hierarchical_all_to_all with FlexBackend::hybridep).
+  double hybridep_nic_efficiency = 1.0;
 };
 
 /// The graph NCCL's search (`src/graph/search.cc` ncclTopoCompute, ncclTopoDupChannels)
@@ -184,9 +187,11 @@ struct NcclLatBw {
 /// routing uniform, a node holds none of a token's experts with probability
 /// P0 = prod_{i<k} (E − E/N − i) / (E − i); each rank sends bytes/k · (N − 1)(1 − P0) over its
 /// NIC share, and all of `bytes` as an all-to-all inside its node; the two run pipelined, so
-/// the slower sets the time. One node: the plain all-to-all.
-[[nodiscard]] double hierarchical_all_to_all(double bytes, int topk, int experts, const GroupPlacement& g,
-                                             const CommParams& p) noexcept;
+/// the slower sets the time. One node: the plain all-to-all. DeepEP's network share runs at
+/// NCCL's all-to-all rate on the NICs; HybridEP's at its own measured rate
+/// (NcclTopology::hybridep_nic_efficiency).
+[[nodiscard]] double hierarchical_all_to_all(double bytes, int topk, int experts, llama::FlexBackend backend,
+                                             const GroupPlacement& g, const CommParams& p) noexcept;
 
 /// Point-to-point transfer of `bytes` between two GPUs, inside a node (NVLink) or across
 /// nodes (the GPU's NIC), at the slower link of the pair, over the cluster factor of that link.

@@ -32,8 +32,14 @@ enum class Framework { megatron, deepspeed, fsdp };
 enum class Optimizer { adam };
 /// How tokens reach their experts' ranks (Megatron-Core `moe_token_dispatcher_type`):
 /// alltoall (all-to-all over the EP group), allgather (all-gather of the tokens, local
-/// selection, reduce-scatter back), flex (DeepEP's fused dispatch / combine kernels).
+/// selection, reduce-scatter back), flex (fused dispatch / combine kernels of a backend).
 enum class MoeDispatcher { alltoall, allgather, flex };
+
+/// The flex dispatcher's kernels (Megatron-Core `moe_flex_dispatcher_backend`): DeepEP's
+/// (deepseek-ai/DeepEP) or HybridEP's (its hybrid-ep branch, NVIDIA). Both send a token once
+/// to each other node that holds one of its experts; they differ in the rate they reach
+/// across nodes (costmodel::hierarchical_all_to_all).
+enum class FlexBackend { deepep, hybridep };
 
 /// The parallel layout of one step. dp is always resolved (never 0) once a scenario is loaded.
 struct Layout {
@@ -74,6 +80,7 @@ struct Layout {
   /// differ from tp.
   int etp = 1;
   MoeDispatcher moe_dispatcher = MoeDispatcher::alltoall;
+  FlexBackend moe_flex_backend = FlexBackend::deepep;  ///< used by the flex dispatcher only
 
   /// DP ranks of one FSDP shard group (one HSDP replica).
   [[nodiscard]] int shard_dp() const noexcept { return dp / (dp_replicate > 0 ? dp_replicate : 1); }
@@ -198,6 +205,7 @@ struct BlockKind {
 [[nodiscard]] const char* to_string(Optimizer o) noexcept;
 /// Megatron-Core spellings: alltoall | allgather | flex.
 [[nodiscard]] const char* to_string(MoeDispatcher d) noexcept;
+[[nodiscard]] const char* to_string(FlexBackend b) noexcept;
 
 /// Inverses of to_string (exact, case-sensitive SPEC spellings); nothing for an unknown name.
 [[nodiscard]] std::optional<Recompute> parse_recompute(std::string_view name) noexcept;
@@ -207,5 +215,6 @@ struct BlockKind {
 [[nodiscard]] std::optional<Framework> parse_framework(std::string_view name) noexcept;
 [[nodiscard]] std::optional<Optimizer> parse_optimizer(std::string_view name) noexcept;
 [[nodiscard]] std::optional<MoeDispatcher> parse_moe_dispatcher(std::string_view name) noexcept;
+[[nodiscard]] std::optional<FlexBackend> parse_flex_backend(std::string_view name) noexcept;
 
 }  // namespace tetra::llama

@@ -159,6 +159,7 @@ struct Op {
   /// routed experts they are drawn from; 0 = a plain all-to-all.
   int route_topk = 0;
   int route_experts = 0;
+  FlexBackend route_backend = FlexBackend::deepep;  ///< whose kernels cross the nodes
 
   [[nodiscard]] bool is_compute() const noexcept {
     return kind == OpKind::gemm || kind == OpKind::attention || kind == OpKind::memory_bound;

@@ -38,9 +38,10 @@ struct LayerKey {
   int cp_ranks = 1, cp_per_node = 1, cp_nodes = 1;
   int dpcp_ranks = 1, dpcp_per_node = 1, dpcp_nodes = 1;
   /// MoE layers (llama::moe_layer_ops): expert-parallel and expert-TP sizes, the token
-  /// dispatcher and the EP group's placement.
+  /// dispatcher (with the flex dispatcher's backend) and the EP group's placement.
   int ep = 1, etp = 1;
   llama::MoeDispatcher dispatcher = llama::MoeDispatcher::alltoall;
+  llama::FlexBackend flex_backend = llama::FlexBackend::deepep;
   int ep_per_node = 1, ep_nodes = 1;
   friend auto operator<=>(const LayerKey&, const LayerKey&) = default;
 };
