@@ -100,6 +100,17 @@ TEST_CASE("MoE: padded to capacity, the host never waits for the token counts") 
   CHECK(p["step_time_s"].get<double>() < d["step_time_s"].get<double>());
 }
 
+TEST_CASE("MoE: HybridEP across two nodes exchanges at its measured rate, slower than DeepEP's") {
+  const auto h = simulate_json("tests/data/scenarios/moe_qwen3_ep16_hybridep.toml");
+  const auto d = simulate_json("tests/data/scenarios/moe_qwen3_ep16_deepep.toml");
+  CHECK(h["layout"]["moe_token_dispatcher"] == "flex");
+  CHECK(h["layout"]["moe_flex_backend"] == "hybridep");
+  CHECK(d["layout"]["moe_flex_backend"] == "deepep");
+  // The same tokens cross once per node: 25.5 GB/s per GPU against NCCL's all-to-all 37.2.
+  CHECK(h["exposed_comm_s"]["ep"].get<double>() > d["exposed_comm_s"]["ep"].get<double>());
+  CHECK(h["step_time_s"].get<double>() > d["step_time_s"].get<double>());
+}
+
 TEST_CASE("MoE: simulate reports the GPU waiting for the host, gone under a full-iteration graph") {
   const auto e = simulate_json("tests/data/scenarios/moe_qwen3_ep8.toml");
   const auto g = simulate_json("tests/data/scenarios/moe_qwen3_ep8_graphed.toml");
