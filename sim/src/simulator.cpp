@@ -76,12 +76,12 @@ OpPricer Simulator::pricer(const SimInput& in) {
     if (op.is_compute()) return costmodel::op_seconds(op, *cp);
     for (const auto& c : comm_memo_) {
       if (c.kind == op.kind && c.coll == op.coll && c.dim == op.dim && c.group == op.group &&
-          c.route_topk == op.route_topk && c.bytes == op.bytes) {
+          c.route_topk == op.route_topk && c.route_backend == op.route_backend && c.bytes == op.bytes) {
         return c.seconds;
       }
     }
     const double s = costmodel::comm_op_seconds(op, *layout, *cm);
-    comm_memo_.push_back({op.kind, op.coll, op.dim, op.group, op.route_topk, op.bytes, s});
+    comm_memo_.push_back({op.kind, op.coll, op.dim, op.group, op.route_topk, op.route_backend, op.bytes, s});
     return s;
   };
 }

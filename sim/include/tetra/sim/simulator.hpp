@@ -167,6 +167,7 @@ class Simulator {
     llama::CommDim dim;
     int group;
     int route_topk;
+    llama::FlexBackend route_backend;
     double bytes;
     double seconds;
   };
