@@ -12,6 +12,7 @@
 #include "tetra/calib/tables.hpp"
 #include "tetra/hw/error.hpp"
 
+using tetra::test::approx;
 using namespace tetra;
 using namespace tetra::calib;
 
@@ -27,16 +28,16 @@ TEST_SUITE("calib") {
   TEST_CASE("bus factors follow nccl-tests") {
     // NVIDIA/nccl-tests doc/PERFORMANCE.md: all_reduce 2(n-1)/n = 2*7/8 = 1.75 for n = 8;
     // all_gather (n-1)/n = 7/8 = 0.875; send_recv 1.
-    CHECK(bus_factor("all_reduce", 8) == tetra::test::approx(1.75));
-    CHECK(bus_factor("all_gather", 8) == tetra::test::approx(0.875));
-    CHECK(bus_factor("reduce_scatter", 4) == tetra::test::approx(0.75));
-    CHECK(bus_factor("all_to_all", 2) == tetra::test::approx(0.5));
-    CHECK(bus_factor("send_recv", 2) == tetra::test::approx(1.0));
+    CHECK(bus_factor("all_reduce", 8) == approx(1.75));
+    CHECK(bus_factor("all_gather", 8) == approx(0.875));
+    CHECK(bus_factor("reduce_scatter", 4) == approx(0.75));
+    CHECK(bus_factor("all_to_all", 2) == approx(0.5));
+    CHECK(bus_factor("send_recv", 2) == approx(1.0));
     CHECK_THROWS_AS((void)bus_factor("broadcastish", 8), UserError);
     // busbw of 1 GiB all-reduce over 8 ranks in 8.19 ms (vTrain AR_GPU8 LUT, hardware.md 4.2):
     // algbw = 1073741824 / 8.19e-3 = 131.10 GB/s; busbw = 1.75 * 131.10 = 229.43 GB/s.
     costmodel::CollectiveRow r{"all_reduce", 8, 8, 1073741824.0, 8.19e-3, "", ""};
-    CHECK(busbw_Bps(r) / 1e9 == tetra::test::approx(229.43).epsilon(1e-4));
+    CHECK(busbw_Bps(r) / 1e9 == approx(229.43).epsilon(1e-4));
   }
 
   TEST_CASE("wave quantisation counts tiles per SM wave") {
@@ -53,7 +54,7 @@ TEST_SUITE("calib") {
     f.sms = 132;
     // 4096^3: 32 * 32 = 1024 tiles -> ceil(1024/132) = 8 waves; per wave
     // 2e-6 + 128*128*2*4096*132 / 1e15 = 2e-6 + 17.72e-6 = 19.716e-6; total 1e-6 + 8 * that.
-    CHECK(gemm_seconds(f, 4096, 4096, 4096) == tetra::test::approx(1e-6 + 8 * (2e-6 + 128.0 * 128 * 2 * 4096 * 132 / 1e15)));
+    CHECK(gemm_seconds(f, 4096, 4096, 4096) == approx(1e-6 + 8 * (2e-6 + 128.0 * 128 * 2 * 4096 * 132 / 1e15)));
   }
 
   TEST_CASE("FlashAttention FLOP count") {
@@ -66,9 +67,9 @@ TEST_SUITE("calib") {
     r.kv_heads = 8;
     r.head_dim = 128;
     r.causal = true;
-    CHECK(attention_flops(r) == tetra::test::approx(1.3743895e11).epsilon(1e-6));
+    CHECK(attention_flops(r) == approx(1.3743895e11).epsilon(1e-6));
     r.pass = costmodel::AttentionPass::bwd;
-    CHECK(attention_flops(r) == tetra::test::approx(2.5 * 1.3743895e11).epsilon(1e-6));
+    CHECK(attention_flops(r) == approx(2.5 * 1.3743895e11).epsilon(1e-6));
   }
 
   TEST_CASE("the committed synthetic table is the generator's output") {
@@ -154,13 +155,13 @@ TEST_SUITE("calib") {
     // One GEMM row: the fit keeps only the peak term. 1024x10240x5120 runs 6 waves of 108
     // 128x128 tiles = 648 tile slots for 640 tiles, so the wave-quantised peak is
     // 271.2 * 648 / 640 = 274.59 TFLOP/s (MAMF, stas00/ml-engineering).
-    CHECK(fit.gemm_peak_flops / 1e12 == tetra::test::approx(274.59).epsilon(1e-3));
+    CHECK(fit.gemm_peak_flops / 1e12 == approx(274.59).epsilon(1e-3));
     CHECK(fit.gemm_launch_s == 0);
     // Two streaming rows of one rate each: per-kernel fits return the gpu-stream rates.
     REQUIRE(fit.memory_bound.size() == 2);
     CHECK(fit.memory_bound[0].kernel == "copy");
-    CHECK(fit.memory_bound[0].Bps / 1e9 == tetra::test::approx(1737).epsilon(1e-6));
-    CHECK(fit.memory_bound[1].Bps / 1e9 == tetra::test::approx(1794).epsilon(1e-6));
+    CHECK(fit.memory_bound[0].Bps / 1e9 == approx(1737).epsilon(1e-6));
+    CHECK(fit.memory_bound[1].Bps / 1e9 == approx(1794).epsilon(1e-6));
     // vTrain 8-GPU all-reduce, 1 MiB .. 1 GiB: one line through five points. NCCL's busbw
     // grows with size (19.8 GB/s at 1 MiB, 229 at 1 GiB), so the line's bandwidth lands near
     // the large-message plateau and its latency absorbs the small-size cost.
@@ -177,8 +178,8 @@ TEST_SUITE("calib") {
     CHECK(rel(collective_seconds(ar8.fit, 1073741824.0), 8.19e-3) < 0.05);
     // Single-size groups: latency 0 and the published busbw back exactly (197, 222 GB/s).
     CHECK(lines[0].fit.ranks == 2);
-    CHECK(lines[0].fit.busbw_Bps / 1e9 == tetra::test::approx(197).epsilon(1e-6));
-    CHECK(lines[1].fit.busbw_Bps / 1e9 == tetra::test::approx(222).epsilon(1e-6));
+    CHECK(lines[0].fit.busbw_Bps / 1e9 == approx(197).epsilon(1e-6));
+    CHECK(lines[1].fit.busbw_Bps / 1e9 == approx(222).epsilon(1e-6));
   }
 
   TEST_CASE("memory-bound fit leaves out the rows that run from L2") {
@@ -190,8 +191,8 @@ TEST_SUITE("calib") {
         {"copy", 16777216, 3.8e-6}, {"copy", 268435456, 90e-6}, {"copy", 1073741824, 358e-6}};
     const auto with_l2 = fit_memory_bound(rows, 52428800);
     REQUIRE(with_l2.per_kernel.size() == 1);
-    CHECK(with_l2.per_kernel[0].fit.Bps / 1e12 == tetra::test::approx(2.99097).epsilon(1e-4));
-    CHECK(with_l2.all.fit.Bps / 1e12 == tetra::test::approx(2.99097).epsilon(1e-4));
+    CHECK(with_l2.per_kernel[0].fit.Bps / 1e12 == approx(2.99097).epsilon(1e-4));
+    CHECK(with_l2.all.fit.Bps / 1e12 == approx(2.99097).epsilon(1e-4));
     // Unknown L2: all three rows, and the L2 row pulls the bandwidth up.
     const auto without = fit_memory_bound(rows);
     CHECK(without.per_kernel[0].fit.Bps > 3.1e12);

@@ -12,6 +12,7 @@
 #include "tetra/calib/trace_import.hpp"
 #include "tetra/hw/error.hpp"
 
+using tetra::test::approx;
 using namespace tetra;
 using namespace tetra::calib;
 
@@ -86,9 +87,9 @@ TEST_SUITE("calib") {
     // aten::_cudnn_attention_backward summed per call, 11.4 + 137.3 + 10.7 + 5.4 + 6.0 and
     // 11.4 + 133.9 + 10.9 + 5.3 + 6.1 us, median 169.222 us.
     CHECK(p.attention[0].pass == costmodel::AttentionPass::fwd);
-    CHECK(p.attention[0].seconds == tetra::test::approx(49.586e-6).epsilon(1e-4));
+    CHECK(p.attention[0].seconds == approx(49.586e-6).epsilon(1e-4));
     CHECK(p.attention[1].pass == costmodel::AttentionPass::bwd);
-    CHECK(p.attention[1].seconds == tetra::test::approx(169.222e-6).epsilon(1e-4));
+    CHECK(p.attention[1].seconds == approx(169.222e-6).epsilon(1e-4));
     // torch.nn.RMSNorm's kernel is named after layer norm; its op (aten::_fused_rms_norm) says
     // what it is: 2048 x 2048 bf16 read and written = 16 MiB.
     bool rmsnorm = false;
@@ -110,11 +111,11 @@ TEST_SUITE("calib") {
     CHECK(p.gemm[0].m == 4096);
     CHECK(p.gemm[0].n == 6144);
     CHECK(p.gemm[0].k == 4096);
-    CHECK(p.gemm[0].seconds == tetra::test::approx(290e-6));
+    CHECK(p.gemm[0].seconds == approx(290e-6));
     // aten::mm [4096, 4096] x [4096, 14336]: three launches of 610, 630, 620 us -> median 620 us
     // (4.81e11 FLOP in 620 us = 776 TFLOP/s, an H100-like rate).
     CHECK(p.gemm[1].n == 14336);
-    CHECK(p.gemm[1].seconds == tetra::test::approx(620e-6));
+    CHECK(p.gemm[1].seconds == approx(620e-6));
     REQUIRE(p.attention.size() == 2);
     CHECK(p.attention[0].pass == costmodel::AttentionPass::fwd);
     CHECK(p.attention[0].heads == 32);
@@ -122,18 +123,18 @@ TEST_SUITE("calib") {
     CHECK(p.attention[0].seq == 4096);
     CHECK(p.attention[1].pass == costmodel::AttentionPass::bwd);
     CHECK(p.attention[1].kv_heads == 8);
-    CHECK(p.attention[1].seconds == tetra::test::approx(1620e-6));
+    CHECK(p.attention[1].seconds == approx(1620e-6));
     REQUIRE(p.collective.size() == 1);
     // 33554432 bf16 elements = 64 MiB over a group of 8.
     CHECK(p.collective[0].op == "all_reduce");
     CHECK(p.collective[0].ranks == 8);
-    CHECK(p.collective[0].bytes == tetra::test::approx(67108864.0));
+    CHECK(p.collective[0].bytes == approx(67108864.0));
     REQUIRE(p.memory_bound.size() == 2);
     // DtoD memcpy of 64 MiB: 128 MiB moved (read + write); RMSNorm over 4096 x 4096 bf16: 64 MiB.
     CHECK(p.memory_bound[0].kernel == "copy");
-    CHECK(p.memory_bound[0].bytes == tetra::test::approx(134217728.0));
+    CHECK(p.memory_bound[0].bytes == approx(134217728.0));
     CHECK(p.memory_bound[1].kernel == "rmsnorm");
-    CHECK(p.memory_bound[1].bytes == tetra::test::approx(67108864.0));
+    CHECK(p.memory_bound[1].bytes == approx(67108864.0));
     CHECK(imp.skipped.at("kernel kind not modelled") == 1);
     CHECK(imp.skipped.at("GEMM kernel without a shaped aten op") == 1);
   }

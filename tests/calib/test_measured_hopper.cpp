@@ -15,6 +15,7 @@
 #include "tetra/hw/presets.hpp"
 #include "tetra/scenarios/profile_io.hpp"
 
+using tetra::test::approx;
 using namespace tetra;
 
 namespace {
@@ -105,13 +106,13 @@ TEST_SUITE("calib") {
     const auto builtin = costmodel::builtin_profile(cluster_of(kH100));
     // Built-in BF16 GEMM rate: MAMF 794.5 TFLOP/s x 1377.3 / 1402.6 sustained (builtin_profiles.cpp
     // [MAMF], [AZ-H100]) = 780.2; measured 808.5 (cuBLASLt 13.1, data-filled operands).
-    CHECK(builtin.fit.gemm_peak_flops / 1e12 == tetra::test::approx(780.2).epsilon(0.001));
-    CHECK(ratio(p.fit.gemm_peak_flops, builtin.fit.gemm_peak_flops) == tetra::test::approx(1.0).epsilon(0.08));
+    CHECK(builtin.fit.gemm_peak_flops / 1e12 == approx(780.2).epsilon(0.001));
+    CHECK(ratio(p.fit.gemm_peak_flops, builtin.fit.gemm_peak_flops) == approx(1.0).epsilon(0.08));
     // HBM: built-in 0.9 x 3.35 TB/s = 3.015 TB/s [HBM-H]; measured 2.91 TB/s over the rows above
     // 2 x L2. No kernel may come out faster than the datasheet's 3.35 TB/s: the L2-resident rows
     // (in-place RoPE at 64 MiB moved: 4.4 TB/s) are out of the fit.
-    CHECK(builtin.fit.hbm_Bps / 1e12 == tetra::test::approx(3.015).epsilon(0.001));
-    CHECK(ratio(p.fit.hbm_Bps, builtin.fit.hbm_Bps) == tetra::test::approx(1.0).epsilon(0.08));
+    CHECK(builtin.fit.hbm_Bps / 1e12 == approx(3.015).epsilon(0.001));
+    CHECK(ratio(p.fit.hbm_Bps, builtin.fit.hbm_Bps) == approx(1.0).epsilon(0.08));
     REQUIRE(p.fit.memory_bound.size() == 6);
     for (const auto& k : p.fit.memory_bound) {
       INFO(k.kernel);
@@ -119,7 +120,7 @@ TEST_SUITE("calib") {
       CHECK(k.Bps > 0.7 * 3.35e12);
     }
     REQUIRE(p.attention.size() == 48);
-    CHECK(attention_model_over_measured(p, cluster_of(kH100)) == tetra::test::approx(1.0).epsilon(0.10));  // 1.015
+    CHECK(attention_model_over_measured(p, cluster_of(kH100)) == approx(1.0).epsilon(0.10));  // 1.015
   }
 
   TEST_CASE("measured H200: fitted rates agree with the published ones the built-in profile uses") {
@@ -127,17 +128,17 @@ TEST_SUITE("calib") {
     const auto builtin = costmodel::builtin_profile(cluster_of(kH200));
     // Built-in: MAMF 794.5 x 1366.3 / 1453.4 sustained [AZ-H200] = 746.9 TFLOP/s; measured 797.2
     // in a 22 s run, the short-run MAMF itself (794.5) within 0.3 % (H100: 808.5, 1.8 %).
-    CHECK(builtin.fit.gemm_peak_flops / 1e12 == tetra::test::approx(746.9).epsilon(0.001));
-    CHECK(ratio(p.fit.gemm_peak_flops, builtin.fit.gemm_peak_flops) == tetra::test::approx(1.0).epsilon(0.08));
+    CHECK(builtin.fit.gemm_peak_flops / 1e12 == approx(746.9).epsilon(0.001));
+    CHECK(ratio(p.fit.gemm_peak_flops, builtin.fit.gemm_peak_flops) == approx(1.0).epsilon(0.08));
     // The copy kernel streams at the HBM rate (4.13 TB/s of the datasheet's 4.8); every kernel
     // stays under the datasheet.
     for (const auto& k : p.fit.memory_bound) {
       INFO(k.kernel);
       CHECK(k.Bps < 4.8e12);
-      if (k.kernel == "copy") CHECK(ratio(k.Bps, builtin.fit.hbm_Bps) == tetra::test::approx(1.0).epsilon(0.08));
+      if (k.kernel == "copy") CHECK(ratio(k.Bps, builtin.fit.hbm_Bps) == approx(1.0).epsilon(0.08));
     }
     REQUIRE(p.attention.size() == 48);
-    CHECK(attention_model_over_measured(p, cluster_of(kH200)) == tetra::test::approx(1.0).epsilon(0.10));  // 1.079
+    CHECK(attention_model_over_measured(p, cluster_of(kH200)) == approx(1.0).epsilon(0.10));  // 1.079
   }
 
   TEST_CASE("measured H100: cuDNN attention at the MoE layouts' shapes against attention = \"cudnn\"") {
@@ -165,7 +166,7 @@ TEST_SUITE("calib") {
         const double model = costmodel::attention_seconds(a, bwd, params);
         const double meas = row.at(bwd ? "bwd_s" : "fwd_s").get<double>();
         INFO(row.at("case").get<std::string>() << " b" << a.batch << (bwd ? " bwd" : " fwd"));
-        CHECK(model / meas == tetra::test::approx(1.0).epsilon(0.30));  // worst: gpt-oss b1 bwd 0.74
+        CHECK(model / meas == approx(1.0).epsilon(0.30));  // worst: gpt-oss b1 bwd 0.74
         sum_model += model;
         sum_meas += meas;
         ++calls;
@@ -174,7 +175,7 @@ TEST_SUITE("calib") {
     REQUIRE(calls == 12);
     // Measured: the model's total is 0.945 of the timed one; per call 0.74 (gpt-oss, batch 1,
     // backward) to 1.05; the FA3 table holds for batch 4 and falls short for batch 1 at few heads.
-    CHECK(sum_model / sum_meas == tetra::test::approx(1.0).epsilon(0.10));
+    CHECK(sum_model / sum_meas == approx(1.0).epsilon(0.10));
   }
 
   TEST_CASE("measured H100 and H200: the built-in profile prices the expert GEMMs of the MoE layouts") {
@@ -183,9 +184,9 @@ TEST_SUITE("calib") {
     REQUIRE(h100.cases == 48);
     REQUIRE(h200.cases == 48);
     // H100: total 1.010 of the timed one, 18.5 % per case; H200: 1.043, 20.9 %.
-    CHECK(h100.total_ratio == tetra::test::approx(1.0).epsilon(0.05));
+    CHECK(h100.total_ratio == approx(1.0).epsilon(0.05));
     CHECK(h100.mape < 0.22);
-    CHECK(h200.total_ratio == tetra::test::approx(1.0).epsilon(0.08));
+    CHECK(h200.total_ratio == approx(1.0).epsilon(0.08));
     CHECK(h200.mape < 0.25);
   }
 
@@ -203,7 +204,7 @@ TEST_SUITE("calib") {
       // From 4 experts (69 kernels) on, each row is within 17 % of the default: 27.2 to 32.9 us
       // a kernel. The 2-expert row's 37 kernels took 49.2 us each (a short, noisy sample).
       const double per_kernel = r.at("host_s").get<double>() / r.at("kernels").get<double>();
-      if (r.at("kernels").get<int>() >= 64) CHECK(per_kernel == tetra::test::approx(32.5e-6).epsilon(0.17));
+      if (r.at("kernels").get<int>() >= 64) CHECK(per_kernel == approx(32.5e-6).epsilon(0.17));
       if (first_k == 0) {
         first_s = r.at("host_s").get<double>();
         first_k = r.at("kernels").get<int>();
@@ -215,6 +216,6 @@ TEST_SUITE("calib") {
     // 1 to 32 experts: 21 to 518 kernels, 0.63 to 16.7 ms: 32.3 µs per added kernel.
     const double slope = (last_s - first_s) / (last_k - first_k);
     const tetra::costmodel::ComputeParams p;
-    CHECK(slope == tetra::test::approx(p.host_kernel_s).epsilon(0.05));
+    CHECK(slope == approx(p.host_kernel_s).epsilon(0.05));
   }
 }

@@ -37,6 +37,7 @@
 #include "tetra/calib/trace_import.hpp"
 #include "tetra/hw/error.hpp"
 
+using tetra::test::approx;
 using namespace tetra;
 using namespace tetra::calib;
 
@@ -84,24 +85,24 @@ TEST_SUITE("calib") {
     CHECK(g[0].m == 2048);
     CHECK(g[0].n == 1024);
     CHECK(g[0].k == 4096);
-    CHECK(g[0].seconds == tetra::test::approx(30e-6));
+    CHECK(g[0].seconds == approx(30e-6));
     // aten::mm [[2048, 5120], [5120, 15360]]: M = 2048, K = 5120, N = 15360; the median of
     // 540, 2500 and 600 us is 600 us.
     CHECK(g[1].m == 2048);
     CHECK(g[1].n == 15360);
     CHECK(g[1].k == 5120);
-    CHECK(g[1].seconds == tetra::test::approx(600e-6));
+    CHECK(g[1].seconds == approx(600e-6));
     // aten::mm [[4096, 4096], [4096, 1024]]: one sample, 60 us (an outermost attribution of the
     // nested case would add its 30 us here and make the median 45 us).
     CHECK(g[2].m == 4096);
     CHECK(g[2].n == 1024);
     CHECK(g[2].k == 4096);
-    CHECK(g[2].seconds == tetra::test::approx(60e-6));
+    CHECK(g[2].seconds == approx(60e-6));
     // The autograd thread's own range: [[5120, 2048], [2048, 15360]], 560 us.
     CHECK(g[3].m == 5120);
     CHECK(g[3].n == 15360);
     CHECK(g[3].k == 2048);
-    CHECK(g[3].seconds == tetra::test::approx(560e-6));
+    CHECK(g[3].seconds == approx(560e-6));
     // SDPA q [b=2, heads=32, s=4096, d=128], k [2, kv_heads=8, 4096, 128]; no is_causal in NVTX
     // text, so causal as for a Kineto op without concrete inputs.
     REQUIRE(imp.profile.attention.size() == 1);
@@ -113,7 +114,7 @@ TEST_SUITE("calib") {
     CHECK(a.head_dim == 128);
     CHECK(a.causal);
     CHECK(a.pass == costmodel::AttentionPass::fwd);
-    CHECK(a.seconds == tetra::test::approx(600e-6));
+    CHECK(a.seconds == approx(600e-6));
     CHECK(imp.profile.collective.empty());
     CHECK(imp.profile.meta.source == "import-trace " + kNsys);
   }
@@ -147,7 +148,7 @@ TEST_SUITE("calib") {
     CHECK(imp.profile.gemm[0].m == 64);
     CHECK(imp.profile.gemm[0].n == 16);
     CHECK(imp.profile.gemm[0].k == 32);
-    CHECK(imp.profile.gemm[0].seconds == tetra::test::approx(3e-6));
+    CHECK(imp.profile.gemm[0].seconds == approx(3e-6));
     CHECK(skipped(imp, "GEMM kernel without a shaped aten op") == 2);
     // aten::bmm [[4, 128, 64], [4, 64, 256]] counts as one (4*128) x 256 x 64 GEMM, as Kineto.
     const auto bmm = import_trace_text(
@@ -237,6 +238,6 @@ TEST_SUITE("calib") {
     CHECK(imp.kernels == 50000);
     CHECK(imp.used == 50000);
     REQUIRE(imp.profile.gemm.size() == 1);
-    CHECK(imp.profile.gemm[0].seconds == tetra::test::approx(3e-6));  // median of 2, 3, 4 us
+    CHECK(imp.profile.gemm[0].seconds == approx(3e-6));  // median of 2, 3, 4 us
   }
 }

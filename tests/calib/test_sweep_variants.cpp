@@ -10,6 +10,7 @@
 #include "tetra/calib/curve_fit.hpp"
 #include "tetra/calib/sweep.hpp"
 
+using tetra::test::approx;
 using namespace tetra;
 using namespace tetra::calib;
 
@@ -123,10 +124,10 @@ TEST_SUITE("calib") {
     ReplayCollectiveProbe probe(recorded_table());
     // Replay: a recorded row, 0 for a size the variant lacks, unsupported for a variant
     // without rows. Hand value: 8e-6 + 2^20 * 1.75 / 40e9 = 8e-6 + 45.875e-6 = 53.875e-6 s.
-    CHECK(probe.variant_seconds("all_reduce", {8, 8}, 1 << 20, {"ring", "ll"}) == tetra::test::approx(53.875e-6));
+    CHECK(probe.variant_seconds("all_reduce", {8, 8}, 1 << 20, {"ring", "ll"}) == approx(53.875e-6));
     CHECK(probe.variant_seconds("all_reduce", {8, 8}, 1 << 21, {"ring", "ll"}) == 0);
     CHECK(probe.variant_seconds("all_reduce", {8, 8}, 1 << 20, {"nvls", "simple"}) < 0);
-    CHECK(probe.seconds("all_reduce", {8, 8}, 1 << 20) == tetra::test::approx(line_seconds(12e-6, 360e9, 8, 1 << 20)));
+    CHECK(probe.seconds("all_reduce", {8, 8}, 1 << 20) == approx(line_seconds(12e-6, 360e9, 8, 1 << 20)));
 
     costmodel::Profile out;
     std::vector<std::string> notes;
@@ -144,7 +145,7 @@ TEST_SUITE("calib") {
     CHECK(out.collective[4].algorithm == "ring");
     CHECK(out.collective[4].protocol == "ll");
     CHECK(out.collective[4].bytes == kSizes[0]);
-    CHECK(out.collective[4].seconds == tetra::test::approx(53.875e-6));
+    CHECK(out.collective[4].seconds == approx(53.875e-6));
     // One note for the group, one for the skipped variant.
     REQUIRE(notes.size() == 2);
     CHECK(notes[1].find("nvls/simple") != std::string::npos);
@@ -158,8 +159,8 @@ TEST_SUITE("calib") {
         const auto& f = lines[i].fit;
         CHECK(f.algorithm == kTruth[i].algorithm);
         CHECK(f.protocol == kTruth[i].protocol);
-        CHECK(f.latency_s == tetra::test::approx(kTruth[i].latency_s).epsilon(1e-6));
-        CHECK(f.busbw_Bps == tetra::test::approx(kTruth[i].busbw_Bps).epsilon(1e-6));
+        CHECK(f.latency_s == approx(kTruth[i].latency_s).epsilon(1e-6));
+        CHECK(f.busbw_Bps == approx(kTruth[i].busbw_Bps).epsilon(1e-6));
       }
     }
   }

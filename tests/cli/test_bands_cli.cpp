@@ -14,6 +14,8 @@
 
 #include "support/run_tetrasim.hpp"
 
+using tetra::test::approx;
+
 namespace fs = std::filesystem;
 
 namespace {
@@ -48,7 +50,7 @@ TEST_SUITE("cli") {
     CHECK(amp["low_error"].get<double>() < amp["high_error"].get<double>());
     for (const auto& row : j["per_row"]) {
       CHECK(row["error"].get<double>() ==
-            tetra::test::approx(row["predicted_s"].get<double>() / row["measured_s"].get<double>() - 1).epsilon(1e-4));
+            approx(row["predicted_s"].get<double>() / row["measured_s"].get<double>() - 1).epsilon(1e-4));
     }
     // One file: leaving it out leaves no rows, so there is no band to check it against.
     REQUIRE(j["coverage"].size() == 1);
@@ -83,8 +85,8 @@ TEST_SUITE("cli") {
     CHECK(b["generation"] == "hopper");
     CHECK(b["rows"].get<int>() >= 10);
     const double step = j["step_time_s"].get<double>();
-    CHECK(b["low"].get<double>() == tetra::test::approx(step / (1 + b["high_error"].get<double>())).epsilon(1e-5));
-    CHECK(b["high"].get<double>() == tetra::test::approx(step / (1 + b["low_error"].get<double>())).epsilon(1e-5));
+    CHECK(b["low"].get<double>() == approx(step / (1 + b["high_error"].get<double>())).epsilon(1e-5));
+    CHECK(b["high"].get<double>() == approx(step / (1 + b["low_error"].get<double>())).epsilon(1e-5));
     const Run t = tetrasim("simulate scenarios/default.toml");
     REQUIRE(t.code == 0);
     CHECK(t.out.find("step time band") != std::string::npos);

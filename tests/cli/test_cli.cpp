@@ -13,6 +13,8 @@
 
 #include "support/run_tetrasim.hpp"
 
+using tetra::test::approx;
+
 namespace fs = std::filesystem;
 
 namespace {
@@ -81,7 +83,7 @@ TEST_CASE("MoE: memory shows the expert part, in the table and in JSON") {
   CHECK(j["moe"]["active_params"] == 3'353'020'416LL);
   CHECK(j["layout"]["ep"] == 8);
   // 48 layers x 16 experts x 3*2048*768 parameters at 2 + 4 + 12/2 bytes: 40.50 GiB.
-  CHECK(j["stages"][0]["expert_states_gib"].get<double>() == tetra::test::approx(40.5).epsilon(1e-4));
+  CHECK(j["stages"][0]["expert_states_gib"].get<double>() == approx(40.5).epsilon(1e-4));
   CHECK(j["stages"][0]["moe_layers"] == 48);
 }
 
@@ -123,7 +125,7 @@ TEST_CASE("MoE: simulate reports the GPU waiting for the host, gone under a full
   const double idle_g = g["exposed_comm_s"]["ep"].get<double>();
   CHECK(saved > 0);
   CHECK(saved <= e["host_wait_s"].get<double>());
-  CHECK(saved == tetra::test::approx(idle_e - idle_g).epsilon(0.02));
+  CHECK(saved == approx(idle_e - idle_g).epsilon(0.02));
   CHECK(tetrasim("simulate tests/data/scenarios/moe_qwen3_ep8.toml").out.find("GPU waiting for host") !=
         std::string::npos);
 }
@@ -247,7 +249,7 @@ TEST_CASE("memory --json has the SPEC keys and nothing else on stdout") {
   // H100 SXM: 80 GB of HBM3 = 79.6 GiB.
   CHECK(j["capacity_gib"].get<double>() > 79.0);
   CHECK(j["capacity_gib"].get<double>() <= 80.0);
-  CHECK(j["usable_gib"].get<double>() == tetra::test::approx(0.8 * j["capacity_gib"].get<double>()).epsilon(1e-3));
+  CHECK(j["usable_gib"].get<double>() == approx(0.8 * j["capacity_gib"].get<double>()).epsilon(1e-3));
   // Deterministic: the same input gives byte-identical output.
   CHECK(tetrasim("memory scenarios/default.toml --json").out == r.out);
 }

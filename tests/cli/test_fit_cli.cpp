@@ -15,6 +15,8 @@
 
 #include "support/run_tetrasim.hpp"
 
+using tetra::test::approx;
+
 namespace fs = std::filesystem;
 
 namespace {
@@ -101,7 +103,7 @@ TEST_SUITE("cli") {
     REQUIRE(v.code == 0);
     const auto vj = nlohmann::json::parse(v.out);
     CHECK(vj["metrics"]["step_time_s"]["mape"].get<double>() ==
-          tetra::test::approx(all["fitted"]["mape"].get<double>()).epsilon(1e-4));
+          approx(all["fitted"]["mape"].get<double>()).epsilon(1e-4));
     CHECK(vj["fit"] == out.string());
 
     // The text report prints the factor table.
@@ -164,7 +166,7 @@ TEST_SUITE("cli") {
     CHECK(cv["per_row"].size() == 16);
     CHECK(cv["per_row"][5]["fold"] == 2);  // row i in fold i mod K (1-based)
     CHECK(cv["all"]["zero_shot"]["mape"].get<double>() ==
-          tetra::test::approx(j["metrics"]["step_time_s"]["mape"].get<double>()));
+          approx(j["metrics"]["step_time_s"]["mape"].get<double>()));
     CHECK(cv["all"]["cv"]["mape"].get<double>() > 0);
     const Run t = tetrasim("validate " + kCsv + " --cv loo --factors gemm");
     REQUIRE(t.code == 0);

@@ -18,6 +18,8 @@
 
 #include <nlohmann/json.hpp>
 
+using tetra::test::approx;
+
 namespace fs = std::filesystem;
 
 namespace {
@@ -70,7 +72,7 @@ TEST_SUITE("cli") {
     CHECK(n >= 900);
     CHECK(fit_fit + fit_oom + oom_fit + oom_oom == n);
     const double accuracy = o["accuracy"].get<double>();
-    CHECK(accuracy == tetra::test::approx(static_cast<double>(fit_fit + oom_oom) / n));
+    CHECK(accuracy == approx(static_cast<double>(fit_fit + oom_oom) / n));
     CHECK(accuracy >= 0.95);
   }
 }

@@ -8,6 +8,7 @@
 #include "tetra/hw/presets.hpp"
 #include "support/approx.hpp"
 
+using tetra::test::approx;
 using namespace tetra;
 using namespace tetra::costmodel;
 using llama::CollectiveKind;
@@ -38,21 +39,21 @@ TEST_SUITE("costmodel") {
     const CommParams a = params("dgx-a100-80gb");
     const CommParams h = params("dgx-h100");
     // A100: 12 links x 20.0 = 240 GB/s; 6 channels at 40 fill it; duplicated -> 12 at 20.
-    CHECK(a.topo.nvlink_GBps == tetra::test::approx(240.0));
+    CHECK(a.topo.nvlink_GBps == approx(240.0));
     CHECK(ring_graph(a.topo, 8, 1).channels == 12);
-    CHECK(ring_graph(a.topo, 8, 1).bw_intra_GBps == tetra::test::approx(20.0));
+    CHECK(ring_graph(a.topo, 8, 1).bw_intra_GBps == approx(20.0));
     // H100: 18 x 20.6 = 370.8; 6 at 60 (= 360) is the first best; duplicated (>= 50) -> 12 at 30.
-    CHECK(h.topo.nvlink_GBps == tetra::test::approx(370.8));
+    CHECK(h.topo.nvlink_GBps == approx(370.8));
     CHECK(ring_graph(h.topo, 8, 1).channels == 12);
-    CHECK(ring_graph(h.topo, 8, 1).bw_intra_GBps == tetra::test::approx(30.0));
+    CHECK(ring_graph(h.topo, 8, 1).bw_intra_GBps == approx(30.0));
     // NVLS: one head per GPU, 8 x 40 <= 370.8.
     CHECK(nvls_graph(h.topo, 8, 1).channels == 8);
-    CHECK(nvls_graph(h.topo, 8, 1).bw_intra_GBps == tetra::test::approx(40.0));
+    CHECK(nvls_graph(h.topo, 8, 1).bw_intra_GBps == approx(40.0));
     // Across nodes one channel per NIC: 400 Gb/s -> 50 GB/s -> speed 48; 200 Gb/s -> 25 -> 24.
     CHECK(ring_graph(h.topo, 8, 4).channels == 8);
-    CHECK(ring_graph(h.topo, 8, 4).bw_inter_GBps == tetra::test::approx(48.0));
+    CHECK(ring_graph(h.topo, 8, 4).bw_inter_GBps == approx(48.0));
     CHECK(ring_graph(a.topo, 8, 4).channels == 8);
-    CHECK(ring_graph(a.topo, 8, 4).bw_inter_GBps == tetra::test::approx(24.0));
+    CHECK(ring_graph(a.topo, 8, 4).bw_inter_GBps == approx(24.0));
   }
 
   TEST_CASE("NCCL latency / bandwidth formulas by hand (costmodels.md 1.2-1.3)") {
@@ -62,38 +63,38 @@ TEST_SUITE("costmodel") {
     // Ring/Simple all-reduce, A100, 8 ranks: lat = 8.4 + 14 * 3.4 = 56.0 us;
     // bw = 12 * 20 = 240 bus -> x 8/14 = 137.14 GB/s algorithm bandwidth.
     NcclLatBw r = nccl_lat_bw(CollectiveKind::all_reduce, NcclAlgo::ring, NcclProto::simple, node, a);
-    CHECK(r.lat_us == tetra::test::approx(56.0));
-    CHECK(r.bw_GBps == tetra::test::approx(240.0 * 8 / 14));
+    CHECK(r.lat_us == approx(56.0));
+    CHECK(r.bw_GBps == approx(240.0 * 8 / 14));
     // Ring/LL: lat = 6.6 + 14 * 0.6 = 15.0; bw = min(llMaxBw 87.7, 0.5 * 240) * 8/14 = 50.114.
     r = nccl_lat_bw(CollectiveKind::all_reduce, NcclAlgo::ring, NcclProto::ll, node, a);
-    CHECK(r.lat_us == tetra::test::approx(15.0));
-    CHECK(r.bw_GBps == tetra::test::approx(87.7 * 8 / 14));
+    CHECK(r.lat_us == approx(15.0));
+    CHECK(r.bw_GBps == approx(87.7 * 8 / 14));
     // Ring/LL128: min(0.92 * 240, 12 * 20) * 8/14 = 220.8 * 8/14.
     r = nccl_lat_bw(CollectiveKind::all_reduce, NcclAlgo::ring, NcclProto::ll128, node, a);
-    CHECK(r.bw_GBps == tetra::test::approx(220.8 * 8 / 14));
+    CHECK(r.bw_GBps == approx(220.8 * 8 / 14));
     // NVLS all-reduce, H100: 40 * 0.85 * 7/8 * 2 = 59.5 per channel, x 8 = 476 bus,
     // x 8/14 = 272.0 GB/s algorithm bandwidth (nccl-tests #212: "algbw ~275"); lat = 25 us.
     r = nccl_lat_bw(CollectiveKind::all_reduce, NcclAlgo::nvls, NcclProto::simple, node, h);
-    CHECK(r.bw_GBps == tetra::test::approx(476.0 * 8 / 14));
-    CHECK(r.lat_us == tetra::test::approx(25.0));
+    CHECK(r.bw_GBps == approx(476.0 * 8 / 14));
+    CHECK(r.lat_us == approx(25.0));
     // Ring all-gather, H100: lat = 8.4 + 7 * 3.4 = 32.2; bw = 360 * 8/7.
     r = nccl_lat_bw(CollectiveKind::all_gather, NcclAlgo::ring, NcclProto::simple, node, h);
-    CHECK(r.lat_us == tetra::test::approx(32.2));
-    CHECK(r.bw_GBps == tetra::test::approx(360.0 * 8 / 7));
+    CHECK(r.lat_us == approx(32.2));
+    CHECK(r.bw_GBps == approx(360.0 * 8 / 7));
     // Tree/Simple all-reduce, H100, 4 nodes: lat = 8.4 + 2 * (7 * 4.0 + log2(4) * 14) = 120.4;
     // bw = min(0.92 * 8 * 48, 8 * perChMaxTreeBw 36.0) * 0.5 = 144.
     const GroupPlacement four{32, 8, 4};
     r = nccl_lat_bw(CollectiveKind::all_reduce, NcclAlgo::tree, NcclProto::simple, four, h);
-    CHECK(r.lat_us == tetra::test::approx(120.4));
-    CHECK(r.bw_GBps == tetra::test::approx(144.0));
+    CHECK(r.lat_us == approx(120.4));
+    CHECK(r.bw_GBps == approx(144.0));
     // Ring/Simple all-reduce, H100, 4 nodes: 2(n-1) = 62 steps, 6 inter-node:
     // lat = 8.4 + 56 * max(3.4, 3 * 1.0) + 6 * 14 = 282.8 us.
     r = nccl_lat_bw(CollectiveKind::all_reduce, NcclAlgo::ring, NcclProto::simple, four, h);
-    CHECK(r.lat_us == tetra::test::approx(282.8));
+    CHECK(r.lat_us == approx(282.8));
     // ... and the plateau factor 1.4 applies to a 1 GiB call:
     // t = 282.8 * 1.4 + 2^30 / (1000 * 384 * 32/62) us = 395.92 + 5417.6 = 5813.5 us.
     CHECK(nccl_algo_seconds(CollectiveKind::all_reduce, NcclAlgo::ring, NcclProto::simple, kGiB, four, h) ==
-          tetra::test::approx(5813.5e-6).epsilon(1e-4));
+          approx(5813.5e-6).epsilon(1e-4));
     // NVLS is single-node only without CollNet; PAT needs one GPU per node.
     CHECK(nccl_lat_bw(CollectiveKind::all_reduce, NcclAlgo::nvls, NcclProto::simple, four, h).bw_GBps == 0);
     CHECK(nccl_lat_bw(CollectiveKind::all_gather, NcclAlgo::pat, NcclProto::simple, four, h).bw_GBps == 0);
@@ -105,46 +106,46 @@ TEST_SUITE("costmodel") {
     const GroupPlacement four{32, 8, 4};
     // 1 MiB: logSize = log2(2^20 / 64) = 14 -> Simple factor 0.5 on the bandwidth.
     const double t = nccl_algo_seconds(CollectiveKind::all_reduce, NcclAlgo::tree, NcclProto::simple, 1048576.0, four, h);
-    CHECK(t == tetra::test::approx((120.4 + 1048576.0 / (1000 * 144.0 * 0.5)) * 1e-6));
+    CHECK(t == approx((120.4 + 1048576.0 / (1000 * 144.0 * 0.5)) * 1e-6));
     // v2.21.5: Tree/Simple base 0 and 28 us hardware latency: 2 * (7 * 28 + 2 * 28) = 504 us.
     h.version = parse_nccl_version("2.21.5");
     CHECK(h.version == NcclVersion::v2_21_5);
-    CHECK(nccl_lat_bw(CollectiveKind::all_reduce, NcclAlgo::tree, NcclProto::simple, four, h).lat_us == tetra::test::approx(504.0));
+    CHECK(nccl_lat_bw(CollectiveKind::all_reduce, NcclAlgo::tree, NcclProto::simple, four, h).lat_us == approx(504.0));
     // v2.27.7: NVLS all-reduce bw = min(bwIntra, bwInter) = 40 per channel, x 8, ratio 5/6.
     h.version = parse_nccl_version("2.27.7");
     CHECK(nccl_lat_bw(CollectiveKind::all_reduce, NcclAlgo::nvls, NcclProto::simple, GroupPlacement{8, 8, 1}, h).bw_GBps ==
-          tetra::test::approx(320.0 * 5 / 6));
+          approx(320.0 * 5 / 6));
     CHECK(parse_nccl_version("") == NcclVersion::v2_30_7);
     CHECK(parse_nccl_version("2.30.7") == NcclVersion::v2_30_7);
   }
 
   TEST_CASE("nccl-tests busbw definitions (costmodels.md 2.1)") {
-    CHECK(bus_factor(CollectiveKind::all_reduce, 8) == tetra::test::approx(1.75));
-    CHECK(bus_factor(CollectiveKind::all_gather, 8) == tetra::test::approx(0.875));
-    CHECK(bus_factor(CollectiveKind::send_recv, 2) == tetra::test::approx(1.0));
+    CHECK(bus_factor(CollectiveKind::all_reduce, 8) == approx(1.75));
+    CHECK(bus_factor(CollectiveKind::all_gather, 8) == approx(0.875));
+    CHECK(bus_factor(CollectiveKind::send_recv, 2) == approx(1.0));
     const CommParams a = params("dgx-a100-80gb");
     const CollectiveEstimate e = collective(CollectiveKind::all_reduce, kGiB, GroupPlacement{8, 8, 1}, a);
-    CHECK(e.algbw_Bps == tetra::test::approx(kGiB / e.seconds));
-    CHECK(e.busbw_Bps == tetra::test::approx(e.algbw_Bps * 1.75));
+    CHECK(e.algbw_Bps == approx(kGiB / e.seconds));
+    CHECK(e.busbw_Bps == approx(e.algbw_Bps * 1.75));
     CHECK(collective(CollectiveKind::all_reduce, kGiB, GroupPlacement{1, 1, 1}, a).seconds == 0);
   }
 
   TEST_CASE("All-reduce busbw at 1 GiB inside a node matches nccl-tests (hardware.md 4.1)") {
     // DGX A100: 232 (GTC24/25), 235 (ml-engineering network/README.md).
     const double a100 = busbw_gbs(CollectiveKind::all_reduce, 1, params("dgx-a100-80gb"));
-    CHECK(a100 == tetra::test::approx(233.5).epsilon(0.10));
+    CHECK(a100 == approx(233.5).epsilon(0.10));
     // DGX H100: NCCL picks NVLS, ~480 (GTC24/25; nccl-tests #212).
     const CommParams h = params("dgx-h100");
     const CollectiveEstimate nv = collective(CollectiveKind::all_reduce, kGiB, GroupPlacement{8, 8, 1}, h);
     CHECK(nv.algo == NcclAlgo::nvls);
-    CHECK(nv.busbw_Bps / 1e9 == tetra::test::approx(480).epsilon(0.10));
+    CHECK(nv.busbw_Bps / 1e9 == approx(480).epsilon(0.10));
     // Without NVLS: ring, 370 (GTC24/25; nccl-tests #212 "effective NVLink bandwidth of 370GB/s").
     CommParams ring = h;
     ring.allow_nvls = false;
-    CHECK(busbw_gbs(CollectiveKind::all_reduce, 1, ring) == tetra::test::approx(370).epsilon(0.10));
+    CHECK(busbw_gbs(CollectiveKind::all_reduce, 1, ring) == approx(370).epsilon(0.10));
     // All-gather / reduce-scatter: ring, 370 (nccl-tests #212).
-    CHECK(busbw_gbs(CollectiveKind::all_gather, 1, h) == tetra::test::approx(370).epsilon(0.10));
-    CHECK(busbw_gbs(CollectiveKind::reduce_scatter, 1, h) == tetra::test::approx(370).epsilon(0.10));
+    CHECK(busbw_gbs(CollectiveKind::all_gather, 1, h) == approx(370).epsilon(0.10));
+    CHECK(busbw_gbs(CollectiveKind::reduce_scatter, 1, h) == approx(370).epsilon(0.10));
   }
 
   TEST_CASE("All-reduce busbw at 1 GiB across nodes (hardware.md 4.1: 32 GPUs)") {
@@ -152,22 +153,22 @@ TEST_SUITE("costmodel") {
     const CommParams a = params("dgx-a100-80gb");
     for (int nodes : {2, 4, 8}) {
       CAPTURE(nodes);
-      CHECK(busbw_gbs(CollectiveKind::all_reduce, nodes, a) == tetra::test::approx(192).epsilon(0.10));
+      CHECK(busbw_gbs(CollectiveKind::all_reduce, nodes, a) == approx(192).epsilon(0.10));
     }
     // At 16 nodes NCCL's ring latency (254 steps, x1.4 plateau) costs 13 % at 1 GiB; the
     // published figure is for 32 GPUs only.
-    CHECK(busbw_gbs(CollectiveKind::all_reduce, 16, a) == tetra::test::approx(192).epsilon(0.15));
+    CHECK(busbw_gbs(CollectiveKind::all_reduce, 16, a) == approx(192).epsilon(0.15));
     // DGX H100, 8x 400 Gb/s: 370 (GTC25) - 380 (GTC24) at 32 GPUs.
     const CommParams h = params("dgx-h100");
     for (int nodes : {4, 8, 16}) {
       CAPTURE(nodes);
-      CHECK(busbw_gbs(CollectiveKind::all_reduce, nodes, h) == tetra::test::approx(375).epsilon(0.10));
+      CHECK(busbw_gbs(CollectiveKind::all_reduce, nodes, h) == approx(375).epsilon(0.10));
     }
     // Two nodes: NCCL's choice is NVLS-tree (inter bandwidth doubled for <= 2 nodes, capped at
     // perChMaxNVLSTreeBw 57.7 x 8 channels), above the 32-GPU figure; the ring alone matches it.
     CommParams ring = h;
     ring.allow_nvls = false;
-    CHECK(busbw_gbs(CollectiveKind::all_reduce, 2, ring) == tetra::test::approx(375).epsilon(0.10));
+    CHECK(busbw_gbs(CollectiveKind::all_reduce, 2, ring) == approx(375).epsilon(0.10));
     const CollectiveEstimate two = collective(CollectiveKind::all_reduce, kGiB, GroupPlacement{16, 8, 2}, h);
     CHECK(two.algo == NcclAlgo::nvls_tree);
   }
@@ -177,12 +178,12 @@ TEST_SUITE("costmodel") {
     // 24 GB/s on DGX A100 (8x 200 Gb/s). Each rank's remote 24/32 of the buffer crosses its
     // NIC (48.5 / 23.5 GB/s effective), a bound of 48.5 x 31/24 = 62.65 and 30.35 GB/s.
     // (At 1 GiB the all-to-all's launch latency, about 30 us, costs 0.1-0.2 %.)
-    CHECK(busbw_gbs(CollectiveKind::all_to_all, 4, params("dgx-h100")) == tetra::test::approx(48.0).epsilon(3e-3));
-    CHECK(busbw_gbs(CollectiveKind::all_to_all, 4, params("dgx-a100-80gb")) == tetra::test::approx(24.0).epsilon(3e-3));
+    CHECK(busbw_gbs(CollectiveKind::all_to_all, 4, params("dgx-h100")) == approx(48.0).epsilon(3e-3));
+    CHECK(busbw_gbs(CollectiveKind::all_to_all, 4, params("dgx-a100-80gb")) == approx(24.0).epsilon(3e-3));
     // 64 GPUs on 8 nodes: the same share of that bound, 48 / 62.65 x 48.5 x 63/56 = 41.80 GB/s.
-    CHECK(busbw_gbs(CollectiveKind::all_to_all, 8, params("dgx-h100")) == tetra::test::approx(41.80).epsilon(3e-3));
+    CHECK(busbw_gbs(CollectiveKind::all_to_all, 8, params("dgx-h100")) == approx(41.80).epsilon(3e-3));
     // One node: the measured intra-node 320 GB/s (GTC25), untouched.
-    CHECK(busbw_gbs(CollectiveKind::all_to_all, 1, params("dgx-h100")) == tetra::test::approx(320.0).epsilon(0.02));
+    CHECK(busbw_gbs(CollectiveKind::all_to_all, 1, params("dgx-h100")) == approx(320.0).epsilon(0.02));
   }
 
   TEST_CASE("Flex dispatch: one copy per destination node over the network, the rest over NVLink") {
@@ -197,17 +198,17 @@ TEST_SUITE("costmodel") {
     const CommParams h = params("dgx-h100");
     const GroupPlacement g{32, 8, 4};
     const double flex = hierarchical_all_to_all(kGiB, 8, 256, llama::FlexBackend::deepep, g, h);
-    CHECK(flex == test::approx(9.814e-3).epsilon(0.002));
-    CHECK(collective(CollectiveKind::all_to_all, kGiB, g, h).seconds == test::approx(21.69e-3).epsilon(0.002));
+    CHECK(flex == approx(9.814e-3).epsilon(0.002));
+    CHECK(collective(CollectiveKind::all_to_all, kGiB, g, h).seconds == approx(21.69e-3).epsilon(0.002));
     // One node: the plain all-to-all.
     const GroupPlacement node{8, 8, 1};
     CHECK(hierarchical_all_to_all(kGiB, 8, 256, llama::FlexBackend::deepep, node, h) ==
-          test::approx(collective(CollectiveKind::all_to_all, kGiB, node, h).seconds));
+          approx(collective(CollectiveKind::all_to_all, kGiB, node, h).seconds));
     // Qwen3-30B-A3B routing (128 experts, top-8) over 2 nodes: P0 = 0.0030959, so nearly every
     // token crosses once: S/8 x 0.99690 / 37.16 GB/s = 3.600 ms, plus 15.9 us of launch.
     const GroupPlacement two{16, 8, 2};
     CHECK(hierarchical_all_to_all(kGiB, 8, 128, llama::FlexBackend::deepep, two, h) ==
-          test::approx(3.616e-3).epsilon(0.002));
+          approx(3.616e-3).epsilon(0.002));
   }
 
   TEST_CASE("HybridEP across nodes at its measured rate") {
@@ -221,12 +222,12 @@ TEST_SUITE("costmodel") {
     const GroupPlacement two{16, 8, 2};
     const double s = 4096.0 * 8 * 2048 * 2;
     const double hybrid = hierarchical_all_to_all(s, 8, 128, llama::FlexBackend::hybridep, two, h);
-    CHECK(hybrid == test::approx(671.7e-6).epsilon(0.002));
-    CHECK(64 * 48 * 4 * hybrid == test::approx(8.254).epsilon(0.002));
+    CHECK(hybrid == approx(671.7e-6).epsilon(0.002));
+    CHECK(64 * 48 * 4 * hybrid == approx(8.254).epsilon(0.002));
     // Inside one node both backends are the plain all-to-all.
     const GroupPlacement node{8, 8, 1};
     CHECK(hierarchical_all_to_all(s, 8, 128, llama::FlexBackend::hybridep, node, h) ==
-          test::approx(collective(CollectiveKind::all_to_all, s, node, h).seconds));
+          approx(collective(CollectiveKind::all_to_all, s, node, h).seconds));
   }
 
   TEST_CASE("Group placement follows rank_order (innermost first)") {
@@ -302,9 +303,9 @@ TEST_SUITE("costmodel") {
     // 1e7 B between 1e6 (20 us) and 1e8 (400 us): exp(mean of logs) = sqrt(20 * 400) = 89.44 us.
     const CollectiveEstimate e = collective(CollectiveKind::all_reduce, 1e7, node, h);
     CHECK(e.measured);
-    CHECK(e.seconds == tetra::test::approx(89.443e-6).epsilon(1e-4));
+    CHECK(e.seconds == approx(89.443e-6).epsilon(1e-4));
     // Beyond the largest row: at its bandwidth.
-    CHECK(collective(CollectiveKind::all_reduce, 1e9, node, h).seconds == tetra::test::approx(4e-3));
+    CHECK(collective(CollectiveKind::all_reduce, 1e9, node, h).seconds == approx(4e-3));
     // Other ops keep the model.
     CHECK_FALSE(collective(CollectiveKind::all_gather, 1e7, node, h).measured);
   }
@@ -317,26 +318,26 @@ TEST_SUITE("costmodel") {
     const double mib = 1024.0 * 1024.0;
     const CollectiveEstimate row = collective(CollectiveKind::all_reduce, 32 * mib, node, a);
     CHECK(row.measured);
-    CHECK(row.seconds == tetra::test::approx(355.7e-6));
+    CHECK(row.seconds == approx(355.7e-6));
     // 24 MiB, log-log between the two rows: 231.0 * (355.7 / 231.0)^log2(1.5) = 297.36 us.
     CHECK(collective(CollectiveKind::all_reduce, 24 * mib, node, a).seconds ==
-          tetra::test::approx(297.36e-6).epsilon(1e-4));
+          approx(297.36e-6).epsilon(1e-4));
     // Two GPUs, 32 MiB: 229.0 us (AR_GPU2); NCCL's model alone gives 155 us there.
     CHECK(collective(CollectiveKind::all_reduce, 32 * mib, GroupPlacement{2, 2, 1}, a).seconds ==
-          tetra::test::approx(229.0e-6));
+          approx(229.0e-6));
     // Below the table (1 MiB, 92.2 us on 8 GPUs): NCCL's model, capped at that row's time.
     // 8 B: Ring/LL, 15.0 us latency (see the hand computation above) + 8 B at 50.1 GB/s.
     const CollectiveEstimate tiny = collective(CollectiveKind::all_reduce, 8.0, node, a);
     CHECK_FALSE(tiny.measured);
-    CHECK(tiny.seconds == tetra::test::approx(15.0e-6).epsilon(1e-3));
+    CHECK(tiny.seconds == approx(15.0e-6).epsilon(1e-3));
     CommParams slow = a;
     slow.topo.nvlink_GBps = 0.01;  // a model far slower than the smallest row: the cap holds
     const CollectiveEstimate capped = collective(CollectiveKind::all_reduce, 0.5 * mib, node, slow);
     CHECK(capped.measured);
-    CHECK(capped.seconds == tetra::test::approx(92.2e-6));
+    CHECK(capped.seconds == approx(92.2e-6));
     // All-gather / reduce-scatter at the all-reduce's busbw at the same size [assumed]: half.
-    CHECK(collective(CollectiveKind::all_gather, 32 * mib, node, a).seconds == tetra::test::approx(177.85e-6));
-    CHECK(collective(CollectiveKind::reduce_scatter, 32 * mib, node, a).seconds == tetra::test::approx(177.85e-6));
+    CHECK(collective(CollectiveKind::all_gather, 32 * mib, node, a).seconds == approx(177.85e-6));
+    CHECK(collective(CollectiveKind::reduce_scatter, 32 * mib, node, a).seconds == approx(177.85e-6));
     // Across nodes, and on a node whose NVLink differs from the measured one: NCCL's model.
     CHECK_FALSE(collective(CollectiveKind::all_reduce, 32 * mib, GroupPlacement{16, 8, 2}, a).measured);
     hw::Cluster fast = cluster("dgx-a100-80gb");
@@ -350,9 +351,9 @@ TEST_SUITE("costmodel") {
   TEST_CASE("P2P at the slower link of the pair") {
     const CommParams h = params("dgx-h100");
     // NVLink pair: 0.88 * 450 GB/s = 396 GB/s (nvbandwidth on H200) + 0.93625 us.
-    CHECK(p2p_seconds(396e6, true, h) == tetra::test::approx(1e-3 + 0.93625e-6));
+    CHECK(p2p_seconds(396e6, true, h) == approx(1e-3 + 0.93625e-6));
     // Across nodes: ConnectX-7 48.5 GB/s + 5 us.
-    CHECK(p2p_seconds(48.5e6, false, h) == tetra::test::approx(1e-3 + 5e-6));
+    CHECK(p2p_seconds(48.5e6, false, h) == approx(1e-3 + 5e-6));
   }
 }
 
@@ -362,7 +363,7 @@ TEST_SUITE("costmodel") {
     rack.nodes = 18;
     const CommParams p = make_comm_params(rack, builtin_profile(rack));
     // SM100_NVLINK_BW 40.1 GB/s x 18 NVLink 5 links of 50 GB/s (900 GB/s per direction).
-    CHECK(p.topo.nvlink_GBps == tetra::test::approx(721.8));
+    CHECK(p.topo.nvlink_GBps == approx(721.8));
     // The whole rack is the NCCL node, with the NICs of its 18 trays (one per GPU).
     CHECK(p.topo.gpus_per_node == 72);
     CHECK(p.topo.nics_per_node == 72);
@@ -370,11 +371,11 @@ TEST_SUITE("costmodel") {
     // duplicated (90 >= 50) -> 16 at 45; 50 fits only 14 channels, so pass 2 keeps 45.
     const GraphInfo ring = ring_graph(p.topo, 72, 1);
     CHECK(ring.channels == 16);
-    CHECK(ring.bw_intra_GBps == tetra::test::approx(45.0));
+    CHECK(ring.bw_intra_GBps == approx(45.0));
     // NVLS: 16 heads (NCCL_NVLS_NCHANNELS), the fastest intra speed with 16 x s <= 721.8: 40.
     const GraphInfo nvls = nvls_graph(p.topo, 72, 1);
     CHECK(nvls.channels == 16);
-    CHECK(nvls.bw_intra_GBps == tetra::test::approx(40.0));
+    CHECK(nvls.bw_intra_GBps == approx(40.0));
   }
 
   TEST_CASE("NVL72: a 72-GPU TP x CP x DP layout prices its collectives on NVLink, by hand") {
@@ -402,14 +403,14 @@ TEST_SUITE("costmodel") {
     const CollectiveEstimate ag = collective(CollectiveKind::all_gather, bytes, tp, p);
     CHECK(ag.algo == NcclAlgo::ring);
     CHECK(ag.proto == NcclProto::simple);
-    CHECK(ag.seconds == tetra::test::approx(18.6e-6 + bytes / 960e9).epsilon(1e-9));
+    CHECK(ag.seconds == approx(18.6e-6 + bytes / 960e9).epsilon(1e-9));
     // The DP x CP gradient all-reduce over 18 ranks on NVLink: NVLS, 16 heads at 40 GB/s x 0.74
     // x 15/16 x 2 = 55.5 per channel, 888 GB/s bus, x n/nsteps = 18/34 algorithm bandwidth;
     // latency 25 us (NVLS Simple on NVLink).
     const GroupPlacement dp = place_group(l, llama::CommDim::dp_cp, rack.nvlink_domain());
     const CollectiveEstimate ar = collective(CollectiveKind::all_reduce, kGiB, dp, p);
     CHECK(ar.algo == NcclAlgo::nvls);
-    CHECK(ar.seconds == tetra::test::approx(25e-6 + kGiB / (888e9 * 18.0 / 34.0)).epsilon(1e-9));
+    CHECK(ar.seconds == approx(25e-6 + kGiB / (888e9 * 18.0 / 34.0)).epsilon(1e-9));
     // Were the trays not one NVLink domain (4 GPUs each, MNNVL off), the same group would
     // cross 5 ConnectX-7 NICs and take several times longer.
     hw::Cluster trays = rack;

@@ -9,6 +9,7 @@
 #include "tetra/costmodel/compute.hpp"
 #include "tetra/hw/presets.hpp"
 
+using tetra::test::approx;
 using namespace tetra;
 using namespace tetra::costmodel;
 
@@ -43,11 +44,11 @@ TEST_SUITE("costmodel") {
     const GemmEstimate one = gemm_roofline(GemmShape{1536, 1408, 4096, 2, 1}, p);
     CHECK(one.tiles == 132);
     CHECK(one.waves == 1);
-    CHECK(one.seconds == tetra::test::approx(22.299e-6).epsilon(1e-3));
+    CHECK(one.seconds == approx(22.299e-6).epsilon(1e-3));
     // One more tile row: 13 x 11 = 143 tiles = 2 waves, twice the time for 8 % more work.
     const GemmEstimate two = gemm_roofline(GemmShape{1537, 1408, 4096, 2, 1}, p);
     CHECK(two.waves == 2);
-    CHECK(two.seconds == tetra::test::approx(2 * 22.299e-6).epsilon(1e-3));
+    CHECK(two.seconds == approx(2 * 22.299e-6).epsilon(1e-3));
   }
 
   TEST_CASE("FP8 GEMM by hand: the same waves at the FP8 MAMF (hardware.md 2: H100 1402.6)") {
@@ -60,11 +61,11 @@ TEST_SUITE("costmodel") {
     // 8192^3: 64 x 64 = 4096 tiles -> ceil(4096/132) = 32 waves; one tile 2*128*128*8192 =
     // 268,435,456 FLOP at 1402.6e12/132 FLOP/s per SM = 25.2628 us -> 808.41 us.
     GemmShape fp8{8192, 8192, 8192, 1.0, 1, llama::GemmFormat::fp8};
-    CHECK(gemm_roofline(fp8, p).seconds == tetra::test::approx(32 * 268435456.0 / (1402.6e12 / 132)));
-    CHECK(gemm_roofline(fp8, p).seconds == tetra::test::approx(808.41e-6).epsilon(1e-4));
+    CHECK(gemm_roofline(fp8, p).seconds == approx(32 * 268435456.0 / (1402.6e12 / 132)));
+    CHECK(gemm_roofline(fp8, p).seconds == approx(808.41e-6).epsilon(1e-4));
     GemmShape bf16{8192, 8192, 8192, 2.0, 1, llama::GemmFormat::training};
     CHECK(gemm_roofline(bf16, p).seconds / gemm_roofline(fp8, p).seconds ==
-          tetra::test::approx(1402.6 / 794.5));
+          approx(1402.6 / 794.5));
     // FP4 on a GPU without FP4 rates falls back to FP8, FP8 without FP8 to the bf16 rate.
     CHECK(gemm_peak(llama::GemmFormat::fp4, p) == 1402.6e12);
     p.fp8_gemm_peak_flops = 0;
@@ -78,10 +79,10 @@ TEST_SUITE("costmodel") {
     REQUIRE(a100);
     // The built-in bf16 rate, MAMF 794.5 x 1377.3 / 1402.6 = 780.17, gives the sustained FP8
     // rate of Azure's ND H100 v5 run, 1377.3; the MAMF bf16 rate gives the FP8 MAMF.
-    CHECK(low_precision_gemm_rates(*h100, 794.5e12 * 1377.3 / 1402.6).fp8_flops == tetra::test::approx(1377.3e12));
-    CHECK(low_precision_gemm_rates(*h100, 794.5e12).fp8_flops == tetra::test::approx(1402.6e12));
+    CHECK(low_precision_gemm_rates(*h100, 794.5e12 * 1377.3 / 1402.6).fp8_flops == approx(1377.3e12));
+    CHECK(low_precision_gemm_rates(*h100, 794.5e12).fp8_flops == approx(1402.6e12));
     // A calibrated bf16 rate of 700 moves FP8 with it: 1402.6 * 700 / 794.5 = 1235.78.
-    CHECK(low_precision_gemm_rates(*h100, 700e12).fp8_flops == tetra::test::approx(1235.78e12).epsilon(1e-5));
+    CHECK(low_precision_gemm_rates(*h100, 700e12).fp8_flops == approx(1235.78e12).epsilon(1e-5));
     CHECK(low_precision_gemm_rates(*h100, 794.5e12).fp4_flops == 0.0);
     CHECK(low_precision_gemm_rates(*a100, 251e12).fp8_flops == 0.0);
   }
@@ -105,8 +106,8 @@ TEST_SUITE("costmodel") {
     const GemmShape s{16384, 16384, 16384, 2, 1};
     const double h100 = rate(s, gemm_seconds(s, builtin_params("dgx-h100")));
     const double a100 = rate(s, gemm_seconds(s, builtin_params("dgx-a100-80gb")));
-    CHECK(h100 == tetra::test::approx(780.17e12).epsilon(0.05));
-    CHECK(a100 == tetra::test::approx(251.0e12).epsilon(0.05));
+    CHECK(h100 == approx(780.17e12).epsilon(0.05));
+    CHECK(a100 == approx(251.0e12).epsilon(0.05));
     CHECK(a100 <= 251.0e12);
     CHECK(h100 <= 780.17e12);
   }
@@ -114,14 +115,14 @@ TEST_SUITE("costmodel") {
   TEST_CASE("Measured GEMM rows override the roofline (log-space interpolation)") {
     ComputeParams p = builtin_params("dgx-h100");
     p.gemm_rows = {GemmRow{1024, 4096, 4096, "bf16", 10e-6}, GemmRow{4096, 4096, 4096, "bf16", 40e-6}};
-    CHECK(gemm_seconds(GemmShape{1024, 4096, 4096, 2, 1}, p) == tetra::test::approx(10e-6));
+    CHECK(gemm_seconds(GemmShape{1024, 4096, 4096, 2, 1}, p) == approx(10e-6));
     // m = 2048 halfway in log m between 1024 and 4096: exp(mid of ln 10us, ln 40us) = 20 us.
-    CHECK(gemm_seconds(GemmShape{2048, 4096, 4096, 2, 1}, p) == tetra::test::approx(20e-6));
+    CHECK(gemm_seconds(GemmShape{2048, 4096, 4096, 2, 1}, p) == approx(20e-6));
     // Outside the rows: roofline scaled by the nearest row's measured/model ratio.
     const GemmShape big{8192, 4096, 4096, 2, 1};
     const double model_big = gemm_roofline(big, p).seconds;
     const double model_row = gemm_roofline(GemmShape{4096, 4096, 4096, 2, 1}, p).seconds;
-    CHECK(gemm_seconds(big, p) == tetra::test::approx(model_big * 40e-6 / model_row));
+    CHECK(gemm_seconds(big, p) == approx(model_big * 40e-6 / model_row));
   }
 
   TEST_CASE("FlashAttention-2 time from the published fwd+bwd rate (hardware.md 3)") {
@@ -131,28 +132,28 @@ TEST_SUITE("costmodel") {
     // 10,000 warm-up iterations over the FP8 MAMF): 302.444 TFLOP/s.
     // f = 4*1*8192^2*64*128/2 = 1.09951e12 FLOP.
     llama::AttentionShape a{llama::AttentionKernel::flash2, true, 1, 8192, 8192, 64, 8, 128};
-    CHECK(attention_kernel_flops(a, false) == tetra::test::approx(1.09951e12).epsilon(1e-5));
+    CHECK(attention_kernel_flops(a, false) == approx(1.09951e12).epsilon(1e-5));
     // forward: 1.09951e12 / 302.444e12 = 3.63542 ms (+ 2 us launch); backward 2.5x the FLOPs.
-    CHECK(attention_seconds(a, false, p) == tetra::test::approx(3.63542e-3 + 2e-6).epsilon(1e-4));
-    CHECK(attention_seconds(a, true, p) == tetra::test::approx(2.5 * 3.63542e-3 + 2e-6).epsilon(1e-4));
+    CHECK(attention_seconds(a, false, p) == approx(3.63542e-3 + 2e-6).epsilon(1e-4));
+    CHECK(attention_seconds(a, true, p) == approx(2.5 * 3.63542e-3 + 2e-6).epsilon(1e-4));
     // s = 3000 between 2k (265) and 4k (294): 265 + 29 * ln(3000/2048)/ln 2 = 280.97 TFLOP/s,
     // x 0.981962 = 275.90.
     a.seq_q = a.seq_kv = 3000;
-    CHECK(attention_rate_flops(a, false, p) == tetra::test::approx(280.97e12 * 0.981962).epsilon(1e-4));
+    CHECK(attention_rate_flops(a, false, p) == approx(280.97e12 * 0.981962).epsilon(1e-4));
     // A100 has no FlashAttention-3: flash3 runs at the FA2 rate (hd 128 causal 8k: 182).
     const ComputeParams pa = builtin_params("dgx-a100-80gb");
     a.kernel = llama::AttentionKernel::flash3;
     a.seq_q = a.seq_kv = 8192;
-    CHECK(attention_rate_flops(a, false, pa) == tetra::test::approx(182e12));
+    CHECK(attention_rate_flops(a, false, pa) == approx(182e12));
     // H100 FA3 forward, hd 128 causal 8k: 602 TFLOP/s x 0.981962 = 591.14.
-    CHECK(attention_rate_flops(a, false, p) == tetra::test::approx(602e12 * 1377.3 / 1402.6));
+    CHECK(attention_rate_flops(a, false, p) == approx(602e12 * 1377.3 / 1402.6));
     // cuDNN's fused attention (Transformer Engine's choice on Hopper) at the FA3 rates: forward
     // 591.14; backward 1.5 x the FA2 fwd+bwd rate 302.444 = 453.67 TFLOP/s, under the forward.
     // On the A100 (no FA3 table) at FA2's 182.
     a.kernel = llama::AttentionKernel::cudnn;
-    CHECK(attention_rate_flops(a, false, p) == tetra::test::approx(602e12 * 1377.3 / 1402.6));
-    CHECK(attention_rate_flops(a, true, p) == tetra::test::approx(1.5 * 308e12 * 1377.3 / 1402.6));
-    CHECK(attention_rate_flops(a, false, pa) == tetra::test::approx(182e12));
+    CHECK(attention_rate_flops(a, false, p) == approx(602e12 * 1377.3 / 1402.6));
+    CHECK(attention_rate_flops(a, true, p) == approx(1.5 * 308e12 * 1377.3 / 1402.6));
+    CHECK(attention_rate_flops(a, false, pa) == approx(182e12));
   }
 
   TEST_CASE("Unfused attention is priced as GEMMs over the full s^2") {
@@ -161,22 +162,22 @@ TEST_SUITE("costmodel") {
     const double t = attention_seconds(a, false, p);
     const double qk = gemm_roofline(GemmShape{4096, 4096, 128, 2, 32}, p).seconds;
     const double pv = gemm_roofline(GemmShape{4096, 128, 4096, 2, 32}, p).seconds;
-    CHECK(t == tetra::test::approx(qk + pv));
-    CHECK(attention_seconds(a, true, p) == tetra::test::approx(2 * t));
+    CHECK(t == approx(qk + pv));
+    CHECK(attention_seconds(a, true, p) == approx(2 * t));
   }
 
   TEST_CASE("Memory-bound kernels: bytes / achieved HBM + launch (costmodels.md 6.3)") {
     const ComputeParams h = builtin_params("dgx-h100");
     // 1 GB at 0.9 x 3.35 TB/s = 3.015 TB/s -> 331.67 us, + 2 us launch.
-    CHECK(memory_bound_seconds(llama::MemoryKernel::rmsnorm, 1e9, h) == tetra::test::approx(333.67e-6).epsilon(1e-4));
+    CHECK(memory_bound_seconds(llama::MemoryKernel::rmsnorm, 1e9, h) == approx(333.67e-6).epsilon(1e-4));
     // A100 80GB: gpu-stream triad 1794 GB/s -> 557.41 us + 2 us.
     const ComputeParams a = builtin_params("dgx-a100-80gb");
-    CHECK(memory_bound_seconds(llama::MemoryKernel::adam, 1e9, a) == tetra::test::approx(559.41e-6).epsilon(1e-4));
+    CHECK(memory_bound_seconds(llama::MemoryKernel::adam, 1e9, a) == approx(559.41e-6).epsilon(1e-4));
     // Measured rows of the kernel win: 1 MB 10 us, 100 MB 100 us -> 10 MB at 31.623 us (log-log).
     ComputeParams m = h;
     m.memory_rows = {MemoryBoundRow{"swiglu", 1e6, 10e-6}, MemoryBoundRow{"swiglu", 1e8, 100e-6}};
-    CHECK(memory_bound_seconds(llama::MemoryKernel::swiglu, 1e7, m) == tetra::test::approx(31.623e-6).epsilon(1e-4));
-    CHECK(memory_bound_seconds(llama::MemoryKernel::rope, 1e9, m) == tetra::test::approx(333.67e-6).epsilon(1e-4));
+    CHECK(memory_bound_seconds(llama::MemoryKernel::swiglu, 1e7, m) == approx(31.623e-6).epsilon(1e-4));
+    CHECK(memory_bound_seconds(llama::MemoryKernel::rope, 1e9, m) == approx(333.67e-6).epsilon(1e-4));
   }
 }
 
@@ -188,20 +189,20 @@ TEST_SUITE("costmodel") {
     const double share = 2906.9 / 3615.6;
     const ComputeParams gb200 = builtin_params("gb200-nvl72");
     // BF16: MAMF 1822.0 x 0.80398 = 1464.85 TFLOP/s; FP8: 3615.6 x 0.80398 = 2906.9.
-    CHECK(gb200.gemm_peak_flops == tetra::test::approx(1822.0e12 * share));
-    CHECK(gb200.gemm_peak_flops / 1e12 == tetra::test::approx(1464.85).epsilon(1e-4));
-    CHECK(gb200.fp8_gemm_peak_flops / 1e12 == tetra::test::approx(2906.9).epsilon(1e-6));
+    CHECK(gb200.gemm_peak_flops == approx(1822.0e12 * share));
+    CHECK(gb200.gemm_peak_flops / 1e12 == approx(1464.85).epsilon(1e-4));
+    CHECK(gb200.fp8_gemm_peak_flops / 1e12 == approx(2906.9).epsilon(1e-6));
     // FP4: Azure's 7627.6 of 10,000 TFLOP/s.
-    CHECK(gb200.fp4_gemm_peak_flops / 1e12 == tetra::test::approx(7627.6).epsilon(1e-6));
+    CHECK(gb200.fp4_gemm_peak_flops / 1e12 == approx(7627.6).epsilon(1e-6));
     // B200 (MAMF 1745.0 / 3432.5) at GB200's share; FP4 0.76276 x 9000 = 6864.84.
     const ComputeParams b200 = builtin_params("dgx-b200");
-    CHECK(b200.gemm_peak_flops == tetra::test::approx(1745.0e12 * share));
-    CHECK(b200.fp8_gemm_peak_flops == tetra::test::approx(3432.5e12 * share));
-    CHECK(b200.fp4_gemm_peak_flops / 1e12 == tetra::test::approx(6864.84).epsilon(1e-6));
+    CHECK(b200.gemm_peak_flops == approx(1745.0e12 * share));
+    CHECK(b200.fp8_gemm_peak_flops == approx(3432.5e12 * share));
+    CHECK(b200.fp4_gemm_peak_flops / 1e12 == approx(6864.84).epsilon(1e-6));
     // GB300 at 1400 W is unthrottled: GB200's MAMF as measured; FP4 0.76276 x 15000 = 11441.4.
     const ComputeParams gb300 = builtin_params("gb300-nvl72");
-    CHECK(gb300.gemm_peak_flops == tetra::test::approx(1822.0e12));
-    CHECK(gb300.fp8_gemm_peak_flops == tetra::test::approx(3615.6e12));
-    CHECK(gb300.fp4_gemm_peak_flops / 1e12 == tetra::test::approx(11441.4).epsilon(1e-6));
+    CHECK(gb300.gemm_peak_flops == approx(1822.0e12));
+    CHECK(gb300.fp8_gemm_peak_flops == approx(3615.6e12));
+    CHECK(gb300.fp4_gemm_peak_flops / 1e12 == approx(11441.4).epsilon(1e-6));
   }
 }

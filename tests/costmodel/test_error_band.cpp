@@ -8,6 +8,7 @@
 #include "tetra/costmodel/error_band.hpp"
 #include "tetra/hw/presets.hpp"
 
+using tetra::test::approx;
 using namespace tetra;
 using namespace tetra::costmodel;
 
@@ -26,8 +27,8 @@ TEST_SUITE("costmodel") {
     CHECK(quantile(v, 0.0) == 1.0);
     CHECK(quantile(v, 1.0) == 5.0);
     CHECK(quantile(v, 0.5) == 3.0);
-    CHECK(quantile(v, 0.1) == tetra::test::approx(1.4).epsilon(1e-12));
-    CHECK(quantile(v, 0.9) == tetra::test::approx(4.6).epsilon(1e-12));
+    CHECK(quantile(v, 0.1) == approx(1.4).epsilon(1e-12));
+    CHECK(quantile(v, 0.9) == approx(4.6).epsilon(1e-12));
     CHECK(quantile({7.0}, 0.9) == 7.0);
   }
 
@@ -38,8 +39,8 @@ TEST_SUITE("costmodel") {
     const ErrorBand b = band_of_errors(e);
     CHECK(b.available());
     CHECK(b.rows == 10);
-    CHECK(b.low_error == tetra::test::approx(-0.11).epsilon(1e-12));
-    CHECK(b.high_error == tetra::test::approx(0.61).epsilon(1e-12));
+    CHECK(b.low_error == approx(-0.11).epsilon(1e-12));
+    CHECK(b.high_error == approx(0.61).epsilon(1e-12));
     e.pop_back();
     const ErrorBand few = band_of_errors(e);
     CHECK_FALSE(few.available());
@@ -47,15 +48,15 @@ TEST_SUITE("costmodel") {
   }
 
   TEST_CASE("error band: measured = predicted / (1 + e) gives the interval") {
-    CHECK(signed_error(12.0, 10.0) == tetra::test::approx(0.2).epsilon(1e-12));
-    CHECK(signed_error(8.0, 10.0) == tetra::test::approx(-0.2).epsilon(1e-12));
+    CHECK(signed_error(12.0, 10.0) == approx(0.2).epsilon(1e-12));
+    CHECK(signed_error(8.0, 10.0) == approx(-0.2).epsilon(1e-12));
     ErrorBand b;
     b.rows = 20;
     b.low_error = -0.2;   // the model is at worst 20 % fast: measured up to 10 / 0.8 = 12.5
     b.high_error = 0.25;  // and at worst 25 % slow: measured down to 10 / 1.25 = 8
     const StepInterval iv = band_interval(b, 10.0);
-    CHECK(iv.low_s == tetra::test::approx(8.0).epsilon(1e-12));
-    CHECK(iv.high_s == tetra::test::approx(12.5).epsilon(1e-12));
+    CHECK(iv.low_s == approx(8.0).epsilon(1e-12));
+    CHECK(iv.high_s == approx(12.5).epsilon(1e-12));
   }
 
   TEST_CASE("error band: GPU generations") {
@@ -93,8 +94,8 @@ TEST_SUITE("costmodel") {
     CHECK(a.generation == "ampere");
     CHECK(a.note.empty());
     REQUIRE(a.interval(2.0));
-    CHECK(a.interval(2.0)->low_s == tetra::test::approx(2.0 / 1.05).epsilon(1e-12));
-    CHECK(a.interval(2.0)->high_s == tetra::test::approx(2.0 / 0.9).epsilon(1e-12));
+    CHECK(a.interval(2.0)->low_s == approx(2.0 / 1.05).epsilon(1e-12));
+    CHECK(a.interval(2.0)->high_s == approx(2.0 / 0.9).epsilon(1e-12));
 
     const StepBand b = zero_shot_band(bands, gpu("gb200"));
     CHECK_FALSE(b.interval(2.0));
@@ -111,7 +112,7 @@ TEST_SUITE("costmodel") {
     const StepBand f = fitted_band(b, "f.toml", gpu("a100-sxm-80gb"));
     CHECK(f.basis == "fit");
     REQUIRE(f.interval(1.0));
-    CHECK(f.interval(1.0)->high_s == tetra::test::approx(1.0 / 0.95).epsilon(1e-12));
+    CHECK(f.interval(1.0)->high_s == approx(1.0 / 0.95).epsilon(1e-12));
     const StepBand old = fitted_band(std::nullopt, "old.toml", gpu("a100-sxm-80gb"));
     CHECK_FALSE(old.interval(1.0));
     CHECK(old.note == "old.toml has no [band] table (fitted before bands were recorded; fit again)");

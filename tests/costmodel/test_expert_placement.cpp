@@ -9,6 +9,7 @@
 #include "tetra/costmodel/collective.hpp"
 #include "tetra/llama/layout.hpp"
 
+using tetra::test::approx;
 using namespace tetra;
 
 TEST_SUITE("costmodel") {
@@ -55,6 +56,6 @@ TEST_SUITE("costmodel") {
     const auto across = costmodel::collective(llama::CollectiveKind::all_to_all, bytes, {16, 8, 2}, p);
     CHECK(across.seconds > inside.seconds);
     // Across: busbw = min(0.8 * 450, 50 * (16-1)/(16-8)) = 93.75 GB/s; time ~ S (15/16) / busbw.
-    CHECK(across.seconds == tetra::test::approx(bytes * 15.0 / 16.0 / 93.75e9).epsilon(0.05));
+    CHECK(across.seconds == approx(bytes * 15.0 / 16.0 / 93.75e9).epsilon(0.05));
   }
 }

@@ -11,6 +11,7 @@
 #include "tetra/costmodel/factors.hpp"
 #include "tetra/hw/presets.hpp"
 
+using tetra::test::approx;
 using namespace tetra;
 using namespace tetra::costmodel;
 using llama::CollectiveKind;
@@ -54,7 +55,7 @@ TEST_SUITE("costmodel") {
     adam.kind = llama::OpKind::memory_bound;
     adam.mem = llama::MemoryKernel::adam;
     adam.bytes = 1e9;
-    CHECK(op_seconds(adam, a.compute) == tetra::test::approx(1118.82e-6).epsilon(1e-4));
+    CHECK(op_seconds(adam, a.compute) == approx(1118.82e-6).epsilon(1e-4));
     // GEMM: the roofline over 0.8.
     llama::Op gemm;
     gemm.kind = llama::OpKind::gemm;
@@ -62,12 +63,12 @@ TEST_SUITE("costmodel") {
     gemm.n = 8192;
     gemm.k = 8192;
     CHECK(op_seconds(gemm, a.compute) ==
-          tetra::test::approx(gemm_seconds(GemmShape{8192, 8192, 8192, 2, 1}, a.compute) / 0.8));
+          approx(gemm_seconds(GemmShape{8192, 8192, 8192, 2, 1}, a.compute) / 0.8));
     // Attention: FA2 on A100 over 1.25.
     llama::Op attn;
     attn.kind = llama::OpKind::attention;
     attn.attn = llama::AttentionShape{llama::AttentionKernel::flash2, true, 1, 4096, 4096, 32, 8, 128};
-    CHECK(op_seconds(attn, a.compute) == tetra::test::approx(attention_seconds(attn.attn, false, a.compute) / 1.25));
+    CHECK(op_seconds(attn, a.compute) == approx(attention_seconds(attn.attn, false, a.compute) / 1.25));
     // Communication ops take no compute time, whatever the factors.
     llama::Op ar;
     ar.kind = llama::OpKind::collective;
@@ -88,19 +89,19 @@ TEST_SUITE("costmodel") {
     // vTrain's measured 8-GPU all-reduce of 32 MiB, 355.7 us (test_collective.cpp), at half
     // the speed: 711.4 us; the busbw reported falls with it.
     const CollectiveEstimate e = collective(CollectiveKind::all_reduce, 32 * mib, node, a.comm);
-    CHECK(e.seconds == tetra::test::approx(711.4e-6));
-    CHECK(e.busbw_Bps == tetra::test::approx(32 * mib / 711.4e-6 * 2 * 7 / 8));
+    CHECK(e.seconds == approx(711.4e-6));
+    CHECK(e.busbw_Bps == approx(32 * mib / 711.4e-6 * 2 * 7 / 8));
     // Across two nodes: NCCL's model over 0.25.
     CHECK(collective(CollectiveKind::all_reduce, 32 * mib, two_nodes, a.comm).seconds ==
-          tetra::test::approx(4 * across));
+          approx(4 * across));
     // A NIC transfer: ConnectX-6 at its effective 23.5 GB/s (SimAI), 100 MB, four times slower;
     // a send_recv collective across nodes is the same transfer, divided once.
-    CHECK(p2p_seconds(100e6, false, a.comm) == tetra::test::approx(4 * pair));
+    CHECK(p2p_seconds(100e6, false, a.comm) == approx(4 * pair));
     CHECK(collective(CollectiveKind::send_recv, 100e6, GroupPlacement{2, 1, 2}, a.comm).seconds ==
-          tetra::test::approx(4 * pair));
+          approx(4 * pair));
     // An NVLink pair at half speed.
     CostParams plain = costs("dgx-a100-80gb");
-    CHECK(p2p_seconds(100e6, true, a.comm) == tetra::test::approx(2 * p2p_seconds(100e6, true, plain.comm)));
+    CHECK(p2p_seconds(100e6, true, a.comm) == approx(2 * p2p_seconds(100e6, true, plain.comm)));
   }
 
   TEST_CASE("Neutral factors change no price") {

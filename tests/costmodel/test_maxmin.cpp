@@ -7,6 +7,7 @@
 
 #include "tetra/costmodel/maxmin.hpp"
 
+using tetra::test::approx;
 using tetra::costmodel::max_min_rates;
 using tetra::costmodel::MaxMinFlow;
 
@@ -17,7 +18,7 @@ TEST_SUITE("costmodel") {
     std::vector<MaxMinFlow> flows(3, MaxMinFlow{{0}, -1});
     auto r = max_min_rates(cap, flows);
     REQUIRE(r.size() == 3);
-    for (double x : r) CHECK(x == tetra::test::approx(4.0));
+    for (double x : r) CHECK(x == approx(4.0));
   }
 
   TEST_CASE("max-min: classic two-link line network") {
@@ -27,9 +28,9 @@ TEST_SUITE("costmodel") {
     std::vector<double> cap{1.0, 2.0};
     std::vector<MaxMinFlow> flows{{{0, 1}, -1}, {{0}, -1}, {{1}, -1}};
     auto r = max_min_rates(cap, flows);
-    CHECK(r[0] == tetra::test::approx(0.5));
-    CHECK(r[1] == tetra::test::approx(0.5));
-    CHECK(r[2] == tetra::test::approx(1.5));
+    CHECK(r[0] == approx(0.5));
+    CHECK(r[1] == approx(0.5));
+    CHECK(r[2] == approx(1.5));
   }
 
   TEST_CASE("max-min: a flow's own bound frees capacity for the others") {
@@ -37,9 +38,9 @@ TEST_SUITE("costmodel") {
     std::vector<double> cap{10.0};
     std::vector<MaxMinFlow> flows{{{0}, 2.0}, {{0}, -1}, {{0}, -1}};
     auto r = max_min_rates(cap, flows);
-    CHECK(r[0] == tetra::test::approx(2.0));
-    CHECK(r[1] == tetra::test::approx(4.0));
-    CHECK(r[2] == tetra::test::approx(4.0));
+    CHECK(r[0] == approx(2.0));
+    CHECK(r[1] == approx(4.0));
+    CHECK(r[2] == approx(4.0));
   }
 
   TEST_CASE("max-min: DP ring and PP send on one NIC with the receive side elsewhere") {
@@ -49,8 +50,8 @@ TEST_SUITE("costmodel") {
     std::vector<double> cap{1.0, 1.0, 1.0};
     std::vector<MaxMinFlow> flows{{{0, 1}, -1}, {{0, 2}, -1}};
     auto r = max_min_rates(cap, flows);
-    CHECK(r[0] == tetra::test::approx(0.5));
-    CHECK(r[1] == tetra::test::approx(0.5));
+    CHECK(r[0] == approx(0.5));
+    CHECK(r[1] == approx(0.5));
   }
 
   TEST_CASE("max-min: unbounded capacity and empty flows") {

@@ -10,6 +10,7 @@
 #include "tetra/llama/params.hpp"
 #include "tetra/llama/presets.hpp"
 
+using tetra::test::approx;
 using namespace tetra;
 using costmodel::estimate_memory;
 using costmodel::MemoryOptions;
@@ -116,10 +117,10 @@ TEST_SUITE("costmodel") {
       const auto& s0 = r.stages.front();
       // e.g. (2,1,1,1): Phi = ((6,979,588,096 - 4096) + 525,336,576)/2 + 525,336,576/2 + 4096
       //   = 4,015,132,672; bytes/param 2 + 4 + 12/2 = 12 -> 48,181,592,064 B = 44.8726 GiB.
-      CHECK(states(s0) / kGiB == tetra::test::approx(v.states_gib).epsilon(1e-12));
+      CHECK(states(s0) / kGiB == approx(v.states_gib).epsilon(1e-12));
       // (2,1,1,1): 32 * 8192*4096*41/2 + 8*8192*4096/2 + 4*8192*(4096+128256)/2
       //   = 22,011,707,392 + 134,217,728 + 2,168,455,168 B = 22.64453125 GiB.
-      CHECK(s0.activations_bytes / kGiB == tetra::test::approx(v.activations_gib).epsilon(1e-12));
+      CHECK(s0.activations_bytes / kGiB == approx(v.activations_gib).epsilon(1e-12));
       CHECK(s0.buffers_bytes == 0.0);
       CHECK(s0.reserved_bytes == s0.allocated_bytes);
     }
@@ -160,7 +161,7 @@ TEST_SUITE("costmodel") {
       //     (`megatron/core/fusions/fused_bias_swiglu.py` saves its input only): 2 s' b f / t
       //     fewer per layer, f = 14336.
       delta -= 32.0 * 2.0 * s * b * 14336.0 / t_;
-      CHECK(phys.activations_bytes - ref.activations_bytes == tetra::test::approx(delta));
+      CHECK(phys.activations_bytes - ref.activations_bytes == approx(delta));
       // Physics mode adds what F24-code leaves to its 80 % rule: buffers and fragmentation.
       CHECK(phys.buffers_bytes > 0.0);
       CHECK(phys.reserved_bytes > phys.allocated_bytes);
@@ -176,13 +177,13 @@ TEST_SUITE("costmodel") {
     const llama::Layout l = simple_layout(1, 1, 1, 1);
     // Eager SwiGLU: s b h (12 + 4*8/32 + 8*14336/4096) = 8192*4096*41 = 1,375,731,712 B =
     // 1.28125 GiB, plus the fp32 log-sum-exp 4*32*8192 = 1,048,576 B that F24-code omits.
-    CHECK(costmodel::activation_bytes_per_layer(m, t, l) == tetra::test::approx(1375731712.0 + 1048576.0));
+    CHECK(costmodel::activation_bytes_per_layer(m, t, l) == approx(1375731712.0 + 1048576.0));
     CHECK((costmodel::activation_bytes_per_layer(m, t, l) - 1048576.0) / kGiB ==
-          tetra::test::approx(1.28125));
+          approx(1.28125));
     // Megatron-Core (`megatron/core/fusions/fused_bias_swiglu.py`): silu(gate) is not kept,
     // 41 - 2*3.5 = 34: 8192*4096*34 = 1,140,850,688 B = 1.0625 GiB.
     t.framework = llama::Framework::megatron;
-    CHECK(costmodel::activation_bytes_per_layer(m, t, l) == tetra::test::approx(1140850688.0 + 1048576.0));
+    CHECK(costmodel::activation_bytes_per_layer(m, t, l) == approx(1140850688.0 + 1048576.0));
   }
 
   TEST_CASE("memory: FP8 saves the linears' inputs quantised and caches FP8 weights "
@@ -198,20 +199,20 @@ TEST_SUITE("costmodel") {
     // K V 4 k/a = 1, attention output 2 plus its FP8 copy 1, gate/up 4 f/h and the FC2 input
     // 1 f/h: 4 + 2 + 6 + 5 * 3.5 = 29.5.
     t.fp8.recipe = llama::Fp8Recipe::delayed;
-    CHECK(costmodel::activation_bytes_per_layer(m, t, l) == tetra::test::approx(29.5 * sbh + lse));
+    CHECK(costmodel::activation_bytes_per_layer(m, t, l) == approx(29.5 * sbh + lse));
     // Weight cache: the linears of a layer, 4096*6144 + 4096^2 + 3*4096*14336 = 218,103,808
     // parameters, 32 layers = 6,979,321,856, row-wise + column-wise FP8 = 2 bytes each.
     const auto fp8 = estimate_memory(m, c, t, l).stages.front();
-    CHECK(fp8.fp8_cache_bytes == tetra::test::approx(2.0 * 6979321856.0));
+    CHECK(fp8.fp8_cache_bytes == approx(2.0 * 6979321856.0));
     // fp8_param_gather: the row-wise copy is the parameter; the bf16 linears go.
     t.fp8.param_gather = true;
     const auto gathered = estimate_memory(m, c, t, l).stages.front();
-    CHECK(gathered.fp8_cache_bytes == tetra::test::approx(6979321856.0));
-    CHECK(fp8.params_bytes - gathered.params_bytes == tetra::test::approx(6979321856.0));
+    CHECK(gathered.fp8_cache_bytes == approx(6979321856.0));
+    CHECK(fp8.params_bytes - gathered.params_bytes == approx(6979321856.0));
     // MXFP8 adds a scale byte per 32 elements.
     t.fp8 = {llama::Fp8Recipe::mxfp8, false};
     CHECK(estimate_memory(m, c, t, l).stages.front().fp8_cache_bytes ==
-          tetra::test::approx(2.0 * (1.0 + 1.0 / 32.0) * 6979321856.0));
+          approx(2.0 * (1.0 + 1.0 / 32.0) * 6979321856.0));
   }
 
   TEST_CASE("memory: full recompute stores 0.0625 GiB per layer (§4.5, K22 Table 2)") {
@@ -221,11 +222,11 @@ TEST_SUITE("costmodel") {
     llama::Layout l = simple_layout(1, 1, 1, 1);
     l.recompute = llama::Recompute::full;
     // 2 s b h = 2*8192*4096 = 67,108,864 B = 0.0625 GiB.
-    CHECK(costmodel::activation_bytes_per_layer(m, t, l) / kGiB == tetra::test::approx(0.0625));
+    CHECK(costmodel::activation_bytes_per_layer(m, t, l) / kGiB == approx(0.0625));
     // With SP at t = 4 the stored input is the sequence shard: 0.0625/4 GiB.
     l.tp = 4;
     l.sp = true;
-    CHECK(costmodel::activation_bytes_per_layer(m, t, l) / kGiB == tetra::test::approx(0.015625));
+    CHECK(costmodel::activation_bytes_per_layer(m, t, l) / kGiB == approx(0.015625));
   }
 
   TEST_CASE("memory: TP without SP keeps the norm and GEMM inputs whole (§4.2)") {
@@ -235,10 +236,10 @@ TEST_SUITE("costmodel") {
     llama::Layout l = simple_layout(2, 1, 1, 1);
     // s b h [8 + (4 + 4*0.25 + 6*3.5)/2] = 8192*4096*21 = 704,643,072 B, + LSE 4*32*8192/2
     // (fused SwiGLU: 6 f/h, see the coefficient test).
-    CHECK(costmodel::activation_bytes_per_layer(m, t, l) == tetra::test::approx(704643072.0 + 524288.0));
+    CHECK(costmodel::activation_bytes_per_layer(m, t, l) == approx(704643072.0 + 524288.0));
     l.sp = true;
     // SP (Megatron keeps the shard): s b h * 34 / 2 = 570,425,344 B, + LSE.
-    CHECK(costmodel::activation_bytes_per_layer(m, t, l) == tetra::test::approx(570425344.0 + 524288.0));
+    CHECK(costmodel::activation_bytes_per_layer(m, t, l) == approx(570425344.0 + 524288.0));
   }
 
   TEST_CASE("memory: s^2 terms of unfused attention, dropped by selective recompute (§4.3, §4.4)") {
@@ -249,13 +250,13 @@ TEST_SUITE("costmodel") {
     const double flash = costmodel::activation_bytes_per_layer(m, t, l) - 1048576.0;  // no LSE
     t.attention = llama::AttentionKernel::torch;
     // torch (fp32 softmax): 6 a s^2 b = 6*32*8192^2 = 12,884,901,888 B = 12 GiB.
-    CHECK(costmodel::activation_bytes_per_layer(m, t, l) - flash == tetra::test::approx(12.0 * kGiB));
+    CHECK(costmodel::activation_bytes_per_layer(m, t, l) - flash == approx(12.0 * kGiB));
     t.attention = llama::AttentionKernel::fused;
     // fused scale-mask-softmax: 2 a s^2 b = 4 GiB.
-    CHECK(costmodel::activation_bytes_per_layer(m, t, l) - flash == tetra::test::approx(4.0 * kGiB));
+    CHECK(costmodel::activation_bytes_per_layer(m, t, l) - flash == approx(4.0 * kGiB));
     llama::Layout sel = l;
     sel.recompute = llama::Recompute::selective;
-    CHECK(costmodel::activation_bytes_per_layer(m, t, sel) == tetra::test::approx(flash));
+    CHECK(costmodel::activation_bytes_per_layer(m, t, sel) == approx(flash));
     // gpt with attention dropout: K22's 5 a s^2 b for the fused kernel.
     llama::Model g = m;
     g.arch = llama::Arch::gpt;
@@ -263,7 +264,7 @@ TEST_SUITE("costmodel") {
     g.ffn_hidden = 4 * g.hidden;
     const double gpt_fused = costmodel::activation_bytes_per_layer(g, t, l);
     // K22 Table 2 without SP/TP: 34 s b h + 5 a s^2 b = 34*8192*4096 + 5*32*8192^2.
-    CHECK(gpt_fused == tetra::test::approx(34.0 * 8192 * 4096 + 5.0 * 32 * 8192.0 * 8192));
+    CHECK(gpt_fused == approx(34.0 * 8192 * 4096 + 5.0 * 32 * 8192.0 * 8192));
   }
 
   TEST_CASE("memory: unfused RMSNorm adds 6 bytes per element per norm (§4.7)") {
@@ -275,7 +276,7 @@ TEST_SUITE("costmodel") {
     t.fused_rmsnorm = false;
     // fp32 input copy (4) + bf16 input (2) + bf16 normalized (2) - bf16 input of the fused
     // kernel (2) = 6 per element, two norms: 12 s b h = 12*8192*4096 = 402,653,184 B.
-    CHECK(costmodel::activation_bytes_per_layer(m, t, l) - fused == tetra::test::approx(402653184.0));
+    CHECK(costmodel::activation_bytes_per_layer(m, t, l) - fused == approx(402653184.0));
   }
 
   TEST_CASE("memory: CP divides the sequence (§4.6)") {
@@ -285,7 +286,7 @@ TEST_SUITE("costmodel") {
     llama::Layout l = simple_layout(1, 1, 1, 1);
     const double one = costmodel::activation_bytes_per_layer(m, t, l);
     l.cp = 4;
-    CHECK(costmodel::activation_bytes_per_layer(m, t, l) == tetra::test::approx(one / 4.0));
+    CHECK(costmodel::activation_bytes_per_layer(m, t, l) == approx(one / 4.0));
   }
 
   TEST_CASE("memory: in-flight micro-batches per schedule (§5)") {
@@ -302,9 +303,9 @@ TEST_SUITE("costmodel") {
     // micro-batches = p (1 + (p-1)/(p v)) = 4 * 1.375.
     l.schedule = llama::Schedule::interleaved;
     l.vp = 2;
-    CHECK(costmodel::inflight_micro_batches(l, 8, 0) == tetra::test::approx(5.5));
+    CHECK(costmodel::inflight_micro_batches(l, 8, 0) == approx(5.5));
     // The last rank: 2*0 + 4 + 1 = 5 chunks = 2.5.
-    CHECK(costmodel::inflight_micro_batches(l, 8, 3) == tetra::test::approx(2.5));
+    CHECK(costmodel::inflight_micro_batches(l, 8, 3) == approx(2.5));
   }
 
   TEST_CASE("memory: every stage is reported; first holds the embedding, last the head") {
@@ -327,17 +328,17 @@ TEST_SUITE("costmodel") {
     double peak = 0;
     for (const auto& s : r.stages) {
       CHECK(s.reserved_bytes >= s.allocated_bytes);
-      CHECK(s.allocated_bytes == tetra::test::approx(s.params_bytes + s.grads_bytes +
+      CHECK(s.allocated_bytes == approx(s.params_bytes + s.grads_bytes +
                                                  s.optimizer_bytes + s.activations_bytes +
                                                  s.buffers_bytes));
       // static part + (1 + f) activations rebuilds reserved.
       CHECK(costmodel::reserved_with_activations(s, s.activations_bytes) ==
-            tetra::test::approx(s.reserved_bytes));
+            approx(s.reserved_bytes));
       peak = std::max(peak, s.reserved_bytes);
     }
     CHECK(r.peak_bytes == peak);
     CHECK(r.fits == (r.peak_bytes <= r.capacity_bytes));
-    CHECK(r.usable_bytes == tetra::test::approx(0.8 * r.capacity_bytes));
+    CHECK(r.usable_bytes == approx(0.8 * r.capacity_bytes));
   }
 
   TEST_CASE("memory: monotone in micro-batch size, falling with ZeRO stage") {
@@ -375,26 +376,26 @@ TEST_SUITE("costmodel") {
       return (s.params_bytes + s.grads_bytes + s.optimizer_bytes) / phi;
     };
     t.zero_stage = 0;
-    CHECK(per_param(t) == tetra::test::approx(18.0));          // 2 + 4 + 12
+    CHECK(per_param(t) == approx(18.0));          // 2 + 4 + 12
     t.zero_stage = 1;
-    CHECK(per_param(t) == tetra::test::approx(6.0 + 12.0 / 8));  // 2 + 4 + 12/d
+    CHECK(per_param(t) == approx(6.0 + 12.0 / 8));  // 2 + 4 + 12/d
     t.zero_stage = 2;
-    CHECK(per_param(t) == tetra::test::approx(2.0 + 16.0 / 8));  // 2 + (4 + 12)/d
+    CHECK(per_param(t) == approx(2.0 + 16.0 / 8));  // 2 + (4 + 12)/d
     t.grad_dtype = llama::Precision::bf16;
     t.zero_stage = 1;
-    CHECK(per_param(t) == tetra::test::approx(4.0 + 12.0 / 8));
+    CHECK(per_param(t) == approx(4.0 + 12.0 / 8));
     t.precision = llama::Precision::fp16;
     t.grad_dtype = llama::Precision::fp16;
     t.zero_stage = 0;
-    CHECK(per_param(t) == tetra::test::approx(20.0));           // MLM dist_optimizer doc
+    CHECK(per_param(t) == approx(20.0));           // MLM dist_optimizer doc
     t.zero_stage = 1;
-    CHECK(per_param(t) == tetra::test::approx(4.0 + 16.0 / 8));
+    CHECK(per_param(t) == approx(4.0 + 16.0 / 8));
     t.precision = llama::Precision::fp32;
     t.grad_dtype = llama::Precision::fp32;
     t.zero_stage = 0;
-    CHECK(per_param(t) == tetra::test::approx(16.0));
+    CHECK(per_param(t) == approx(16.0));
     t.zero_stage = 1;
-    CHECK(per_param(t) == tetra::test::approx(8.0 + 8.0 / 8));
+    CHECK(per_param(t) == approx(8.0 + 8.0 / 8));
   }
 
   TEST_CASE("memory: Megatron vs gathered-logits loss on the last stage (§6)") {
@@ -407,20 +408,20 @@ TEST_SUITE("costmodel") {
     const double s = 4096, V = 128256;
     const auto meg = estimate_memory(m, c, t, l).stages.back();
     // fp32 softmax of the local shard 4 s b V / t + LM-head input 2 s b h (no SP: not / t).
-    CHECK(meg.logits_bytes == tetra::test::approx(4.0 * s * V / 2 + 2.0 * s * 4096));
+    CHECK(meg.logits_bytes == approx(4.0 * s * V / 2 + 2.0 * s * 4096));
     t.framework = llama::Framework::deepspeed;
     const auto ds = estimate_memory(m, c, t, l).stages.back();
     // bf16 gathered logits (2) + fp32 log-softmax (4) over the full vocabulary.
-    CHECK(ds.logits_bytes == tetra::test::approx(6.0 * s * V));
+    CHECK(ds.logits_bytes == approx(6.0 * s * V));
     // torchtitan (framework fsdp) runs the loss on vocabulary shards whenever there is TP
     // (loss parallel, apply_tp in parallelize_llama.py): the sharded form, as Megatron.
     t.framework = llama::Framework::fsdp;
     const auto tt = estimate_memory(m, c, t, l).stages.back();
-    CHECK(tt.logits_bytes == tetra::test::approx(4.0 * s * V / 2 + 2.0 * s * 4096));
+    CHECK(tt.logits_bytes == approx(4.0 * s * V / 2 + 2.0 * s * 4096));
     // Without TP it is F.cross_entropy on the full logits, and torchtitan's train step drops
     // the bf16 logits before backward (`del pred`, train.py @9dec370): the fp32 log-softmax.
     const auto tt1 = estimate_memory(m, c, t, simple_layout(1, 2, 4, 1)).stages.back();
-    CHECK(tt1.logits_bytes == tetra::test::approx(4.0 * s * V));
+    CHECK(tt1.logits_bytes == approx(4.0 * s * V));
   }
 
   TEST_CASE("memory: simulator in-flight override and buffers") {
@@ -435,12 +436,12 @@ TEST_SUITE("costmodel") {
     const auto r = estimate_memory(m, c, t, l, opt);
     CHECK(r.stages[0].inflight == 1.0);
     const double a = costmodel::activation_bytes_per_layer(m, t, l);
-    CHECK(r.stages[0].layer_activations_bytes == tetra::test::approx(16.0 * a));
+    CHECK(r.stages[0].layer_activations_bytes == approx(16.0 * a));
     // Communicators PP and DP: 2 x 16 channels x 2 peers x (4 MiB + 4,915,200 + 524,288 B).
     CHECK(r.stages[0].communication_bytes ==
-          tetra::test::approx(2.0 * 16 * 2 * (4.0 * 1048576 + 4915200 + 524288)));
+          approx(2.0 * 16 * 2 * (4.0 * 1048576 + 4915200 + 524288)));
     // CUDA context 0.5 GiB + Hopper cuBLAS workspace 32 MiB.
-    CHECK(r.stages[0].runtime_bytes == tetra::test::approx(0.5 * kGiB + 32.0 * 1048576));
+    CHECK(r.stages[0].runtime_bytes == approx(0.5 * kGiB + 32.0 * 1048576));
   }
 }
 
@@ -456,13 +457,13 @@ TEST_SUITE("costmodel") {
     // s b = 16384, h = 4096, f = 14336, 32 heads, k/a = 0.25:
     // s b h (2 + 2 + 0.5 + 2 + 2) + 2 s b f + 4 * 32 * s b
     // = 67,108,864 * 8.5 + 469,762,048 + 2,097,152 = 1,042,284,544 B.
-    CHECK(costmodel::activation_bytes_per_layer(m, t, l) == tetra::test::approx(1042284544.0));
+    CHECK(costmodel::activation_bytes_per_layer(m, t, l) == approx(1042284544.0));
     // TP 2 with SP: input shard s b h, (2 + 0.5 + 2)/2 s b h, s b f, w2's full-width partial
     // sum 2 s b h, the two reduce-scatter shards 2 s b h, log-sum-exp halved:
     // 67,108,864 * (1 + 2.25 + 2 + 2) + 234,881,024 + 1,048,576 = 722,468,864 B.
     l.tp = 2;
     l.sp = true;
-    CHECK(costmodel::activation_bytes_per_layer(m, t, l) == tetra::test::approx(722468864.0));
+    CHECK(costmodel::activation_bytes_per_layer(m, t, l) == approx(722468864.0));
   }
 }
 
@@ -485,19 +486,19 @@ TEST_SUITE("costmodel") {
     // Shards: fp32 parameters 4 * 1,486,901,248 / 8 = 743,450,624, fp32 gradients the same,
     // Adam moments 8 * 1,486,901,248 / 8. Root unsharded in bf16: 2,101,354,496.
     const auto full = params_at(llama::TorchNative::kReshardFull);
-    CHECK(full.params_bytes == tetra::test::approx(743450624.0 + 2101354496.0));
-    CHECK(full.grads_bytes == tetra::test::approx(743450624.0));
-    CHECK(full.optimizer_bytes == tetra::test::approx(1486901248.0));
+    CHECK(full.params_bytes == approx(743450624.0 + 2101354496.0));
+    CHECK(full.grads_bytes == approx(743450624.0));
+    CHECK(full.optimizer_bytes == approx(1486901248.0));
     // false: both blocks stay gathered, + 2 * 436,224,000.
-    CHECK(params_at(1).params_bytes == tetra::test::approx(743450624.0 + 2101354496.0 + 872448000.0));
+    CHECK(params_at(1).params_bytes == approx(743450624.0 + 2101354496.0 + 872448000.0));
     // torchtitan's default: the last block only.
     CHECK(params_at(llama::TorchNative::kReshardDefault).params_bytes ==
-          tetra::test::approx(743450624.0 + 2101354496.0 + 436224000.0));
+          approx(743450624.0 + 2101354496.0 + 436224000.0));
     // reshard over groups of 4: each block leaves a quarter, 2 * 436,224,000 / 4.
-    CHECK(params_at(4).params_bytes == tetra::test::approx(743450624.0 + 2101354496.0 + 218112000.0));
+    CHECK(params_at(4).params_bytes == approx(743450624.0 + 2101354496.0 + 218112000.0));
     // The caching allocator's view leaves out the CUDA context and the NCCL buffers of the one
     // DP communicator: 0.5 GiB + 16 x 2 x 9,633,792 B.
-    CHECK(full.outside_allocator_bytes == tetra::test::approx(0.5 * kGiB + 16.0 * 2 * 9633792.0));
+    CHECK(full.outside_allocator_bytes == approx(0.5 * kGiB + 16.0 * 2 * 9633792.0));
   }
 
   TEST_CASE("memory: torch.compile drops the output torchtitan's per-op policy saves but no backward reads") {
@@ -511,7 +512,7 @@ TEST_SUITE("costmodel") {
     const double eager = costmodel::activation_bytes_per_layer(m, t, l);
     t.torch.compile = true;
     // s b h = 16384 * 4096 = 67,108,864 elements; 2 bytes each.
-    CHECK(eager - costmodel::activation_bytes_per_layer(m, t, l) == tetra::test::approx(134217728.0));
+    CHECK(eager - costmodel::activation_bytes_per_layer(m, t, l) == approx(134217728.0));
   }
 
   TEST_CASE("memory: torchtitan's per-layer checkpointing keeps every ac_freq-th block's input only") {
@@ -524,16 +525,16 @@ TEST_SUITE("costmodel") {
     t.framework = llama::Framework::fsdp;
     llama::Layout l = simple_layout(1, 1, 1, 2);
     l.recompute = llama::Recompute::full;
-    CHECK(costmodel::activation_bytes_per_layer(m, t, l) == tetra::test::approx(134217728.0));
+    CHECK(costmodel::activation_bytes_per_layer(m, t, l) == approx(134217728.0));
     l.recompute = llama::Recompute::none;
     const double whole = costmodel::activation_bytes_per_layer(m, t, l);
     l.recompute = llama::Recompute::selective_layer;
     l.ac_freq = 2;  // one block in two checkpointed
-    CHECK(costmodel::activation_bytes_per_layer(m, t, l) == tetra::test::approx(0.5 * whole + 0.5 * 134217728.0));
+    CHECK(costmodel::activation_bytes_per_layer(m, t, l) == approx(0.5 * whole + 0.5 * 134217728.0));
     l.ac_freq = 4;
-    CHECK(costmodel::activation_bytes_per_layer(m, t, l) == tetra::test::approx(0.75 * whole + 0.25 * 134217728.0));
+    CHECK(costmodel::activation_bytes_per_layer(m, t, l) == approx(0.75 * whole + 0.25 * 134217728.0));
     l.ac_freq = 1;  // every block: full recompute
-    CHECK(costmodel::activation_bytes_per_layer(m, t, l) == tetra::test::approx(134217728.0));
+    CHECK(costmodel::activation_bytes_per_layer(m, t, l) == approx(134217728.0));
   }
 
   TEST_CASE("memory: a compiled loss keeps the bf16 logits instead of the fp32 log-softmax") {
@@ -549,11 +550,11 @@ TEST_SUITE("costmodel") {
     t.framework = llama::Framework::fsdp;
     t.zero_stage = 3;
     const llama::Layout l = simple_layout(1, 2, 4, 1);
-    CHECK(estimate_memory(m, c, t, l).stages.back().logits_bytes == tetra::test::approx(2101346304.0));
+    CHECK(estimate_memory(m, c, t, l).stages.back().logits_bytes == approx(2101346304.0));
     t.torch.compile = true;
-    CHECK(estimate_memory(m, c, t, l).stages.back().logits_bytes == tetra::test::approx(1050673152.0));
+    CHECK(estimate_memory(m, c, t, l).stages.back().logits_bytes == approx(1050673152.0));
     t.torch.compile_loss = false;  // torchtitan @9dec370
-    CHECK(estimate_memory(m, c, t, l).stages.back().logits_bytes == tetra::test::approx(2101346304.0));
+    CHECK(estimate_memory(m, c, t, l).stages.back().logits_bytes == approx(2101346304.0));
   }
 
   TEST_CASE("memory: FSDP2 under pipelining accumulates unsharded fp32 gradients until the last backward") {
@@ -566,10 +567,10 @@ TEST_SUITE("costmodel") {
     const hw::Cluster c = cluster("dgx-h100");
     const llama::Training t = fsdp2_training();
     const auto s0 = estimate_memory(m, c, t, simple_layout(1, 2, 4, 1)).stages[0];
-    CHECK(s0.grads_bytes == tetra::test::approx(4.0 * 743448576.0));
+    CHECK(s0.grads_bytes == approx(4.0 * 743448576.0));
     // Without PP the gradients are fp32 shards over the 8 ranks: 4 * 1,486,901,248 / 8.
     CHECK(estimate_memory(m, c, t, simple_layout(1, 1, 8, 1)).stages[0].grads_bytes ==
-          tetra::test::approx(743450624.0));
+          approx(743450624.0));
   }
 
   /// Llama 3's 405B grid on 16,384 H100 (arXiv 2407.21783 Table 4, §3.3.2): TP 8, PP 16 with
@@ -603,21 +604,21 @@ TEST_SUITE("costmodel") {
     Llama3Grid g;
     const double phi = 3187933184.0;
     g.t.zero_stage = 1;
-    CHECK(estimate_memory(g.m, g.c, g.t, g.l).stages[1].grads_bytes == tetra::test::approx(4.0 * phi));
+    CHECK(estimate_memory(g.m, g.c, g.t, g.l).stages[1].grads_bytes == approx(4.0 * phi));
     g.t.zero_stage = 2;
     const auto s1 = estimate_memory(g.m, g.c, g.t, g.l).stages[1];
-    CHECK(s1.grads_bytes == tetra::test::approx(4.0 * phi / 128 + 4.0 * phi * 2 / 8));
-    CHECK(s1.grads_bytes / kGiB == tetra::test::approx(3.0618).epsilon(1e-4));
+    CHECK(s1.grads_bytes == approx(4.0 * phi / 128 + 4.0 * phi * 2 / 8));
+    CHECK(s1.grads_bytes / kGiB == approx(3.0618).epsilon(1e-4));
     // Two rounds (32 micro-batches): every chunk's backwards recur, all hold their gradients.
     g.t.global_batch = 4096;
     CHECK(estimate_memory(g.m, g.c, g.t, g.l).stages[1].grads_bytes ==
-          tetra::test::approx(4.0 * phi / 128 + 4.0 * phi));
+          approx(4.0 * phi / 128 + 4.0 * phi));
     // 1F1B: one chunk per stage, accumulated from its first backward to the last.
     g.t.global_batch = 2048;
     g.l.vp = 1;
     g.l.schedule = llama::Schedule::one_f_one_b;
     CHECK(estimate_memory(g.m, g.c, g.t, g.l).stages[1].grads_bytes ==
-          tetra::test::approx(4.0 * phi / 128 + 4.0 * phi));
+          approx(4.0 * phi / 128 + 4.0 * phi));
   }
 
   TEST_CASE("memory: with expandable segments fragmentation costs cache, not capacity") {
@@ -629,26 +630,26 @@ TEST_SUITE("costmodel") {
     const auto plain = estimate_memory(g.m, g.c, g.t, g.l);
     const auto& p1 = plain.stages[1];
     CHECK(p1.reserved_bytes ==
-          tetra::test::approx(p1.allocated_bytes + 0.25 * (p1.activations_bytes + p1.transient_bytes)));
+          approx(p1.allocated_bytes + 0.25 * (p1.activations_bytes + p1.transient_bytes)));
     CHECK_FALSE(plain.fits);
     g.t.expandable_segments = true;
     const auto exp = estimate_memory(g.m, g.c, g.t, g.l);
     const auto& e1 = exp.stages[1];
-    CHECK(e1.allocated_bytes == tetra::test::approx(p1.allocated_bytes));
+    CHECK(e1.allocated_bytes == approx(p1.allocated_bytes));
     CHECK(e1.allocated_bytes < g.c.gpu.memory_bytes);
     CHECK(e1.reserved_bytes == g.c.gpu.memory_bytes);
-    CHECK(e1.fragmentation_bytes == tetra::test::approx(g.c.gpu.memory_bytes - e1.allocated_bytes));
+    CHECK(e1.fragmentation_bytes == approx(g.c.gpu.memory_bytes - e1.allocated_bytes));
     CHECK(exp.fits);
     CHECK(exp.peak_stage == 1);  // stages 1-7 reach the device; 1 is the fullest allocated
     // Over time (the trace's counter) the same rule: capped at the peak, free below it.
     CHECK(costmodel::reserved_with_activations(e1, e1.activations_bytes) == g.c.gpu.memory_bytes);
-    CHECK(costmodel::reserved_with_activations(p1, p1.activations_bytes) == tetra::test::approx(p1.reserved_bytes));
+    CHECK(costmodel::reserved_with_activations(p1, p1.activations_bytes) == approx(p1.reserved_bytes));
     CHECK(costmodel::reserved_with_activations(e1, 0.0) ==
-          tetra::test::approx(costmodel::reserved_with_activations(p1, 0.0)));
+          approx(costmodel::reserved_with_activations(p1, 0.0)));
     // Where the cache fits under the device, the setting changes nothing.
     g.l.recompute = llama::Recompute::full;
     const auto full = estimate_memory(g.m, g.c, g.t, g.l).stages[1];
     CHECK(full.fragmentation_bytes ==
-          tetra::test::approx(0.25 * (full.activations_bytes + full.transient_bytes)));
+          approx(0.25 * (full.activations_bytes + full.transient_bytes)));
   }
 }

@@ -9,6 +9,7 @@
 #include "tetra/llama/params.hpp"
 #include "tetra/llama/presets.hpp"
 
+using tetra::test::approx;
 using namespace tetra;
 
 namespace {
@@ -46,19 +47,19 @@ TEST_SUITE("costmodel") {
     CHECK(st.moe_layers == 48);
     // Experts on one GPU: 48 layers x 128/8 experts x 3*2048*768 = 3,623,878,656 parameters;
     // bf16 weight 2 + fp32 gradient 4 + Adam 12 / edp 2 = 12 bytes each.
-    CHECK(st.expert_states_bytes == tetra::test::approx(3'623'878'656.0 * 12.0));
+    CHECK(st.expert_states_bytes == approx(3'623'878'656.0 * 12.0));
     // The rest: 48 x (attention 18,874,368 + router 262,144 + norms 4,096) + 2 x 2048 x 151,936
     // + 2048 = 1,541,081,088 parameters, Adam states over dp x cp = 16:
     // 1,541,081,088 x 12/16 + 3,623,878,656 x 12/2 = 1,155,810,816 + 21,743,271,936.
-    CHECK(st.optimizer_bytes == tetra::test::approx(22'899'082'752.0));
-    CHECK(st.params_bytes == tetra::test::approx((1'541'081'088.0 + 3'623'878'656.0) * 2.0));
+    CHECK(st.optimizer_bytes == approx(22'899'082'752.0));
+    CHECK(st.params_bytes == approx((1'541'081'088.0 + 3'623'878'656.0) * 2.0));
 
     // Twice the EP: half the experts per GPU and edp 1, so the expert optimizer states stay
     // the same per GPU (12 x 1,811,939,328 / 1) while weights and gradients halve.
     Setup s16 = s;
     s16.layout.ep = 16;
     const costmodel::StageMemory st16 = costmodel::estimate_memory(s16.model, s16.cluster, s16.training, s16.layout).stages[0];
-    CHECK(st16.expert_states_bytes == tetra::test::approx(1'811'939'328.0 * (2.0 + 4.0 + 12.0)));
+    CHECK(st16.expert_states_bytes == approx(1'811'939'328.0 * (2.0 + 4.0 + 12.0)));
   }
 
   TEST_CASE("expert activations: top-k x tokens x imbalance, capped by the capacity factor") {
@@ -67,21 +68,21 @@ TEST_SUITE("costmodel") {
     // P = 4096 tokens x top-8 = 32,768 pairs; saved per layer: fc1 input 2Ph, fc1 output 4 P f_e,
     // fc2 input 2 P f_e, expert output 2 P h = P (4 x 2048 + 6 x 768) = 419,430,400 bytes;
     // one micro-batch in flight (pp 1), 48 MoE layers.
-    CHECK(st.expert_activations_bytes == tetra::test::approx(48.0 * 419'430'400.0));
+    CHECK(st.expert_activations_bytes == approx(48.0 * 419'430'400.0));
     // Routing imbalance 1.5 raises the busiest rank's pairs by half; a capacity factor of 1.25
     // caps it there.
     s.training.moe_imbalance = 1.5;
     const costmodel::StageMemory hot = costmodel::estimate_memory(s.model, s.cluster, s.training, s.layout).stages[0];
-    CHECK(hot.expert_activations_bytes == tetra::test::approx(1.5 * 48.0 * 419'430'400.0));
+    CHECK(hot.expert_activations_bytes == approx(1.5 * 48.0 * 419'430'400.0));
     s.training.moe_capacity_factor = 1.25;
     const costmodel::StageMemory capped = costmodel::estimate_memory(s.model, s.cluster, s.training, s.layout).stages[0];
-    CHECK(capped.expert_activations_bytes == tetra::test::approx(1.25 * 48.0 * 419'430'400.0));
+    CHECK(capped.expert_activations_bytes == approx(1.25 * 48.0 * 419'430'400.0));
     CHECK(capped.dispatch_bytes > 0);
     // Padded to capacity, every expert holds the capacity whatever the routing.
     s.training.moe_imbalance = 1.0;
     s.training.moe_pad_to_capacity = true;
     const costmodel::StageMemory padded = costmodel::estimate_memory(s.model, s.cluster, s.training, s.layout).stages[0];
-    CHECK(padded.expert_activations_bytes == tetra::test::approx(1.25 * 48.0 * 419'430'400.0));
+    CHECK(padded.expert_activations_bytes == approx(1.25 * 48.0 * 419'430'400.0));
     s.training.moe_pad_to_capacity = false;
     // Full recompute keeps only the layer inputs.
     s.layout.recompute = llama::Recompute::full;
@@ -115,7 +116,7 @@ TEST_SUITE("costmodel") {
     s.layout.recompute_modules.add(llama::RecomputeModule::moe_act);
     const costmodel::StageMemory act = costmodel::estimate_memory(s.model, s.cluster, s.training, s.layout).stages[0];
     // The experts' FC2 input, 2 B x P x f_e = 2 x 32,768 x 768 = 50,331,648 bytes per layer.
-    CHECK(base.expert_activations_bytes - act.expert_activations_bytes == tetra::test::approx(48.0 * 50'331'648.0));
+    CHECK(base.expert_activations_bytes - act.expert_activations_bytes == approx(48.0 * 50'331'648.0));
     // "layernorm" frees the two norm outputs, which the QKV linear and the router saved: 2 x 2 B
     // x 4096 x 2048 = 33,554,432 bytes per layer, 48 layers, one micro-batch in flight.
     llama::Layout ln = s.layout;
@@ -125,6 +126,6 @@ TEST_SUITE("costmodel") {
     llama::Layout sel = s.layout;
     sel.recompute_modules = {};
     const costmodel::StageMemory plain = costmodel::estimate_memory(s.model, s.cluster, s.training, sel).stages[0];
-    CHECK(plain.activations_bytes - norm.activations_bytes == tetra::test::approx(48.0 * 33'554'432.0));
+    CHECK(plain.activations_bytes - norm.activations_bytes == approx(48.0 * 33'554'432.0));
   }
 }

@@ -17,6 +17,7 @@
 #include "tetra/llama/presets.hpp"
 #include "tetra/llama/validate.hpp"
 
+using tetra::test::approx;
 using namespace tetra;
 using costmodel::Factor;
 using costmodel::Factors;
@@ -141,7 +142,7 @@ TEST_SUITE("fit") {
     for (Factor f : costmodel::kFactors) {
       CAPTURE(costmodel::to_string(f));
       CHECK(factor(s, f).status == fit::FactorStatus::fitted);
-      CHECK(s.factors.get(f) == tetra::test::approx(truth.get(f)).epsilon(0.02));
+      CHECK(s.factors.get(f) == approx(truth.get(f)).epsilon(0.02));
       CHECK(factor(s, f).share > 0);
     }
     CHECK(s.rms_error < 1e-3);
@@ -179,8 +180,8 @@ TEST_SUITE("fit") {
     CHECK(factor(s, Factor::inter_node).status == fit::FactorStatus::unconstrained);
     CHECK(s.factors.inter_node == 1.0);
     CHECK(factor(s, Factor::inter_node).std_error < 0);
-    CHECK(s.factors.gemm == tetra::test::approx(0.85).epsilon(0.02));
-    CHECK(s.factors.memory_bound == tetra::test::approx(0.7).epsilon(0.02));
+    CHECK(s.factors.gemm == approx(0.85).epsilon(0.02));
+    CHECK(s.factors.memory_bound == approx(0.7).epsilon(0.02));
   }
 
   TEST_CASE("a best value beyond the physical bound stops at the bound") {
@@ -193,7 +194,7 @@ TEST_SUITE("fit") {
     o.factors = {Factor::gemm};
     o.threads = 2;
     const fit::FitSummary s = fit::fit_factors(r.cases, o);
-    CHECK(s.factors.gemm == tetra::test::approx(fit::bound(Factor::gemm).upper));
+    CHECK(s.factors.gemm == approx(fit::bound(Factor::gemm).upper));
     CHECK(factor(s, Factor::gemm).status == fit::FactorStatus::at_bound);
     CHECK(s.converged);
   }
@@ -248,8 +249,8 @@ TEST_SUITE("fit") {
     std::vector<fit::StepCase> chosen;
     for (std::size_t i : picks) chosen.push_back(r.cases[i]);
     const fit::FitSummary s = fit::fit_factors(chosen, o);
-    CHECK(s.factors.gemm == tetra::test::approx(0.9).epsilon(0.02));
-    CHECK(s.factors.inter_node == tetra::test::approx(0.4).epsilon(0.02));
+    CHECK(s.factors.gemm == approx(0.9).epsilon(0.02));
+    CHECK(s.factors.inter_node == approx(0.4).epsilon(0.02));
     CHECK(fit::spanning_cases(r.cases, 100, o).size() == r.cases.size());
   }
 
@@ -286,7 +287,7 @@ TEST_SUITE("fit") {
     }
     // Exact rows: every held-out prediction matches what was measured.
     for (std::size_t i = 0; i < r.cases.size(); ++i) {
-      CHECK(cv.predicted_s[i] == tetra::test::approx(r.cases[i].measured_s).epsilon(0.01));
+      CHECK(cv.predicted_s[i] == approx(r.cases[i].measured_s).epsilon(0.01));
     }
     // Leave-one-out over four rows leaves three to fit six factors.
     const std::vector<fit::StepCase> four(r.cases.begin(), r.cases.begin() + 4);

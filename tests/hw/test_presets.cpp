@@ -7,6 +7,7 @@
 #include "tetra/hw/presets.hpp"
 #include "tetra/hw/units.hpp"
 
+using tetra::test::approx;
 using namespace tetra::hw;
 
 TEST_SUITE("hw") {
@@ -33,10 +34,10 @@ TEST_SUITE("hw") {
     CHECK(a80->bf16_peak_flops == 312e12);
     CHECK(h80->bf16_peak_flops == 989e12);
     CHECK(h200->bf16_peak_flops == 989e12);
-    CHECK(a40->hbm_bandwidth_Bps == tetra::test::approx(1.555e12));
-    CHECK(a80->hbm_bandwidth_Bps == tetra::test::approx(2.039e12));
-    CHECK(h80->hbm_bandwidth_Bps == tetra::test::approx(3.35e12));
-    CHECK(h200->hbm_bandwidth_Bps == tetra::test::approx(4.8e12));
+    CHECK(a40->hbm_bandwidth_Bps == approx(1.555e12));
+    CHECK(a80->hbm_bandwidth_Bps == approx(2.039e12));
+    CHECK(h80->hbm_bandwidth_Bps == approx(3.35e12));
+    CHECK(h200->hbm_bandwidth_Bps == approx(4.8e12));
     CHECK(a80->sms == 108);
     CHECK(h80->sms == 132);
     CHECK(a80->compute_capability == 80);
@@ -68,7 +69,7 @@ TEST_SUITE("hw") {
     CHECK(gb200->fp8_peak_flops == 720e15 / 72 / 2);
     CHECK(gb200->fp4_peak_flops == 1440e15 / 72 / 2);
     // HGX B300: FP4 105 PF dense per 8 GPUs; Blackwell Ultra blog: 15 PF dense NVFP4 (GB300).
-    CHECK(b300->fp4_peak_flops == tetra::test::approx(105e15 / 8));
+    CHECK(b300->fp4_peak_flops == approx(105e15 / 8));
     CHECK(gb300->fp4_peak_flops == 15000e12);
     // Device-reported memory (nvidia-smi MiB): 183359, 275040, 189471, 284208.
     CHECK(b200->memory_bytes == 183359 * kMiB);
@@ -183,13 +184,13 @@ TEST_SUITE("hw") {
     CHECK(tetra::hw::sustained_clock_share(g) == 1.0);  // no limit set: the rating
     g.power_limit_w = 500.0;
     // (500/700)^0.625 = exp(0.625 ln 0.714286) = exp(0.625 x -0.336472) = exp(-0.210295) = 0.810345
-    CHECK(tetra::hw::sustained_clock_share(g) == tetra::test::approx(0.810345).epsilon(1e-5));
-    CHECK(tetra::hw::sustained_clock_share(g) == tetra::test::approx(25262.1 / 31302.7).epsilon(0.01));
+    CHECK(tetra::hw::sustained_clock_share(g) == approx(0.810345).epsilon(1e-5));
+    CHECK(tetra::hw::sustained_clock_share(g) == approx(25262.1 / 31302.7).epsilon(0.01));
     g.power_limit_w = 350.0;  // 0.5^0.625 = 0.648420; GPT-J measured 0.6520
-    CHECK(tetra::hw::sustained_clock_share(g) == tetra::test::approx(0.648420).epsilon(1e-5));
-    CHECK(tetra::hw::sustained_clock_share(g) == tetra::test::approx(13096.6 / 20086.1).epsilon(0.01));
+    CHECK(tetra::hw::sustained_clock_share(g) == approx(0.648420).epsilon(1e-5));
+    CHECK(tetra::hw::sustained_clock_share(g) == approx(13096.6 / 20086.1).epsilon(0.01));
     g.power_limit_w = 450.0;  // (9/14)^0.625 = 0.758767; SDXL measured 0.7579
-    CHECK(tetra::hw::sustained_clock_share(g) == tetra::test::approx(13.202 / 17.4186).epsilon(0.01));
+    CHECK(tetra::hw::sustained_clock_share(g) == approx(13.202 / 17.4186).epsilon(0.01));
     // The same law on the H100: MLPerf Inference v4.0 DGX-H100 Llama-2-70B-99.9 offline at
     // 450 W kept 17561.6 / 21805.8 = 0.805 (server 0.753), 0.759 predicted.
     g.power_limit_w = 900.0;  // above the rating: no faster than rated

@@ -6,6 +6,7 @@
 
 #include "tetra/hw/units.hpp"
 
+using tetra::test::approx;
 using namespace tetra::hw;
 
 namespace {
@@ -33,7 +34,7 @@ TEST_SUITE("hw") {
   }
 
   TEST_CASE("parse_bandwidth") {
-    CHECK(parse_bandwidth("3.35TB/s") == tetra::test::approx(3.35e12));
+    CHECK(parse_bandwidth("3.35TB/s") == approx(3.35e12));
     CHECK(parse_bandwidth("450GB/s") == 450e9);
     CHECK(parse_bandwidth("400Gb/s") == 50e9);  // 400e9 bits / 8
     CHECK(parse_bandwidth("400Gbps") == 50e9);
@@ -44,29 +45,29 @@ TEST_SUITE("hw") {
   TEST_CASE("parse_flop_rate") {
     CHECK(parse_flop_rate("989TFLOP/s") == 989e12);
     CHECK(parse_flop_rate("312 TFLOPS") == 312e12);
-    CHECK(parse_flop_rate("1.2PFLOP/s") == tetra::test::approx(1.2e15));
+    CHECK(parse_flop_rate("1.2PFLOP/s") == approx(1.2e15));
     CHECK(parse_flop_rate("5GFLOP/s") == 5e9);
     CHECK_THROWS_AS((void)parse_flop_rate("1TiFLOP/s"), std::invalid_argument);
   }
 
   TEST_CASE("parse_power") {
-    CHECK(parse_power("500W") == tetra::test::approx(500.0));
-    CHECK(parse_power("1.2kW") == tetra::test::approx(1200.0));
+    CHECK(parse_power("500W") == approx(500.0));
+    CHECK(parse_power("1.2kW") == approx(1200.0));
     CHECK_THROWS_AS((void)parse_power("500"), std::invalid_argument);
     CHECK_THROWS_AS((void)parse_power("500 MHz"), std::invalid_argument);
   }
 
   TEST_CASE("parse_duration") {
-    CHECK(parse_duration("2.5us") == tetra::test::approx(2.5e-6));
-    CHECK(parse_duration("1µs") == tetra::test::approx(1e-6));
-    CHECK(parse_duration("1 \xCE\xBCs") == tetra::test::approx(1e-6));
-    CHECK(parse_duration("5ms") == tetra::test::approx(5e-3));
-    CHECK(parse_duration("100ns") == tetra::test::approx(100e-9));
+    CHECK(parse_duration("2.5us") == approx(2.5e-6));
+    CHECK(parse_duration("1µs") == approx(1e-6));
+    CHECK(parse_duration("1 \xCE\xBCs") == approx(1e-6));
+    CHECK(parse_duration("5ms") == approx(5e-3));
+    CHECK(parse_duration("100ns") == approx(100e-9));
     CHECK(parse_duration("1.5s") == 1.5);
-    CHECK(parse_duration("3ps") == tetra::test::approx(3e-12));
+    CHECK(parse_duration("3ps") == approx(3e-12));
     CHECK(parse_duration("10min") == 600.0);
     CHECK(parse_duration("1.5h") == 5400.0);
-    CHECK(parse_duration("1e3 ns") == tetra::test::approx(1e-6));
+    CHECK(parse_duration("1e3 ns") == approx(1e-6));
   }
 
   TEST_CASE("parse errors say what was expected") {

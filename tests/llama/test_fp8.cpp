@@ -14,6 +14,7 @@
 #include "tetra/llama/ops.hpp"
 #include "tetra/llama/presets.hpp"
 
+using tetra::test::approx;
 using namespace tetra::llama;
 
 namespace {
@@ -40,11 +41,11 @@ TEST_SUITE("llama") {
     CHECK(quantized_bytes_per_element(Fp8Recipe::delayed) == 1.0);
     CHECK(quantized_bytes_per_element(Fp8Recipe::current) == 1.0);
     // MXFP8: one E8M0 byte per 32 elements.
-    CHECK(quantized_bytes_per_element(Fp8Recipe::mxfp8) == tetra::test::approx(1.0 + 1.0 / 32.0));
+    CHECK(quantized_bytes_per_element(Fp8Recipe::mxfp8) == approx(1.0 + 1.0 / 32.0));
     // Blockwise: one FP32 scale per 128.
-    CHECK(quantized_bytes_per_element(Fp8Recipe::blockwise) == tetra::test::approx(1.0 + 4.0 / 128.0));
+    CHECK(quantized_bytes_per_element(Fp8Recipe::blockwise) == approx(1.0 + 4.0 / 128.0));
     // NVFP4: half a byte per E2M1 value and one E4M3 scale per 16.
-    CHECK(quantized_bytes_per_element(Fp8Recipe::nvfp4) == tetra::test::approx(0.5 + 1.0 / 16.0));
+    CHECK(quantized_bytes_per_element(Fp8Recipe::nvfp4) == approx(0.5 + 1.0 / 16.0));
     CHECK(gemm_format(Fp8Recipe::nvfp4) == GemmFormat::fp4);
     CHECK(gemm_format(Fp8Recipe::mxfp8) == GemmFormat::fp8);
     for (auto r : {Fp8Recipe::none, Fp8Recipe::delayed, Fp8Recipe::current, Fp8Recipe::blockwise,
@@ -111,12 +112,12 @@ TEST_SUITE("llama") {
     const double fwd_inputs = T * h + T * h + T * h + T * f;
     // Weights (h x qkv, h x h, h x 2f, f x h) cast once per step over 8 micro-batches.
     const double weights = (h * qkv + h * h + h * 2 * f + f * h) / 8.0;
-    CHECK(bytes_named(ops, "fp8_cast", Pass::forward) == tetra::test::approx(4.0 * (fwd_inputs + weights)));
-    CHECK(bytes_named(ops, "fp8_amax", Pass::forward) == tetra::test::approx(2.0 * (fwd_inputs + weights)));
+    CHECK(bytes_named(ops, "fp8_cast", Pass::forward) == approx(4.0 * (fwd_inputs + weights)));
+    CHECK(bytes_named(ops, "fp8_amax", Pass::forward) == approx(2.0 * (fwd_inputs + weights)));
     // Backward: the output gradient of each linear, [T, out]: fc2 h, fc1 2f, proj h, qkv qkv.
     const double grads = T * h + T * 2 * f + T * h + T * qkv;
-    CHECK(bytes_named(ops, "fp8_cast", Pass::backward_input) == tetra::test::approx(4.0 * grads));
-    CHECK(bytes_named(ops, "fp8_amax", Pass::backward_input) == tetra::test::approx(2.0 * grads));
+    CHECK(bytes_named(ops, "fp8_cast", Pass::backward_input) == approx(4.0 * grads));
+    CHECK(bytes_named(ops, "fp8_amax", Pass::backward_input) == approx(2.0 * grads));
     // Delayed scaling has no amax pass.
     t.fp8.recipe = Fp8Recipe::delayed;
     CHECK(bytes_named(layer_ops(m, t, l), "fp8_amax", Pass::forward) == 0.0);
@@ -189,16 +190,16 @@ TEST_SUITE("llama") {
       return bytes;
     };
     t.torch.reshard_after_forward = TorchNative::kReshardFull;
-    CHECK(gathers(t) == tetra::test::approx(2.0 * 436224000.0));
+    CHECK(gathers(t) == approx(2.0 * 436224000.0));
     t.torch.reshard_after_forward = 1;  // false: no gather before backward
-    CHECK(gathers(t) == tetra::test::approx(436224000.0));
+    CHECK(gathers(t) == approx(436224000.0));
     double rs = 0;
     for (const Op& op : dp_gradient_ops(m, t, l, 0)) {
       if (op.coll == CollectiveKind::reduce_scatter && std::string(op.name) == "zero3_grad_rs") {
         rs += op.bytes * op.count;
       }
     }
-    CHECK(rs == tetra::test::approx(32.0 * 872448000.0));
+    CHECK(rs == approx(32.0 * 872448000.0));
   }
 
   TEST_CASE("torchao Float8: tensorwise casts every forward with an amax each, rowwise casts twice and rescales") {
@@ -223,19 +224,19 @@ TEST_SUITE("llama") {
     // Weights 4096 x (4096 + 1024 + 1024) + 4096^2 + 2 x 4096 x 14336 + 14336 x 4096
     // = 218,103,808 elements; inputs, one cast per group of linears reading one tensor:
     // 8192 x (4096 + 4096 + 4096 + 14336) = 218,103,808.
-    CHECK(sum("fp8_cast", Pass::forward) == tetra::test::approx(4.0 * (218103808.0 + 218103808.0)));
+    CHECK(sum("fp8_cast", Pass::forward) == approx(4.0 * (218103808.0 + 218103808.0)));
     // Rowwise (`torchao/float8/float8_linear.py` @6243040): the forward copies only (2 + 1 B),
     // then each operand again along the other axis for the backward GEMM: every weight per
     // input channel (218,103,808), every group's input per column (218,103,808) and every
     // output gradient per column (8192 x (4096 + 1024 + 1024 + 4096 + 14336 + 14336 + 4096)
     // = 8192 x 43,008 = 352,321,536): an amax (2 B) and a transposed cast (2 + 1 B) each.
     t.fp8.recipe = Fp8Recipe::rowwise;
-    CHECK(sum("fp8_cast", Pass::forward) == tetra::test::approx(3.0 * (218103808.0 + 218103808.0)));
+    CHECK(sum("fp8_cast", Pass::forward) == approx(3.0 * (218103808.0 + 218103808.0)));
     const double other = 218103808.0 + 218103808.0 + 352321536.0;
     CHECK(sum("fp8_cast_t", Pass::backward_input) + sum("fp8_cast_t", Pass::backward_weight) ==
-          tetra::test::approx(3.0 * other));
+          approx(3.0 * other));
     CHECK(sum("fp8_amax_t", Pass::backward_input) + sum("fp8_amax_t", Pass::backward_weight) ==
-          tetra::test::approx(2.0 * other));
+          approx(2.0 * other));
     int rescales = 0;
     for (const Op& op : layer_ops(m, t, l)) rescales += std::string(op.name) == "fp8_rescale";
     CHECK(rescales == 14);  // dgrad and wgrad of the seven linears

@@ -14,6 +14,7 @@
 #include "tetra/llama/presets.hpp"
 #include "tetra/llama/validate.hpp"
 
+using tetra::test::approx;
 using namespace tetra::llama;
 
 namespace {
@@ -288,18 +289,18 @@ TEST_SUITE("llama") {
     // MLA per layer 6*(1536*(7168+128*192+1) + 512*(7168+128*256+1) + 7168*64 + 128*128*7168
     //   + 4096*128*192/2 + 4096*128*128/2) = 1,625,960,448, times 61
     // logits 6*7168*129280
-    CHECK(megatron_flops_per_token(m, 4096) == tetra::test::approx(249'812'054'016.0).epsilon(1e-12));
+    CHECK(megatron_flops_per_token(m, 4096) == approx(249'812'054'016.0).epsilon(1e-12));
     // One MTP module: 59 MoE MLPs, 62 attention layers, 6*(3h + 2h^2), two LM heads. The
     // Megatron-Bridge tables print about 260 GFLOP/token for their "w/ MTP" DeepSeek-V3 rows.
     m.mtp_layers = 1;
-    CHECK(megatron_flops_per_token(m, 4096) == tetra::test::approx(259'992'950'784.0).epsilon(1e-12));
+    CHECK(megatron_flops_per_token(m, 4096) == approx(259'992'950'784.0).epsilon(1e-12));
   }
 
   TEST_CASE("Model FLOPs per token: Mixtral 8x7B counts the two routed experts' grouped GEMMs") {
     const Model m = preset("mixtral-8x7b");
     // 6*4096*(14336*2*3)*32 + 32*6*(4096*(4096 + 2*1024) + 4096*4096 + 4096*4096)
     //   + 6*4096*32000 = 79,706,456,064 at s = 4096
-    CHECK(megatron_flops_per_token(m, 4096) == tetra::test::approx(79'706'456'064.0).epsilon(1e-12));
+    CHECK(megatron_flops_per_token(m, 4096) == approx(79'706'456'064.0).epsilon(1e-12));
   }
 
   TEST_CASE("Stage parameters: experts split over ep and etp, dense part over tp") {

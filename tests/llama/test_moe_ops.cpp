@@ -14,6 +14,7 @@
 #include "tetra/llama/moe.hpp"
 #include "tetra/llama/ops.hpp"
 
+using tetra::test::approx;
 using namespace tetra::llama;
 
 namespace {
@@ -76,16 +77,16 @@ TEST_SUITE("llama") {
     CHECK(d->coll == CollectiveKind::all_to_all);
     CHECK(d->dim == CommDim::ep);
     CHECK(d->group == 4);
-    CHECK(d->bytes == tetra::test::approx(4194304.0));
-    CHECK(d->bytes * 3.0 / 4.0 == tetra::test::approx(3145728.0));
-    CHECK(c->bytes == tetra::test::approx(d->bytes));
+    CHECK(d->bytes == approx(4194304.0));
+    CHECK(d->bytes * 3.0 / 4.0 == approx(3145728.0));
+    CHECK(c->bytes == approx(d->bytes));
     // The backward runs both again.
     CHECK(find(ops, "ep_combine_bwd") != nullptr);
     CHECK(find(ops, "ep_dispatch_bwd") != nullptr);
     // A routing imbalance of 1.5 sends 1.5 times the bytes to the busiest rank.
     Training t = balanced();
     t.moe_imbalance = 1.5;
-    CHECK(find(moe_layer_ops(small_moe(), t, l), "ep_dispatch")->bytes == tetra::test::approx(1.5 * 4194304.0));
+    CHECK(find(moe_layer_ops(small_moe(), t, l), "ep_dispatch")->bytes == approx(1.5 * 4194304.0));
     // Unpaired unless moe_a2a_overlap: then all four exchanges run under the co-scheduled
     // micro-batch's compute (Megatron-Core combined_1f1b.py), with the same bytes.
     for (const char* name : {"ep_dispatch", "ep_combine", "ep_combine_bwd", "ep_dispatch_bwd"}) {
@@ -98,7 +99,7 @@ TEST_SUITE("llama") {
       CAPTURE(name);
       CHECK(find(overlapped, name)->paired);
     }
-    CHECK(find(overlapped, "ep_dispatch")->bytes == tetra::test::approx(1.5 * 4194304.0));
+    CHECK(find(overlapped, "ep_dispatch")->bytes == approx(1.5 * 4194304.0));
   }
 
   TEST_CASE("moe ops: grouped GEMM shapes and FLOPs of one MoE layer") {
@@ -119,22 +120,22 @@ TEST_SUITE("llama") {
     CHECK(fc2->m == 1024);
     CHECK(fc2->n == 1024);
     CHECK(fc2->k == 512);
-    CHECK(fc1->total_flops() == tetra::test::approx(4294967296.0));
-    CHECK(fc2->total_flops() == tetra::test::approx(2147483648.0));
-    CHECK(fc1->total_flops() + fc2->total_flops() == tetra::test::approx(6442450944.0));
+    CHECK(fc1->total_flops() == approx(4294967296.0));
+    CHECK(fc2->total_flops() == approx(2147483648.0));
+    CHECK(fc1->total_flops() + fc2->total_flops() == approx(6442450944.0));
     // Backward: dgrad and wgrad of both, twice the forward.
     double bwd = 0;
     for (const Op& op : ops) {
       const std::string_view n = op.name;
       if (n.starts_with("expert_fc") && op.pass != Pass::forward) bwd += op.total_flops();
     }
-    CHECK(bwd == tetra::test::approx(2.0 * 6442450944.0));
+    CHECK(bwd == approx(2.0 * 6442450944.0));
     // Imbalance 1.25 makes the busiest rank's experts 1280 rows each; the model FLOPs stay.
     Training t = balanced();
     t.moe_imbalance = 1.25;
     const auto skewed = moe_layer_ops(small_moe(), t, l);
     CHECK(find(skewed, "expert_fc1")->m == 1280);
-    CHECK(find(skewed, "expert_fc1")->total_flops() == tetra::test::approx(4294967296.0));
+    CHECK(find(skewed, "expert_fc1")->total_flops() == approx(4294967296.0));
   }
 
   TEST_CASE("moe ops: etp splits each expert and adds the expert-TP exchange") {
@@ -156,7 +157,7 @@ TEST_SUITE("llama") {
     const Op* ag = find(ops, "etp_ag");
     REQUIRE(ag != nullptr);
     CHECK(ag->group == 2);
-    CHECK(ag->bytes == tetra::test::approx(2.0 * 2048.0 * 1024.0));
+    CHECK(ag->bytes == approx(2.0 * 2048.0 * 1024.0));
   }
 
   TEST_CASE("moe ops: gpt-oss adds the eager expert FC2 bias and activation clamp, the unfused YaRN RoPE and the projection bias") {
@@ -173,13 +174,13 @@ TEST_SUITE("llama") {
     const Op* bwd = find(ops, "expert_fc2_bias_bwd");
     REQUIRE(fwd != nullptr);
     REQUIRE(bwd != nullptr);
-    CHECK(fwd->bytes == tetra::test::approx(58720256.0));
-    CHECK(bwd->bytes == tetra::test::approx(75497472.0));
+    CHECK(fwd->bytes == approx(58720256.0));
+    CHECK(bwd->bytes == approx(75497472.0));
     // The activation clamp (`fused_bias_geglu.py` weighted_bias_quick_geglu_impl, eager): 4 act
     // forward and 5 backward per FC1 output element, 2,048 rows x 2 x 512 = 2,097,152 elements
     // -> 16,777,216 and 20,971,520 bytes; with moe_act recomputation it runs again.
-    CHECK(find(ops, "expert_act_clamp")->bytes == tetra::test::approx(16777216.0));
-    CHECK(find(ops, "expert_act_clamp_bwd")->bytes == tetra::test::approx(20971520.0));
+    CHECK(find(ops, "expert_act_clamp")->bytes == approx(16777216.0));
+    CHECK(find(ops, "expert_act_clamp_bwd")->bytes == approx(20971520.0));
     Layout rc = l;
     rc.recompute = Recompute::selective;
     rc.recompute_modules.add(RecomputeModule::moe_act);
@@ -194,18 +195,18 @@ TEST_SUITE("llama") {
     // YaRN's attention factor keeps RoPE out of TE's fused kernel (`rope_utils.py`): 12 act
     // forward, 15 backward per element of q and k: 1024 tokens x (8 + 8) heads x 128 = 2,097,152
     // elements -> 50,331,648 and 62,914,560 bytes (fused: 4 bytes each way).
-    CHECK(find(ops, "rope")->bytes == tetra::test::approx(50331648.0));
-    CHECK(find(ops, "rope_bwd")->bytes == tetra::test::approx(62914560.0));
+    CHECK(find(ops, "rope")->bytes == approx(50331648.0));
+    CHECK(find(ops, "rope_bwd")->bytes == approx(62914560.0));
     // Unfused bias-dropout-add: the projection bias in its own kernel, 2 act per element of the
     // 1024 x 1024 output forward (4,194,304 bytes), its gradient's token sum 1 act backward.
-    CHECK(find(ops, "attn_proj_bias")->bytes == tetra::test::approx(4194304.0));
-    CHECK(find(ops, "attn_proj_bias_bwd")->bytes == tetra::test::approx(2097152.0));
+    CHECK(find(ops, "attn_proj_bias")->bytes == approx(4194304.0));
+    CHECK(find(ops, "attn_proj_bias_bwd")->bytes == approx(2097152.0));
     // A llama model runs none of them and the fused RoPE.
     const auto plain = moe_layer_ops(small_moe(), balanced(), l);
     CHECK(find(plain, "expert_fc2_bias") == nullptr);
     CHECK(find(plain, "expert_act_clamp") == nullptr);
     CHECK(find(plain, "attn_proj_bias") == nullptr);
-    CHECK(find(plain, "rope")->bytes == tetra::test::approx(2097152.0 * 4.0));
+    CHECK(find(plain, "rope")->bytes == approx(2097152.0 * 4.0));
   }
 
   TEST_CASE("moe ops: a dense model's MoE op list is its dense op list") {
@@ -237,7 +238,7 @@ TEST_SUITE("llama") {
     // The SwiGLU again from the saved FC1 output: read gate and up, write the product,
     // 3 x 2 B x 2048 pairs x 512 = 6,291,456 bytes; nothing else, not core attention.
     CHECK(recomputed == 1);
-    CHECK(act_bytes == tetra::test::approx(6291456.0));
+    CHECK(act_bytes == approx(6291456.0));
     // "layernorm": both norms again (2 x read + write of 1024 x 1024 bf16 = 4,194,304 each).
     l.recompute_modules = {};
     l.recompute_modules.add(RecomputeModule::layernorm);
@@ -245,7 +246,7 @@ TEST_SUITE("llama") {
     for (const Op& op : moe_layer_ops(small_moe(), balanced(), l)) {
       if (op.recompute) norm_bytes += op.bytes;
     }
-    CHECK(norm_bytes == tetra::test::approx(2.0 * 4194304.0));
+    CHECK(norm_bytes == approx(2.0 * 4194304.0));
     // "moe": the whole block again, its dispatch and combine included.
     l.recompute_modules = {};
     l.recompute_modules.add(RecomputeModule::moe);
@@ -341,7 +342,7 @@ TEST_SUITE("llama") {
     CHECK(rows(t) == 1024);
     t.moe_pad_to_capacity = true;
     CHECK(rows(t) == 1280);
-    CHECK(find(moe_layer_ops(m, t, l), "expert_fc1")->total_flops() == tetra::test::approx(4294967296.0));
+    CHECK(find(moe_layer_ops(m, t, l), "expert_fc1")->total_flops() == approx(4294967296.0));
   }
 
   TEST_CASE("moe ops: Transformer Engine quantizes each expert's split with its own kernels") {

@@ -12,6 +12,7 @@
 #include "tetra/llama/params.hpp"
 #include "tetra/llama/presets.hpp"
 
+using tetra::test::approx;
 using namespace tetra::llama;
 
 namespace {
@@ -117,9 +118,9 @@ TEST_SUITE("llama") {
       // Megatron multiplies by the padded vocabulary (memory.md 2.3).
       const long long v = padded_vocab(m, c.layout.tp);
       CHECK(step_flops_from_ops(m, tr, c.layout, false) ==
-            tetra::test::approx(megatron_step_flops(m, c.seq, c.gbs, v)).epsilon(1e-9));
+            approx(megatron_step_flops(m, c.seq, c.gbs, v)).epsilon(1e-9));
       CHECK(step_flops_from_ops(m, tr, c.layout, true) ==
-            tetra::test::approx(megatron_r060_step_flops(m, c.seq, c.gbs, v)).epsilon(1e-9));
+            approx(megatron_r060_step_flops(m, c.seq, c.gbs, v)).epsilon(1e-9));
     }
   }
 
@@ -137,7 +138,7 @@ TEST_SUITE("llama") {
     CHECK(qkv->m == 8192);
     CHECK(qkv->n == (64 + 2 * 8) * 128 / 8);  // 1280
     CHECK(qkv->k == 8192);
-    CHECK(qkv->flops == tetra::test::approx(2.0 * 8192 * 1280 * 8192));
+    CHECK(qkv->flops == approx(2.0 * 8192 * 1280 * 8192));
     const Op* fc1 = find(ops, "fc1", Pass::forward);
     REQUIRE(fc1);
     CHECK(fc1->n == 2 * 28672 / 8);  // gated: 7168
@@ -157,11 +158,11 @@ TEST_SUITE("llama") {
     CHECK(attn->attn.kv_heads == 1);
     CHECK(attn->attn.seq_q == 8192);
     // 4·b·s²·heads·d / 2 = 4 * 8192^2 * 8 * 128 / 2
-    CHECK(attn->flops == tetra::test::approx(4.0 * 8192.0 * 8192.0 * 8 * 128 / 2));
+    CHECK(attn->flops == approx(4.0 * 8192.0 * 8192.0 * 8 * 128 / 2));
     // Norms and residual adds run on the SP shard: RMSNorm reads + writes 2·(s/t)·h bf16.
     const Op* norm = find(ops, "input_norm", Pass::forward);
     REQUIRE(norm);
-    CHECK(norm->bytes == tetra::test::approx(2.0 * 2.0 * 1024 * 8192));
+    CHECK(norm->bytes == approx(2.0 * 2.0 * 1024 * 8192));
   }
 
   TEST_CASE("TP collectives with and without SP (costmodels.md 5.1)") {
@@ -182,7 +183,7 @@ TEST_SUITE("llama") {
       // S = 2·s·b·h bytes (the full gathered buffer).
       const Op* ag = find(ops, "tp_ag", Pass::forward);
       REQUIRE(ag);
-      CHECK(ag->bytes == tetra::test::approx(2.0 * 4096 * 2 * 4096));
+      CHECK(ag->bytes == approx(2.0 * 4096 * 2 * 4096));
       CHECK(ag->group == 4);
       CHECK_FALSE(ag->async);
       // Column dgrad reduce-scatter overlaps the wgrad GEMM that follows it.
@@ -220,7 +221,7 @@ TEST_SUITE("llama") {
       const auto ops = layer_ops(m, tr, l);
       CHECK(count(ops, CollectiveKind::all_gather, Pass::forward, true) == 2);
       CHECK(count(ops, CollectiveKind::reduce_scatter, Pass::forward, true) == 2);
-      CHECK(sum_flops(ops, true) == tetra::test::approx(sum_flops(ops) * 4.0 / 3.0).epsilon(1e-12));
+      CHECK(sum_flops(ops, true) == approx(sum_flops(ops) * 4.0 / 3.0).epsilon(1e-12));
     }
     SUBCASE("selective recompute re-runs the core attention forward only") {
       l.sp = true;
@@ -230,7 +231,7 @@ TEST_SUITE("llama") {
       REQUIRE(re);
       const Op* fw = find(ops, "core_attention", Pass::forward);
       REQUIRE(fw);
-      CHECK(sum_flops(ops, true) - sum_flops(ops) == tetra::test::approx(fw->flops));
+      CHECK(sum_flops(ops, true) - sum_flops(ops) == approx(fw->flops));
     }
   }
 
@@ -248,17 +249,17 @@ TEST_SUITE("llama") {
     CHECK(kv->count == 3);
     CHECK(kv->async);
     // s' = 8192, n_kv/t = 1: 2 (K and V) * 8192 * 1 * 128 * 2 bytes = 4 MiB
-    CHECK(kv->bytes == tetra::test::approx(2.0 * 8192 * 128 * 2));
+    CHECK(kv->bytes == approx(2.0 * 8192 * 128 * 2));
     const Op* bwd = find(ops, "cp_kv_dkv", Pass::backward_input);
     REQUIRE(bwd);
-    CHECK(bwd->bytes * bwd->count == tetra::test::approx(2.0 * kv->bytes * kv->count));
+    CHECK(bwd->bytes * bwd->count == approx(2.0 * kv->bytes * kv->count));
     // Causal work per rank = total / c: step 0 causal s'², then c − 1 half blocks.
     const double total = 4.0 * 32768.0 * 32768.0 * 8 * 128 / 2;
     double per_rank = 0;
     for (const Op& op : ops) {
       if (op.kind == OpKind::attention && op.pass == Pass::forward) per_rank += op.total_flops();
     }
-    CHECK(per_rank == tetra::test::approx(total / 4));
+    CHECK(per_rank == approx(total / 4));
   }
 
   TEST_CASE("PP boundary and DP gradient buckets (costmodels.md 5.3, 5.4)") {
@@ -271,7 +272,7 @@ TEST_SUITE("llama") {
     l.dp = 8;
     l.sp = true;
     // [s/t, b, h] bf16: 4096 * 4096 * 2
-    CHECK(pp_boundary_bytes(m, tr, l) == tetra::test::approx(4096.0 * 4096 * 2));
+    CHECK(pp_boundary_bytes(m, tr, l) == approx(4096.0 * 4096 * 2));
     const auto stages = stage_params(m, l, tr.seq_len);
     const double p0 = static_cast<double>(stages[0].params);
     SUBCASE("distributed optimizer: RS of fp32 grads + AG of bf16 params in 40M buckets") {
@@ -286,8 +287,8 @@ TEST_SUITE("llama") {
         }
         if (op.coll == CollectiveKind::all_gather) ag += op.bytes * op.count;
       }
-      CHECK(rs == tetra::test::approx(4.0 * p0));
-      CHECK(ag == tetra::test::approx(2.0 * p0));
+      CHECK(rs == approx(4.0 * p0));
+      CHECK(ag == approx(2.0 * p0));
       // bucket = max(40e6, 1e6·8) = 40e6 parameters
       CHECK(buckets == static_cast<int>((p0 + 40e6 - 1) / 40e6));
     }
@@ -300,12 +301,12 @@ TEST_SUITE("llama") {
         CHECK(op.coll == CollectiveKind::all_reduce);
         ar += op.bytes * op.count;
       }
-      CHECK(ar == tetra::test::approx(2.0 * static_cast<double>(stages[1].params)));
+      CHECK(ar == approx(2.0 * static_cast<double>(stages[1].params)));
     }
     SUBCASE("optimizer: ~30 bytes per local parameter shard") {
       const auto ops = optimizer_ops(m, tr, l, 0);
       REQUIRE(ops.size() == 2);
-      CHECK(ops[1].bytes == tetra::test::approx(30.0 * p0 / 8));
+      CHECK(ops[1].bytes == approx(30.0 * p0 / 8));
     }
   }
 }
@@ -346,7 +347,7 @@ TEST_SUITE("llama") {
     CHECK(ag->dim == CommDim::dp_cp);
     CHECK(ag->group == 8);
     // bf16 parameters of one layer: 2 * 218,112,000 bytes
-    CHECK(ag->bytes == tetra::test::approx(2.0 * 218112000));
+    CHECK(ag->bytes == approx(2.0 * 218112000));
     CHECK(find(ops, "zero3_param_ag", Pass::backward_input) != nullptr);
     const auto grads = dp_gradient_ops(m, tr, l, 0);
     REQUIRE_FALSE(grads.empty());
@@ -368,9 +369,9 @@ TEST_SUITE("llama") {
     Layout l;
     SUBCASE("megatron: fused kernels") {
       const auto ops = layer_ops(m, tr, l);
-      CHECK(find(ops, "input_norm", Pass::forward)->bytes == tetra::test::approx(4.0 * 8388608));
-      CHECK(find(ops, "rope", Pass::forward)->bytes == tetra::test::approx(4.0 * 10485760));
-      CHECK(find(ops, "swiglu", Pass::forward)->bytes == tetra::test::approx(6.0 * 29360128));
+      CHECK(find(ops, "input_norm", Pass::forward)->bytes == approx(4.0 * 8388608));
+      CHECK(find(ops, "rope", Pass::forward)->bytes == approx(4.0 * 10485760));
+      CHECK(find(ops, "swiglu", Pass::forward)->bytes == approx(6.0 * 29360128));
     }
     SUBCASE("deepspeed, fused_rmsnorm = false, attention = torch") {
       tr.framework = Framework::deepspeed;
@@ -378,22 +379,22 @@ TEST_SUITE("llama") {
       tr.attention = AttentionKernel::torch;
       const auto ops = layer_ops(m, tr, l);
       // RMSNorm: 4·2 + 28 = 36 B forward, 8·2 + 76 = 92 B backward per element
-      CHECK(find(ops, "input_norm", Pass::forward)->bytes == tetra::test::approx(36.0 * 8388608));
-      CHECK(find(ops, "input_norm_bwd", Pass::backward_input)->bytes == tetra::test::approx(92.0 * 8388608));
+      CHECK(find(ops, "input_norm", Pass::forward)->bytes == approx(36.0 * 8388608));
+      CHECK(find(ops, "input_norm_bwd", Pass::backward_input)->bytes == approx(92.0 * 8388608));
       // rotary: 10·2 = 20 B per q/k element forward, 15·2 = 30 B backward
-      CHECK(find(ops, "rope", Pass::forward)->bytes == tetra::test::approx(20.0 * 10485760));
-      CHECK(find(ops, "rope_bwd", Pass::backward_input)->bytes == tetra::test::approx(30.0 * 10485760));
+      CHECK(find(ops, "rope", Pass::forward)->bytes == approx(20.0 * 10485760));
+      CHECK(find(ops, "rope_bwd", Pass::backward_input)->bytes == approx(30.0 * 10485760));
       // SwiGLU: 5·2 = 10 B forward, 9·2 = 18 B backward
-      CHECK(find(ops, "swiglu", Pass::forward)->bytes == tetra::test::approx(10.0 * 29360128));
-      CHECK(find(ops, "swiglu_bwd", Pass::backward_input)->bytes == tetra::test::approx(18.0 * 29360128));
+      CHECK(find(ops, "swiglu", Pass::forward)->bytes == approx(10.0 * 29360128));
+      CHECK(find(ops, "swiglu_bwd", Pass::backward_input)->bytes == approx(18.0 * 29360128));
       // torch softmax: 4·2 + 17 = 25 B forward, 4·2 + 21 = 29 B backward per score
-      CHECK(find(ops, "softmax", Pass::forward)->bytes == tetra::test::approx(25.0 * 134217728));
-      CHECK(find(ops, "softmax_bwd", Pass::backward_input)->bytes == tetra::test::approx(29.0 * 134217728));
+      CHECK(find(ops, "softmax", Pass::forward)->bytes == approx(25.0 * 134217728));
+      CHECK(find(ops, "softmax_bwd", Pass::backward_input)->bytes == approx(29.0 * 134217728));
       CHECK(find(ops, "attention_dropout", Pass::forward) == nullptr);  // llama: no dropout
       // The FLOPs do not change with the kernel set.
       Training mt = tr;
       mt.framework = Framework::megatron;
-      CHECK(sum_flops(ops) == tetra::test::approx(sum_flops(layer_ops(m, mt, l))));
+      CHECK(sum_flops(ops) == approx(sum_flops(layer_ops(m, mt, l))));
     }
     SUBCASE("deepspeed head: gathered full-vocabulary loss, no vocab-parallel all-reduces") {
       tr.framework = Framework::deepspeed;
@@ -403,11 +404,11 @@ TEST_SUITE("llama") {
       const Op* ag = find(head, "tp_ag_logits", Pass::forward);
       REQUIRE(ag);
       // padded vocabulary at t = 2: 128256 (a multiple of 256); bf16 logits 2·2048·128256
-      CHECK(ag->bytes == tetra::test::approx(2.0 * 2048 * 128256));
+      CHECK(ag->bytes == approx(2.0 * 2048 * 128256));
       // fp32 loss: (2 + 16) B forward, (2 + 20) B backward per token and vocabulary entry
-      CHECK(find(head, "cross_entropy", Pass::forward)->bytes == tetra::test::approx(18.0 * 2048 * 128256));
+      CHECK(find(head, "cross_entropy", Pass::forward)->bytes == approx(18.0 * 2048 * 128256));
       CHECK(find(head, "cross_entropy_bwd", Pass::backward_input)->bytes ==
-            tetra::test::approx(22.0 * 2048 * 128256));
+            approx(22.0 * 2048 * 128256));
     }
   }
 
@@ -438,8 +439,8 @@ TEST_SUITE("llama") {
       tr.framework = Framework::deepspeed;
       const auto bytes = accumulations(layer_ops(m, tr, l));
       REQUIRE(bytes.size() == 4);  // fc2, fc1, attention proj, qkv (backward order)
-      CHECK(bytes[0] == tetra::test::approx(308281344.0));
-      CHECK(bytes[3] == tetra::test::approx(132120576.0));
+      CHECK(bytes[0] == approx(308281344.0));
+      CHECK(bytes[3] == approx(132120576.0));
     }
     SUBCASE("deepspeed, one micro-batch: nothing to accumulate") {
       tr.framework = Framework::deepspeed;
@@ -467,11 +468,11 @@ TEST_SUITE("llama") {
     l.mbs = 16;
     const auto ops = layer_ops(m, tr, l);
     // read + write fp16 (2 + 2) and the 1-byte mask: 5 B per score, both passes
-    CHECK(find(ops, "attention_dropout", Pass::forward)->bytes == tetra::test::approx(5.0 * 1610612736.0));
+    CHECK(find(ops, "attention_dropout", Pass::forward)->bytes == approx(5.0 * 1610612736.0));
     CHECK(find(ops, "attention_dropout_bwd", Pass::backward_input)->bytes ==
-          tetra::test::approx(5.0 * 1610612736.0));
+          approx(5.0 * 1610612736.0));
     // bias-dropout-add: 3·2 + 1 = 7 B per element of T·h = 32768·2304
-    CHECK(find(ops, "residual_add", Pass::forward)->bytes == tetra::test::approx(7.0 * 32768 * 2304));
+    CHECK(find(ops, "residual_add", Pass::forward)->bytes == approx(7.0 * 32768 * 2304));
   }
 
   TEST_CASE("DeepSpeed-style DP: fp32 all-reduce after backward, parameter gather after the step") {
@@ -496,14 +497,14 @@ TEST_SUITE("llama") {
       }
       if (op.coll == CollectiveKind::all_gather) ag += op.bytes * op.count;
     }
-    CHECK(ar == tetra::test::approx(4.0 * p0));
-    CHECK(ag == tetra::test::approx(2.0 * p0));
+    CHECK(ar == approx(4.0 * p0));
+    CHECK(ag == approx(2.0 * p0));
     CHECK(buckets == static_cast<int>((p0 + 500e6 - 1) / 500e6));  // 8.03 G params: 17 buckets
     const auto opt = optimizer_ops(m, tr, l, 0);
     REQUIRE(opt.size() == 3);
     // flatten + cast + divide + copy back + unflatten: 6·2 + 16 = 28 B per local parameter
     CHECK(std::string_view(opt[0].name) == "grad_flatten_cast");
-    CHECK(opt[0].bytes == tetra::test::approx(28.0 * p0));
+    CHECK(opt[0].bytes == approx(28.0 * p0));
   }
 }
 
@@ -533,7 +534,7 @@ TEST_SUITE("llama") {
     }
     CHECK(gemms == 3);
     // 2 x (2 x 8192 tokens) x 4096 x (1024 + 4096 + 14336) = 2,611,340,115,968 FLOPs.
-    CHECK(gemm_flops == tetra::test::approx(2611340115968.0));
+    CHECK(gemm_flops == approx(2611340115968.0));
     // Both norms, RoPE and SwiGLU run again.
     CHECK(find(ops, "input_norm", Pass::forward, true) != nullptr);
     CHECK(find(ops, "mlp_norm", Pass::forward, true) != nullptr);
@@ -567,13 +568,13 @@ TEST_SUITE("llama") {
     CHECK(find(head, "tp_ag_logits", Pass::forward) == nullptr);
     const Op* ce = find(head, "cross_entropy", Pass::forward);
     REQUIRE(ce);
-    CHECK(ce->bytes == tetra::test::approx(6.0 * 262668288.0));  // bf16 read, fp32 softmax written
+    CHECK(ce->bytes == approx(6.0 * 262668288.0));  // bf16 read, fp32 softmax written
     // Compiled: one read of the bf16 shard in forward; backward reads it and writes the bf16
     // gradient.
     tr.torch.compile = true;
     head = head_ops(m, tr, l);
-    CHECK(find(head, "cross_entropy", Pass::forward)->bytes == tetra::test::approx(2.0 * 262668288.0));
-    CHECK(find(head, "cross_entropy_bwd", Pass::backward_input)->bytes == tetra::test::approx(4.0 * 262668288.0));
+    CHECK(find(head, "cross_entropy", Pass::forward)->bytes == approx(2.0 * 262668288.0));
+    CHECK(find(head, "cross_entropy_bwd", Pass::backward_input)->bytes == approx(4.0 * 262668288.0));
   }
 
   TEST_CASE("HSDP: gathers and reduce-scatters over one replica, all-reduce of the shards across replicas") {
@@ -598,16 +599,16 @@ TEST_SUITE("llama") {
     REQUIRE(rs);
     REQUIRE(ar);
     CHECK(rs->group == 8);
-    CHECK(rs->bytes == tetra::test::approx(4.0 * 218112000));  // 872,448,000
+    CHECK(rs->bytes == approx(4.0 * 218112000));  // 872,448,000
     CHECK(rs->count == 32);
     CHECK(ar->dim == CommDim::dp_replicate);
     CHECK(ar->group == 2);
-    CHECK(ar->bytes == tetra::test::approx(4.0 * 218112000 / 8));  // 109,056,000: one shard
+    CHECK(ar->bytes == approx(4.0 * 218112000 / 8));  // 109,056,000: one shard
     CHECK(ar->count == 32);
     // Embedding and head: 2 * 128,256 * 4096 + 4096 = 1,050,677,248 parameters.
     const Op* ar_rest = find(grads, "hsdp_grad_ar_rest", Pass::optimizer);
     REQUIRE(ar_rest);
-    CHECK(ar_rest->bytes == tetra::test::approx(4.0 * 1050677248.0 / 8));
+    CHECK(ar_rest->bytes == approx(4.0 * 1050677248.0 / 8));
   }
 
   TEST_CASE("selective_layer: one block in ac_freq recomputed in full") {
@@ -617,9 +618,9 @@ TEST_SUITE("llama") {
     const auto kinds = block_kinds(l);
     REQUIRE(kinds.size() == 2);
     CHECK(kinds[0].recompute == Recompute::none);
-    CHECK(kinds[0].share == tetra::test::approx(0.75));
+    CHECK(kinds[0].share == approx(0.75));
     CHECK(kinds[1].recompute == Recompute::full);
-    CHECK(kinds[1].share == tetra::test::approx(0.25));
+    CHECK(kinds[1].share == approx(0.25));
     l.recompute = Recompute::selective_op;
     REQUIRE(block_kinds(l).size() == 1);
     CHECK(block_kinds(l)[0].share == 1.0);
@@ -655,14 +656,14 @@ TEST_SUITE("llama") {
     };
     std::vector<double> sums = dgrad_sums(ops);
     REQUIRE(sums.size() == 2);
-    CHECK(sums[0] == tetra::test::approx(201326592.0));  // w1 + w3 (the MLP's backward runs first)
-    CHECK(sums[1] == tetra::test::approx(268435456.0));  // wq + wk + wv
+    CHECK(sums[0] == approx(201326592.0));  // w1 + w3 (the MLP's backward runs first)
+    CHECK(sums[1] == approx(268435456.0));  // wq + wk + wv
     // Eager, autograd adds one gradient at a time (read two, write one): 2 adds and 1 add.
     tr.torch.compile = false;
     sums = dgrad_sums(layer_ops(m, tr, l));
     REQUIRE(sums.size() == 2);
-    CHECK(sums[0] == tetra::test::approx(3.0 * 2.0 * 33554432.0));
-    CHECK(sums[1] == tetra::test::approx(6.0 * 2.0 * 33554432.0));
+    CHECK(sums[0] == approx(3.0 * 2.0 * 33554432.0));
+    CHECK(sums[1] == approx(6.0 * 2.0 * 33554432.0));
     // Megatron fuses them: one qkv and one fc1 GEMM, no sum.
     tr.framework = Framework::megatron;
     const auto fused = layer_ops(m, tr, l);
@@ -689,7 +690,7 @@ TEST_SUITE("llama") {
     REQUIRE(ag);
     CHECK(ag->coll == CollectiveKind::all_gather);
     CHECK(ag->group == 4);
-    CHECK(ag->bytes == tetra::test::approx(4.0 * 2.0 * 2.0 * e));  // 4 ranks x K and V x bf16
+    CHECK(ag->bytes == approx(4.0 * 2.0 * 2.0 * e));  // 4 ranks x K and V x bf16
     CHECK_FALSE(ag->async);  // compiled: waited right after it is issued
     const Op* ring = find(ops, "core_attention_ring", Pass::forward);
     REQUIRE(ring);
@@ -697,16 +698,16 @@ TEST_SUITE("llama") {
     CHECK_FALSE(ring->attn.causal);
     CHECK(ring->attn.seq_kv == 16384);
     // Merges, compiled: up- and down-cast once (12 B) and 3 updates of 10 B: 42 x e.
-    CHECK(find(ops, "cp_merge", Pass::forward)->bytes == tetra::test::approx(42.0 * e));
+    CHECK(find(ops, "cp_merge", Pass::forward)->bytes == approx(42.0 * e));
     // K and V made contiguous and concatenated: read + write twice, 4 x 2 x 2 B x e.
-    CHECK(find(ops, "cp_kv_stage", Pass::forward)->bytes == tetra::test::approx(16.0 * e));
+    CHECK(find(ops, "cp_kv_stage", Pass::forward)->bytes == approx(16.0 * e));
     // Backward: 4 sends of the fp32 dK and dV (8 B x e each) and 4 fp32 accumulations of dQ,
     // dK, dV (30 B) plus the casts back (18 B): 138 x e.
     const Op* dkv = find(ops, "cp_dkv", Pass::backward_input);
     REQUIRE(dkv);
-    CHECK(dkv->bytes == tetra::test::approx(8.0 * e));
+    CHECK(dkv->bytes == approx(8.0 * e));
     CHECK(dkv->count == 4);
-    CHECK(find(ops, "cp_grad_accumulate", Pass::backward_input)->bytes == tetra::test::approx(138.0 * e));
+    CHECK(find(ops, "cp_grad_accumulate", Pass::backward_input)->bytes == approx(138.0 * e));
     // Eager, the all-gather runs under the local causal step.
     tr.torch.compile = false;
     CHECK(find(layer_ops(m, tr, l), "cp_kv_ag", Pass::forward)->async);

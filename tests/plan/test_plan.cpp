@@ -14,6 +14,7 @@
 #include "tetra/plan/plan.hpp"
 #include "tetra/search/search.hpp"
 
+using tetra::test::approx;
 using namespace tetra;
 
 namespace {
@@ -44,8 +45,8 @@ TEST_SUITE("plan") {
     // arXiv 2407.21783 §3.3.4: 419 unexpected interruptions in a 54-day snapshot on 16,384
     // H100: 419 / (54 · 24 · 16,384) = 419 / 21,233,664 = 1.97328e-5 per GPU-hour, one
     // failure of the whole job every 54 · 24 / 419 = 3.093 h.
-    CHECK(plan::kDefaultFailuresPerGpuHour == tetra::test::approx(1.97328167e-5).epsilon(1e-8));
-    CHECK(1.0 / (plan::kDefaultFailuresPerGpuHour * 16384) == tetra::test::approx(3.0931).epsilon(1e-4));
+    CHECK(plan::kDefaultFailuresPerGpuHour == approx(1.97328167e-5).epsilon(1e-8));
+    CHECK(1.0 / (plan::kDefaultFailuresPerGpuHour * 16384) == approx(3.0931).epsilon(1e-4));
   }
 
   TEST_CASE("Young / Daly interval and goodput by hand") {
@@ -58,17 +59,17 @@ TEST_SUITE("plan") {
     // Goodput = (1 − 0.0634502) / (1 + 0.0094766) = 0.9277578.
     plan::GoodputParams p;  // the defaults: Llama 3's rate and storage, 10 min restart
     const plan::Goodput g = plan::goodput(16384, 4e12, p);
-    CHECK(g.checkpoint_write_s == tetra::test::approx(2.0));
-    CHECK(g.mtbf_s == tetra::test::approx(11135.083532).epsilon(1e-9));
-    CHECK(g.interval_s == tetra::test::approx(211.04581).epsilon(1e-8));
-    CHECK(g.checkpoint_fraction == tetra::test::approx(0.0094766155).epsilon(1e-8));
-    CHECK(g.failure_fraction == tetra::test::approx(0.0634501666).epsilon(1e-8));
-    CHECK(g.goodput == tetra::test::approx(0.9277578292).epsilon(1e-9));
+    CHECK(g.checkpoint_write_s == approx(2.0));
+    CHECK(g.mtbf_s == approx(11135.083532).epsilon(1e-9));
+    CHECK(g.interval_s == approx(211.04581).epsilon(1e-8));
+    CHECK(g.checkpoint_fraction == approx(0.0094766155).epsilon(1e-8));
+    CHECK(g.failure_fraction == approx(0.0634501666).epsilon(1e-8));
+    CHECK(g.goodput == approx(0.9277578292).epsilon(1e-9));
 
     SUBCASE("the interval scales with sqrt(delta M)") {
       // 4x the checkpoint, 1/4 of the GPUs: δ 4x, M 4x, so τ 4x.
       const plan::Goodput h = plan::goodput(4096, 16e12, p);
-      CHECK(h.interval_s == tetra::test::approx(4.0 * g.interval_s).epsilon(1e-12));
+      CHECK(h.interval_s == approx(4.0 * g.interval_s).epsilon(1e-12));
     }
     SUBCASE("no failures: nothing lost, no interval") {
       p.failures_per_gpu_hour = 0;
@@ -90,8 +91,8 @@ TEST_SUITE("plan") {
     t.seq_len = 8192;
     t.global_batch = 2048;
     const double params = static_cast<double>(llama::total_params(m, t.seq_len));
-    CHECK(plan::checkpoint_bytes(m, t, *hw::find_cluster_preset("dgx-h100")) == tetra::test::approx(14.0 * params));
-    CHECK(14.0 * params == tetra::test::approx(5.682e12).epsilon(1e-3));
+    CHECK(plan::checkpoint_bytes(m, t, *hw::find_cluster_preset("dgx-h100")) == approx(14.0 * params));
+    CHECK(14.0 * params == approx(5.682e12).epsilon(1e-3));
   }
 
   TEST_CASE("Pareto front of a hand-made set") {
@@ -132,13 +133,13 @@ TEST_SUITE("plan") {
       const plan::Row& r = rep.rows[0];
       // 1e12 tokens / 1e6 tokens/s = 1e6 s = 11.5741 days; 64 GPUs × 277.78 h = 17,777.8
       // GPU-hours; × 2.0 = 35,555.6.
-      CHECK(r.compute_days == tetra::test::approx(11.574074).epsilon(1e-7));
-      CHECK(r.days == tetra::test::approx(11.574074).epsilon(1e-7));
-      CHECK(r.gpu_hours == tetra::test::approx(17777.778).epsilon(1e-7));
+      CHECK(r.compute_days == approx(11.574074).epsilon(1e-7));
+      CHECK(r.days == approx(11.574074).epsilon(1e-7));
+      CHECK(r.gpu_hours == approx(17777.778).epsilon(1e-7));
       REQUIRE(r.cost);
-      CHECK(*r.cost == tetra::test::approx(35555.556).epsilon(1e-7));
+      CHECK(*r.cost == approx(35555.556).epsilon(1e-7));
       // 79.65 GiB H100 (80 GB label) − 50 GiB, passed on from the search row.
-      CHECK(r.headroom_bytes / (1024.0 * 1024 * 1024) == tetra::test::approx(29.65).epsilon(1e-3));
+      CHECK(r.headroom_bytes / (1024.0 * 1024 * 1024) == approx(29.65).epsilon(1e-3));
       CHECK(rep.priced);
       CHECK(r.pareto);
       CHECK(r.rank_days == 1);
@@ -155,14 +156,14 @@ TEST_SUITE("plan") {
       in.settings.goodput.checkpoint_bandwidth_Bps = 112423657472.0 / 36.0;
       const plan::Report rep = plan::assemble(in, ev);
       const plan::Row& r = rep.rows[0];
-      CHECK(rep.checkpoint_bytes == tetra::test::approx(112423657472.0));
-      CHECK(r.goodput.checkpoint_write_s == tetra::test::approx(36.0));
-      CHECK(r.goodput.mtbf_s == tetra::test::approx(360000.0));
-      CHECK(r.goodput.interval_s == tetra::test::approx(5091.169).epsilon(1e-6));
-      CHECK(r.goodput.goodput == tetra::test::approx(0.9859075).epsilon(1e-6));
-      CHECK(r.days == tetra::test::approx(11.739513).epsilon(1e-6));
-      CHECK(r.gpu_hours == tetra::test::approx(64 * 24 * 11.739513).epsilon(1e-6));
-      CHECK(*r.cost == tetra::test::approx(2.0 * 64 * 24 * 11.739513).epsilon(1e-6));
+      CHECK(rep.checkpoint_bytes == approx(112423657472.0));
+      CHECK(r.goodput.checkpoint_write_s == approx(36.0));
+      CHECK(r.goodput.mtbf_s == approx(360000.0));
+      CHECK(r.goodput.interval_s == approx(5091.169).epsilon(1e-6));
+      CHECK(r.goodput.goodput == approx(0.9859075).epsilon(1e-6));
+      CHECK(r.days == approx(11.739513).epsilon(1e-6));
+      CHECK(r.gpu_hours == approx(64 * 24 * 11.739513).epsilon(1e-6));
+      CHECK(*r.cost == approx(2.0 * 64 * 24 * 11.739513).epsilon(1e-6));
     }
   }
 
@@ -192,9 +193,9 @@ TEST_SUITE("plan") {
     ev[2].best = row_with(0.5e6, 1e9);
     ev[4].best = row_with(0.8e6, 1e9);
     const plan::Report rep = plan::assemble(in, ev);
-    CHECK(rep.rows[0].days == tetra::test::approx(1.0));
-    CHECK(*rep.rows[1].cost == tetra::test::approx(5760.0));
-    CHECK(*rep.rows[4].cost == tetra::test::approx(2880.0));
+    CHECK(rep.rows[0].days == approx(1.0));
+    CHECK(*rep.rows[1].cost == approx(5760.0));
+    CHECK(*rep.rows[4].cost == approx(2880.0));
     CHECK(rep.by_days == std::vector<std::size_t>{1, 0, 4, 2});
     CHECK(rep.by_cost == std::vector<std::size_t>{4, 0, 2, 1});
     CHECK(rep.pareto == std::vector<std::size_t>{1, 0, 4});

@@ -11,6 +11,7 @@
 
 #include "support/run_tetrasim.hpp"
 
+using tetra::test::approx;
 using tetra::test::CliRun;
 using tetra::test::run_tetrasim;
 using tetra::test::slurp;
@@ -105,9 +106,9 @@ TEST_SUITE("plan") {
       const double step = c["step_time_s"].get<double>();
       const double days = c["days"].get<double>();
       const double cost = c["cost"].get<double>();
-      CHECK(c["days_band"]["low"].get<double>() == tetra::test::approx(days * b["low"].get<double>() / step).epsilon(1e-4));
-      CHECK(c["days_band"]["high"].get<double>() == tetra::test::approx(days * b["high"].get<double>() / step).epsilon(1e-4));
-      CHECK(c["cost_band"]["high"].get<double>() == tetra::test::approx(cost * b["high"].get<double>() / step).epsilon(1e-4));
+      CHECK(c["days_band"]["low"].get<double>() == approx(days * b["low"].get<double>() / step).epsilon(1e-4));
+      CHECK(c["days_band"]["high"].get<double>() == approx(days * b["high"].get<double>() / step).epsilon(1e-4));
+      CHECK(c["cost_band"]["high"].get<double>() == approx(cost * b["high"].get<double>() / step).epsilon(1e-4));
     }
     CHECK(banded > 0);  // JSON rounds the step band to 1e-6 s: 1e-4 relative above
     const CliRun t = run_tetrasim("plan '" + sc + "'");
@@ -220,7 +221,7 @@ TEST_SUITE("plan") {
     CHECK(c["layout"]["vp"].get<int>() == 8);
     CHECK(c["layout"]["recompute"].get<std::string>() == "none");
     // Stage 1 allocates 74.9 GiB of 79.6 (tetrasim memory scenarios/llama3.1-405b-16k.toml).
-    CHECK(c["headroom_gib"].get<double>() == tetra::test::approx(4.8).epsilon(0.02));
+    CHECK(c["headroom_gib"].get<double>() == approx(4.8).epsilon(0.02));
     const double gpu_hours = c["gpu_hours"].get<double>();
     CHECK(gpu_hours > 0.75 * 30.84e6);
     CHECK(gpu_hours < 1.25 * 30.84e6);

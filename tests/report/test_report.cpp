@@ -11,6 +11,8 @@
 
 #include "tetra/report/report.hpp"
 
+using tetra::test::approx;
+
 namespace {
 
 using namespace tetra::report;
@@ -83,7 +85,7 @@ TEST_CASE("linear ticks: 1-2-5 steps inside the range") {
   const std::vector<double> t = linear_ticks(0, 83.6);
   REQUIRE(t.size() >= 4);
   CHECK(t.front() == 0);
-  CHECK(t[1] - t[0] == tetra::test::approx(20));
+  CHECK(t[1] - t[0] == approx(20));
   CHECK(t.back() <= 83.6);
   const std::vector<double> small = linear_ticks(0.013, 0.0171);
   REQUIRE(small.size() >= 2);

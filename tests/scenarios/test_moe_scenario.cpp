@@ -12,6 +12,7 @@
 #include "tetra/scenarios/measurements.hpp"
 #include "tetra/scenarios/scenario.hpp"
 
+using tetra::test::approx;
 using tetra::UserError;
 using namespace tetra::scenarios;
 
@@ -69,8 +70,8 @@ TEST_SUITE("scenarios") {
     CHECK(sc.layout.edp() == 2);  // tp*cp*dp / (ep*etp) = 16 / 8
     CHECK(sc.layout.moe_dispatcher == tetra::llama::MoeDispatcher::allgather);
     REQUIRE(sc.training.moe_capacity_factor);
-    CHECK(*sc.training.moe_capacity_factor == tetra::test::approx(1.25));
-    CHECK(sc.training.moe_imbalance == tetra::test::approx(1.1));
+    CHECK(*sc.training.moe_capacity_factor == approx(1.25));
+    CHECK(sc.training.moe_imbalance == approx(1.1));
     CHECK_FALSE(sc.training.moe_pad_to_capacity);
     const Scenario padded = load(with(kMoe, "global_batch = 256",
                                       "global_batch = 256\nmoe_capacity_factor = 1.0\nmoe_pad_to_capacity = true"));

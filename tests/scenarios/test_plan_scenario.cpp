@@ -8,6 +8,7 @@
 #include "tetra/hw/error.hpp"
 #include "tetra/scenarios/plan.hpp"
 
+using tetra::test::approx;
 using tetra::UserError;
 using namespace tetra::scenarios;
 
@@ -65,7 +66,7 @@ gpus = 16
     CHECK(sc.candidates[10].cluster.nvlink_domain() == 72);
     CHECK(sc.candidates[11].cluster.gpus_per_node == 2);  // less than a tray of 4
     CHECK(sc.candidates[12].name == "slow_h100.cluster.toml");
-    CHECK(sc.candidates[12].cluster.inter.nic_bandwidth_Bps == tetra::test::approx(25e9));
+    CHECK(sc.candidates[12].cluster.inter.nic_bandwidth_Bps == approx(25e9));
     CHECK(sc.input_files.size() == 1);
     CHECK(sc.settings.tokens == 1e12);
     CHECK_FALSE(sc.settings.deadline_days.has_value());
@@ -88,7 +89,7 @@ price_per_gpu_hour = 2.5
     CHECK(*sc.settings.deadline_days == 90);
     CHECK(*sc.settings.budget == 1e8);
     CHECK(sc.settings.goodput.failures_per_gpu_hour == 2e-5);
-    CHECK(sc.settings.goodput.checkpoint_bandwidth_Bps == tetra::test::approx(5e11));
+    CHECK(sc.settings.goodput.checkpoint_bandwidth_Bps == approx(5e11));
     CHECK(sc.settings.goodput.restart_s == 900);
     CHECK(*sc.candidates[0].price_per_gpu_hour == 2.5);
   }

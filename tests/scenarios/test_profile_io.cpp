@@ -13,6 +13,7 @@
 #include "tetra/scenarios/profile_io.hpp"
 #include "tetra/scenarios/scenario.hpp"
 
+using tetra::test::approx;
 using namespace tetra;
 using namespace tetra::scenarios;
 
@@ -66,9 +67,9 @@ TEST_SUITE("scenarios") {
     CHECK(q.attention[0].pass == costmodel::AttentionPass::bwd);
     CHECK(q.collective[1].algorithm == "ring");
     CHECK(q.fit.valid);
-    CHECK(q.fit.gemm_peak_flops == tetra::test::approx(794.5e12 * 1377.3 / 1402.6));  // 780.17 sustained
+    CHECK(q.fit.gemm_peak_flops == approx(794.5e12 * 1377.3 / 1402.6));  // 780.17 sustained
     CHECK(q.fit.collectives.size() == 1);
-    CHECK(q.fit.memory_bound[0].Bps == tetra::test::approx(3.0e12));
+    CHECK(q.fit.memory_bound[0].Bps == approx(3.0e12));
   }
 
   TEST_CASE("profile: no [fit] loads with fit.valid == false") {
@@ -130,7 +131,7 @@ TEST_CASE("profile: a profile without [fit] is fitted when a scenario loads it (
   CHECK(sc.profile->fit.valid);
   // The synthetic table was generated with a 760 TFLOP/s GEMM peak (tests/calib/synthetic.hpp);
   // the refit recovers it within the 2% the calibration tests demand.
-  CHECK(sc.profile->fit.gemm_peak_flops == tetra::test::approx(760e12).epsilon(0.02));
+  CHECK(sc.profile->fit.gemm_peak_flops == approx(760e12).epsilon(0.02));
   std::filesystem::remove_all(dir);
 }
 }

@@ -13,6 +13,8 @@
 #include "tetra/scenarios/profile_io.hpp"
 #include "tetra/scenarios/scenario.hpp"
 
+using tetra::test::approx;
+
 namespace fs = std::filesystem;
 using tetra::UserError;
 using namespace tetra::scenarios;
@@ -118,8 +120,8 @@ tp = 8
   CHECK(sc.model.vocab == 50000);
   CHECK(sc.model.layers == 16);
   CHECK(sc.model.hidden == 4096);  // from the preset
-  CHECK(sc.cluster.gpu.memory_bytes == tetra::test::approx(40 * tetra::hw::kGiB));
-  CHECK(sc.cluster.inter.nic_bandwidth_Bps == tetra::test::approx(100e9 / 8));
+  CHECK(sc.cluster.gpu.memory_bytes == approx(40 * tetra::hw::kGiB));
+  CHECK(sc.cluster.inter.nic_bandwidth_Bps == approx(100e9 / 8));
   CHECK(sc.cluster.gpus_per_node == 8);
   CHECK(sc.training.zero_stage == 0);
   CHECK(sc.training.attention == tetra::llama::AttentionKernel::fused);
@@ -161,7 +163,7 @@ tp = 1
   CHECK(sc.model.kv_heads == 16);  // defaults to heads
   CHECK(sc.model.tied_embeddings);
   CHECK(sc.cluster.intra.kind == tetra::hw::IntraKind::pcie);
-  CHECK(sc.cluster.intra.latency_s == tetra::test::approx(5e-6));
+  CHECK(sc.cluster.intra.latency_s == approx(5e-6));
   CHECK(sc.cluster.gpu.sms == 128);
   CHECK(sc.layout.dp == 4);
 }
@@ -428,7 +430,7 @@ memory_fraction = 0.9
   CHECK(sc.search.pp == std::vector<int>{1, 2, 4});
   CHECK(sc.search.recompute.size() == 2);
   CHECK(sc.search.sp == std::vector<bool>{true, false});
-  CHECK(sc.search.memory_fraction == tetra::test::approx(0.9));
+  CHECK(sc.search.memory_fraction == approx(0.9));
   CHECK(error_of([] { (void)load(kBase + "[search]\npp = \"all\"\n"); })
             .rfind("t.toml:17:6: [search].pp: expected \"divisors\"", 0) == 0);
   CHECK(error_of([] { (void)load(kBase + "[search]\ntp = []\n"); }).rfind("t.toml:17:6: [search].tp: empty list", 0) == 0);
@@ -544,7 +546,7 @@ TEST_CASE("model and cluster cells may be TOML files relative to the CSV") {
   REQUIRE(rows.size() == 2);
   CHECK(rows[0].model.layers == 4);
   CHECK(rows[0].cluster.nodes == 2);
-  CHECK(rows[0].cluster.gpu.memory_bytes == tetra::test::approx(40 * tetra::hw::kGiB));
+  CHECK(rows[0].cluster.gpu.memory_bytes == approx(40 * tetra::hw::kGiB));
   CHECK(rows[0].layout.dp == 2);
   CHECK(rows[1].cluster.nodes == 1);
   write(dir + "/n.csv", kHeader + "r1,s,g,tiny.toml,bad.toml,4,2,1,1,1,1,8,128,0,none,,outcome,ok,\n");

@@ -8,6 +8,7 @@
 #include "tetra/sim/engine.hpp"
 #include "tetra/sim/layer.hpp"
 
+using tetra::test::approx;
 using namespace tetra::sim;
 
 TEST_SUITE("sim") {
@@ -166,8 +167,8 @@ TEST_SUITE("sim") {
     Engine e;
     EventQueue q;
     e.run(q, g);
-    CHECK(e.timings()[a].end.seconds() == tetra::test::approx(1.5));
-    CHECK(e.timings()[b].end.seconds() == tetra::test::approx(1.5));
+    CHECK(e.timings()[a].end.seconds() == approx(1.5));
+    CHECK(e.timings()[b].end.seconds() == approx(1.5));
   }
 
   TEST_CASE("engine: memory pools track allocation at start and release at end") {
@@ -188,8 +189,8 @@ TEST_SUITE("sim") {
     Engine e;
     EventQueue q;
     e.run(q, g, 1, true);
-    CHECK(e.pool_peak_bytes()[0] == tetra::test::approx(200));
-    CHECK(e.pool_samples()[0].back().bytes == tetra::test::approx(0));
+    CHECK(e.pool_peak_bytes()[0] == approx(200));
+    CHECK(e.pool_samples()[0].back().bytes == approx(0));
   }
 
   TEST_CASE("engine: a cycle is reported naming stage and micro-batch and task") {
@@ -245,8 +246,8 @@ TEST_SUITE("sim") {
     Engine e;
     EventQueue q;
     e.run(q, g);
-    CHECK(e.timings()[b].end.seconds() == tetra::test::approx(0.5));
-    CHECK(e.timings()[a].end.seconds() == tetra::test::approx(1.1));
+    CHECK(e.timings()[b].end.seconds() == approx(0.5));
+    CHECK(e.timings()[a].end.seconds() == approx(1.1));
   }
 
   TEST_CASE("layer replay: paired EP exchanges run under the co-scheduled pass, blocking nothing") {
@@ -272,13 +273,13 @@ TEST_SUITE("sim") {
       return ops;
     };
     const OpPricer price = [](const Op& op) { return op.is_compute() ? op.flops : op.bytes; };
-    CHECK(replay_layer(ops_with(0, false), price).forward.seconds == tetra::test::approx(4.3e-3));
+    CHECK(replay_layer(ops_with(0, false), price).forward.seconds == approx(4.3e-3));
     const LayerTimes paired = replay_layer(ops_with(0, true), price);
-    CHECK(paired.forward.seconds == tetra::test::approx(3.0e-3));
-    CHECK(paired.forward.exposed_s[static_cast<std::size_t>(CommAxis::ep)] == tetra::test::approx(0.0));
+    CHECK(paired.forward.seconds == approx(3.0e-3));
+    CHECK(paired.forward.exposed_s[static_cast<std::size_t>(CommAxis::ep)] == approx(0.0));
     const LayerTimes comm_bound = replay_layer(ops_with(2.5, true), price);
-    CHECK(comm_bound.forward.seconds == tetra::test::approx(5.0e-3));
-    CHECK(comm_bound.forward.exposed_s[static_cast<std::size_t>(CommAxis::ep)] == tetra::test::approx(2.0e-3));
+    CHECK(comm_bound.forward.seconds == approx(5.0e-3));
+    CHECK(comm_bound.forward.exposed_s[static_cast<std::size_t>(CommAxis::ep)] == approx(2.0e-3));
   }
 
   TEST_CASE("layer replay: the host issues every kernel, and after a sync the GPU waits for it") {
@@ -299,27 +300,27 @@ TEST_SUITE("sim") {
     const HostCost host{1e-3, 0.5e-3};
     // No sync: the host runs ahead; 4 ms of issuing under 7 ms of GPU work.
     const LayerTimes ahead = replay_layer(ops_with(false), price, false, 0, host);
-    CHECK(ahead.forward.seconds == tetra::test::approx(7e-3));
-    CHECK(ahead.forward.host_s == tetra::test::approx(0.0));
+    CHECK(ahead.forward.seconds == approx(7e-3));
+    CHECK(ahead.forward.host_s == approx(0.0));
     // Sync before op 1: the host issues op 0 (0-1 ms), which runs 1-5 ms; the host waits for
     // it, copies (5-6.5 ms incl. issuing op 1), op 1 runs 6.5-7.5, op 2 is issued 6.5-7.5 and
     // runs 7.5-8.5, op 3 is issued 7.5-8.5 and runs 8.5-9.5. The GPU waited 1 + 1.5 ms.
     const LayerTimes synced = replay_layer(ops_with(true), price, false, 0, host);
-    CHECK(synced.forward.seconds == tetra::test::approx(9.5e-3));
-    CHECK(synced.forward.host_s == tetra::test::approx(2.5e-3));
+    CHECK(synced.forward.seconds == approx(9.5e-3));
+    CHECK(synced.forward.host_s == approx(2.5e-3));
     // Host-bound without a sync: 4 kernels of 0.1 ms GPU each take 4 ms to issue.
     auto tiny = ops_with(false);
     for (Op& op : tiny) op.bytes = 0.1e-3;
     const LayerTimes bound = replay_layer(tiny, price, false, 0, host);
-    CHECK(bound.forward.seconds == tetra::test::approx(4e-3));
-    CHECK(bound.forward.host_s == tetra::test::approx(3.6e-3));
+    CHECK(bound.forward.seconds == approx(4e-3));
+    CHECK(bound.forward.host_s == approx(3.6e-3));
     // Per-expert kernels multiply the issuing; CUDA graphs remove it.
     tiny[0].host_kernels = 5;
-    CHECK(replay_layer(tiny, price, false, 0, host).forward.seconds == tetra::test::approx(8e-3));
+    CHECK(replay_layer(tiny, price, false, 0, host).forward.seconds == approx(8e-3));
     for (Op& op : tiny) op.graphed = true;
-    CHECK(replay_layer(tiny, price, false, 0, host).forward.seconds == tetra::test::approx(0.4e-3));
+    CHECK(replay_layer(tiny, price, false, 0, host).forward.seconds == approx(0.4e-3));
     // No host cost given: the GPU alone.
-    CHECK(replay_layer(ops_with(true), price).forward.seconds == tetra::test::approx(7e-3));
+    CHECK(replay_layer(ops_with(true), price).forward.seconds == approx(7e-3));
     // Repetitions (per-expert GEMMs) are issued one by one after the sync: op A 1-2 ms; the
     // host waits, copies and issues 3 repetitions of op B (2-5.5 ms), which run 5.5-5.8 ms.
     std::vector<Op> reps(2);
@@ -329,8 +330,8 @@ TEST_SUITE("sim") {
     reps[1].count = 3;
     reps[1].host_sync = true;
     const LayerTimes repeated = replay_layer(reps, price, false, 0, host);
-    CHECK(repeated.forward.seconds == tetra::test::approx(5.8e-3));
-    CHECK(repeated.forward.host_s == tetra::test::approx(4.5e-3));
+    CHECK(repeated.forward.seconds == approx(5.8e-3));
+    CHECK(repeated.forward.host_s == approx(4.5e-3));
     // A blocking exchange the host issues late after a sync: op A 1-2 ms; the host waits for
     // it and issues the exchange 2-3.5, which runs 3.5-4.5; op B, issued 3.5-4.5, runs
     // 4.5-5.5. B's 2.5 ms gap: 1.5 the exchange waited for the host, 1 the exchange itself.
@@ -341,8 +342,8 @@ TEST_SUITE("sim") {
     late[1].dim = tetra::llama::CommDim::ep;
     late[1].host_sync = true;
     const LayerTimes split = replay_layer(late, price, false, 0, host);
-    CHECK(split.forward.seconds == tetra::test::approx(5.5e-3));
-    CHECK(split.forward.host_s == tetra::test::approx(2.5e-3));
-    CHECK(split.forward.exposed_s[static_cast<std::size_t>(CommAxis::ep)] == tetra::test::approx(1e-3));
+    CHECK(split.forward.seconds == approx(5.5e-3));
+    CHECK(split.forward.host_s == approx(2.5e-3));
+    CHECK(split.forward.exposed_s[static_cast<std::size_t>(CommAxis::ep)] == approx(1e-3));
   }
 }

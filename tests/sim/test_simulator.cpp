@@ -11,6 +11,7 @@
 #include "tetra/llama/presets.hpp"
 #include "tetra/sim/simulator.hpp"
 
+using tetra::test::approx;
 using namespace tetra;
 
 namespace {
@@ -62,7 +63,7 @@ TEST_SUITE("sim") {
     const double core_step = sim::simulate(f.input(core), shared).step_time_s;
     const double mlp_step = sim::simulate(f.input(mlp), shared).step_time_s;
     CHECK(cache.size() == 2);
-    CHECK(mlp_step == tetra::test::approx(sim::simulate(f.input(mlp)).step_time_s));
+    CHECK(mlp_step == approx(sim::simulate(f.input(mlp)).step_time_s));
     CHECK(mlp_step > core_step);  // the MLP's forward runs again
   }
 
@@ -80,7 +81,7 @@ TEST_SUITE("sim") {
     CHECK(r.bubble_fraction > 0.0);
     CHECK(r.bubble_fraction < 0.1);  // (p-1)/(m+p-1) = 3/67 with 64 micro-batches
     CHECK(r.exposed.tp > 0);        // TP all-gather / reduce-scatter on the forward path block
-    CHECK(r.stages[0].inflight == tetra::test::approx(4.0));
+    CHECK(r.stages[0].inflight == approx(4.0));
   }
 
   TEST_CASE("simulate: the same input gives byte-identical traces and the trace is valid JSON") {
@@ -183,7 +184,7 @@ TEST_SUITE("sim") {
     const auto ly = sim::simulate(f.input(l));
     CHECK(ly.step_time_s > 0);
     CHECK(ly.stages[0].layers == 7);
-    CHECK(ly.stages[0].inflight == tetra::test::approx(16.0));
+    CHECK(ly.stages[0].inflight == approx(16.0));
   }
 
   TEST_CASE("simulate: steps longer than the replay cap are extrapolated linearly and stay fast") {
@@ -203,8 +204,8 @@ TEST_SUITE("sim") {
     // 1F1B in steady state: time per extra micro-batch is constant.
     const double per_mb = (big.step_time_s - exact.step_time_s) / (3.0 * sim::kMaxSimulatedMicroBatches);
     CHECK(per_mb > 0);
-    CHECK(huge.step_time_s == tetra::test::approx(exact.step_time_s + per_mb * (1000000 - sim::kMaxSimulatedMicroBatches)).epsilon(1e-6));
-    CHECK(huge.stages[0].inflight == tetra::test::approx(4.0));
+    CHECK(huge.step_time_s == approx(exact.step_time_s + per_mb * (1000000 - sim::kMaxSimulatedMicroBatches)).epsilon(1e-6));
+    CHECK(huge.stages[0].inflight == approx(4.0));
     CHECK(huge.bubble_fraction < exact.bubble_fraction + 1e-9);
   }
 }
@@ -224,12 +225,12 @@ TEST_SUITE("sim") {
     factors.step_overhead_s = 0.75;
     costmodel::apply_factors(factors, f.costs);
     const auto slow = sim::simulate(f.input(l));
-    CHECK(slow.step_time_s == tetra::test::approx(plain.step_time_s + 0.75));
-    CHECK(slow.tokens_per_s == tetra::test::approx(32.0 * 4096 / (plain.step_time_s + 0.75)));
+    CHECK(slow.step_time_s == approx(plain.step_time_s + 0.75));
+    CHECK(slow.tokens_per_s == approx(32.0 * 4096 / (plain.step_time_s + 0.75)));
     REQUIRE(slow.stages.size() == plain.stages.size());
     for (std::size_t r = 0; r < slow.stages.size(); ++r) {
       CHECK(slow.stages[r].busy_s == plain.stages[r].busy_s);
-      CHECK(slow.stages[r].idle_s == tetra::test::approx(plain.stages[r].idle_s + 0.75));
+      CHECK(slow.stages[r].idle_s == approx(plain.stages[r].idle_s + 0.75));
     }
   }
 
@@ -251,8 +252,8 @@ TEST_SUITE("sim") {
     const auto none = layer(llama::Recompute::none);
     const auto full = layer(llama::Recompute::full);
     const auto half = layer(llama::Recompute::selective_layer);
-    CHECK(half.layer_forward_s == tetra::test::approx(0.5 * (none.layer_forward_s + full.layer_forward_s)));
-    CHECK(half.layer_backward_s == tetra::test::approx(0.5 * (none.layer_backward_s + full.layer_backward_s)));
+    CHECK(half.layer_forward_s == approx(0.5 * (none.layer_forward_s + full.layer_forward_s)));
+    CHECK(half.layer_backward_s == approx(0.5 * (none.layer_backward_s + full.layer_backward_s)));
     CHECK(half.step_time_s > none.step_time_s);
     CHECK(half.step_time_s < full.step_time_s);
   }

@@ -5,6 +5,7 @@
 
 #include "tetra/sim/step.hpp"
 
+using tetra::test::approx;
 using namespace tetra::sim;
 using tetra::llama::Schedule;
 
@@ -43,8 +44,8 @@ TEST_SUITE("sim") {
         CAPTURE(m);
         const double tf = 0.010, tb = 0.020;
         auto out = simulate_step(make(Schedule::one_f_one_b, p, 1, m, tf, tb));
-        CHECK(out.step_time_s == tetra::test::approx((m + p - 1) * (tf + tb)).epsilon(1e-9));
-        CHECK(out.bubble_fraction == tetra::test::approx(double(p - 1) / (m + p - 1)).epsilon(1e-9));
+        CHECK(out.step_time_s == approx((m + p - 1) * (tf + tb)).epsilon(1e-9));
+        CHECK(out.bubble_fraction == approx(double(p - 1) / (m + p - 1)).epsilon(1e-9));
       }
     }
   }
@@ -58,7 +59,7 @@ TEST_SUITE("sim") {
       CAPTURE(v);
       auto il = simulate_step(make(Schedule::interleaved, p, v, m, tf, tb));
       const double bubble_v = il.step_time_s - m * (tf + tb);
-      CHECK(bubble_v == tetra::test::approx(bubble_1 / v).epsilon(1e-6));
+      CHECK(bubble_v == approx(bubble_1 / v).epsilon(1e-6));
       CHECK(il.bubble_fraction < base.bubble_fraction);
     }
   }
@@ -70,20 +71,20 @@ TEST_SUITE("sim") {
     auto z = simulate_step(make(Schedule::zb_h1, p, 1, m, tf, tb));
     CHECK(z.step_time_s < a.step_time_s);
     const double ideal = m * (tf + tb);
-    CHECK(z.step_time_s - ideal == tetra::test::approx((p - 1) * (tf + 0.010 - 0.010)).epsilon(1e-6));
+    CHECK(z.step_time_s - ideal == approx((p - 1) * (tf + 0.010 - 0.010)).epsilon(1e-6));
   }
 
   TEST_CASE("GPipe holds m micro-batches of activations on stage 0 and 1F1B holds p") {
     const int p = 4, m = 12;
     auto g = simulate_step(make(Schedule::gpipe, p, 1, m, 0.01, 0.02));
     auto o = simulate_step(make(Schedule::one_f_one_b, p, 1, m, 0.01, 0.02));
-    CHECK(g.stages[0].inflight == tetra::test::approx(m));
-    CHECK(o.stages[0].inflight == tetra::test::approx(p));
-    CHECK(o.stages[3].inflight == tetra::test::approx(1));
+    CHECK(g.stages[0].inflight == approx(m));
+    CHECK(o.stages[0].inflight == approx(p));
+    CHECK(o.stages[3].inflight == approx(1));
     // Interleaved stage 0: (v·p + p − 1) chunk-micro-batches = 1 + (p − 1)/(p·v) stage units
     // (reference/memory.md §5).
     auto il = simulate_step(make(Schedule::interleaved, p, 2, m, 0.01, 0.02));
-    CHECK(il.stages[0].inflight == tetra::test::approx((2.0 * p + p - 1) / 2.0));
+    CHECK(il.stages[0].inflight == approx((2.0 * p + p - 1) / 2.0));
   }
 
   TEST_CASE("with overlap on only the last DP bucket is exposed when backward is long enough") {
@@ -96,11 +97,11 @@ TEST_SUITE("sim") {
     st.buckets.resize(1);
     for (int k = 0; k < 4; ++k) st.buckets[0].push_back({0.25, Duration::from_seconds(reduce), {}});
     auto on = simulate_step(spec);
-    CHECK(on.stages[0].exposed_dp_s == tetra::test::approx(reduce).epsilon(1e-6));
-    CHECK(on.step_time_s == tetra::test::approx(4 * 0.30 + reduce).epsilon(1e-6));
+    CHECK(on.stages[0].exposed_dp_s == approx(reduce).epsilon(1e-6));
+    CHECK(on.step_time_s == approx(4 * 0.30 + reduce).epsilon(1e-6));
     spec.overlap_grad_reduce = false;
     auto off = simulate_step(spec);
-    CHECK(off.stages[0].exposed_dp_s == tetra::test::approx(4 * reduce).epsilon(1e-6));
+    CHECK(off.stages[0].exposed_dp_s == approx(4 * reduce).epsilon(1e-6));
   }
 
   // CP ring traffic of a backward pass (0.20 s alone on the NIC) shares the NIC max-min fairly
@@ -119,14 +120,14 @@ TEST_SUITE("sim") {
     st.chunks[0].cp_backward_s = 0.20;
     st.cp_inter_node = true;
     const auto shared = simulate_step(spec);
-    CHECK(shared.stages[0].exposed_dp_s == tetra::test::approx(0.04).epsilon(1e-6));
-    CHECK(shared.step_time_s == tetra::test::approx(1.28).epsilon(1e-6));
-    CHECK(shared.stages[0].exposed_cp_s == tetra::test::approx(0.04).epsilon(1e-6));
+    CHECK(shared.stages[0].exposed_dp_s == approx(0.04).epsilon(1e-6));
+    CHECK(shared.step_time_s == approx(1.28).epsilon(1e-6));
+    CHECK(shared.stages[0].exposed_cp_s == approx(0.04).epsilon(1e-6));
     spec.stages[0].cp_inter_node = false;  // the ring stays on NVLink
     const auto apart = simulate_step(spec);
-    CHECK(apart.stages[0].exposed_dp_s == tetra::test::approx(0.02).epsilon(1e-6));
-    CHECK(apart.step_time_s == tetra::test::approx(1.22).epsilon(1e-6));
-    CHECK(apart.stages[0].exposed_cp_s == tetra::test::approx(0.0));
+    CHECK(apart.stages[0].exposed_dp_s == approx(0.02).epsilon(1e-6));
+    CHECK(apart.step_time_s == approx(1.22).epsilon(1e-6));
+    CHECK(apart.stages[0].exposed_cp_s == approx(0.0));
   }
 
   TEST_CASE("PP transfers are exposed and DP traffic on the same NIC slows them") {
@@ -152,9 +153,9 @@ TEST_SUITE("sim") {
           const double bound = step_lower_bound(spec);
           CHECK(bound <= simulate_step(spec).step_time_s);
           // The bounds keep margins for the engine's rounding: 1e-9 below, 1e-6 above.
-          CHECK(bound == tetra::test::approx((m + p - 1) * (tf + tb)).epsilon(1e-8));
+          CHECK(bound == approx((m + p - 1) * (tf + tb)).epsilon(1e-8));
           TaskGraph g;  // free links: the longest path is the replay
-          CHECK(step_upper_bound(spec, g) == tetra::test::approx((m + p - 1) * (tf + tb)).epsilon(2e-6));
+          CHECK(step_upper_bound(spec, g) == approx((m + p - 1) * (tf + tb)).epsilon(2e-6));
         }
       }
     }
