@@ -128,7 +128,9 @@ int run_search(const SearchArgs& args) {
   in.cluster = &sc.cluster;
   in.training = &sc.training;
   in.space = &sc.search;
-  in.base.rank_order = sc.layout.rank_order;
+  // What [search] does not vary comes from [layout]: rank order, recompute modules, the expert
+  // dispatcher, activation offloading and an explicit pipeline split.
+  in.base = sc.layout;
   in.profile = sc.profile ? &*sc.profile : nullptr;
   std::optional<fit::FitSummary> fitted;
   if (!args.fit.empty()) {

@@ -90,6 +90,7 @@ nlohmann::json layout_json(const llama::Layout& l) {
   j["sp"] = l.sp;
   j["recompute"] = llama::to_string(l.recompute);
   if (l.recompute == llama::Recompute::selective_layer) j["ac_freq"] = l.ac_freq;
+  if (l.offload_layers > 0) j["offload_layers"] = l.offload_layers;
   if (l.dp_replicate > 1) {
     j["dp_shard"] = l.shard_dp();
     j["dp_replicate"] = l.dp_replicate;
@@ -119,6 +120,7 @@ std::string layout_text(const llama::Layout& l, const llama::Fp8Training& fp8, b
   if (l.tp > 1 && !l.sp) s += " no-sp";
   if (l.recompute != llama::Recompute::none) s += std::string(" ") + llama::to_string(l.recompute);
   if (l.recompute == llama::Recompute::selective_layer) s += "/" + std::to_string(l.ac_freq);
+  if (l.offload_layers > 0) s += " offload" + std::to_string(l.offload_layers);
   s += std::string(" ") + llama::to_string(l.schedule);
   if (fp8.enabled()) s += " " + precision_name(fp8);
   if (compile) s += " compiled";

@@ -91,6 +91,9 @@ struct Habits {
   /// (its input) and per-token statistics instead of the fp32 log-softmax, and its backward
   /// writes the bf16 logit gradient only.
   bool compiled_loss = false;
+  /// A fused cross-entropy kernel (Training::fused_cross_entropy): no fp32 log-softmax of the
+  /// logits is ever materialised.
+  bool fused_loss = false;
 };
 
 Habits habits_of(const llama::Training& tr) noexcept {
@@ -102,6 +105,7 @@ Habits habits_of(const llama::Training& tr) noexcept {
     h.fused_swiglu = false;
   }
   h.fused_norm = tr.fused_rmsnorm;
+  h.fused_loss = tr.fused_cross_entropy;
   if (tr.framework == llama::Framework::fsdp) {
     h.frees_logits_before_backward = true;
     h.saves_quantized_inputs = false;
@@ -277,10 +281,13 @@ StateBytes state_bytes(const llama::Training& tr) {
   StateBytes s;
   s.w = llama::bytes_of(tr.precision);
   s.g = llama::bytes_of(tr.grad_dtype);
+  // exp_avg + exp_avg_sq, fp32 or bf16 under Megatron-Core's precision-aware optimizer
+  // (`optimizer_config.py` exp_avg_dtype / exp_avg_sq_dtype).
+  const double moments = 2.0 * llama::bytes_of(tr.adam_moments_dtype);
   if (tr.precision == llama::Precision::fp32) {
-    s.o = 8.0;  // Adam moments; the weights are the master copy (MLM dist_optimizer doc: 16)
+    s.o = moments;  // the weights are the master copy (MLM dist_optimizer doc: 16)
   } else {
-    s.o = 12.0;  // fp32 master weights + exp_avg + exp_avg_sq
+    s.o = 4.0 + moments;  // fp32 master weights + the moments
     // fp16 with fp16 gradients: Megatron keeps an fp32 copy of the gradients (20 B/param).
     if (tr.precision == llama::Precision::fp16 && tr.grad_dtype != llama::Precision::fp32)
       s.o += 4.0;
@@ -308,6 +315,46 @@ double unsharded_gradient_share(const llama::Layout& l, int micro_batches) {
   if (v > 1 && l.schedule == llama::Schedule::interleaved && micro_batches <= std::max(l.pp, 1))
     return std::min(2, v) / static_cast<double>(v);
   return 1.0;
+}
+
+/// Share of a stage's saved layer activations that stays on the GPU under activation offloading
+/// (Layout::offload_layers). Transformer Engine's offload handler
+/// (`transformer_engine/pytorch/cpu_offload.py`, `AsyncDoubleBufferGroupOffloadHandler`) copies
+/// the saved tensors of the first N layers of each model chunk to the host on a side stream
+/// while the next layer runs, and reloads layer i-1's while layer i runs backward: the last
+/// L - N layers stay, and one offloaded layer is on the device at a time besides them (its
+/// copy in flight). The peak is at the start of backward, before any reload.
+double resident_layer_share(const llama::Layout& l, int stage_layers) {
+  const int v = std::max(l.vp, 1);
+  const double chunk = static_cast<double>(stage_layers) / v;
+  if (chunk <= 0) return 1.0;
+  const double offloaded = std::min(static_cast<double>(l.offload_layers), std::max(chunk - 1.0, 0.0));
+  if (offloaded <= 0) return 1.0;
+  return std::min(1.0, (chunk - offloaded + 1.0) / chunk);
+}
+
+/// Share of the per-micro-batch blocks (activations and transients) that the caching allocator
+/// holds beyond what is allocated. The mechanism is `record_stream`: c10d's NCCL process group
+/// marks every collective's input and output as used on its NCCL stream unless
+/// TORCH_NCCL_AVOID_RECORD_STREAMS=1 (`torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp`,
+/// `avoidRecordStreams_`, default false), and the allocator then cannot hand such a block to the
+/// compute stream until the collective's event has completed (`c10/cuda/CUDACachingAllocator.cpp`
+/// `insert_events` / `process_events`): while the compute stream runs ahead, it takes fresh
+/// blocks, and the ones it could not reuse stay reserved. That touches the per-micro-batch
+/// blocks only where activations pass through NCCL: TP / SP and CP collectives, pipeline
+/// sends, expert all-to-alls. Pure data parallelism (DDP, FSDP) communicates gradients and
+/// weights from long-lived or rate-limited buffers, never the activations. Under
+/// TORCH_NCCL_AVOID_RECORD_STREAMS=1 the tensors stay alive until the collective ends instead
+/// and the allocator reuses their blocks at once. Where neither applies, what is left is the
+/// allocator's rounding (at most 2 MiB a segment), counted as nothing. Expandable segments map
+/// pages at 20 MiB a stream and keep them until the device is full: the holes between live
+/// blocks stay mapped and show in torch.cuda.max_memory_reserved, but at the limit they are
+/// unmapped (costmodel::StageMemory::reserved_limit_bytes), so there the share is cache only.
+double fragmentation_share(const llama::Training& tr, const llama::Layout& l,
+                           const MemoryOptions& o) noexcept {
+  const bool activations_on_nccl = l.tp > 1 || l.cp > 1 || l.pp > 1 || l.ep > 1;
+  const bool records = activations_on_nccl && !tr.avoid_record_streams;
+  return records || tr.expandable_segments ? o.fragmentation : 0.0;
 }
 
 }  // namespace
@@ -423,7 +470,7 @@ MemoryReport estimate_memory(const llama::Model& model, const hw::Cluster& clust
   const double vocab = static_cast<double>(llama::padded_vocab(model, layout.tp));
   const double h = model.hidden;
   const bool fujii = options.fujii_compat;
-  const double frag = fujii ? 0.0 : options.fragmentation;
+  const double frag = fujii ? 0.0 : fragmentation_share(training, layout, options);
 
   const std::vector<llama::StageParams> sp = llama::stage_params(model, layout, training.seq_len);
   // Weights of the linear layers of one transformer layer on this rank (all but the norms).
@@ -564,9 +611,21 @@ MemoryReport estimate_memory(const llama::Model& model, const hw::Cluster& clust
                  linear_per_layer * (st.mtp_layers - mtp_moe);
         s.expert_states_bytes += 2.0 * q8 * phi_e;
       }
-      if (training.fp8.param_gather) {
-        const double shard_div = training.zero_stage >= 3 ? shard : 1.0;
-        s.params_bytes -= linear * (sb.w - q8) / shard_div;
+      if (training.zero_stage >= 3) {
+        // Sharded weights (Megatron-FSDP, `optim_grads_params`): a linear's FP8 copies exist
+        // only while its layer is gathered, the layer computed and the one prefetched. Under
+        // fp8_param_gather the shards are FP8 themselves and are gathered as FP8 (the bf16
+        // linears go, from the shard and from the gathered buffer), and backward adds the
+        // column-wise copy; otherwise both copies are quantised from the gathered bf16 weights.
+        constexpr double kGatheredLayers = 2.0;
+        if (training.fp8.param_gather) {
+          s.params_bytes -= (linear / shard + kGatheredLayers * linear_per_layer) * (sb.w - q8);
+          s.fp8_cache_bytes = kGatheredLayers * linear_per_layer * q8;
+        } else {
+          s.fp8_cache_bytes = kGatheredLayers * linear_per_layer * 2.0 * q8;
+        }
+      } else if (training.fp8.param_gather) {
+        s.params_bytes -= linear * (sb.w - q8);
         s.fp8_cache_bytes = linear * q8;
       } else {
         s.fp8_cache_bytes = 2.0 * linear * q8;
@@ -591,6 +650,11 @@ MemoryReport estimate_memory(const llama::Model& model, const hw::Cluster& clust
       s.layer_activations_bytes += inflight * (mtp * a_layer + moe_count * moe_layer.saved_delta +
                                                (st.layers + mtp) * attention_delta);
       s.expert_activations_bytes = inflight * moe_count * moe_layer.expert_saved;
+    }
+    if (layout.offload_layers > 0) {
+      const double share = resident_layer_share(layout, st.layers);
+      s.layer_activations_bytes *= share;
+      s.expert_activations_bytes *= share;
     }
     // Stage output kept for backward by pipeline engines that do not free it (§5 note).
     if (!fujii && !hab.frees_stage_output && st.stage < p - 1)
@@ -617,7 +681,7 @@ MemoryReport estimate_memory(const llama::Model& model, const hw::Cluster& clust
         if (llama::loss_on_vocab_shards(training, layout.tp)) {
           // MLM cross_entropy.py: fp32 softmax of the local shard held until backward, plus
           // the LM-head input shard; bf16 logits / logit gradient transient.
-          const double saved = hab.compiled_loss ? 2.0 : 4.0;  // bf16 logits or fp32 softmax
+          const double saved = (hab.compiled_loss || hab.fused_loss) ? 2.0 : 4.0;  // bf16 logits or fp32 softmax
           s.logits_bytes = live * (saved * g.s * g.b * vocab / t + 2.0 * g.s * g.b * h / g.nd);
           logits_transient = 2.0 * g.s * g.b * vocab / t;
         } else {
@@ -625,9 +689,13 @@ MemoryReport estimate_memory(const llama::Model& model, const hw::Cluster& clust
           // by cross_entropy (4) held; in backward the fp32 NLL gradient (4) and the
           // log-softmax gradient (4) on top: 14 bytes per token and vocabulary entry at the
           // peak, on every TP rank [derived from AAS losses/cross_entropy.py + PT autograd].
-          const double held = hab.compiled_loss ? 2.0 : hab.frees_logits_before_backward ? 4.0 : 6.0;
+          // A fused loss kernel saves the bf16 logits and per-row log-sum-exp only and writes
+          // the bf16 logit gradient in backward (flash-attn `losses/cross_entropy.py`,
+          // `inplace_backward=False`): 2 + 2.
+          const bool bf16_only = hab.compiled_loss || hab.fused_loss;
+          const double held = bf16_only ? 2.0 : hab.frees_logits_before_backward ? 4.0 : 6.0;
           s.logits_bytes = live * held * g.s * g.b * vocab;
-          logits_transient = (hab.compiled_loss ? 2.0 : 8.0) * g.s * g.b * vocab;
+          logits_transient = (bf16_only ? 2.0 : 8.0) * g.s * g.b * vocab;
         }
       }
     }

@@ -1030,9 +1030,11 @@ std::vector<Op> optimizer_ops(const Model& model, const Training& training, cons
   // Gradient norm: read the fp32 (or bf16) gradient shard once.
   ops.push_back(mem(Pass::optimizer, "grad_norm", MemoryKernel::grad_norm,
                     bytes_of(training.grad_dtype) * params));
-  // Fused Adam: read fp32 param, grad, m, v; write param, m, v and the bf16 copy (~30 B/param).
+  // Fused Adam: read fp32 param, grad, m, v; write param, m, v and the bf16 copy (~30 B/param
+  // with fp32 moments).
+  const double moments = 2.0 * bytes_of(training.adam_moments_dtype);
   ops.push_back(mem(Pass::optimizer, "adam", MemoryKernel::adam,
-                    (4.0 * 4.0 + 3.0 * 4.0 + bytes_of(training.precision)) * params));
+                    (4.0 + 4.0 + moments + 4.0 + moments + bytes_of(training.precision)) * params));
   return ops;
 }
 

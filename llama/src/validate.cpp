@@ -239,6 +239,48 @@ std::optional<LayoutIssue> check_layout(const Model& model, long long world,
                      to_string(layout.recompute) + "\")");
   }
 
+  // 11b. Activation offloading is Megatron-Core's (`cpu_offloading_num_layers`), which
+  // transformer_block.py allows only below the layers of a model chunk.
+  if (layout.offload_layers > 0) {
+    if (training.framework != Framework::megatron) {
+      return issue("offload_layers", "offload-needs-megatron",
+                   "offload_layers=" + str(layout.offload_layers) +
+                       " is Megatron-Core's cpu_offloading_num_layers; framework \"" +
+                       to_string(training.framework) + "\" has no activation offloading");
+    }
+    // Megatron-Core transformer_config.py: "Currently there is no support for Pipeline
+    // parallelism with CPU offloading"; recompute_granularity and CUDA graphs are refused too.
+    if (layout.pp > 1) {
+      return issue("offload_layers", "offload-needs-pp1",
+                   "offload_layers=" + str(layout.offload_layers) +
+                       " needs pp = 1 (Megatron-Core has no CPU offloading with pipeline parallelism; got pp=" +
+                       str(layout.pp) + ")");
+    }
+    if (layout.recompute != Recompute::none) {
+      return issue("offload_layers", "offload-no-recompute",
+                   "offload_layers=" + str(layout.offload_layers) + " needs recompute = \"none\" (got \"" +
+                       to_string(layout.recompute) + "\"): Megatron-Core offloads or recomputes, not both");
+    }
+    if (training.cuda_graphs.bits != 0) {
+      return issue("offload_layers", "offload-no-cuda-graph",
+                   "offload_layers=" + str(layout.offload_layers) + " cannot run with cuda_graph (Megatron-Core: "
+                   "\"CUDA graphs not supported with CPU offloading\")");
+    }
+    if (layout.offload_layers >= model.layers) {
+      return issue("offload_layers", "offload-below-layers",
+                   "offload_layers=" + str(layout.offload_layers) + " must be below the model's layers (" +
+                       str(model.layers) + ")");
+    }
+  }
+
+  // 11c. bf16 Adam moments are Megatron-Core's precision-aware optimizer.
+  if (training.adam_moments_dtype != Precision::fp32 && training.framework != Framework::megatron) {
+    return issue("adam_moments_dtype", "moments-need-megatron",
+                 std::string("adam_moments_dtype = \"") + to_string(training.adam_moments_dtype) +
+                     "\" is Megatron-Core's precision-aware optimizer; framework \"" +
+                     to_string(training.framework) + "\" keeps fp32 moments");
+  }
+
   // 12. Rank order.
   if (!valid_rank_order(layout.rank_order)) {
     return issue("rank_order", "rank-order",

@@ -707,7 +707,8 @@ const std::vector<std::string_view>& training_keys() {
       "attention", "fused_rmsnorm", "overlap_grad_reduce", "overlap_param_gather", "framework",
       "fp8_recipe", "fp8_param_gather", "tp_comm_overlap", "expandable_segments", "compile", "async_tp",
       "compile_loss", "reshard_after_forward", "moe_capacity_factor", "moe_pad_to_capacity", "moe_routing_imbalance",
-      "moe_a2a_overlap", "cuda_graph"};
+      "moe_a2a_overlap", "cuda_graph", "adam_moments_dtype",
+      "avoid_record_streams", "fused_cross_entropy"};
   return keys;
 }
 
@@ -718,7 +719,7 @@ const std::vector<std::string_view>& layout_keys() {
       "first_stage_layers", "last_stage_layers",
       "account_for_embedding_in_pipeline_split", "account_for_loss_in_pipeline_split",
       "dp_shard", "dp_replicate", "ac_freq", "ep", "etp", "moe_token_dispatcher", "moe_flex_backend",
-      "recompute_modules"};
+      "recompute_modules", "offload_layers"};
   return keys;
 }
 
@@ -769,6 +770,10 @@ void set_training_key(const Section& s, std::string_view k, const toml::node& n,
     t.tp_comm_overlap = s.boolean(n, k);
   } else if (k == "expandable_segments") {
     t.expandable_segments = s.boolean(n, k);
+  } else if (k == "fused_cross_entropy") {
+    t.fused_cross_entropy = s.boolean(n, k);
+  } else if (k == "avoid_record_streams") {
+    t.avoid_record_streams = s.boolean(n, k);
   } else if (k == "compile") {
     t.torch.compile = s.boolean(n, k);
   } else if (k == "async_tp") {
@@ -784,6 +789,11 @@ void set_training_key(const Section& s, std::string_view k, const toml::node& n,
     }
   } else if (k == "grad_dtype") {
     t.grad_dtype = enum_value(s, n, k, llama::parse_precision, kPrecision);
+  } else if (k == "adam_moments_dtype") {
+    t.adam_moments_dtype = enum_value(s, n, k, llama::parse_precision, kPrecision);
+    if (t.adam_moments_dtype == llama::Precision::fp16) {
+      s.fail_at(n, k, "Megatron-Core keeps Adam's moments in fp32 or bf16 (got \"fp16\")");
+    }
   } else if (k == "optimizer") {
     t.optimizer = enum_value(s, n, k, llama::parse_optimizer, kOptimizer);
   } else if (k == "zero_stage") {
@@ -841,6 +851,8 @@ void set_layout_key(const Section& s, std::string_view k, const toml::node& n, l
     l.recompute = enum_value(s, n, k, llama::parse_recompute, kRecompute);
   } else if (k == "ac_freq") {
     l.ac_freq = s.int_value(n, k, 1, kMaxLayers);
+  } else if (k == "offload_layers") {
+    l.offload_layers = s.int_value(n, k, 0, kMaxLayers);
   } else if (k == "schedule") {
     l.schedule = enum_value(s, n, k, llama::parse_schedule, kSchedule);
   } else if (k == "rank_order") {

@@ -97,6 +97,7 @@ std::string format_layout(const llama::Layout& l) {
      << ",mbs=" << l.mbs << ",sp=" << (l.sp ? "true" : "false")
      << ",recompute=" << llama::to_string(l.recompute);
   if (l.recompute == llama::Recompute::selective_layer) os << ",ac_freq=" << l.ac_freq;
+  if (l.offload_layers > 0) os << ",offload_layers=" << l.offload_layers;
   if (!l.recompute_modules.empty()) {
     os << ",recompute_modules=" << llama::format_recompute_modules(l.recompute_modules);
   }

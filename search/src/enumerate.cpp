@@ -37,6 +37,7 @@ std::string layout_key(const llama::Layout& l) {
        ",order=" + l.rank_order;
   // Expert sizes only where they are not 1, so that dense keys keep their spelling.
   if (l.ep != 1 || l.etp != 1) k += ",ep=" + num(l.ep) + ",etp=" + num(l.etp);
+  if (l.offload_layers > 0) k += ",offload=" + num(l.offload_layers);
   return k;
 }
 
@@ -130,11 +131,18 @@ Enumeration enumerate_layouts(const llama::Model& model, long long world,
               l.vp = vp;
               l.mbs = mbs;
               l.recompute = rc;
-              // An uneven split where the layers do not divide into pp·vp chunks and the
-              // split exists; otherwise the even split is tried and "layers-divide" rejects
-              // what does not divide.
-              l.first_stage_layers = split ? split->first_stage_layers : 0;
-              l.last_stage_layers = split ? split->last_stage_layers : 0;
+              // The base's recompute modules belong to selective recompute, its offloaded
+              // layers to a layout Megatron-Core can offload (no pipeline, no recompute).
+              l.recompute_modules = rc == llama::Recompute::selective ? base.recompute_modules
+                                                                      : llama::RecomputeModules{};
+              l.offload_layers = pp == 1 && rc == llama::Recompute::none ? base.offload_layers : 0;
+              // The base's own split at its pp and vp; elsewhere an uneven split where the
+              // layers do not divide into pp·vp chunks and the split exists; otherwise the even
+              // split is tried and "layers-divide" rejects what does not divide.
+              const bool base_split = pp == base.pp && vp == base.vp &&
+                                      (base.first_stage_layers > 0 || base.last_stage_layers > 0);
+              l.first_stage_layers = base_split ? base.first_stage_layers : split ? split->first_stage_layers : 0;
+              l.last_stage_layers = base_split ? base.last_stage_layers : split ? split->last_stage_layers : 0;
               cell(l, sps);
             }
           }

@@ -652,4 +652,98 @@ TEST_SUITE("costmodel") {
     CHECK(full.fragmentation_bytes ==
           approx(0.25 * (full.activations_bytes + full.transient_bytes)));
   }
+
+  /// Llama-3.1-8B on 8 GPUs at seq 8192, data parallel only: the setting of the memory knobs
+  /// below.
+  struct DataParallel8b {
+    llama::Model m = model("llama3.1-8b");
+    hw::Cluster c = cluster("dgx-h100");
+    llama::Training t;
+    llama::Layout l;
+    DataParallel8b() {
+      t.seq_len = 8192;
+      t.global_batch = 8;
+      l.dp = 8;
+    }
+  };
+
+  TEST_CASE("memory: offloaded layers leave the GPU but one in flight (Megatron-Core cpu_offloading)") {
+    // Transformer Engine `cpu_offload.py` (AsyncDoubleBufferGroupOffloadHandler): the saved
+    // tensors of the first N layers go to the host; the last L - N stay, and one offloaded
+    // layer is on the device besides them. 32 layers, 20 offloaded: 13 / 32 of the layers'
+    // activations stay.
+    DataParallel8b g;
+    const auto all = estimate_memory(g.m, g.c, g.t, g.l).stages[0];
+    g.l.offload_layers = 20;
+    const auto off = estimate_memory(g.m, g.c, g.t, g.l).stages[0];
+    CHECK(off.layer_activations_bytes == approx(all.layer_activations_bytes * 13.0 / 32.0));
+    CHECK(off.params_bytes == approx(all.params_bytes));
+    CHECK(off.logits_bytes == approx(all.logits_bytes));
+    // 31 offloaded: 2 of 32 layers on the device.
+    g.l.offload_layers = 31;
+    const auto most = estimate_memory(g.m, g.c, g.t, g.l).stages[0];
+    CHECK(most.layer_activations_bytes == approx(all.layer_activations_bytes * 2.0 / 32.0));
+  }
+
+  TEST_CASE("memory: Adam moments in bf16 keep 8 bytes of optimizer state per parameter") {
+    // Megatron-Core precision-aware optimizer (`optimizer_config.py` exp_avg_dtype,
+    // exp_avg_sq_dtype): fp32 master (4) + two bf16 moments (2 + 2) = 8 B/param instead of 12,
+    // sharded over DP 8 by the distributed optimizer.
+    DataParallel8b g;
+    const auto fp32 = estimate_memory(g.m, g.c, g.t, g.l).stages[0];
+    g.t.adam_moments_dtype = llama::Precision::bf16;
+    const auto bf16 = estimate_memory(g.m, g.c, g.t, g.l).stages[0];
+    CHECK(bf16.optimizer_bytes == approx(fp32.optimizer_bytes * 8.0 / 12.0));
+    // 8,030,261,248 parameters x 8 B / 8 ranks = 8,030,261,248 B = 7.4787 GiB.
+    CHECK(bf16.optimizer_bytes / kGiB == approx(7.4787).epsilon(1e-4));
+  }
+
+  TEST_CASE("memory: a fused cross-entropy holds the bf16 logits and writes a bf16 gradient") {
+    // flash-attn `losses/cross_entropy.py` (llm-foundry's default loss): saves the logits and a
+    // per-row log-sum-exp; backward allocates the bf16 logit gradient. PyTorch FSDP without
+    // vocabulary sharding, s = 8192, b = 1, V = 128,256: held 2 s V = 2,101,346,304 B
+    // (1.957 GiB), the backward's transient the same again.
+    DataParallel8b g;
+    g.t.framework = llama::Framework::fsdp;
+    g.t.zero_stage = 3;
+    g.t.fused_cross_entropy = true;
+    const auto s = estimate_memory(g.m, g.c, g.t, g.l).stages[0];
+    CHECK(s.logits_bytes == approx(2.0 * 8192 * 128256));
+    g.t.fused_cross_entropy = false;
+    const auto eager = estimate_memory(g.m, g.c, g.t, g.l).stages[0];
+    // torchtitan's eager loss keeps the fp32 log-softmax (4 B) after `del pred`.
+    CHECK(eager.logits_bytes == approx(4.0 * 8192 * 128256));
+  }
+
+  TEST_CASE("memory: record_stream fragmentation only where activations pass through NCCL") {
+    // c10d ProcessGroupNCCL records the NCCL stream on every collective's tensors unless
+    // TORCH_NCCL_AVOID_RECORD_STREAMS=1; the caching allocator then holds their blocks until the
+    // collective's event completes. Data parallelism alone never communicates activations.
+    DataParallel8b g;
+    const auto dp = estimate_memory(g.m, g.c, g.t, g.l).stages[0];
+    CHECK(dp.fragmentation_bytes == 0.0);
+    CHECK(dp.reserved_bytes == approx(dp.allocated_bytes));
+    g.l.tp = 2;
+    g.l.dp = 4;
+    g.l.sp = true;
+    const auto tp = estimate_memory(g.m, g.c, g.t, g.l).stages[0];
+    CHECK(tp.fragmentation_bytes == approx(0.25 * (tp.activations_bytes + tp.transient_bytes)));
+    g.t.avoid_record_streams = true;
+    const auto avoided = estimate_memory(g.m, g.c, g.t, g.l).stages[0];
+    CHECK(avoided.fragmentation_bytes == 0.0);
+  }
+
+  TEST_CASE("memory: sharded FP8 weights keep FP8 copies of the two gathered layers only") {
+    // Megatron-FSDP (optim_grads_params) with fp8_param_gather: the FP8 shards are gathered as
+    // FP8 a layer at a time (the one computed and the one prefetched) and backward adds the
+    // column-wise copy of each. Llama-3.1-8B linears per layer: attention 4096 x 10,240 and MLP
+    // 3 x 4096 x 14,336 = 218,103,808; current scaling 1 B each: 2 x 218,103,808 B = 0.40625 GiB.
+    DataParallel8b g;
+    g.t.zero_stage = 3;
+    g.t.fp8.recipe = llama::Fp8Recipe::current;
+    g.t.fp8.param_gather = true;
+    const auto s = estimate_memory(g.m, g.c, g.t, g.l).stages[0];
+    CHECK(s.fp8_cache_bytes == approx(2.0 * 218103808 * llama::quantized_bytes_per_element(llama::Fp8Recipe::current)));
+    CHECK(s.fp8_cache_bytes / kGiB == approx(0.40625).epsilon(1e-3));
+  }
 }

@@ -324,6 +324,36 @@ TEST_SUITE("llama") {
 }
 
 TEST_SUITE("llama") {
+  TEST_CASE("offload_layers: Megatron-Core's cpu_offloading rules (transformer_config.py)") {
+    Case c;
+    c.layout.offload_layers = 4;
+    // "Currently there is no support for Pipeline parallelism with CPU offloading".
+    CHECK(expect_issue(c, "offload_layers", "offload-needs-pp1").find("pp=4") != std::string::npos);
+    c.layout.pp = 1;
+    c.layout.dp = 32;
+    CHECK_FALSE(c.check().has_value());
+    c.layout.recompute = Recompute::full;
+    expect_issue(c, "offload_layers", "offload-no-recompute");
+    c.layout.recompute = Recompute::none;
+    c.training.cuda_graphs.add(CudaGraphScope::attn);
+    expect_issue(c, "offload_layers", "offload-no-cuda-graph");
+    c.training.cuda_graphs = {};
+    c.layout.offload_layers = 32;
+    expect_issue(c, "offload_layers", "offload-below-layers");
+    c.layout.offload_layers = 4;
+    c.training.framework = Framework::fsdp;
+    c.training.zero_stage = 3;
+    CHECK(expect_issue(c, "offload_layers", "offload-needs-megatron").find("fsdp") != std::string::npos);
+  }
+
+  TEST_CASE("adam_moments_dtype: bf16 moments are Megatron-Core's precision-aware optimizer") {
+    Case c;
+    c.training.adam_moments_dtype = Precision::bf16;
+    CHECK_FALSE(c.check().has_value());
+    c.training.framework = Framework::deepspeed;
+    expect_issue(c, "adam_moments_dtype", "moments-need-megatron");
+  }
+
   TEST_CASE("recompute_modules: Megatron-Core's rules (transformer_config.py)") {
     Case c;
     c.layout.recompute_modules.add(RecomputeModule::layernorm);

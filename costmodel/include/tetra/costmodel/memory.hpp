@@ -79,9 +79,10 @@ struct MemoryOptions {
   /// schedule's warm-up rule (reference/memory.md section 5).
   std::vector<double> inflight;
   /// Caching-allocator fragmentation: reserved - allocated as a fraction of the activation
-  /// and transient bytes (the blocks that are allocated and freed every micro-batch).
-  /// Fitted once over the whole Hagemann et al. file (costmodel/README.md); the same value
-  /// for every source.
+  /// and transient bytes (the blocks that are allocated and freed every micro-batch), where
+  /// NCCL collectives call record_stream on their tensors (Training::avoid_record_streams off);
+  /// 0 where they do not. Fitted over the whole Hagemann et al. file and checked on
+  /// Fujii et al.'s out-of-memory cells (docs/memory.md).
   double fragmentation = 0.25;
   /// Reproduce F24-code's estimator (reference/memory.md section 10) bit for bit on the
   /// first stage: norm weights divided by t, the final-code parameter variant of section 2.2,

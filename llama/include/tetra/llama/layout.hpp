@@ -62,6 +62,10 @@ struct Layout {
   /// selective_layer: one block in ac_freq is checkpointed (torchtitan `selective_ac_option`,
   /// default "2").
   int ac_freq = 2;
+  /// Megatron-Core `cpu_offloading_num_layers` (with `cpu_offloading_activations`): the saved
+  /// activations of this many transformer layers of a model chunk go to host memory after
+  /// their forward and come back for their backward (Transformer Engine `cpu_offload.py`).
+  int offload_layers = 0;
   Schedule schedule = Schedule::one_f_one_b;
   std::string rank_order = "tp-cp-dp-pp";  ///< innermost first, as Megatron orders ranks
   int first_stage_layers = 0;      ///< uneven split: layers on the first stage (0 = even)
@@ -118,6 +122,10 @@ struct Training {
   Fp8Training fp8;                         ///< FP8 / FP4 GEMMs of the linear layers
   Precision grad_dtype = Precision::fp32;  ///< dtype gradients are accumulated and reduced in
   Optimizer optimizer = Optimizer::adam;
+  /// Megatron-Core precision-aware optimizer (`use_precision_aware_optimizer` with
+  /// `exp_avg_dtype` = `exp_avg_sq_dtype`): the dtype Adam keeps both moments in; the master
+  /// weights stay fp32.
+  Precision adam_moments_dtype = Precision::fp32;
   int zero_stage = 1;              ///< 0..3; 1 = Megatron distributed optimizer over DP x CP
   AttentionKernel attention = AttentionKernel::flash2;
   bool fused_rmsnorm = true;
@@ -130,6 +138,15 @@ struct Training {
   /// when the device is full it unmaps every free page of its segments and maps them where
   /// the request needs them, so fragmentation costs cache, not capacity.
   bool expandable_segments = false;
+  /// TORCH_NCCL_AVOID_RECORD_STREAMS=1: c10d's NCCL collectives keep their tensors alive until
+  /// they complete instead of calling `record_stream` on them, so the caching allocator can
+  /// reuse those blocks at once (costmodel/memory.hpp, fragmentation).
+  bool avoid_record_streams = false;
+  /// The loss is one fused cross-entropy kernel over the bf16 logits that keeps per-row
+  /// statistics only (flash-attn's `CrossEntropyLoss`, llm-foundry's default
+  /// `loss_fn: fused_crossentropy`; Megatron-Core `cross_entropy_loss_fusion`), instead of an
+  /// fp32 log-softmax of every logit.
+  bool fused_cross_entropy = false;
   Framework framework = Framework::megatron;
   /// PyTorch-native options of framework fsdp (torch_native.hpp).
   TorchNative torch;
