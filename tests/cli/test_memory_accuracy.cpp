@@ -14,9 +14,13 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <algorithm>
+#include <map>
 #include <string>
 
 #include <nlohmann/json.hpp>
+
+#include "support/run_tetrasim.hpp"
 
 using tetra::test::approx;
 
@@ -74,5 +78,94 @@ TEST_SUITE("cli") {
     const double accuracy = o["accuracy"].get<double>();
     CHECK(accuracy == approx(static_cast<double>(fit_fit + oom_oom) / n));
     CHECK(accuracy >= 0.95);
+  }
+}
+
+namespace {
+
+/// The layout a published run used, as `tetrasim search --json` prints its rows.
+struct Published {
+  const char* scenario;
+  int tp, pp, vp, mbs, ep;
+  const char* recompute;
+};
+
+const Published kPublished[] = {
+    {"scenarios/published-llama3-70b-fp8-h100.toml", 4, 8, 5, 1, 1, "none"},
+    {"scenarios/published-llama31-405b-fp8-gb200.toml", 4, 16, 4, 1, 1, "none"},
+    {"scenarios/published-deepseek-v3-gb200.toml", 1, 4, 4, 1, 64, "selective"},
+    {"scenarios/published-qwen3-30b-a3b-h100.toml", 1, 1, 1, 1, 16, "none"},
+    {"scenarios/published-torchtitan-llama3-8b-h100.toml", 1, 1, 1, 2, 1, "selective_op"},
+    {"scenarios/published-mpt-7b-a100.toml", 1, 1, 1, 6, 1, "none"},
+};
+
+}  // namespace
+
+TEST_SUITE("cli") {
+  TEST_CASE("search keeps the layouts of six published runs (neither invalid nor pruned by memory)") {
+    for (const Published& p : kPublished) {
+      CAPTURE(p.scenario);
+      const auto r = tetra::test::run_tetrasim(std::string("search ") + p.scenario + " --json", 300);
+      CAPTURE(r.err);
+      REQUIRE(r.code == 0);
+      const auto j = nlohmann::json::parse(r.out);
+      int rank = 0;
+      int found = 0;
+      for (const auto& row : j["layouts"]) {
+        ++rank;
+        const int ep = row.contains("ep") ? row["ep"].get<int>() : 1;
+        if (row["tp"] == p.tp && row["pp"] == p.pp && row["vp"] == p.vp && row["mbs"] == p.mbs &&
+            ep == p.ep && row["recompute"] == p.recompute) {
+          found = rank;
+          break;
+        }
+      }
+      MESSAGE(p.scenario << ": published layout ranked " << found << " of " << j["layouts"].size());
+      CHECK(found > 0);
+    }
+  }
+
+  TEST_CASE("bands: published runs the memory model calls out of memory, per file") {
+    // Every step-time row of these files was measured, so the run fitted. The ceilings are
+    // this build's counts (tetrasim bands data/validation/*.csv): llm-foundry, both
+    // Megatron-Bridge dense files and torchtitan none; the Megatron-Bridge MoE file 7 of 138.
+    const auto r = tetra::test::run_tetrasim(
+        "bands data/validation/fujii_llama31_8b.csv data/validation/hagemann2023.csv "
+        "data/validation/llm_foundry.csv data/validation/megatron_bridge.csv "
+        "data/validation/megatron_bridge_moe.csv data/validation/torchtitan.csv --json",
+        600);
+    CAPTURE(r.err);
+    REQUIRE(r.code == 0);
+    const auto j = nlohmann::json::parse(r.out);
+    std::map<std::string, int> oom;
+    for (const auto& e : j["excluded"]) {
+      if (e["reason"] == "predicted out of memory") ++oom[e["file"].get<std::string>()];
+    }
+    CHECK(oom["data/validation/llm_foundry.csv"] == 0);
+    CHECK(oom["data/validation/megatron_bridge.csv"] == 0);
+    CHECK(oom["data/validation/torchtitan.csv"] == 0);
+    CHECK(oom["data/validation/fujii_llama31_8b.csv"] <= 2);
+    CHECK(oom["data/validation/hagemann2023.csv"] <= 4);
+    CHECK(oom["data/validation/megatron_bridge_moe.csv"] <= 7);
+  }
+
+  TEST_CASE("memory: offloading with a framework that has none is one line naming file, line and key") {
+    const fs::path dir = fs::path(TETRA_BINARY_DIR) / "tests" / "cli_scratch";
+    fs::create_directories(dir);
+    const fs::path f = dir / ("offload_fsdp_" + std::to_string(::getpid()) + ".toml");
+    {
+      std::ofstream o(f);
+      o << "[model]\npreset = \"llama3.1-8b\"\n\n[cluster]\npreset = \"dgx-h100\"\nnodes = 1\n\n"
+           "[training]\nseq_len = 8192\nglobal_batch = 8\nframework = \"fsdp\"\nzero_stage = 3\n\n"
+           "[layout]\ntp = 1\npp = 1\nmbs = 1\noffload_layers = 8\n";
+    }
+    const auto r = tetra::test::run_tetrasim("memory '" + f.string() + "'");
+    fs::remove(f);
+    CHECK(r.code == 1);
+    CHECK(r.out.empty());
+    CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
+    CHECK(r.err.find(f.string() + ":18:") != std::string::npos);
+    CHECK(r.err.find("offload_layers") != std::string::npos);
+    CHECK(r.err.find("fsdp") != std::string::npos);
   }
 }
