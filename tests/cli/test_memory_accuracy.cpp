@@ -120,7 +120,7 @@ TEST_SUITE("cli") {
           break;
         }
       }
-      MESSAGE(p.scenario << ": published layout ranked " << found << " of " << j["layouts"].size());
+      MESSAGE(std::string(p.scenario) << ": published layout ranked " << found << " of " << j["layouts"].size());
       CHECK(found > 0);
     }
   }
