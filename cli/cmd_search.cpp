@@ -65,6 +65,8 @@ nlohmann::json layout_row(const search::RankedLayout& r, const costmodel::StepBa
   j["peak_gib"] = gib3(r.peak_bytes);
   j["estimate_peak_gib"] = gib3(r.estimate_peak_bytes);
   j["precision"] = precision_name(r.fp8);
+  if (r.fp8.enabled()) j["fp8_param_gather"] = r.fp8.param_gather;
+  j["grad_dtype"] = llama::to_string(r.grad_dtype);
   j["compile"] = r.compile;
   return j;
 }
@@ -200,6 +202,8 @@ int run_search(const SearchArgs& args) {
   // A precision column when the space compares precisions.
   const bool by_precision = sc.search.precision.size() > 1;
   const bool by_compile = sc.search.compile.size() > 1;
+  const bool by_gather = sc.search.fp8_param_gather.size() > 1;  // " pg": FP8 parameter gather
+  const bool by_grads = sc.search.grad_dtype.size() > 1;
   const bool by_replicas =
       std::any_of(sc.search.dp_replicate.begin(), sc.search.dp_replicate.end(), [](int r) { return r != 1; });
   // ep / etp columns when the space varies them on a MoE model.
@@ -221,9 +225,14 @@ int run_search(const SearchArgs& args) {
                     fixed(gib(r.peak_bytes), 1)});
     std::string rc = llama::to_string(l.recompute);
     if (l.recompute == llama::Recompute::selective_layer) rc += "/" + std::to_string(l.ac_freq);
+    if (l.offload_layers > 0) rc += " off" + std::to_string(l.offload_layers);
     rows.back()[8] = rc;
+    if (by_grads) rows.back().insert(rows.back().begin() + 10, llama::to_string(r.grad_dtype));
     if (by_compile) rows.back().insert(rows.back().begin() + 10, r.compile ? "on" : "off");
-    if (by_precision) rows.back().insert(rows.back().begin() + 10, precision_name(r.fp8));
+    if (by_precision || by_gather) {
+      const bool pg = by_gather && r.fp8.enabled() && r.fp8.param_gather;
+      rows.back().insert(rows.back().begin() + 10, precision_name(r.fp8) + (pg ? " pg" : ""));
+    }
     if (by_replicas) {
       rows.back()[4] = std::to_string(l.shard_dp()) + "x" + std::to_string(l.dp_replicate);
     }
@@ -235,8 +244,9 @@ int run_search(const SearchArgs& args) {
   std::vector<std::string> header{"rank", "tp", "cp", "pp", "dp", "vp", "mbs", "sp", "recompute",
                                   "schedule", "step s", "step band", "Mtok/s", "TFLOP/s", "MFU %", "bubble %",
                                   "peak GiB"};
+  if (by_grads) header.insert(header.begin() + 10, "grads");
   if (by_compile) header.insert(header.begin() + 10, "compile");
-  if (by_precision) header.insert(header.begin() + 10, "precision");
+  if (by_precision || by_gather) header.insert(header.begin() + 10, "precision");
   if (by_replicas) header[4] = "dp (shard x rep)";
   if (by_expert) {
     header.insert(header.begin() + 5, "etp");

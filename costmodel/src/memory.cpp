@@ -1,5 +1,6 @@
 // Per-stage memory model. Formulas and sources: reference/memory.md (sections cited as §n).
-// Source keys: F24 / F24-code (Fujii et al. 2024 and its estimator), K22 (Korthikanti et al.
+// Source keys: F24 / F24-web / F24-code (Fujii et al. 2024, its web notes and its estimator,
+// which the tests reproduce in tests/costmodel/fujii_reference.cpp), K22 (Korthikanti et al.
 // 2022), N21 (Narayanan et al. 2021), ZeRO, MLM (NVIDIA/Megatron-LM), TE, ZB, AAS
 // (Aleph-Alpha/scaling, the public successor of the trainer behind Hagemann et al. 2023),
 // NCCL (NVIDIA/nccl), PT (pytorch/pytorch). Constants are listed in costmodel/README.md.
@@ -266,12 +267,6 @@ double layer_transient(const llama::Model& m, const llama::Training& tr, const l
   return bytes;
 }
 
-/// F24-code's per-layer activation (§4.1 "Eq. 12"): s' b h (12 + 4 k/a + 8 h_ffn/h) / t.
-double fujii_layer(const llama::Model& m, const llama::Training& tr, const llama::Layout& l) {
-  const Geometry g = geometry(m, tr, l);
-  return g.s * g.b * g.h * (12.0 + 4.0 * g.kv + 8.0 * g.f / g.h) / g.t;
-}
-
 /// Bytes per parameter of weights, gradients and optimizer states (§3).
 struct StateBytes {
   double w = 2, g = 4, o = 12;
@@ -451,47 +446,54 @@ double inflight_micro_batches(const llama::Layout& layout, int micro_batches, in
   return std::min(static_cast<double>(p - r), m);
 }
 
-MemoryReport estimate_memory(const llama::Model& model, const hw::Cluster& cluster,
-                             const llama::Training& training, const llama::Layout& layout,
-                             const MemoryOptions& options) {
-  MemoryReport report;
-  report.capacity_bytes = cluster.gpu.memory_bytes;
-  report.usable_bytes = cluster.gpu.memory_bytes * options.memory_fraction;
+namespace {
 
-  const Habits hab = habits_of(training);
-  const Geometry g = geometry(model, training, layout);
-  const StateBytes sb = state_bytes(training);
-  const int p = std::max(layout.pp, 1);
-  const double t = g.t;
-  const double c = std::max(layout.cp, 1);
-  const double d = std::max(layout.dp, 1);
-  const double shard = d * c;  // ZeRO / distributed-optimizer group: DP x CP (§3)
-  const int m = micro_batch_count(layout, training);
-  const double vocab = static_cast<double>(llama::padded_vocab(model, layout.tp));
-  const double h = model.hidden;
-  const bool fujii = options.fujii_compat;
-  const double frag = fujii ? 0.0 : fragmentation_share(training, layout, options);
+// ---- Per-stage terms of estimate_memory, in the order they add up. ----
 
-  const std::vector<llama::StageParams> sp = llama::stage_params(model, layout, training.seq_len);
-  // Weights of the linear layers of one transformer layer on this rank (all but the norms).
-  const double linear_per_layer =
-      std::max(0.0, static_cast<double>(llama::params_per_layer(model)) - 2.0 * h) / t;
-  const double q8 = llama::quantized_bytes_per_element(training.fp8.recipe);
+/// What every pipeline rank of one estimate shares: the inputs, their shapes, and the per-layer
+/// and per-GPU terms that do not depend on the stage.
+struct LayoutTerms {
+  const llama::Model& model;
+  const llama::Training& training;
+  const llama::Layout& layout;
+  Habits hab;
+  Geometry g;
+  StateBytes sb;
+  int p = 1;                      ///< pipeline ranks
+  int m = 1;                      ///< micro-batches of the step
+  double shard = 1;               ///< ZeRO / distributed-optimizer group: DP x CP (§3)
+  double edp = 1;                 ///< expert data-parallel group (Layout::edp())
+  double vocab = 0;               ///< padded vocabulary
+  double linear_per_layer = 0;    ///< one layer's linear weights on this rank (all but the norms)
+  double q8 = 1;                  ///< bytes per element of a quantised FP8 / FP4 copy
+  double a_layer = 0;             ///< saved bytes of one layer and micro-batch (§4)
+  double transient_layer = 0;     ///< working set of one layer's backward
+  detail::MoeLayerMemory moe_layer;
+  double attention_delta = 0;     ///< MLA / explicit head_dim saved bytes per layer
+  double communication_bytes = 0;
+  double runtime_bytes = 0;
+  double fragmentation = 0;       ///< allocator share of the per-micro-batch blocks
+  double capacity_bytes = 0;
+};
 
-  // Per-layer quantities (§4).
-  const double a_layer = fujii ? fujii_layer(model, training, layout)
-                               : activation_bytes_per_layer(model, training, layout);
-  const double a_layer_full = layer_saved_full(model, training, layout, false);
-  double transient_layer = fujii ? 0.0 : layer_transient(model, training, layout);
-  if (!fujii && (layout.recompute == llama::Recompute::full ||
-                 layout.recompute == llama::Recompute::selective_op ||
-                 layout.recompute == llama::Recompute::selective_layer)) {
+/// Working set of one dense layer in backward (§4): its transients, plus the rebuilt layer
+/// under recomputation.
+double layer_working_bytes(const llama::Model& model, const llama::Training& training,
+                           const llama::Layout& layout) {
+  double bytes = layer_transient(model, training, layout);
+  if (layout.recompute == llama::Recompute::full ||
+      layout.recompute == llama::Recompute::selective_op ||
+      layout.recompute == llama::Recompute::selective_layer) {
     // The recomputed layer is rebuilt one at a time during backward (§4.5 working set).
-    transient_layer += a_layer_full;
+    bytes += layer_saved_full(model, training, layout, false);
   }
+  return bytes;
+}
 
-  // Communicators with more than one rank (§7): TP, CP, PP, DP; the DP x CP group that the
-  // distributed optimizer reduces over when c > 1; the embedding group of tied embeddings.
+/// Communicators with more than one rank (§7): TP, CP, PP, DP; the DP x CP group that the
+/// distributed optimizer reduces over when c > 1; the embedding group of tied embeddings.
+int communicator_count(const llama::Model& model, const llama::Layout& layout) {
+  const int p = std::max(layout.pp, 1);
   int communicators = 0;
   communicators += layout.tp > 1 ? 1 : 0;
   communicators += layout.cp > 1 ? 1 : 0;
@@ -502,269 +504,374 @@ MemoryReport estimate_memory(const llama::Model& model, const hw::Cluster& clust
   // MoE: the EP group of the token all-to-all and the expert data-parallel group the expert
   // gradients are reduced over (Megatron-Core parallel_state `_EXPERT_MODEL_PARALLEL_GROUP`,
   // `_EXPERT_DATA_PARALLEL_GROUP`).
-  const bool moe_model = model.moe.has_value();
-  const double edp = std::max(layout.edp(), 1);
-  if (moe_model) {
+  if (model.moe.has_value()) {
     communicators += layout.ep > 1 ? 1 : 0;
-    communicators += edp > 1 ? 1 : 0;
+    communicators += std::max(layout.edp(), 1) > 1 ? 1 : 0;
   }
-  const double comm_bytes = fujii ? 0.0 : communicators * kNcclCommunicatorBytes;
-  const double runtime_bytes =
-      fujii ? 0.0 : kCudaContextBytes + cublas_workspace_bytes(cluster.gpu.compute_capability);
+  return communicators;
+}
 
-  // MoE / MLA per-layer terms (moe_memory.cpp).
-  const detail::MoeLayerMemory moe_layer =
-      fujii ? detail::MoeLayerMemory{} : detail::moe_layer_memory(model, training, layout);
-  const double attention_delta =
-      fujii ? 0.0 : detail::attention_saved_delta(model, training, layout);
-  const bool shaped = moe_model || model.mla || model.head_dim_override > 0;
+LayoutTerms layout_terms(const llama::Model& model, const hw::Cluster& cluster,
+                         const llama::Training& training, const llama::Layout& layout,
+                         const MemoryOptions& options) {
+  const Geometry g = geometry(model, training, layout);
+  const double shard = static_cast<double>(std::max(layout.dp, 1)) * std::max(layout.cp, 1);
+  const double layer_params = static_cast<double>(llama::params_per_layer(model));
+  return LayoutTerms{
+      .model = model,
+      .training = training,
+      .layout = layout,
+      .hab = habits_of(training),
+      .g = g,
+      .sb = state_bytes(training),
+      .p = std::max(layout.pp, 1),
+      .m = micro_batch_count(layout, training),
+      .shard = shard,
+      .edp = static_cast<double>(std::max(layout.edp(), 1)),
+      .vocab = static_cast<double>(llama::padded_vocab(model, layout.tp)),
+      .linear_per_layer = std::max(0.0, layer_params - 2.0 * g.h) / g.t,
+      .q8 = llama::quantized_bytes_per_element(training.fp8.recipe),
+      .a_layer = activation_bytes_per_layer(model, training, layout),
+      .transient_layer = layer_working_bytes(model, training, layout),
+      // MoE / MLA per-layer terms (moe_memory.cpp).
+      .moe_layer = detail::moe_layer_memory(model, training, layout),
+      .attention_delta = detail::attention_saved_delta(model, training, layout),
+      .communication_bytes = communicator_count(model, layout) * kNcclCommunicatorBytes,
+      .runtime_bytes = kCudaContextBytes + cublas_workspace_bytes(cluster.gpu.compute_capability),
+      .fragmentation = fragmentation_share(training, layout, options),
+      .capacity_bytes = cluster.gpu.memory_bytes,
+  };
+}
 
-  const bool logits_all_live =
-      layout.schedule == llama::Schedule::gpipe || layout.schedule == llama::Schedule::layered;
+/// MTP modules on this stage whose layer has experts (as the model's last layer).
+int mtp_moe_layers(const LayoutTerms& terms, const llama::StageParams& st) {
+  const llama::Model& model = terms.model;
+  return model.moe.has_value() && llama::is_moe_layer(model, model.layers - 1) ? st.mtp_layers : 0;
+}
 
+/// Weights, gradients and optimizer states of one rank (§3), and what FSDP2 adds to the
+/// transients with them.
+struct ModelStates {
+  double params = 0;
+  double grads = 0;
+  double optimizer = 0;
+  double expert = 0;                     ///< routed experts' share of the three
+  double layer_transient = 0;            ///< FSDP2 all-gather / reduce-scatter buffers of a block
+  std::optional<double> step_temporary;  ///< FSDP2's optimizer temporary
+};
+
+// Routed-expert weights on this GPU: their optimizer states (and gradients / weights under
+// ZeRO-2/3) are sharded over the expert data-parallel group edp = tp*cp*dp/(ep*etp), the rest
+// over dp x cp (Megatron-Core distributed optimizer: one buffer per group,
+// `param_and_grad_buffer` with the expert-data-parallel group for expert parameters).
+// ZeRO stages 2/3 are idealised over N = d c (§3).
+
+/// ZeRO 0, 1 and 2: the weights replicated, the optimizer states (and under ZeRO-2 the
+/// gradients) sharded.
+ModelStates zero_states(const LayoutTerms& terms, int zero_stage, double phi, double phi_e) {
+  const StateBytes& sb = terms.sb;
+  const double phi_d = phi - phi_e;
+  ModelStates s;
+  s.params = phi * sb.w;
+  switch (zero_stage) {
+    case 0:
+      s.grads = phi * sb.g;
+      s.optimizer = phi * sb.o;
+      s.expert = phi_e * (sb.w + sb.g + sb.o);
+      break;
+    case 1:
+      s.grads = phi * sb.g;
+      s.optimizer = phi_d * sb.o / terms.shard + phi_e * sb.o / terms.edp;
+      s.expert = phi_e * (sb.w + sb.g + sb.o / terms.edp);
+      break;
+    default:
+      s.grads = phi_d * sb.g / terms.shard + phi_e * sb.g / terms.edp +
+                unsharded_gradient_share(terms.layout, terms.m) * phi * sb.g;
+      s.optimizer = phi_d * sb.o / terms.shard + phi_e * sb.o / terms.edp;
+      s.expert = phi_e * (sb.w + (sb.g + sb.o) / terms.edp);
+      break;
+  }
+  return s;
+}
+
+/// ZeRO-3 (DeepSpeed): everything sharded, plus the gathered weights of the layer being
+/// computed and the one prefetched: 2 x P_layer / t in the training dtype [assumed §3].
+ModelStates zero3_states(const LayoutTerms& terms, double phi, double phi_e) {
+  const StateBytes& sb = terms.sb;
+  const double phi_d = phi - phi_e;
+  const double layer_params = static_cast<double>(llama::params_per_layer(terms.model));
+  const double gathered = 2.0 * layer_params / terms.g.t * sb.w;
+  ModelStates s;
+  s.params = phi_d * sb.w / terms.shard + phi_e * sb.w / terms.edp + gathered;
+  s.grads = phi_d * sb.g / terms.shard + phi_e * sb.g / terms.edp;
+  s.optimizer = phi_d * sb.o / terms.shard + phi_e * sb.o / terms.edp;
+  s.expert = phi_e * (sb.w + sb.g + sb.o) / terms.edp;
+  return s;
+}
+
+/// FSDP2 (fsdp2_memory.cpp).
+ModelStates fsdp2_model_states(const LayoutTerms& terms, const llama::StageParams& st) {
+  const detail::Fsdp2States f = detail::fsdp2_states(terms.model, terms.training, terms.layout, st);
+  ModelStates s;
+  s.params = f.sharded_params + f.resident_unsharded;
+  s.grads = f.sharded_grads + f.accumulated_grads;
+  s.optimizer = f.optimizer;
+  s.layer_transient = f.gather_transient + f.reduce_transient;
+  s.step_temporary = f.optimizer_temporary;
+  return s;
+}
+
+ModelStates model_states(const LayoutTerms& terms, const llama::StageParams& st) {
+  const double phi = static_cast<double>(st.params);
+  const double phi_e = static_cast<double>(st.expert_params);
+  const int zero_stage = std::clamp(terms.training.zero_stage, 0, 3);
+  if (zero_stage < 3) return zero_states(terms, zero_stage, phi, phi_e);
+  if (terms.training.framework == llama::Framework::fsdp) return fsdp2_model_states(terms, st);
+  return zero3_states(terms, phi, phi_e);
+}
+
+/// Linear weights of the stage on this rank: the dense layers', and for MoE layers (and MTP
+/// modules) their own linears, the experts' share included.
+double stage_linear_params(const LayoutTerms& terms, const llama::StageParams& st) {
+  if (!terms.model.moe.has_value()) return terms.linear_per_layer * st.layers;
+  const int mtp_moe = mtp_moe_layers(terms, st);
+  const double moe_linear = detail::moe_layer_linear_params(terms.model, terms.layout);
+  const double dense = terms.linear_per_layer;
+  return dense * (st.layers - st.moe_layers) + moe_linear * (st.moe_layers + mtp_moe) +
+         dense * (st.mtp_layers - mtp_moe);
+}
+
+/// FP8 weights (TE caches the quantised weights of every linear from the first micro-batch to
+/// the last, `is_first_microbatch` in linear.py): the row-wise copy for the forward GEMM and the
+/// transposed / column-wise copy for dgrad, q + q per linear weight. Under `fp8_param_gather`
+/// the parameter itself is the row-wise FP8 copy: the bf16 weights of the linears go (2 -> q
+/// per parameter) and only the column-wise copy is extra. torchao's Float8 linears cast the
+/// weights every forward and keep no cache.
+void add_fp8_weight_copies(const LayoutTerms& terms, const llama::StageParams& st, StageMemory& s) {
+  const llama::Training& training = terms.training;
+  if (!training.fp8.enabled() || training.framework == llama::Framework::fsdp) return;
+  const double linear = stage_linear_params(terms, st);
+  const double q8 = terms.q8;
+  const double phi_e = static_cast<double>(st.expert_params);
+  if (terms.model.moe.has_value()) s.expert_states_bytes += 2.0 * q8 * phi_e;
+  if (training.zero_stage >= 3) {
+    // Sharded weights (Megatron-FSDP, `optim_grads_params`): a linear's FP8 copies exist only
+    // while its layer is gathered, the layer computed and the one prefetched. Under
+    // fp8_param_gather the shards are FP8 themselves and are gathered as FP8 (the bf16 linears
+    // go, from the shard and from the gathered buffer), and backward adds the column-wise copy;
+    // otherwise both copies are quantised from the gathered bf16 weights.
+    constexpr double kGatheredLayers = 2.0;
+    const double per_layer = terms.linear_per_layer;
+    if (training.fp8.param_gather) {
+      s.params_bytes -= (linear / terms.shard + kGatheredLayers * per_layer) * (terms.sb.w - q8);
+      s.fp8_cache_bytes = kGatheredLayers * per_layer * q8;
+    } else {
+      s.fp8_cache_bytes = kGatheredLayers * per_layer * 2.0 * q8;
+    }
+  } else if (training.fp8.param_gather) {
+    s.params_bytes -= linear * (terms.sb.w - q8);
+    s.fp8_cache_bytes = linear * q8;
+  } else {
+    s.fp8_cache_bytes = 2.0 * linear * q8;
+  }
+}
+
+/// In-flight micro-batches (§5), or the simulator's count.
+double stage_inflight(const LayoutTerms& terms, const MemoryOptions& options, int stage) {
+  const std::size_t idx = static_cast<std::size_t>(stage);
+  return idx < options.inflight.size() ? options.inflight[idx]
+                                       : inflight_micro_batches(terms.layout, terms.m, stage);
+}
+
+/// Saved activations of the stage's layers (§8) for s.inflight micro-batches.
+void add_layer_activations(const LayoutTerms& terms, const llama::StageParams& st, StageMemory& s) {
+  const double inflight = s.inflight;
+  s.layer_activations_bytes = inflight * st.layers * terms.a_layer;
+  if (terms.model.moe.has_value() || terms.model.mla || terms.model.head_dim_override > 0) {
+    // MoE layers save the router's, the shared and the routed experts' tensors instead of the
+    // dense MLP's; MLA (or a wider explicit head_dim) changes the attention tensors; MTP
+    // modules on the last stage add one layer each (moe_memory.cpp).
+    const int mtp = st.mtp_layers;
+    const double moe_count = st.moe_layers + mtp_moe_layers(terms, st);
+    const detail::MoeLayerMemory& moe = terms.moe_layer;
+    s.layer_activations_bytes += inflight * (mtp * terms.a_layer + moe_count * moe.saved_delta +
+                                             (st.layers + mtp) * terms.attention_delta);
+    s.expert_activations_bytes = inflight * moe_count * moe.expert_saved;
+  }
+  if (terms.layout.offload_layers > 0) {
+    const double share = resident_layer_share(terms.layout, st.layers);
+    s.layer_activations_bytes *= share;
+    s.expert_activations_bytes *= share;
+  }
+  // Stage output kept for backward by pipeline engines that do not free it (§5 note).
+  if (!terms.hab.frees_stage_output && st.stage < terms.p - 1)
+    s.layer_activations_bytes += inflight * 2.0 * terms.g.s * terms.g.b * terms.g.h / terms.g.nd;
+}
+
+/// Embedding input (§6): int64 token ids (and labels on the last stage) of the in-flight
+/// micro-batches.
+double embedding_input_bytes(const LayoutTerms& terms, double inflight) {
+  return inflight * 8.0 * terms.g.s * terms.g.b;
+}
+
+/// Logits of the last stage (§6): what is held until backward, and the loss backward's
+/// working set on top.
+struct LogitsTerms {
+  double held = 0;
+  double transient = 0;
+};
+
+LogitsTerms logits_terms(const LayoutTerms& terms) {
+  const Geometry& g = terms.g;
+  const Habits& hab = terms.hab;
+  const bool all_live = terms.layout.schedule == llama::Schedule::gpipe ||
+                        terms.layout.schedule == llama::Schedule::layered;
+  const double live = all_live ? static_cast<double>(terms.m) : 1.0;
+  LogitsTerms l;
+  if (llama::loss_on_vocab_shards(terms.training, terms.layout.tp)) {
+    // MLM cross_entropy.py: fp32 softmax of the local shard held until backward (the bf16
+    // logits under a compiled or fused loss), plus the LM-head input shard; bf16 logits /
+    // logit gradient transient.
+    const double saved = (hab.compiled_loss || hab.fused_loss) ? 2.0 : 4.0;
+    l.held = live * (saved * g.s * g.b * terms.vocab / g.t + 2.0 * g.s * g.b * g.h / g.nd);
+    l.transient = 2.0 * g.s * g.b * terms.vocab / g.t;
+  } else {
+    // Gathered logits: bf16 full-vocabulary logits (2) and the fp32 log-softmax saved by
+    // cross_entropy (4) held; in backward the fp32 NLL gradient (4) and the log-softmax
+    // gradient (4) on top: 14 bytes per token and vocabulary entry at the peak, on every TP
+    // rank [derived from AAS losses/cross_entropy.py + PT autograd]. A fused loss kernel saves
+    // the bf16 logits and per-row log-sum-exp only and writes the bf16 logit gradient in
+    // backward (flash-attn `losses/cross_entropy.py`, `inplace_backward=False`): 2 + 2.
+    const bool bf16_only = hab.compiled_loss || hab.fused_loss;
+    const double held = bf16_only ? 2.0 : hab.frees_logits_before_backward ? 4.0 : 6.0;
+    l.held = live * held * g.s * g.b * terms.vocab;
+    l.transient = (bf16_only ? 2.0 : 8.0) * g.s * g.b * terms.vocab;
+  }
+  return l;
+}
+
+/// Activations of the stage: its layers, the embedding input and the logits. Returns the
+/// loss backward's working set.
+double add_activations(const LayoutTerms& terms, const llama::StageParams& st, StageMemory& s) {
+  add_layer_activations(terms, st, s);
+  if (st.has_embedding) s.embedding_bytes = embedding_input_bytes(terms, s.inflight);
+  LogitsTerms logits;
+  if (st.has_head) logits = logits_terms(terms);
+  s.logits_bytes = logits.held;
+  // MTP modules compute their own logits and loss on the last stage (Megatron-Core
+  // `multi_token_prediction.py`), each holding what the main head holds.
+  if (st.mtp_layers > 0) s.logits_bytes *= 1.0 + st.mtp_layers;
+  s.activations_bytes = s.layer_activations_bytes + s.embedding_bytes + s.logits_bytes;
+  return logits.transient;
+}
+
+/// Working set of one layer while it runs: the dense layer's, FSDP2's gathered and reduced
+/// blocks, and a MoE layer's dispatch buffers (s.dispatch_bytes) and expert gradients; under
+/// recompute the rebuilt layer also holds its MoE tensors.
+double layer_working_set(const LayoutTerms& terms, const llama::StageParams& st,
+                         const ModelStates& states, StageMemory& s) {
+  double working = terms.transient_layer + states.layer_transient;
+  if (st.moe_layers + mtp_moe_layers(terms, st) == 0) return working;
+  s.dispatch_bytes = terms.moe_layer.transient;
+  const bool rebuilt = terms.layout.recompute == llama::Recompute::full ||
+                       terms.layout.recompute == llama::Recompute::selective_layer;
+  double rebuilt_moe = 0.0;
+  if (rebuilt) {
+    llama::Layout none = terms.layout;
+    none.recompute = llama::Recompute::none;
+    const double saved = detail::moe_layer_memory(terms.model, terms.training, none).saved_delta;
+    rebuilt_moe = std::max(saved, 0.0);
+  }
+  working += terms.moe_layer.transient + rebuilt_moe;
+  return working;
+}
+
+/// Optimizer phase (activations freed): fp32 gradient partition of DeepSpeed-style ZeRO and
+/// the foreach-Adam temporary of the shard; FSDP2's own temporary.
+double optimizer_step_extra(const LayoutTerms& terms, const llama::StageParams& st,
+                            const ModelStates& states) {
+  if (states.step_temporary) return *states.step_temporary;
+  if (terms.hab.fused_adam) return 0.0;
+  const double phi = static_cast<double>(st.params);
+  const double opt_shard = terms.training.zero_stage >= 1 ? terms.shard : 1.0;
+  double extra = 4.0 * phi / opt_shard;  // fp32 grads of the owned shard
+  if (terms.training.zero_stage >= 1) extra += 4.0 * phi / opt_shard;  // Adam temporary
+  return extra;
+}
+
+/// Transients (the larger of the activation phase's and the optimizer phase's), communication
+/// and runtime buffers, and the allocated total.
+void add_buffers(const LayoutTerms& terms, double activation_phase_transient, double step_extra,
+                 StageMemory& s) {
+  const double comm_bytes = terms.communication_bytes;
+  const double runtime_bytes = terms.runtime_bytes;
+  s.optimizer_step_bytes = s.params_bytes + s.fp8_cache_bytes + s.grads_bytes +
+                           s.optimizer_bytes + step_extra + comm_bytes + runtime_bytes;
+  double transient = activation_phase_transient;
+  const double act_phase = s.activations_bytes + transient;
+  if (step_extra > act_phase) {
+    transient = step_extra - s.activations_bytes;  // the optimizer phase sets the peak
+  }
+  s.transient_bytes = transient;
+  s.communication_bytes = comm_bytes;
+  s.runtime_bytes = runtime_bytes;
+  s.outside_allocator_bytes = kCudaContextBytes + comm_bytes;
+  s.buffers_bytes = transient + comm_bytes + runtime_bytes;
+  s.allocated_bytes = s.params_bytes + s.fp8_cache_bytes + s.grads_bytes + s.optimizer_bytes +
+                      s.activations_bytes + s.buffers_bytes;
+}
+
+/// Caching allocator (§7): fragmentation of the blocks allocated and freed every micro-batch
+/// (activations and transients).
+void add_fragmentation(const LayoutTerms& terms, StageMemory& s) {
+  s.fragmentation_bytes = terms.fragmentation * (s.activations_bytes + s.transient_bytes);
+  s.reserved_bytes = s.allocated_bytes + s.fragmentation_bytes;
+  if (terms.training.expandable_segments) {
+    // At the device's limit an allocator with expandable segments unmaps every free page and
+    // retries (c10/cuda/CUDACachingAllocator.cpp `release_blocks` -> `unmap_block`); the
+    // default allocator can free only segments with no live block. Cached holes then cost
+    // cache, not capacity: reserved stops at the device and what must fit is allocated.
+    const double capacity = terms.capacity_bytes;
+    s.reserved_limit_bytes = capacity;
+    s.reserved_bytes = std::min(s.reserved_bytes, std::max(s.allocated_bytes, capacity));
+    s.fragmentation_bytes = s.reserved_bytes - s.allocated_bytes;
+  }
+}
+
+/// One pipeline rank: the terms above, in order.
+StageMemory stage_memory(const LayoutTerms& terms, const llama::StageParams& st, double inflight) {
+  StageMemory s;
+  s.stage = st.stage;
+  s.layers = st.layers;
+  s.moe_layers = st.moe_layers;
+  s.fragmentation_fraction = terms.fragmentation;
+  const ModelStates states = model_states(terms, st);
+  s.params_bytes = states.params;
+  s.grads_bytes = states.grads;
+  s.optimizer_bytes = states.optimizer;
+  s.expert_states_bytes = states.expert;
+  add_fp8_weight_copies(terms, st, s);
+  s.inflight = inflight;
+  const double logits_transient = add_activations(terms, st, s);
+  // Transients of the activation phase: one layer's backward or the loss backward.
+  const double transient = std::max(layer_working_set(terms, st, states, s), logits_transient);
+  add_buffers(terms, transient, optimizer_step_extra(terms, st, states), s);
+  add_fragmentation(terms, s);
+  return s;
+}
+
+/// Peak stage and headroom. Stages that all reach the device under expandable segments: the
+/// fullest allocated one.
+void summarize(const llama::Training& training, MemoryReport& report) {
   double peak = -1.0;
   double peak_allocated = -1.0;
-  for (const llama::StageParams& st : sp) {
-    StageMemory s;
-    s.stage = st.stage;
-    s.layers = st.layers;
-    s.fragmentation_fraction = frag;
-    double phi = static_cast<double>(st.params);
-    double fsdp_layer_transient = 0.0;   // FSDP2 all-gather / reduce-scatter buffers of a block
-    std::optional<double> fsdp_step_temporary;  // FSDP2's optimizer temporary
-    if (fujii && st.stage == 0) {
-      // Final-code variant (§2.2): ((P_layers - h)/p + h V)/t, plus the head when p = 1.
-      const double p_layers =
-          static_cast<double>(model.layers) * static_cast<double>(llama::params_per_layer(model)) + h;
-      phi = ((p_layers - h) / p + h * vocab) / t;
-      if (!model.tied_embeddings && p == 1) phi += h * vocab / t + h;
-    }
-
-    // Routed-expert weights on this GPU: their optimizer states (and gradients / weights
-    // under ZeRO-2/3) are sharded over the expert data-parallel group edp = tp*cp*dp/(ep*etp),
-    // the rest over dp x cp (Megatron-Core distributed optimizer: one buffer per group,
-    // `param_and_grad_buffer` with the expert-data-parallel group for expert parameters).
-    const double phi_e = static_cast<double>(st.expert_params);
-    const double phi_d = phi - phi_e;
-    s.moe_layers = st.moe_layers;
-    // MTP modules on this stage whose layer has experts (as the model's last layer).
-    const int mtp_moe =
-        moe_model && llama::is_moe_layer(model, model.layers - 1) ? st.mtp_layers : 0;
-
-    // Model states (§3; ZeRO stages 2/3 idealised over N = d c).
-    switch (std::clamp(training.zero_stage, 0, 3)) {
-      case 0:
-        s.params_bytes = phi * sb.w;
-        s.grads_bytes = phi * sb.g;
-        s.optimizer_bytes = phi * sb.o;
-        s.expert_states_bytes = phi_e * (sb.w + sb.g + sb.o);
-        break;
-      case 1:
-        s.params_bytes = phi * sb.w;
-        s.grads_bytes = phi * sb.g;
-        s.optimizer_bytes = phi_d * sb.o / shard + phi_e * sb.o / edp;
-        s.expert_states_bytes = phi_e * (sb.w + sb.g + sb.o / edp);
-        break;
-      case 2:
-        s.params_bytes = phi * sb.w;
-        s.grads_bytes = phi_d * sb.g / shard + phi_e * sb.g / edp +
-                        (fujii ? 0.0 : unsharded_gradient_share(layout, m) * phi * sb.g);
-        s.optimizer_bytes = phi_d * sb.o / shard + phi_e * sb.o / edp;
-        s.expert_states_bytes = phi_e * (sb.w + (sb.g + sb.o) / edp);
-        break;
-      default: {
-        if (training.framework == llama::Framework::fsdp && !fujii) {
-          const detail::Fsdp2States f = detail::fsdp2_states(model, training, layout, st);
-          s.params_bytes = f.sharded_params + f.resident_unsharded;
-          s.grads_bytes = f.sharded_grads + f.accumulated_grads;
-          s.optimizer_bytes = f.optimizer;
-          fsdp_layer_transient = f.gather_transient + f.reduce_transient;
-          fsdp_step_temporary = f.optimizer_temporary;
-          break;
-        }
-        // ZeRO-3 (DeepSpeed): everything sharded, plus the gathered weights of the layer being
-        // computed and the one prefetched: 2 x P_layer / t in the training dtype [assumed §3].
-        const double gathered =
-            fujii ? 0.0
-                  : 2.0 * static_cast<double>(llama::params_per_layer(model)) / t * sb.w;
-        s.params_bytes = phi_d * sb.w / shard + phi_e * sb.w / edp + gathered;
-        s.grads_bytes = phi_d * sb.g / shard + phi_e * sb.g / edp;
-        s.optimizer_bytes = phi_d * sb.o / shard + phi_e * sb.o / edp;
-        s.expert_states_bytes = phi_e * (sb.w + sb.g + sb.o) / edp;
-        break;
-      }
-    }
-
-    // FP8 weights (TE caches the quantised weights of every linear from the first micro-batch
-    // to the last, `is_first_microbatch` in linear.py): the row-wise copy for the forward GEMM
-    // and the transposed / column-wise copy for dgrad, q + q per linear weight. Under
-    // `fp8_param_gather` the parameter itself is the row-wise FP8 copy: the bf16 weights of the
-    // linears go (2 -> q per parameter) and only the column-wise copy is extra.
-    // torchao's Float8 linears cast the weights every forward and keep no cache.
-    if (training.fp8.enabled() && training.framework != llama::Framework::fsdp) {
-      double linear = linear_per_layer * st.layers;
-      if (moe_model) {
-        // MoE layers (and MTP modules): their own linears, the experts' share included.
-        const double moe_linear = detail::moe_layer_linear_params(model, layout);
-        linear = linear_per_layer * (st.layers - st.moe_layers) +
-                 moe_linear * (st.moe_layers + mtp_moe) +
-                 linear_per_layer * (st.mtp_layers - mtp_moe);
-        s.expert_states_bytes += 2.0 * q8 * phi_e;
-      }
-      if (training.zero_stage >= 3) {
-        // Sharded weights (Megatron-FSDP, `optim_grads_params`): a linear's FP8 copies exist
-        // only while its layer is gathered, the layer computed and the one prefetched. Under
-        // fp8_param_gather the shards are FP8 themselves and are gathered as FP8 (the bf16
-        // linears go, from the shard and from the gathered buffer), and backward adds the
-        // column-wise copy; otherwise both copies are quantised from the gathered bf16 weights.
-        constexpr double kGatheredLayers = 2.0;
-        if (training.fp8.param_gather) {
-          s.params_bytes -= (linear / shard + kGatheredLayers * linear_per_layer) * (sb.w - q8);
-          s.fp8_cache_bytes = kGatheredLayers * linear_per_layer * q8;
-        } else {
-          s.fp8_cache_bytes = kGatheredLayers * linear_per_layer * 2.0 * q8;
-        }
-      } else if (training.fp8.param_gather) {
-        s.params_bytes -= linear * (sb.w - q8);
-        s.fp8_cache_bytes = linear * q8;
-      } else {
-        s.fp8_cache_bytes = 2.0 * linear * q8;
-      }
-    }
-
-    // In-flight micro-batches (§5), or the simulator's count.
-    const std::size_t idx = static_cast<std::size_t>(st.stage);
-    double inflight = idx < options.inflight.size() ? options.inflight[idx]
-                                                     : inflight_micro_batches(layout, m, st.stage);
-    if (fujii) inflight = static_cast<double>(p - st.stage);  // F24-code never discounts by m
-    s.inflight = inflight;
-
-    // Saved activations of the stage's layers (§8).
-    s.layer_activations_bytes = inflight * st.layers * a_layer;
-    if (shaped) {
-      // MoE layers save the router's, the shared and the routed experts' tensors instead of
-      // the dense MLP's; MLA (or a wider explicit head_dim) changes the attention tensors;
-      // MTP modules on the last stage add one layer each (moe_memory.cpp).
-      const int mtp = st.mtp_layers;
-      const double moe_count = st.moe_layers + mtp_moe;
-      s.layer_activations_bytes += inflight * (mtp * a_layer + moe_count * moe_layer.saved_delta +
-                                               (st.layers + mtp) * attention_delta);
-      s.expert_activations_bytes = inflight * moe_count * moe_layer.expert_saved;
-    }
-    if (layout.offload_layers > 0) {
-      const double share = resident_layer_share(layout, st.layers);
-      s.layer_activations_bytes *= share;
-      s.expert_activations_bytes *= share;
-    }
-    // Stage output kept for backward by pipeline engines that do not free it (§5 note).
-    if (!fujii && !hab.frees_stage_output && st.stage < p - 1)
-      s.layer_activations_bytes += inflight * 2.0 * g.s * g.b * h / g.nd;
-
-    // Embedding input (§6).
-    if (st.has_embedding) {
-      if (fujii) {
-        // F24-code: 8 s' b h p / t (int64 ids times h, §6 discrepancy).
-        s.embedding_bytes = 8.0 * g.s * g.b * h * p / t;
-      } else {
-        // int64 token ids (and labels on the last stage) of the in-flight micro-batches.
-        s.embedding_bytes = inflight * 8.0 * g.s * g.b;
-      }
-    }
-
-    // Logits of the last stage (§6).
-    double logits_transient = 0.0;
-    if (st.has_head) {
-      if (fujii) {
-        if (p == 1) s.logits_bytes = 4.0 * g.s * g.b * (h + vocab) / t;
-      } else {
-        const double live = logits_all_live ? static_cast<double>(m) : 1.0;
-        if (llama::loss_on_vocab_shards(training, layout.tp)) {
-          // MLM cross_entropy.py: fp32 softmax of the local shard held until backward, plus
-          // the LM-head input shard; bf16 logits / logit gradient transient.
-          const double saved = (hab.compiled_loss || hab.fused_loss) ? 2.0 : 4.0;  // bf16 logits or fp32 softmax
-          s.logits_bytes = live * (saved * g.s * g.b * vocab / t + 2.0 * g.s * g.b * h / g.nd);
-          logits_transient = 2.0 * g.s * g.b * vocab / t;
-        } else {
-          // Gathered logits: bf16 full-vocabulary logits (2) and the fp32 log-softmax saved
-          // by cross_entropy (4) held; in backward the fp32 NLL gradient (4) and the
-          // log-softmax gradient (4) on top: 14 bytes per token and vocabulary entry at the
-          // peak, on every TP rank [derived from AAS losses/cross_entropy.py + PT autograd].
-          // A fused loss kernel saves the bf16 logits and per-row log-sum-exp only and writes
-          // the bf16 logit gradient in backward (flash-attn `losses/cross_entropy.py`,
-          // `inplace_backward=False`): 2 + 2.
-          const bool bf16_only = hab.compiled_loss || hab.fused_loss;
-          const double held = bf16_only ? 2.0 : hab.frees_logits_before_backward ? 4.0 : 6.0;
-          s.logits_bytes = live * held * g.s * g.b * vocab;
-          logits_transient = (bf16_only ? 2.0 : 8.0) * g.s * g.b * vocab;
-        }
-      }
-    }
-    // MTP modules compute their own logits and loss on the last stage (Megatron-Core
-    // `multi_token_prediction.py`), each holding what the main head holds.
-    if (st.mtp_layers > 0) s.logits_bytes *= 1.0 + st.mtp_layers;
-    s.activations_bytes = s.layer_activations_bytes + s.embedding_bytes + s.logits_bytes;
-
-    // Transients of the activation phase: one layer's backward or the loss backward.
-    double layer_working = transient_layer + fsdp_layer_transient;
-    if (st.moe_layers + mtp_moe > 0) {
-      // A MoE layer's dispatch buffers and expert gradients while it runs; under recompute the
-      // rebuilt layer also holds its MoE tensors.
-      s.dispatch_bytes = moe_layer.transient;
-      const bool rebuilt = layout.recompute == llama::Recompute::full ||
-                           layout.recompute == llama::Recompute::selective_layer;
-      layer_working += moe_layer.transient +
-                       (rebuilt ? std::max(detail::moe_layer_memory(model, training, [&] {
-                                             llama::Layout none = layout;
-                                             none.recompute = llama::Recompute::none;
-                                             return none;
-                                           }()).saved_delta, 0.0)
-                                : 0.0);
-    }
-    double transient = fujii ? 0.0 : std::max(layer_working, logits_transient);
-    // Optimizer phase (activations freed): fp32 gradient partition of DeepSpeed-style ZeRO
-    // and the foreach-Adam temporary of the shard.
-    const double opt_shard = training.zero_stage >= 1 ? shard : 1.0;
-    double step_extra = 0.0;
-    if (fsdp_step_temporary) {
-      step_extra = *fsdp_step_temporary;
-    } else if (!fujii && !hab.fused_adam) {
-      step_extra = 4.0 * phi / opt_shard;                   // fp32 grads of the owned shard
-      if (training.zero_stage >= 1) step_extra += 4.0 * phi / opt_shard;  // Adam temporary
-    }
-    s.optimizer_step_bytes = s.params_bytes + s.fp8_cache_bytes + s.grads_bytes +
-                             s.optimizer_bytes + step_extra + comm_bytes + runtime_bytes;
-    const double act_phase = s.activations_bytes + transient;
-    if (step_extra > act_phase) {
-      transient = step_extra - s.activations_bytes;  // the optimizer phase sets the peak
-    }
-    s.transient_bytes = transient;
-    s.communication_bytes = comm_bytes;
-    s.runtime_bytes = runtime_bytes;
-    s.outside_allocator_bytes = fujii ? 0.0 : kCudaContextBytes + comm_bytes;
-    s.buffers_bytes = transient + comm_bytes + runtime_bytes;
-    s.allocated_bytes = s.params_bytes + s.fp8_cache_bytes + s.grads_bytes + s.optimizer_bytes +
-                        s.activations_bytes + s.buffers_bytes;
-    // Caching allocator (§7): fragmentation of the blocks allocated and freed every
-    // micro-batch (activations and transients).
-    s.fragmentation_bytes = frag * (s.activations_bytes + transient);
-    s.reserved_bytes = s.allocated_bytes + s.fragmentation_bytes;
-    if (training.expandable_segments) {
-      // At the device's limit an allocator with expandable segments unmaps every free page
-      // and retries (c10/cuda/CUDACachingAllocator.cpp `release_blocks` -> `unmap_block`); the
-      // default allocator can free only segments with no live block. Cached holes then cost
-      // cache, not capacity: reserved stops at the device and what must fit is allocated.
-      s.reserved_limit_bytes = report.capacity_bytes;
-      s.reserved_bytes = std::min(s.reserved_bytes, std::max(s.allocated_bytes, report.capacity_bytes));
-      s.fragmentation_bytes = s.reserved_bytes - s.allocated_bytes;
-    }
-
-    // Stages that all reach the device under expandable segments: the fullest allocated one.
-    if (s.reserved_bytes > peak || (s.reserved_bytes == peak && s.allocated_bytes > peak_allocated)) {
+  for (const StageMemory& s : report.stages) {
+    const bool fuller_at_peak = s.reserved_bytes == peak && s.allocated_bytes > peak_allocated;
+    if (s.reserved_bytes > peak || fuller_at_peak) {
       peak = s.reserved_bytes;
       peak_allocated = s.allocated_bytes;
       report.peak_stage = s.stage;
     }
-    report.stages.push_back(s);
   }
   report.peak_bytes = std::max(peak, 0.0);
   report.headroom_bytes = report.capacity_bytes;
@@ -773,6 +880,20 @@ MemoryReport estimate_memory(const llama::Model& model, const hw::Cluster& clust
     report.headroom_bytes = std::min(report.headroom_bytes, report.capacity_bytes - held);
   }
   report.fits = report.peak_bytes <= report.capacity_bytes;
+}
+
+}  // namespace
+
+MemoryReport estimate_memory(const llama::Model& model, const hw::Cluster& cluster,
+                             const llama::Training& training, const llama::Layout& layout,
+                             const MemoryOptions& options) {
+  MemoryReport report;
+  report.capacity_bytes = cluster.gpu.memory_bytes;
+  report.usable_bytes = cluster.gpu.memory_bytes * options.memory_fraction;
+  const LayoutTerms terms = layout_terms(model, cluster, training, layout, options);
+  for (const llama::StageParams& st : llama::stage_params(model, layout, training.seq_len))
+    report.stages.push_back(stage_memory(terms, st, stage_inflight(terms, options, st.stage)));
+  summarize(training, report);
   return report;
 }
 

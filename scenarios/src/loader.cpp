@@ -1053,7 +1053,8 @@ search::SearchSpace load_search(const Doc& doc, const toml::table& table,
                                 const llama::Training& training, const hw::Gpu& gpu) {
   const Section s{doc, "search", table};
   s.check_keys({"tp", "cp", "pp", "mbs", "vp", "recompute", "schedule", "sp", "memory_fraction",
-                "precision", "fp8_recipe", "dp_replicate", "ac_freq", "compile", "ep", "etp"});
+                "precision", "fp8_recipe", "dp_replicate", "ac_freq", "compile", "ep", "etp",
+                "offload_layers", "fp8_param_gather", "grad_dtype"});
   search::SearchSpace space;
   auto ints = [&](std::string_view k, long long hi) {
     return list_of<int>(s, *s.get(k), k,
@@ -1092,6 +1093,19 @@ search::SearchSpace load_search(const Doc& doc, const toml::table& table,
   if (s.get("ac_freq")) space.ac_freq = ints("ac_freq", kMaxLayers);
   if (s.get("ep")) space.ep = ints("ep", kMaxParallel);
   if (s.get("etp")) space.etp = ints("etp", kMaxParallel);
+  if (const auto* n = s.get("offload_layers")) {
+    space.offload_layers = list_of<int>(s, *n, "offload_layers",
+                                        [&](const toml::node& el) { return s.int_value(el, "offload_layers", 0, kMaxLayers); });
+  }
+  if (const auto* n = s.get("fp8_param_gather")) {
+    space.fp8_param_gather = list_of<bool>(s, *n, "fp8_param_gather",
+                                           [&](const toml::node& el) { return s.boolean(el, "fp8_param_gather"); });
+  }
+  if (const auto* n = s.get("grad_dtype")) {
+    space.grad_dtype = list_of<llama::Precision>(s, *n, "grad_dtype", [&](const toml::node& el) {
+      return enum_value(s, el, "grad_dtype", llama::parse_precision, kPrecision);
+    });
+  }
   if (const auto* n = s.get("compile")) {
     space.compile = list_of<bool>(s, *n, "compile", [&](const toml::node& el) { return s.boolean(el, "compile"); });
   }

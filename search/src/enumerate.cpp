@@ -111,6 +111,10 @@ Enumeration enumerate_layouts(const llama::Model& model, long long world,
       }
     }
   };
+  // Offloaded layer counts: the space's, else the base's.
+  const std::vector<int> offloads =
+      space.offload_layers.empty() ? std::vector<int>{base.offload_layers} : space.offload_layers;
+  const std::vector<int> no_offload{0};
   llama::Layout l = base;
   l.dp_shard = 0;  // derived from dp and dp_replicate
   for (const int tp : space.tp) {
@@ -135,7 +139,7 @@ Enumeration enumerate_layouts(const llama::Model& model, long long world,
               // layers to a layout Megatron-Core can offload (no pipeline, no recompute).
               l.recompute_modules = rc == llama::Recompute::selective ? base.recompute_modules
                                                                       : llama::RecomputeModules{};
-              l.offload_layers = pp == 1 && rc == llama::Recompute::none ? base.offload_layers : 0;
+              l.offload_layers = 0;
               // The base's own split at its pp and vp; elsewhere an uneven split where the
               // layers do not divide into pp·vp chunks and the split exists; otherwise the even
               // split is tried and "layers-divide" rejects what does not divide.
@@ -143,7 +147,12 @@ Enumeration enumerate_layouts(const llama::Model& model, long long world,
                                       (base.first_stage_layers > 0 || base.last_stage_layers > 0);
               l.first_stage_layers = base_split ? base.first_stage_layers : split ? split->first_stage_layers : 0;
               l.last_stage_layers = base_split ? base.last_stage_layers : split ? split->last_stage_layers : 0;
-              cell(l, sps);
+              // Offloading where Megatron-Core allows it; elsewhere the cell once, without.
+              const bool can_offload = pp == 1 && rc == llama::Recompute::none;
+              for (const int off : can_offload ? offloads : no_offload) {
+                l.offload_layers = off;
+                cell(l, sps);
+              }
             }
           }
         }

@@ -18,9 +18,14 @@ namespace tetra::search {
 
 bool ranks_before(const RankedLayout& a, const RankedLayout& b) {
   if (a.tokens_per_s != b.tokens_per_s) return a.tokens_per_s > b.tokens_per_s;
+  // At equal speed, fewer offloaded layers: their host copies overlap compute in the step
+  // time, but they still load the host link and the CPU's memory.
+  if (a.layout.offload_layers != b.layout.offload_layers) return a.layout.offload_layers < b.layout.offload_layers;
   if (a.peak_bytes != b.peak_bytes) return a.peak_bytes < b.peak_bytes;
   if (const std::string ka = layout_key(a.layout), kb = layout_key(b.layout); ka != kb) return ka < kb;
   if (a.fp8.recipe != b.fp8.recipe) return a.fp8.recipe < b.fp8.recipe;
+  if (a.fp8.param_gather != b.fp8.param_gather) return a.fp8.param_gather > b.fp8.param_gather;
+  if (a.grad_dtype != b.grad_dtype) return a.grad_dtype < b.grad_dtype;
   return a.compile < b.compile;
 }
 
@@ -38,15 +43,37 @@ std::vector<llama::Training> training_variants(const llama::Training& training,
     if (r == llama::Fp8Recipe::none) t.fp8.param_gather = false;
     by_precision.push_back(t);
   }
-  if (space.compile.empty()) return by_precision;
-  std::vector<llama::Training> out;
-  for (const llama::Training& t : by_precision) {
+  std::vector<llama::Training> by_compile;
+  if (space.compile.empty()) by_compile = by_precision;
+  for (const llama::Training& t : space.compile.empty() ? std::vector<llama::Training>{} : by_precision) {
     for (const bool compile : space.compile) {
       llama::Training c = t;
       c.torch.compile = compile;
       // Async TP needs compile (check_torch_native): it goes with it.
       if (!compile) c.torch.async_tp = false;
-      out.push_back(c);
+      by_compile.push_back(c);
+    }
+  }
+  // FP8 parameter gather on the FP8 variants (a BF16 variant keeps it off, once).
+  std::vector<llama::Training> by_gather;
+  for (const llama::Training& t : by_compile) {
+    if (space.fp8_param_gather.empty() || !t.fp8.enabled()) {
+      by_gather.push_back(t);
+      continue;
+    }
+    for (const bool gather : space.fp8_param_gather) {
+      llama::Training g = t;
+      g.fp8.param_gather = gather;
+      by_gather.push_back(g);
+    }
+  }
+  if (space.grad_dtype.empty()) return by_gather;
+  std::vector<llama::Training> out;
+  for (const llama::Training& t : by_gather) {
+    for (const llama::Precision p : space.grad_dtype) {
+      llama::Training g = t;
+      g.grad_dtype = p;
+      out.push_back(g);
     }
   }
   return out;
@@ -109,6 +136,7 @@ RankedLayout ranked(const llama::Layout& layout, const llama::Training& training
   rl.layout = layout;
   rl.fp8 = training.fp8;
   rl.compile = training.torch.compile;
+  rl.grad_dtype = training.grad_dtype;
   rl.step_time_s = r.step_time_s;
   rl.tokens_per_s = r.tokens_per_s;
   rl.tflops_per_gpu = r.tflops_per_gpu;

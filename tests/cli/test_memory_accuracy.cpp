@@ -97,12 +97,13 @@ const Published kPublished[] = {
     {"scenarios/published-qwen3-30b-a3b-h100.toml", 1, 1, 1, 1, 16, "none"},
     {"scenarios/published-torchtitan-llama3-8b-h100.toml", 1, 1, 1, 2, 1, "selective_op"},
     {"scenarios/published-mpt-7b-a100.toml", 1, 1, 1, 6, 1, "none"},
+    {"scenarios/published-llama3-70b-fp8-gb200-offload.toml", 1, 1, 1, 2, 1, "none"},
 };
 
 }  // namespace
 
 TEST_SUITE("cli") {
-  TEST_CASE("search keeps the layouts of six published runs (neither invalid nor pruned by memory)") {
+  TEST_CASE("search keeps the layouts of seven published runs (neither invalid nor pruned by memory)") {
     for (const Published& p : kPublished) {
       CAPTURE(p.scenario);
       const auto r = tetra::test::run_tetrasim(std::string("search ") + p.scenario + " --json", 300);

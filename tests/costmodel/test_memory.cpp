@@ -5,6 +5,7 @@
 
 #include <cmath>
 
+#include "costmodel/fujii_reference.hpp"
 #include "tetra/costmodel/memory.hpp"
 #include "tetra/hw/presets.hpp"
 #include "tetra/llama/params.hpp"
@@ -101,20 +102,15 @@ llama::Layout simple_layout(int tp, int pp, int dp, int mbs) {
 }  // namespace
 
 TEST_SUITE("costmodel") {
-  TEST_CASE("memory: F24 test vectors reproduced exactly in fujii_compat mode (§10)") {
+  TEST_CASE("memory: F24 test vectors reproduced exactly by the F24-code reference (§10)") {
     const llama::Model m = model("llama3.1-8b");
-    const hw::Cluster c = cluster("dgx-h100");
-    MemoryOptions opt;
-    opt.fujii_compat = true;
     for (const Vector& v : kVectors) {
       CAPTURE(v.tp);
       CAPTURE(v.cp);
       CAPTURE(v.pp);
       CAPTURE(v.mbs);
       const llama::Layout l = vector_layout(v);
-      const MemoryReport r = estimate_memory(m, c, vector_training(v, l), l, opt);
-      REQUIRE(!r.stages.empty());
-      const auto& s0 = r.stages.front();
+      const costmodel::StageMemory s0 = test::fujii_first_stage(m, vector_training(v, l), l);
       // e.g. (2,1,1,1): Phi = ((6,979,588,096 - 4096) + 525,336,576)/2 + 525,336,576/2 + 4096
       //   = 4,015,132,672; bytes/param 2 + 4 + 12/2 = 12 -> 48,181,592,064 B = 44.8726 GiB.
       CHECK(states(s0) / kGiB == approx(v.states_gib).epsilon(1e-12));
@@ -130,8 +126,6 @@ TEST_SUITE("costmodel") {
             "explained term by term (§10, §4.1, §6)") {
     const llama::Model m = model("llama3.1-8b");
     const hw::Cluster c = cluster("dgx-h100");
-    MemoryOptions f24;
-    f24.fujii_compat = true;
     for (const Vector& v : kVectors) {
       CAPTURE(v.tp);
       CAPTURE(v.cp);
@@ -139,7 +133,7 @@ TEST_SUITE("costmodel") {
       const llama::Layout l = vector_layout(v);
       const llama::Training t = vector_training(v, l);
       const auto phys = estimate_memory(m, c, t, l).stages.front();
-      const auto ref = estimate_memory(m, c, t, l, f24).stages.front();
+      const auto ref = test::fujii_first_stage(m, t, l);
       // Explicit per-stage form (norm weights replicated over TP) vs the final-code variant:
       // e.g. 44.87407 vs 44.87260 GiB for (2,1,1,1), 0.003 %.
       CHECK(std::abs(states(phys) / states(ref) - 1.0) < 0.005);

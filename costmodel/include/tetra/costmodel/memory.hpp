@@ -73,7 +73,7 @@ struct MemoryReport {
 
 /// Options that do not belong to the scenario's value types.
 struct MemoryOptions {
-  double memory_fraction = 0.8;  ///< usable share of capacity reported as usable_bytes
+  double memory_fraction = 1.0;  ///< usable share of capacity reported as usable_bytes
   /// In-flight micro-batches per pipeline rank as the simulator's timeline found them
   /// (units: stage micro-batches, fractional for interleaved chunks). Empty: use the
   /// schedule's warm-up rule (reference/memory.md section 5).
@@ -84,10 +84,6 @@ struct MemoryOptions {
   /// 0 where they do not. Fitted over the whole Hagemann et al. file and checked on
   /// Fujii et al.'s out-of-memory cells (docs/memory.md).
   double fragmentation = 0.25;
-  /// Reproduce F24-code's estimator (reference/memory.md section 10) bit for bit on the
-  /// first stage: norm weights divided by t, the final-code parameter variant of section 2.2,
-  /// A_embed_in = 8 s' b h p / t, the p = 1 head term, and no buffers or fragmentation.
-  bool fujii_compat = false;
 };
 
 /// Per-stage memory of the layout. Precondition: the layout was validated.

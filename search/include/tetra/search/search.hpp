@@ -45,6 +45,7 @@ struct RankedLayout {
   llama::Layout layout;
   llama::Fp8Training fp8;          ///< the precision it was simulated in (SearchSpace::precision)
   bool compile = false;            ///< torch.compile on (SearchSpace::compile)
+  llama::Precision grad_dtype = llama::Precision::fp32;  ///< SearchSpace::grad_dtype
   double step_time_s = 0;
   double tokens_per_s = 0;
   double tflops_per_gpu = 0;

@@ -31,7 +31,16 @@ struct SearchSpace {
   std::vector<int> etp{1};
   /// torch.compile on / off (framework fsdp). Empty: the scenario's [training] compile only.
   std::vector<bool> compile;
-  double memory_fraction = 0.8;        ///< usable share of GPU memory for pruning
+  /// Memory knobs a recipe turns (empty: the scenario's own setting only). Activation
+  /// offloading (Layout::offload_layers) is tried where Megatron-Core allows it: pp = 1, no
+  /// recompute. FP8 parameter gather is tried on the FP8 precisions; gradient dtypes on all.
+  std::vector<int> offload_layers;
+  std::vector<bool> fp8_param_gather;
+  std::vector<llama::Precision> grad_dtype;
+  /// Usable share of GPU memory for pruning. 1: the estimate already carries the allocator's
+  /// reserve and the runtime buffers, which Fujii et al.'s 80 % rule stands in for in an
+  /// estimator without them (docs/memory.md).
+  double memory_fraction = 1.0;
   /// Precisions to try: `none` = the training precision (bf16), a recipe = FP8 linears under
   /// it. Empty: the scenario's [training] precision only.
   std::vector<llama::Fp8Recipe> precision;

@@ -44,7 +44,7 @@ struct SimInput {
 
 struct SimOptions {
   bool record_trace = false;      ///< keep what chrome_trace() needs
-  double memory_fraction = 0.8;   ///< reported usable share of memory (SPEC [search])
+  double memory_fraction = 1.0;   ///< reported usable share of memory ([search])
   /// Priced layer tables shared between runs of one (model, training, cluster, cost
   /// parameters), e.g. by a search (layer_cache.hpp); null: priced afresh. Not used when
   /// recording a trace.
