@@ -337,8 +337,10 @@ double resident_layer_share(const llama::Layout& l, int stage_layers) {
 /// `insert_events` / `process_events`): while the compute stream runs ahead, it takes fresh
 /// blocks, and the ones it could not reuse stay reserved. That touches the per-micro-batch
 /// blocks only where activations pass through NCCL: TP / SP and CP collectives, pipeline
-/// sends, expert all-to-alls. Pure data parallelism (DDP, FSDP) communicates gradients and
-/// weights from long-lived or rate-limited buffers, never the activations. Under
+/// sends, expert all-to-alls; and in a DeepSpeed-style trainer, which flattens the gradients
+/// into fresh tensors for every step's all-reduce (Aleph-Alpha/scaling `allreduce.py`, the
+/// `grad_flatten_cast` of the optimizer ops). Megatron-Core DDP and FSDP communicate gradients
+/// and weights from long-lived or rate-limited buffers, never the activations. Under
 /// TORCH_NCCL_AVOID_RECORD_STREAMS=1 the tensors stay alive until the collective ends instead
 /// and the allocator reuses their blocks at once. Where neither applies, what is left is the
 /// allocator's rounding (at most 2 MiB a segment), counted as nothing. Expandable segments map
@@ -348,7 +350,8 @@ double resident_layer_share(const llama::Layout& l, int stage_layers) {
 double fragmentation_share(const llama::Training& tr, const llama::Layout& l,
                            const MemoryOptions& o) noexcept {
   const bool activations_on_nccl = l.tp > 1 || l.cp > 1 || l.pp > 1 || l.ep > 1;
-  const bool records = activations_on_nccl && !tr.avoid_record_streams;
+  const bool flattened_grads_on_nccl = tr.framework == llama::Framework::deepspeed && l.dp > 1;
+  const bool records = (activations_on_nccl || flattened_grads_on_nccl) && !tr.avoid_record_streams;
   return records || tr.expandable_segments ? o.fragmentation : 0.0;
 }
 
