@@ -65,6 +65,8 @@ int run_memory(const MemoryArgs& args) {
       st["inflight_micro_batches"] = s.inflight;
       st["allocated_gib"] = gib3(s.allocated_bytes);
       st["reserved_gib"] = gib3(s.reserved_bytes);
+      // torch.cuda.max_memory_reserved's view: the cache it would release at the limit too.
+      st["torch_reserved_gib"] = gib3(s.torch_reserved_bytes - s.outside_allocator_bytes);
       st["total_gib"] = gib3(s.reserved_bytes);
       if (moe) {
         st["moe_layers"] = s.moe_layers;

@@ -20,7 +20,7 @@ Prediction predict_memory(const scenarios::MeasurementRow& row) {
   double torch_reserved = 0;
   for (const auto& s : rep.stages) {
     allocated = std::max(allocated, s.allocated_bytes - s.outside_allocator_bytes);
-    torch_reserved = std::max(torch_reserved, s.reserved_bytes - s.outside_allocator_bytes);
+    torch_reserved = std::max(torch_reserved, s.torch_reserved_bytes - s.outside_allocator_bytes);
   }
   switch (row.metric) {
     case scenarios::Metric::outcome:

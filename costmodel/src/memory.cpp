@@ -342,17 +342,16 @@ double resident_layer_share(const llama::Layout& l, int stage_layers) {
 /// `grad_flatten_cast` of the optimizer ops). Megatron-Core DDP and FSDP communicate gradients
 /// and weights from long-lived or rate-limited buffers, never the activations. Under
 /// TORCH_NCCL_AVOID_RECORD_STREAMS=1 the tensors stay alive until the collective ends instead
-/// and the allocator reuses their blocks at once. Where neither applies, what is left is the
-/// allocator's rounding (at most 2 MiB a segment), counted as nothing. Expandable segments map
-/// pages at 20 MiB a stream and keep them until the device is full: the holes between live
-/// blocks stay mapped and show in torch.cuda.max_memory_reserved, but at the limit they are
-/// unmapped (costmodel::StageMemory::reserved_limit_bytes), so there the share is cache only.
+/// and the allocator reuses their blocks at once. Where neither applies, the blocks the
+/// allocator has cached beyond what is allocated are whole free segments, which it releases
+/// and retries with at the device's limit (`release_cached_blocks`): they show in
+/// torch.cuda.max_memory_reserved (StageMemory::torch_reserved_bytes) but cost no capacity.
 double fragmentation_share(const llama::Training& tr, const llama::Layout& l,
                            const MemoryOptions& o) noexcept {
   const bool activations_on_nccl = l.tp > 1 || l.cp > 1 || l.pp > 1 || l.ep > 1;
   const bool flattened_grads_on_nccl = tr.framework == llama::Framework::deepspeed && l.dp > 1;
   const bool records = (activations_on_nccl || flattened_grads_on_nccl) && !tr.avoid_record_streams;
-  return records || tr.expandable_segments ? o.fragmentation : 0.0;
+  return records ? o.fragmentation : 0.0;
 }
 
 }  // namespace
@@ -475,7 +474,8 @@ struct LayoutTerms {
   double attention_delta = 0;     ///< MLA / explicit head_dim saved bytes per layer
   double communication_bytes = 0;
   double runtime_bytes = 0;
-  double fragmentation = 0;       ///< allocator share of the per-micro-batch blocks
+  double fragmentation = 0;       ///< allocator share of the per-micro-batch blocks it keeps
+  double cache_share = 0;         ///< share it has cached, released or not (MemoryOptions)
   double capacity_bytes = 0;
 };
 
@@ -542,6 +542,7 @@ LayoutTerms layout_terms(const llama::Model& model, const hw::Cluster& cluster,
       .communication_bytes = communicator_count(model, layout) * kNcclCommunicatorBytes,
       .runtime_bytes = kCudaContextBytes + cublas_workspace_bytes(cluster.gpu.compute_capability),
       .fragmentation = fragmentation_share(training, layout, options),
+      .cache_share = options.fragmentation,
       .capacity_bytes = cluster.gpu.memory_bytes,
   };
 }
@@ -839,6 +840,10 @@ void add_fragmentation(const LayoutTerms& terms, StageMemory& s) {
     s.reserved_bytes = std::min(s.reserved_bytes, std::max(s.allocated_bytes, capacity));
     s.fragmentation_bytes = s.reserved_bytes - s.allocated_bytes;
   }
+  // What the allocator reports: its cache of the same blocks, released ones included, never
+  // above the device once what it must hold fits (PyTorch frees cached segments and retries).
+  const double cached = s.allocated_bytes + terms.cache_share * (s.activations_bytes + s.transient_bytes);
+  s.torch_reserved_bytes = std::max(s.reserved_bytes, std::min(cached, std::max(s.reserved_bytes, terms.capacity_bytes)));
 }
 
 /// One pipeline rank: the terms above, in order.

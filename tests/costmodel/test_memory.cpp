@@ -714,9 +714,14 @@ TEST_SUITE("costmodel") {
     // TORCH_NCCL_AVOID_RECORD_STREAMS=1; the caching allocator then holds their blocks until the
     // collective's event completes. Data parallelism alone never communicates activations.
     DataParallel8b g;
+    g.l.recompute = llama::Recompute::full;  // a layout that fits, so the cache is not cut
     const auto dp = estimate_memory(g.m, g.c, g.t, g.l).stages[0];
+    REQUIRE(dp.allocated_bytes < g.c.gpu.memory_bytes);
     CHECK(dp.fragmentation_bytes == 0.0);
     CHECK(dp.reserved_bytes == approx(dp.allocated_bytes));
+    // The allocator still caches those blocks and reports them as reserved; at the device's
+    // limit it frees the whole free segments and retries (`release_cached_blocks`).
+    CHECK(dp.torch_reserved_bytes == approx(dp.allocated_bytes + 0.25 * (dp.activations_bytes + dp.transient_bytes)));
     g.l.tp = 2;
     g.l.dp = 4;
     g.l.sp = true;

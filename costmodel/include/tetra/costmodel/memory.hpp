@@ -25,6 +25,10 @@ struct StageMemory {
   double inflight = 0;           ///< micro-batches (of the whole stage) whose activations are held
   double allocated_bytes = 0;    ///< sum of the above (what torch.cuda.max_memory_allocated sees)
   double reserved_bytes = 0;     ///< allocated plus allocator fragmentation (what decides OOM)
+  /// What torch.cuda.max_memory_reserved reports (plus the bytes outside the allocator): the
+  /// allocator's cache of the per-micro-batch blocks, including free segments it would release
+  /// at the device's limit; at least reserved_bytes.
+  double torch_reserved_bytes = 0;
 
   // Parts of the totals above, for breakdowns and for a simulator that tracks activations
   // itself (see static_bytes()).
