@@ -569,25 +569,29 @@ TEST_SUITE("costmodel") {
 
   /// Llama 3's 405B grid on 16,384 H100 (arXiv 2407.21783 Table 4, §3.3.2): TP 8, PP 16 with
   /// 7 / 8 ... 8 / 7 layers, VP 8, DP 128, sequence 8192, 16 micro-batches of one sequence.
-  struct Llama3Grid {
-    llama::Model m = model("llama3.1-405b");
-    hw::Cluster c = cluster("dgx-h100");
+  /// A model on a cluster with its training and layout.
+  struct Setting {
+    llama::Model m;
+    hw::Cluster c;
     llama::Training t;
     llama::Layout l;
-    Llama3Grid() {
-      t.seq_len = 8192;
-      t.global_batch = 2048;
-      t.grad_dtype = llama::Precision::fp32;
-      l.tp = 8;
-      l.pp = 16;
-      l.vp = 8;
-      l.dp = 128;
-      l.sp = true;
-      l.schedule = llama::Schedule::interleaved;
-      l.first_stage_layers = 7;
-      l.last_stage_layers = 7;
-    }
   };
+
+  Setting llama3_grid() {
+    Setting g{model("llama3.1-405b"), cluster("dgx-h100"), {}, {}};
+    g.t.seq_len = 8192;
+    g.t.global_batch = 2048;
+    g.t.grad_dtype = llama::Precision::fp32;
+    g.l.tp = 8;
+    g.l.pp = 16;
+    g.l.vp = 8;
+    g.l.dp = 128;
+    g.l.sp = true;
+    g.l.schedule = llama::Schedule::interleaved;
+    g.l.first_stage_layers = 7;
+    g.l.last_stage_layers = 7;
+    return g;
+  }
 
   TEST_CASE("memory: ZeRO-2 under an interleaved round holds two chunks' gradients unsharded") {
     // Stage 1 holds 8 layers: per layer the linears q, o (h^2 each), k, v (h * 8 * 128 each)
@@ -595,7 +599,7 @@ TEST_SUITE("costmodel") {
     // phi = 8 * (2,281,701,376 + 2,617,245,696) / 8 + 8 * 2 * 16,384 = 3,187,933,184.
     // fp32 gradients: the shard 4 phi / 128 and, as 16 micro-batches = PP make one round, the
     // chunk in backward and the one reduce-scattering: 4 phi * 2 / 8 -> 3.0618 GiB in all.
-    Llama3Grid g;
+    Setting g = llama3_grid();
     const double phi = 3187933184.0;
     g.t.zero_stage = 1;
     CHECK(estimate_memory(g.m, g.c, g.t, g.l).stages[1].grads_bytes == approx(4.0 * phi));
@@ -619,7 +623,7 @@ TEST_SUITE("costmodel") {
     // c10/cuda/CUDACachingAllocator.cpp release_blocks: at the limit the default allocator frees
     // only segments with no live block, an expandable one unmaps every free page. Reserved is
     // allocated + 0.25 (activations + transients) while it fits and stops at the device.
-    Llama3Grid g;
+    Setting g = llama3_grid();
     g.t.zero_stage = 2;
     const auto plain = estimate_memory(g.m, g.c, g.t, g.l);
     const auto& p1 = plain.stages[1];
@@ -649,24 +653,20 @@ TEST_SUITE("costmodel") {
 
   /// Llama-3.1-8B on 8 GPUs at seq 8192, data parallel only: the setting of the memory knobs
   /// below.
-  struct DataParallel8b {
-    llama::Model m = model("llama3.1-8b");
-    hw::Cluster c = cluster("dgx-h100");
-    llama::Training t;
-    llama::Layout l;
-    DataParallel8b() {
-      t.seq_len = 8192;
-      t.global_batch = 8;
-      l.dp = 8;
-    }
-  };
+  Setting data_parallel_8b() {
+    Setting g{model("llama3.1-8b"), cluster("dgx-h100"), {}, {}};
+    g.t.seq_len = 8192;
+    g.t.global_batch = 8;
+    g.l.dp = 8;
+    return g;
+  }
 
   TEST_CASE("memory: offloaded layers leave the GPU but one in flight (Megatron-Core cpu_offloading)") {
     // Transformer Engine `cpu_offload.py` (AsyncDoubleBufferGroupOffloadHandler): the saved
     // tensors of the first N layers go to the host; the last L - N stay, and one offloaded
     // layer is on the device besides them. 32 layers, 20 offloaded: 13 / 32 of the layers'
     // activations stay.
-    DataParallel8b g;
+    Setting g = data_parallel_8b();
     const auto all = estimate_memory(g.m, g.c, g.t, g.l).stages[0];
     g.l.offload_layers = 20;
     const auto off = estimate_memory(g.m, g.c, g.t, g.l).stages[0];
@@ -683,7 +683,7 @@ TEST_SUITE("costmodel") {
     // Megatron-Core precision-aware optimizer (`optimizer_config.py` exp_avg_dtype,
     // exp_avg_sq_dtype): fp32 master (4) + two bf16 moments (2 + 2) = 8 B/param instead of 12,
     // sharded over DP 8 by the distributed optimizer.
-    DataParallel8b g;
+    Setting g = data_parallel_8b();
     const auto fp32 = estimate_memory(g.m, g.c, g.t, g.l).stages[0];
     g.t.adam_moments_dtype = llama::Precision::bf16;
     const auto bf16 = estimate_memory(g.m, g.c, g.t, g.l).stages[0];
@@ -697,7 +697,7 @@ TEST_SUITE("costmodel") {
     // per-row log-sum-exp; backward allocates the bf16 logit gradient. PyTorch FSDP without
     // vocabulary sharding, s = 8192, b = 1, V = 128,256: held 2 s V = 2,101,346,304 B
     // (1.957 GiB), the backward's transient the same again.
-    DataParallel8b g;
+    Setting g = data_parallel_8b();
     g.t.framework = llama::Framework::fsdp;
     g.t.zero_stage = 3;
     g.t.fused_cross_entropy = true;
@@ -713,7 +713,7 @@ TEST_SUITE("costmodel") {
     // c10d ProcessGroupNCCL records the NCCL stream on every collective's tensors unless
     // TORCH_NCCL_AVOID_RECORD_STREAMS=1; the caching allocator then holds their blocks until the
     // collective's event completes. Data parallelism alone never communicates activations.
-    DataParallel8b g;
+    Setting g = data_parallel_8b();
     g.l.recompute = llama::Recompute::full;  // a layout that fits, so the cache is not cut
     const auto dp = estimate_memory(g.m, g.c, g.t, g.l).stages[0];
     REQUIRE(dp.allocated_bytes < g.c.gpu.memory_bytes);
@@ -737,7 +737,7 @@ TEST_SUITE("costmodel") {
     // FP8 a layer at a time (the one computed and the one prefetched) and backward adds the
     // column-wise copy of each. Llama-3.1-8B linears per layer: attention 4096 x 10,240 and MLP
     // 3 x 4096 x 14,336 = 218,103,808; current scaling 1 B each: 2 x 218,103,808 B = 0.40625 GiB.
-    DataParallel8b g;
+    Setting g = data_parallel_8b();
     g.t.zero_stage = 3;
     g.t.fp8.recipe = llama::Fp8Recipe::current;
     g.t.fp8.param_gather = true;
