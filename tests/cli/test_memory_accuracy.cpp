@@ -129,7 +129,7 @@ TEST_SUITE("cli") {
   TEST_CASE("bands: published runs the memory model calls out of memory, per file") {
     // Every step-time row of these files was measured, so the run fitted. The ceilings are
     // this build's counts (tetrasim bands data/validation/*.csv): llm-foundry, Megatron-Bridge
-    // dense and torchtitan none; Fujii 2 of 168, Hagemann 6 of 401, Megatron-Bridge MoE 6 of 138.
+    // dense and torchtitan none; Fujii 2 of 168, Hagemann 6 of 401, Megatron-Bridge MoE 4 of 138.
     const auto r = tetra::test::run_tetrasim(
         "bands data/validation/fujii_llama31_8b.csv data/validation/hagemann2023.csv "
         "data/validation/llm_foundry.csv data/validation/megatron_bridge.csv "
@@ -147,7 +147,7 @@ TEST_SUITE("cli") {
     CHECK(oom["data/validation/torchtitan.csv"] == 0);
     CHECK(oom["data/validation/fujii_llama31_8b.csv"] <= 2);
     CHECK(oom["data/validation/hagemann2023.csv"] <= 6);
-    CHECK(oom["data/validation/megatron_bridge_moe.csv"] <= 6);
+    CHECK(oom["data/validation/megatron_bridge_moe.csv"] <= 4);
   }
 
   TEST_CASE("memory: offloading with a framework that has none is one line naming file, line and key") {

@@ -232,17 +232,25 @@ TEST_SUITE("scenarios") {
     }
     CHECK(hybridep == 87);
     CHECK(deepep == 3);
-    // Two Qwen3-30B H100 rows print the previous release's layout; their cells are the layout
-    // of the release's config, as their notes cite.
+    // Two Qwen3-30B H100 rows print the previous release's layout, and two 25.11 gpt-oss rows a
+    // micro-batch or an EP size their config does not have; their cells are the layout of the
+    // release's config, as their notes cite.
+    int from_config = 0;
     for (const auto& r : rows) {
       if (r.columns.at("note").find("LAYOUT FROM THE CONFIG") == std::string::npos) continue;
       CAPTURE(r.id);
+      ++from_config;
       if (r.id == "mbr-25.11-q3-30b-h100-16-fp8cs") {
         CHECK((r.layout.pp == 2 && r.layout.vp == 12 && r.layout.mbs == 1 && r.layout.ep == 8));
+      } else if (r.id == "mbr-25.11-gptoss-120b-h100-64-bf16") {
+        CHECK((r.layout.pp == 4 && r.layout.mbs == 1 && r.layout.ep == 8));
+      } else if (r.id == "mbr-25.11-gptoss-120b-b200-64-bf16") {
+        CHECK((r.layout.pp == 1 && r.layout.mbs == 4 && r.layout.ep == 64));
       } else {
         CHECK(r.id == "mbr-26.02.01-q3-30b-h100-16-fp8cs");
         CHECK((r.layout.pp == 1 && r.layout.vp == 1 && r.layout.mbs == 1 && r.layout.ep == 16));
       }
     }
+    CHECK(from_config == 4);
   }
 }
