@@ -542,7 +542,7 @@ LayoutTerms layout_terms(const llama::Model& model, const hw::Cluster& cluster,
       .communication_bytes = communicator_count(model, layout) * kNcclCommunicatorBytes,
       .runtime_bytes = kCudaContextBytes + cublas_workspace_bytes(cluster.gpu.compute_capability),
       .fragmentation = fragmentation_share(training, layout, options),
-      .cache_share = options.fragmentation,
+      .cache_share = std::max(options.cached_share, fragmentation_share(training, layout, options)),
       .capacity_bytes = cluster.gpu.memory_bytes,
   };
 }

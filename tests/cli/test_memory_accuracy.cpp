@@ -38,7 +38,7 @@ std::string read_all(const fs::path& p) {
 }  // namespace
 
 TEST_SUITE("cli") {
-  TEST_CASE("validate hagemann2023.csv: fit/OOM accuracy >= 95 %") {
+  TEST_CASE("validate hagemann2023.csv: fit/OOM accuracy >= 96 %") {
     const fs::path csv = fs::path(TETRA_SOURCE_DIR) / "data" / "validation" / "hagemann2023.csv";
     REQUIRE_MESSAGE(fs::exists(csv), "missing " << csv.string());
     const fs::path dir = fs::path(TETRA_BINARY_DIR) / "tests" / "cli_scratch";
@@ -77,7 +77,7 @@ TEST_SUITE("cli") {
     CHECK(fit_fit + fit_oom + oom_fit + oom_oom == n);
     const double accuracy = o["accuracy"].get<double>();
     CHECK(accuracy == approx(static_cast<double>(fit_fit + oom_oom) / n));
-    CHECK(accuracy >= 0.95);
+    CHECK(accuracy >= 0.96);
   }
 }
 
@@ -129,7 +129,7 @@ TEST_SUITE("cli") {
   TEST_CASE("bands: published runs the memory model calls out of memory, per file") {
     // Every step-time row of these files was measured, so the run fitted. The ceilings are
     // this build's counts (tetrasim bands data/validation/*.csv): llm-foundry, Megatron-Bridge
-    // dense and torchtitan none; Fujii 2 of 168, Hagemann 6 of 401, Megatron-Bridge MoE 4 of 138.
+    // dense and torchtitan none; Fujii 2 of 168, Hagemann 12 of 401, Megatron-Bridge MoE 4 of 138.
     const auto r = tetra::test::run_tetrasim(
         "bands data/validation/fujii_llama31_8b.csv data/validation/hagemann2023.csv "
         "data/validation/llm_foundry.csv data/validation/megatron_bridge.csv "
@@ -146,8 +146,27 @@ TEST_SUITE("cli") {
     CHECK(oom["data/validation/megatron_bridge.csv"] == 0);
     CHECK(oom["data/validation/torchtitan.csv"] == 0);
     CHECK(oom["data/validation/fujii_llama31_8b.csv"] <= 2);
-    CHECK(oom["data/validation/hagemann2023.csv"] <= 6);
+    CHECK(oom["data/validation/hagemann2023.csv"] <= 12);
     CHECK(oom["data/validation/megatron_bridge_moe.csv"] <= 4);
+  }
+
+  TEST_CASE("validate fujii_llama31_8b.csv: completed runs fit, out-of-memory cells are caught") {
+    // The second source of the fragmentation share: Fujii et al.'s Megatron-LM sweep, 168
+    // completed runs and 124 "-" cells (out of memory or not run). This build: 166 / 168 and
+    // 102 / 124.
+    const auto r = tetra::test::run_tetrasim("validate data/validation/fujii_llama31_8b.csv --json", 300);
+    CAPTURE(r.err);
+    REQUIRE(r.code == 0);
+    const auto j = nlohmann::json::parse(r.out);
+    const auto& cm = j["outcome"]["confusion"];
+    const int fit_fit = cm["fit_fit"].get<int>();
+    const int fit_oom = cm["fit_oom"].get<int>();
+    const int oom_fit = cm["oom_fit"].get<int>();
+    const int oom_oom = cm["oom_oom"].get<int>();
+    CHECK(fit_fit + fit_oom == 168);
+    CHECK(oom_fit + oom_oom == 124);
+    CHECK(fit_fit >= 0.97 * 168);
+    CHECK(oom_oom >= 0.82 * 124);
   }
 
   TEST_CASE("memory: offloading with a framework that has none is one line naming file, line and key") {

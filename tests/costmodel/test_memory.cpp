@@ -622,13 +622,13 @@ TEST_SUITE("costmodel") {
   TEST_CASE("memory: with expandable segments fragmentation costs cache, not capacity") {
     // c10/cuda/CUDACachingAllocator.cpp release_blocks: at the limit the default allocator frees
     // only segments with no live block, an expandable one unmaps every free page. Reserved is
-    // allocated + 0.25 (activations + transients) while it fits and stops at the device.
+    // allocated + 0.31 (activations + transients) while it fits and stops at the device.
     Setting g = llama3_grid();
     g.t.zero_stage = 2;
     const auto plain = estimate_memory(g.m, g.c, g.t, g.l);
     const auto& p1 = plain.stages[1];
     CHECK(p1.reserved_bytes ==
-          approx(p1.allocated_bytes + 0.25 * (p1.activations_bytes + p1.transient_bytes)));
+          approx(p1.allocated_bytes + 0.31 * (p1.activations_bytes + p1.transient_bytes)));
     CHECK_FALSE(plain.fits);
     g.t.expandable_segments = true;
     const auto exp = estimate_memory(g.m, g.c, g.t, g.l);
@@ -648,7 +648,7 @@ TEST_SUITE("costmodel") {
     g.l.recompute = llama::Recompute::full;
     const auto full = estimate_memory(g.m, g.c, g.t, g.l).stages[1];
     CHECK(full.fragmentation_bytes ==
-          approx(0.25 * (full.activations_bytes + full.transient_bytes)));
+          approx(0.31 * (full.activations_bytes + full.transient_bytes)));
   }
 
   /// Llama-3.1-8B on 8 GPUs at seq 8192, data parallel only: the setting of the memory knobs
@@ -726,7 +726,7 @@ TEST_SUITE("costmodel") {
     g.l.dp = 4;
     g.l.sp = true;
     const auto tp = estimate_memory(g.m, g.c, g.t, g.l).stages[0];
-    CHECK(tp.fragmentation_bytes == approx(0.25 * (tp.activations_bytes + tp.transient_bytes)));
+    CHECK(tp.fragmentation_bytes == approx(0.31 * (tp.activations_bytes + tp.transient_bytes)));
     g.t.avoid_record_streams = true;
     const auto avoided = estimate_memory(g.m, g.c, g.t, g.l).stages[0];
     CHECK(avoided.fragmentation_bytes == 0.0);
