@@ -320,12 +320,9 @@ double unsharded_gradient_share(const llama::Layout& l, int micro_batches) {
 /// L - N layers stay, and one offloaded layer is on the device at a time besides them (its
 /// copy in flight). The peak is at the start of backward, before any reload.
 double resident_layer_share(const llama::Layout& l, int stage_layers) {
-  const int v = std::max(l.vp, 1);
-  const double chunk = static_cast<double>(stage_layers) / v;
-  if (chunk <= 0) return 1.0;
-  const double offloaded = std::min(static_cast<double>(l.offload_layers), std::max(chunk - 1.0, 0.0));
-  if (offloaded <= 0) return 1.0;
-  return std::min(1.0, (chunk - offloaded + 1.0) / chunk);
+  const double chunk = static_cast<double>(stage_layers) / std::max(l.vp, 1);
+  const double offloaded = std::min(static_cast<double>(l.offload_layers), chunk - 1.0);
+  return offloaded >= 1.0 ? (chunk - offloaded + 1.0) / chunk : 1.0;
 }
 
 /// Share of the per-micro-batch blocks (activations and transients) that the caching allocator
@@ -520,6 +517,7 @@ LayoutTerms layout_terms(const llama::Model& model, const hw::Cluster& cluster,
   const Geometry g = geometry(model, training, layout);
   const double shard = static_cast<double>(std::max(layout.dp, 1)) * std::max(layout.cp, 1);
   const double layer_params = static_cast<double>(llama::params_per_layer(model));
+  const double fragmentation = fragmentation_share(training, layout, options);
   return LayoutTerms{
       .model = model,
       .training = training,
@@ -541,8 +539,8 @@ LayoutTerms layout_terms(const llama::Model& model, const hw::Cluster& cluster,
       .attention_delta = detail::attention_saved_delta(model, training, layout),
       .communication_bytes = communicator_count(model, layout) * kNcclCommunicatorBytes,
       .runtime_bytes = kCudaContextBytes + cublas_workspace_bytes(cluster.gpu.compute_capability),
-      .fragmentation = fragmentation_share(training, layout, options),
-      .cache_share = std::max(options.cached_share, fragmentation_share(training, layout, options)),
+      .fragmentation = fragmentation,
+      .cache_share = std::max(options.cached_share, fragmentation),
       .capacity_bytes = cluster.gpu.memory_bytes,
   };
 }
@@ -843,7 +841,8 @@ void add_fragmentation(const LayoutTerms& terms, StageMemory& s) {
   // What the allocator reports: its cache of the same blocks, released ones included, never
   // above the device once what it must hold fits (PyTorch frees cached segments and retries).
   const double cached = s.allocated_bytes + terms.cache_share * (s.activations_bytes + s.transient_bytes);
-  s.torch_reserved_bytes = std::max(s.reserved_bytes, std::min(cached, std::max(s.reserved_bytes, terms.capacity_bytes)));
+  // cached >= reserved_bytes, as cache_share >= fragmentation.
+  s.torch_reserved_bytes = std::min(cached, std::max(s.reserved_bytes, terms.capacity_bytes));
 }
 
 /// One pipeline rank: the terms above, in order.

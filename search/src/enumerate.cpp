@@ -139,7 +139,6 @@ Enumeration enumerate_layouts(const llama::Model& model, long long world,
               // layers to a layout Megatron-Core can offload (no pipeline, no recompute).
               l.recompute_modules = rc == llama::Recompute::selective ? base.recompute_modules
                                                                       : llama::RecomputeModules{};
-              l.offload_layers = 0;
               // The base's own split at its pp and vp; elsewhere an uneven split where the
               // layers do not divide into pp·vp chunks and the split exists; otherwise the even
               // split is tried and "layers-divide" rejects what does not divide.

@@ -31,52 +31,52 @@ bool ranks_before(const RankedLayout& a, const RankedLayout& b) {
 
 namespace {
 
-/// The trainings the space asks for: the scenario's own, or one per listed precision and
-/// compile setting.
-std::vector<llama::Training> training_variants(const llama::Training& training,
-                                               const SearchSpace& space) {
-  std::vector<llama::Training> by_precision;
-  if (space.precision.empty()) by_precision.push_back(training);
-  for (const llama::Fp8Recipe r : space.precision) {
-    llama::Training t = training;
-    t.fp8.recipe = r;
-    if (r == llama::Fp8Recipe::none) t.fp8.param_gather = false;
-    by_precision.push_back(t);
-  }
-  std::vector<llama::Training> by_compile;
-  if (space.compile.empty()) by_compile = by_precision;
-  for (const llama::Training& t : space.compile.empty() ? std::vector<llama::Training>{} : by_precision) {
-    for (const bool compile : space.compile) {
-      llama::Training c = t;
-      c.torch.compile = compile;
-      // Async TP needs compile (check_torch_native): it goes with it.
-      if (!compile) c.torch.async_tp = false;
-      by_compile.push_back(c);
-    }
-  }
-  // FP8 parameter gather on the FP8 variants (a BF16 variant keeps it off, once).
-  std::vector<llama::Training> by_gather;
-  for (const llama::Training& t : by_compile) {
-    if (space.fp8_param_gather.empty() || !t.fp8.enabled()) {
-      by_gather.push_back(t);
-      continue;
-    }
-    for (const bool gather : space.fp8_param_gather) {
-      llama::Training g = t;
-      g.fp8.param_gather = gather;
-      by_gather.push_back(g);
-    }
-  }
-  if (space.grad_dtype.empty()) return by_gather;
+/// Each training of `in` once per listed value, set by `apply`; an empty list keeps `in`. A
+/// value `apply` refuses (returns false for) does not apply to that training, which is kept
+/// once as it is.
+template <class Value, class Apply>
+std::vector<llama::Training> vary(const std::vector<llama::Training>& in, const std::vector<Value>& values,
+                                  Apply apply) {
+  if (values.empty()) return in;
   std::vector<llama::Training> out;
-  for (const llama::Training& t : by_gather) {
-    for (const llama::Precision p : space.grad_dtype) {
-      llama::Training g = t;
-      g.grad_dtype = p;
-      out.push_back(g);
+  for (const llama::Training& t : in) {
+    for (const Value& v : values) {
+      llama::Training c = t;
+      if (!apply(c, v)) {
+        out.push_back(t);
+        break;
+      }
+      out.push_back(c);
     }
   }
   return out;
+}
+
+/// The trainings the space asks for: the scenario's own, or one per listed precision, compile
+/// setting, FP8 parameter gather and gradient dtype.
+std::vector<llama::Training> training_variants(const llama::Training& training,
+                                               const SearchSpace& space) {
+  std::vector<llama::Training> out{training};
+  out = vary(out, space.precision, [](llama::Training& t, llama::Fp8Recipe r) {
+    t.fp8.recipe = r;
+    if (r == llama::Fp8Recipe::none) t.fp8.param_gather = false;
+    return true;
+  });
+  out = vary(out, space.compile, [](llama::Training& t, bool compile) {
+    t.torch.compile = compile;
+    // Async TP needs compile (check_torch_native): it goes with it.
+    if (!compile) t.torch.async_tp = false;
+    return true;
+  });
+  // FP8 parameter gather on the FP8 variants only.
+  out = vary(out, space.fp8_param_gather, [](llama::Training& t, bool gather) {
+    t.fp8.param_gather = gather;
+    return t.fp8.enabled();
+  });
+  return vary(out, space.grad_dtype, [](llama::Training& t, llama::Precision p) {
+    t.grad_dtype = p;
+    return true;
+  });
 }
 
 /// Steps 1 and 2 of the search for one training variant: the valid layouts, their

@@ -501,6 +501,53 @@ fp8_recipe = "current"
     CHECK(res.summary.enumerated == 2 * en.enumerated);
   }
 
+  TEST_CASE("memory knobs: FP8 parameter gather on the FP8 variant only, every gradient dtype, offloading at pp 1") {
+    const std::string text = R"(
+[model]
+preset = "llama3.1-8b"
+[cluster]
+preset = "dgx-h100"
+[training]
+seq_len = 4096
+global_batch = 64
+[search]
+tp = [2]
+pp = [1, 2]
+mbs = [1]
+recompute = ["none"]
+precision = ["bf16", "fp8"]
+fp8_recipe = "current"
+fp8_param_gather = [true, false]
+grad_dtype = ["bf16", "fp32"]
+offload_layers = [0, 8]
+)";
+    const auto sc = scenarios::load_scenario_text(text, "knobs.toml", "", false);
+    search::SearchInput in;
+    in.model = &sc.model;
+    in.cluster = &sc.cluster;
+    in.training = &sc.training;
+    in.space = &sc.search;
+    in.base = sc.layout;
+    const auto res = search::run_search(in);
+    // Trainings: BF16 (no gather) once and FP8 with and without gather, each in two gradient
+    // dtypes: 6. Layouts: pp 1 with 0 and 8 offloaded layers, pp 2 without: 3. All fit.
+    CHECK(res.summary.enumerated == 6 * 3);
+    REQUIRE(res.layouts.size() == 18);
+    std::set<std::tuple<bool, bool, llama::Precision, int>> seen;
+    for (const auto& r : res.layouts) {
+      CHECK((r.fp8.enabled() || !r.fp8.param_gather));
+      CHECK((r.layout.offload_layers == 0 || r.layout.pp == 1));
+      seen.insert({r.fp8.enabled(), r.fp8.param_gather, r.grad_dtype, r.layout.offload_layers});
+    }
+    CHECK(seen.size() == 3 * 2 * 2);
+    // At equal speed the layout without offloaded layers ranks first.
+    for (std::size_t i = 1; i < res.layouts.size(); ++i) {
+      const auto& a = res.layouts[i - 1];
+      const auto& b = res.layouts[i];
+      if (a.tokens_per_s == b.tokens_per_s) CHECK(a.layout.offload_layers <= b.layout.offload_layers);
+    }
+  }
+
   TEST_CASE("PyTorch-native knobs: HSDP replicas, selective_layer frequencies and compile on / off") {
     const std::string text = R"(
 [model]
