@@ -95,6 +95,25 @@ std::string without_seconds(const std::string& json) {
   return out;
 }
 
+/// Llama-3.1-8B on one DGX H100 at sequence 4096, global batch 64, with the [search] table
+/// `space` (a TOML fragment).
+scenarios::Scenario h100_8b_with(const std::string& space) {
+  const std::string text = "[model]\npreset = \"llama3.1-8b\"\n[cluster]\npreset = \"dgx-h100\"\n"
+                           "[training]\nseq_len = 4096\nglobal_batch = 64\n[search]\n" + space;
+  return scenarios::load_scenario_text(text, "search.toml", "", false);
+}
+
+/// The scenario's search, what [search] does not vary taken from [layout], as `tetrasim search`.
+search::SearchResult search_scenario(const scenarios::Scenario& sc) {
+  search::SearchInput in;
+  in.model = &sc.model;
+  in.cluster = &sc.cluster;
+  in.training = &sc.training;
+  in.space = &sc.search;
+  in.base = sc.layout;
+  return search::run_search(in);
+}
+
 }  // namespace
 
 TEST_SUITE("search") {
@@ -464,30 +483,11 @@ TEST_SUITE("search") {
   }
 
   TEST_CASE("precision = [bf16, fp8]: both precisions ranked; FP8 linears win on H100") {
-    const std::string text = R"(
-[model]
-preset = "llama3.1-8b"
-[cluster]
-preset = "dgx-h100"
-[training]
-seq_len = 4096
-global_batch = 64
-[search]
-tp = [1, 2]
-pp = [1, 2]
-mbs = [1]
-recompute = ["none"]
-precision = ["bf16", "fp8"]
-fp8_recipe = "current"
-)";
-    const auto sc = scenarios::load_scenario_text(text, "precision.toml", "", false);
+    const auto sc = h100_8b_with(
+        "tp = [1, 2]\npp = [1, 2]\nmbs = [1]\nrecompute = [\"none\"]\nprecision = [\"bf16\", \"fp8\"]\n"
+        "fp8_recipe = \"current\"\n");
     REQUIRE(sc.search.precision.size() == 2);
-    search::SearchInput in;
-    in.model = &sc.model;
-    in.cluster = &sc.cluster;
-    in.training = &sc.training;
-    in.space = &sc.search;
-    const auto res = search::run_search(in);
+    const auto res = search_scenario(sc);
     int fp8 = 0, bf16 = 0;
     for (const auto& r : res.layouts) (r.fp8.enabled() ? fp8 : bf16) += 1;
     CHECK(fp8 > 0);
@@ -502,33 +502,10 @@ fp8_recipe = "current"
   }
 
   TEST_CASE("memory knobs: FP8 parameter gather on the FP8 variant only, every gradient dtype, offloading at pp 1") {
-    const std::string text = R"(
-[model]
-preset = "llama3.1-8b"
-[cluster]
-preset = "dgx-h100"
-[training]
-seq_len = 4096
-global_batch = 64
-[search]
-tp = [2]
-pp = [1, 2]
-mbs = [1]
-recompute = ["none"]
-precision = ["bf16", "fp8"]
-fp8_recipe = "current"
-fp8_param_gather = [true, false]
-grad_dtype = ["bf16", "fp32"]
-offload_layers = [0, 8]
-)";
-    const auto sc = scenarios::load_scenario_text(text, "knobs.toml", "", false);
-    search::SearchInput in;
-    in.model = &sc.model;
-    in.cluster = &sc.cluster;
-    in.training = &sc.training;
-    in.space = &sc.search;
-    in.base = sc.layout;
-    const auto res = search::run_search(in);
+    const auto res = search_scenario(h100_8b_with(
+        "tp = [2]\npp = [1, 2]\nmbs = [1]\nrecompute = [\"none\"]\nprecision = [\"bf16\", \"fp8\"]\n"
+        "fp8_recipe = \"current\"\nfp8_param_gather = [true, false]\ngrad_dtype = [\"bf16\", \"fp32\"]\n"
+        "offload_layers = [0, 8]\n"));
     // Trainings: BF16 (no gather) once and FP8 with and without gather, each in two gradient
     // dtypes: 6. Layouts: pp 1 with 0 and 8 offloaded layers, pp 2 without: 3. All fit.
     CHECK(res.summary.enumerated == 6 * 3);
