@@ -37,7 +37,9 @@
 // Memory capacity. Vendor labels ("40GB", "80GB", "141GB") are nominal and do not pin the
 // unit (hardware.md "Capacities"). tetrasim uses the total the device reports (nvidia-smi
 // "Total" memory, MiB), which is what the framework's allocator can see:
-//   A100-SXM4-40GB  40960 MiB  (= 40 GiB exactly)
+//   A100-SXM4-40GB  40536 MiB  (= 39.59 GiB, as public nvidia-smi listings of the part print
+//                   it; CUDA's deviceQuery reports 42,298,834,944 B = 40339 MiB on it,
+//                   bottlerocket-os/bottlerocket PR #3873: the label's 40 GiB is not all there)
 //   A100-SXM4-80GB  81920 MiB  (= 80 GiB exactly)
 //   H100 80GB HBM3  81559 MiB  (= 79.65 GiB)
 //   H200            143771 MiB (= 140.40 GiB)
@@ -71,7 +73,7 @@ constexpr const char* kH100Src = "H100 datasheet";
 const std::array<Gpu, 9>& gpu_table() {
   static const std::array<Gpu, 9> table = {{
       // A100 SXM4 40GB: 312 TFLOP/s [A100-DS], 1.555 TB/s [A100-DS], 108 SMs [SMS], sm_80.
-      {"a100-sxm-40gb", 40960 * kMiB, 312 * kTflops, 0, 0, 1.555 * kTBps, 108, 80, kA100Src, 400},
+      {"a100-sxm-40gb", 40536 * kMiB, 312 * kTflops, 0, 0, 1.555 * kTBps, 108, 80, kA100Src, 400},
       // A100 SXM4 80GB: 312 TFLOP/s [A100-DS], 2.039 TB/s [A100-DS], 108 SMs [SMS], sm_80.
       {"a100-sxm-80gb", 81920 * kMiB, 312 * kTflops, 0, 0, 2.039 * kTBps, 108, 80, kA100Src, 400},
       // H100 SXM5 80GB: 989 TFLOP/s BF16, 1979 FP8 [H100-DS], 3.35 TB/s [H100-DS], 132 SMs

@@ -153,7 +153,7 @@ TEST_SUITE("cli") {
   TEST_CASE("validate fujii_llama31_8b.csv: completed runs fit, out-of-memory cells are caught") {
     // The second source of the fragmentation share: Fujii et al.'s Megatron-LM sweep, 168
     // completed runs and 124 "-" cells (out of memory or not run). This build: 166 / 168 and
-    // 102 / 124.
+    // 104 / 124 (the A100 40GB at the 40536 MiB it reports, not the label's 40 GiB).
     const auto r = tetra::test::run_tetrasim("validate data/validation/fujii_llama31_8b.csv --json", 300);
     CAPTURE(r.err);
     REQUIRE(r.code == 0);
@@ -166,7 +166,7 @@ TEST_SUITE("cli") {
     CHECK(fit_fit + fit_oom == 168);
     CHECK(oom_fit + oom_oom == 124);
     CHECK(fit_fit >= 0.97 * 168);
-    CHECK(oom_oom >= 0.82 * 124);
+    CHECK(oom_oom >= 0.83 * 124);
   }
 
   TEST_CASE("memory: offloading with a framework that has none is one line naming file, line and key") {

@@ -23,8 +23,8 @@ TEST_SUITE("hw") {
     REQUIRE(h80);
     REQUIRE(h94);
     REQUIRE(h200);
-    // Device-reported totals (nvidia-smi MiB): 40960, 81920, 81559, 143771.
-    CHECK(a40->memory_bytes == 40 * kGiB);
+    // Device-reported totals (nvidia-smi MiB): 40536, 81920, 81559, 143771.
+    CHECK(a40->memory_bytes == 40536 * kMiB);
     CHECK(a80->memory_bytes == 80 * kGiB);
     CHECK(h80->memory_bytes == 81559 * kMiB);
     CHECK(h94->memory_bytes == 94e9);
