@@ -31,6 +31,10 @@ struct LayerKey {
   std::uint8_t recomputed = 0;
   int ac_freq = 0;  ///< selective_layer's checkpoint frequency, else 0
   int dp_cp = 0;  ///< DP×CP group size when ZeRO-3 gathers parameters per layer, else 0
+  /// Micro-batches per step where a layer's ops read them, else 0: Transformer Engine casts a
+  /// weight to FP8 once per step (its cost spread over the micro-batches), and eager
+  /// frameworks accumulate gradients once per micro-batch after the first.
+  int micro_batches = 0;
   bool blocks_kept_unsharded = false;  ///< llama::fsdp_keeps_blocks_unsharded (reads pp)
   /// Placement (ranks, ranks per node, nodes) of the TP, CP and DP×CP groups on the nodes,
   /// which decides the link class each collective is priced on.
