@@ -20,5 +20,6 @@ void register_calibrate(CLI::App& app, Action& action);
 void register_fit(CLI::App& app, Action& action);
 void register_plan(CLI::App& app, Action& action);
 void register_bands(CLI::App& app, Action& action);
+void register_keys(CLI::App& app, Action& action);
 
 }  // namespace tetra::cli

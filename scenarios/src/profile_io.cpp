@@ -130,16 +130,8 @@ void for_each_row(const Doc& doc, const toml::table& parent, std::string_view na
   }
 }
 
-costmodel::Profile load(const Doc& doc, const toml::table& root) {
-  costmodel::Profile p;
-  for (const auto& [k, node] : root) {
-    const std::string_view key = k.str();
-    if (key != "meta" && key != "gemm" && key != "attention" && key != "memory_bound" &&
-        key != "collective" && key != "fit") {
-      fail(doc, k.source(), std::string(key),
-           "unknown table (expected meta, gemm, attention, memory_bound, collective, fit)");
-    }
-  }
+/// [meta]: where and on what the profile was measured.
+void load_meta(const Doc& doc, const toml::table& root, costmodel::Profile& p) {
   if (const toml::node* m = root.get("meta")) {
     const toml::table* t = m->as_table();
     if (t == nullptr) fail(doc, m->source(), "[meta]", "expected a table");
@@ -173,6 +165,10 @@ costmodel::Profile load(const Doc& doc, const toml::table& root) {
     size("device_memory", p.meta.device_memory_bytes);
     size("l2_cache", p.meta.l2_bytes);
   }
+}
+
+/// The measured tables: [[gemm]], [[attention]], [[memory_bound]], [[collective]].
+void load_rows(const Doc& doc, const toml::table& root, costmodel::Profile& p) {
   for_each_row(doc, root, "gemm", "gemm", [&](const Section& s) {
     check_keys(s, {"m", "n", "k", "dtype", "seconds"});
     costmodel::GemmRow r;
@@ -220,6 +216,10 @@ costmodel::Profile load(const Doc& doc, const toml::table& root) {
     }
     p.collective.push_back(r);
   });
+}
+
+/// [fit]: the parameters fitted to the tables.
+void load_fit(const Doc& doc, const toml::table& root, costmodel::Profile& p) {
   if (const toml::node* fn = root.get("fit")) {
     const toml::table* t = fn->as_table();
     if (t == nullptr) fail(doc, fn->source(), "[fit]", "expected a table");
@@ -259,6 +259,21 @@ costmodel::Profile load(const Doc& doc, const toml::table& root) {
       f.memory_bound.push_back(m);
     });
   }
+}
+
+costmodel::Profile load(const Doc& doc, const toml::table& root) {
+  costmodel::Profile p;
+  for (const auto& [k, node] : root) {
+    const std::string_view key = k.str();
+    if (key != "meta" && key != "gemm" && key != "attention" && key != "memory_bound" &&
+        key != "collective" && key != "fit") {
+      fail(doc, k.source(), std::string(key),
+           "unknown table (expected meta, gemm, attention, memory_bound, collective, fit)");
+    }
+  }
+  load_meta(doc, root, p);
+  load_rows(doc, root, p);
+  load_fit(doc, root, p);
   return p;
 }
 

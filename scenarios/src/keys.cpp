@@ -1,0 +1,187 @@
+#include "tetra/scenarios/keys.hpp"
+
+#include <array>
+#include <sstream>
+
+namespace tetra::scenarios {
+
+namespace {
+
+
+// One row per key. A key added here is accepted by the loader (which still reads its value)
+// and appears in docs/scenario-format.md after `tetrasim keys --markdown`.
+constexpr std::array kKeys = std::to_array<KeyInfo>({
+    // ---- [model] ----
+    {"model", "preset", "name", "none", "`tetrasim presets` lists them", "a built-in model; the keys beside it override it", ""},
+    {"model", "hf_config", "string", "none", "a path relative to the scenario", "a Hugging Face `config.json` to read the shape from (Llama, Qwen3, Mixtral, DeepSeek-V3, gpt-oss, Llama 4)", "Hugging Face `transformers` config"},
+    {"model", "arch", "name", "llama", "llama, gpt, gpt-oss", "the block: llama (RMSNorm, SwiGLU, RoPE), gpt (LayerNorm, GeLU MLP, learned positions), gpt-oss (llama with biases, sinks and YaRN)", ""},
+    {"model", "layers", "integer", "required", "1..100000", "transformer layers", "`num_hidden_layers`"},
+    {"model", "hidden", "integer", "required", "1..10000000", "model width", "`hidden_size`"},
+    {"model", "ffn_hidden", "integer", "required", "1..10000000", "dense MLP width", "`intermediate_size`"},
+    {"model", "heads", "integer", "required", "1..100000", "query heads", "`num_attention_heads`"},
+    {"model", "kv_heads", "integer", "heads", "divides heads", "key/value heads (grouped-query attention)", "`num_key_value_heads`"},
+    {"model", "vocab", "integer", "required", "1..100000000", "vocabulary size", "`vocab_size`"},
+    {"model", "tied_embeddings", "boolean", "false", "", "the output layer shares the input embedding", "`tie_word_embeddings`"},
+    {"model", "head_dim", "integer", "hidden / heads", "1..10000000", "attention head width when it is not hidden / heads", "`head_dim`"},
+    {"model", "mtp_layers", "integer", "0", ">= 0", "multi-token-prediction modules, on the last stage", "`num_nextn_predict_layers`"},
+    {"model", "num_experts", "integer", "dense", ">= 1", "routed experts per MoE layer; makes the model MoE", "`n_routed_experts`, `num_local_experts`"},
+    {"model", "experts_per_token", "integer", "required with num_experts", "1..num_experts", "experts each token is routed to (top-k)", "`num_experts_per_tok`"},
+    {"model", "moe_ffn_hidden", "integer", "required with num_experts", ">= 1", "FFN width of one routed expert", "`moe_intermediate_size`"},
+    {"model", "shared_experts", "integer", "0", ">= 0", "shared experts every token passes", "`n_shared_experts`"},
+    {"model", "shared_ffn_hidden", "integer", "shared_experts * moe_ffn_hidden", ">= 1", "width of all shared experts run as one MLP", "Megatron-Core `moe_shared_expert_intermediate_size`"},
+    {"model", "first_k_dense", "integer", "0", ">= 0", "the first k layers keep the dense FFN", "`first_k_dense_replace`"},
+    {"model", "moe_layer_freq", "integer", "1", ">= 1", "from first_k_dense on, layer l is MoE when l % freq == 0", "DeepSeek-V3 `moe_layer_freq`"},
+    {"model", "interleave_moe_layer_step", "integer", "1", ">= 1", "layer l is MoE when (l + 1) % step == 0", "Llama 4 `interleave_moe_layer_step`, Qwen3 `decoder_sparse_step`"},
+    {"model", "moe_router", "name", "softmax_topk", "softmax_topk, topk_softmax, sigmoid_topk", "the router's score function and order (Qwen3, Mixtral, DeepSeek-V3 / Llama 4)", ""},
+    {"model", "q_lora_rank", "integer", "0", ">= 0", "multi-head latent attention: query compression rank (0 = none)", "DeepSeek-V3 `q_lora_rank`"},
+    {"model", "kv_lora_rank", "integer", "standard attention", ">= 1", "multi-head latent attention: key/value compression rank", "DeepSeek-V3 `kv_lora_rank`"},
+    {"model", "qk_nope_head_dim", "integer", "standard attention", ">= 1", "MLA: query/key head width without RoPE", "DeepSeek-V3 `qk_nope_head_dim`"},
+    {"model", "qk_rope_head_dim", "integer", "standard attention", ">= 1", "MLA: query/key head width with RoPE", "DeepSeek-V3 `qk_rope_head_dim`"},
+    {"model", "v_head_dim", "integer", "standard attention", ">= 1", "MLA: value head width", "DeepSeek-V3 `v_head_dim`"},
+    // ---- [cluster] ----
+    {"cluster", "preset", "name", "none", "`tetrasim presets` lists them", "a built-in node or rack; the keys beside it override it", ""},
+    {"cluster", "gpus_per_node", "integer", "the preset's", "1..1024", "GPUs in one node", ""},
+    {"cluster", "nodes", "integer", "the preset's", "1..1000000", "nodes in the cluster", ""},
+    {"cluster", "profile", "string", "none", "a path relative to the scenario", "a calibration profile (`tetrasim calibrate`) whose measured rates replace the built-in ones", ""},
+    {"cluster", "gpu", "table", "the preset's", "", "the GPU: [cluster.gpu]", ""},
+    {"cluster", "intra_node", "table", "the preset's", "", "the links inside a node: [cluster.intra_node]", ""},
+    {"cluster", "inter_node", "table", "the preset's", "", "the network between nodes: [cluster.inter_node]", ""},
+    {"cluster.gpu", "preset", "name", "none", "`tetrasim presets` lists them", "a built-in GPU; the keys beside it override it", ""},
+    {"cluster.gpu", "memory", "quantity", "the preset's", "1MiB..1PB", "device memory as the device reports it (nvidia-smi total), e.g. \"80GiB\"", "nvidia-smi `memory.total`"},
+    {"cluster.gpu", "bf16_peak", "quantity", "the preset's", "> 0", "dense BF16 tensor-core peak, e.g. \"989TFLOP/s\"", "the GPU's datasheet"},
+    {"cluster.gpu", "fp8_peak", "quantity", "the preset's", "> 0", "dense FP8 tensor-core peak", "the GPU's datasheet"},
+    {"cluster.gpu", "fp4_peak", "quantity", "the preset's", "> 0", "dense FP4 tensor-core peak (Blackwell)", "the GPU's datasheet"},
+    {"cluster.gpu", "hbm_bandwidth", "quantity", "the preset's", "> 0", "HBM bandwidth, e.g. \"3.35TB/s\"", "the GPU's datasheet"},
+    {"cluster.gpu", "sms", "integer", "the preset's", "1..100000", "streaming multiprocessors (GEMM wave quantization)", "CUDA device query"},
+    {"cluster.gpu", "rated_power", "quantity", "the preset's", "> 0", "the board power the rates hold at, e.g. \"700W\"", "the GPU's datasheet"},
+    {"cluster.gpu", "power_limit", "quantity", "rated_power", "> 0", "a lower power cap: tensor-core rates scale by (limit / rating)^0.625 (docs/architecture.md)", "MLPerf Inference v4.1 MaxQ runs"},
+    {"cluster.intra_node", "kind", "name", "the preset's", "nvswitch, nvlink-mesh, pcie", "how the GPUs of a node are joined", ""},
+    {"cluster.intra_node", "bandwidth", "quantity", "the preset's", "> 0", "per GPU per direction, e.g. \"450GB/s\"", "NVLink datasheets"},
+    {"cluster.intra_node", "latency", "quantity", "the preset's", "0..10s", "one hop, e.g. \"1us\"", ""},
+    {"cluster.intra_node", "nvls", "boolean", "the preset's", "", "NVLink SHARP in-switch reductions (NCCL NVLS algorithm)", "NCCL `NCCL_NVLS_ENABLE`"},
+    {"cluster.intra_node", "domain", "integer", "gpus_per_node", ">= gpus_per_node", "GPUs one NVLink domain joins (72 on an NVL72 rack)", ""},
+    {"cluster.inter_node", "nics_per_node", "integer", "the preset's", ">= 1", "network adapters per node", ""},
+    {"cluster.inter_node", "nic_bandwidth", "quantity", "the preset's", "> 0", "per adapter per direction, e.g. \"400Gb/s\"", ""},
+    {"cluster.inter_node", "latency", "quantity", "the preset's", "0..10s", "one network hop", ""},
+    // ---- [training] ----
+    {"training", "seq_len", "integer", "4096", "1..100000000", "tokens per sequence", ""},
+    {"training", "global_batch", "integer", "1", "1..1000000000", "sequences per optimizer step", ""},
+    {"training", "precision", "name", "bf16", "bf16, fp16, fp32, fp8", "weights and activations; fp8 = bf16 with FP8 linears (delayed scaling unless fp8_recipe says)", ""},
+    {"training", "grad_dtype", "name", "fp32", "bf16, fp16, fp32", "dtype gradients are accumulated and reduced in", "Megatron-Core `grad_reduce_in_fp32`"},
+    {"training", "optimizer", "name", "adam", "adam", "the optimizer", ""},
+    {"training", "zero_stage", "integer", "1", "0..3", "sharding of optimizer states (1), gradients (2) and weights (3) over the data-parallel ranks", "ZeRO (arXiv 1910.02054); Megatron-Core distributed optimizer = 1"},
+    {"training", "attention", "name", "flash2", "flash2, flash3, flash1, cudnn, fused, torch", "the attention kernel", "FlashAttention; Transformer Engine `FusedAttention` = cudnn"},
+    {"training", "fused_rmsnorm", "boolean", "true", "", "RMSNorm as one kernel that saves its input only", ""},
+    {"training", "overlap_grad_reduce", "boolean", "true", "", "gradient reduction overlaps the backward", "Megatron-Core `overlap_grad_reduce`"},
+    {"training", "overlap_param_gather", "boolean", "true", "", "the distributed optimizer's parameter all-gather overlaps the forward", "Megatron-Core `overlap_param_gather`"},
+    {"training", "framework", "name", "megatron", "megatron, deepspeed, fsdp", "the training stack: Megatron-Core, DeepSpeed, PyTorch FSDP (torchtitan, Composer)", ""},
+    {"training", "fp8_recipe", "name", "delayed", "delayed, current, blockwise, mxfp8, nvfp4, tensorwise, rowwise", "FP8 / FP4 scaling recipe; needs precision = \"fp8\" (tensorwise, rowwise: torchao Float8)", "Transformer Engine recipes; torchao float8"},
+    {"training", "fp8_param_gather", "boolean", "false", "", "weights are gathered in FP8 with no BF16 copy", "Megatron-Core `fp8_param_gather`"},
+    {"training", "tp_comm_overlap", "boolean", "false", "", "the SP all-gather and reduce-scatter run chunked under their GEMMs", "Megatron-Core `tp_comm_overlap` (TE userbuffers)"},
+    {"training", "expandable_segments", "boolean", "false", "", "`PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True`: fragmentation costs cache, not capacity (docs/memory.md)", "PyTorch `CUDACachingAllocator`"},
+    {"training", "compile", "boolean", "false", "", "torch.compile of the blocks (framework fsdp)", "torchtitan `compile`"},
+    {"training", "async_tp", "boolean", "false", "", "asynchronous tensor parallelism over symmetric memory (framework fsdp)", "torchtitan `enable_async_tensor_parallel`"},
+    {"training", "compile_loss", "boolean", "true", "", "the loss is compiled with the blocks (framework fsdp, with compile)", "torchtitan since December 2024"},
+    {"training", "reshard_after_forward", "boolean or integer", "FSDP2's default", "true, false or a group size >= 1", "FSDP2 `reshard_after_forward`", "PyTorch `fully_shard`"},
+    {"training", "moe_capacity_factor", "number", "dropless", "0.001..1000", "tokens per expert capped at this multiple of the balanced share", "Megatron-Core `moe_expert_capacity_factor`"},
+    {"training", "moe_pad_to_capacity", "boolean", "false", "needs moe_capacity_factor", "every expert computes exactly its capacity; the counts stay on the device", "Megatron-Core `moe_pad_expert_input_to_capacity`"},
+    {"training", "moe_routing_imbalance", "number", "1.04", "1..1000", "tokens of the busiest expert rank over the mean (1.0 for force-balanced runs)", "arXiv 2408.15664 Table 2 (MaxVio)"},
+    {"training", "moe_a2a_overlap", "boolean", "false", "needs ep > 1", "the combined 1F1B schedule hides dispatch and combine under another micro-batch's compute", "Megatron-Core `overlap_moe_expert_parallel_comm`"},
+    {"training", "cuda_graph", "list", "none", "attn, mlp, moe, moe_router, moe_preprocess, layer, full_iteration", "what runs inside CUDA graphs (no host time); an array or one string joined by '+'", "Megatron-Core `cuda_graph_scope`"},
+    {"training", "adam_moments_dtype", "name", "fp32", "fp32, bf16", "dtype of Adam's two moments (framework megatron)", "Megatron-Core `exp_avg_dtype`, `exp_avg_sq_dtype`"},
+    {"training", "avoid_record_streams", "boolean", "false", "", "`TORCH_NCCL_AVOID_RECORD_STREAMS=1`: collectives do not call record_stream (docs/memory.md)", "PyTorch c10d"},
+    {"training", "fused_cross_entropy", "boolean", "false", "", "the loss is one fused kernel over the bf16 logits", "Megatron-Core `cross_entropy_loss_fusion`; flash-attn `CrossEntropyLoss`"},
+    // ---- [layout] ----
+    {"layout", "tp", "integer", "1", "1..1000000", "tensor-parallel size", "Megatron-Core `tensor_model_parallel_size`"},
+    {"layout", "cp", "integer", "1", "1..1000000", "context-parallel size", "Megatron-Core `context_parallel_size`"},
+    {"layout", "pp", "integer", "1", "1..1000000", "pipeline stages", "Megatron-Core `pipeline_model_parallel_size`"},
+    {"layout", "dp", "integer", "GPUs / (tp * cp * pp)", "1..1000000", "data-parallel size", ""},
+    {"layout", "vp", "integer", "1", "1..1000000", "model chunks (virtual stages) per pipeline rank", "Megatron-Core `virtual_pipeline_model_parallel_size`"},
+    {"layout", "mbs", "integer", "1", "1..1000000", "micro-batch size in sequences", "`micro_batch_size`"},
+    {"layout", "sp", "boolean", "false", "needs tp > 1", "sequence parallelism", "Megatron-Core `sequence_parallel`"},
+    {"layout", "recompute", "name", "none", "none, selective, full, selective_op, selective_layer", "activation recomputation (selective_op, selective_layer: torchtitan's policies)", "Megatron-Core `recompute_granularity`; torchtitan `activation_checkpoint`"},
+    {"layout", "schedule", "name", "1f1b", "gpipe, 1f1b, interleaved, zb-h1, layered", "pipeline schedule", ""},
+    {"layout", "rank_order", "string", "tp-cp-dp-pp", "a permutation of tp, cp, dp, pp joined by '-'", "how ranks are numbered, innermost first", "Megatron-Core `order`"},
+    {"layout", "first_stage_layers", "integer", "even split", "1..100000", "layers on the first pipeline stage", "Megatron-Core `num_layers_in_first_pipeline_stage`"},
+    {"layout", "last_stage_layers", "integer", "even split", "1..100000", "layers on the last pipeline stage", "Megatron-Core `num_layers_in_last_pipeline_stage`"},
+    {"layout", "account_for_embedding_in_pipeline_split", "boolean", "false", "", "the embedding counts as one layer of the first stage", "Megatron-Core, same name"},
+    {"layout", "account_for_loss_in_pipeline_split", "boolean", "false", "", "the loss counts as one layer of the last stage", "Megatron-Core, same name"},
+    {"layout", "dp_shard", "integer", "dp / dp_replicate", "1..1000000", "ranks that shard the model (HSDP)", "torchtitan `data_parallel_shard_degree`"},
+    {"layout", "dp_replicate", "integer", "1", "1..1000000", "ranks that replicate it (HSDP)", "torchtitan `data_parallel_replicate_degree`"},
+    {"layout", "ac_freq", "integer", "2", "1..100000", "under selective_layer, every k-th block is recomputed in full", "torchtitan `selective_ac_option`"},
+    {"layout", "ep", "integer", "1", "divides num_experts", "expert-parallel size, folded over tp * cp * dp", "Megatron-Core `expert_model_parallel_size`"},
+    {"layout", "etp", "integer", "1", "divides moe_ffn_hidden", "tensor-parallel size inside each expert", "Megatron-Core `expert_tensor_parallel_size`"},
+    {"layout", "moe_token_dispatcher", "name", "alltoall", "alltoall, allgather, flex", "how tokens reach their experts", "Megatron-Core `moe_token_dispatcher_type`"},
+    {"layout", "moe_flex_backend", "name", "deepep", "deepep, hybridep", "the flex dispatcher's backend", "Megatron-Core `moe_flex_dispatcher_backend`"},
+    {"layout", "recompute_modules", "list", "core_attn", "core_attn, moe_act, layernorm, mla_up_proj, mlp, moe, shared_experts", "under recompute = \"selective\", the parts re-run before their backward; an array or one string joined by '+'", "Megatron-Core `recompute_modules`"},
+    {"layout", "offload_layers", "integer", "0", "0..layers - 1", "layers whose activations go to host memory (pp = 1, no recompute, framework megatron)", "Megatron-Core `cpu_offloading_num_layers`"},
+    // ---- [search] ----
+    {"search", "tp", "list", "[1, 2, 4, 8]", "integers >= 1", "tensor-parallel sizes to try", ""},
+    {"search", "cp", "list", "[1]", "integers >= 1", "context-parallel sizes to try", ""},
+    {"search", "pp", "list or \"divisors\"", "\"divisors\"", "integers >= 1", "pipeline sizes; \"divisors\" = every divisor of the layers, plus uneven first/last splits", ""},
+    {"search", "mbs", "list", "[1, 2, 4]", "integers >= 1", "micro-batch sizes", ""},
+    {"search", "vp", "list", "[1]", "integers >= 1", "virtual stages per pipeline rank", ""},
+    {"search", "recompute", "list", "[\"none\", \"selective\", \"full\"]", "the [layout] recompute names", "recomputation modes; selective cells keep [layout] recompute_modules", ""},
+    {"search", "schedule", "list", "[\"1f1b\"]", "the [layout] schedule names", "pipeline schedules", ""},
+    {"search", "sp", "list", "[true]", "booleans", "sequence parallelism, tried where tp > 1", ""},
+    {"search", "memory_fraction", "number", "1.0", "0.01..1", "usable share of GPU memory for pruning (docs/memory.md)", ""},
+    {"search", "precision", "list", "the [training] precision", "bf16, fp8", "precisions to try; fp8 under [search] fp8_recipe, else the [training] recipe, else delayed scaling", ""},
+    {"search", "fp8_recipe", "name", "the [training] recipe", "the [training] fp8_recipe names", "the FP8 recipe that precision = \"fp8\" in this table means", ""},
+    {"search", "dp_replicate", "list", "[1]", "integers >= 1", "HSDP replica counts (framework fsdp, zero_stage 3)", ""},
+    {"search", "ac_freq", "list", "[2]", "integers >= 1", "checkpoint frequencies under selective_layer", ""},
+    {"search", "compile", "list", "the [training] compile", "booleans", "torch.compile on / off (framework fsdp)", ""},
+    {"search", "ep", "list", "[1]", "integers >= 1", "expert-parallel sizes (MoE models)", ""},
+    {"search", "etp", "list", "[1]", "integers >= 1", "expert tensor-parallel sizes (MoE models)", ""},
+    {"search", "offload_layers", "list", "the [layout] value", "integers >= 0", "activation offloading depths, tried where Megatron-Core allows it", ""},
+    {"search", "fp8_param_gather", "list", "the [training] value", "booleans", "FP8 parameter gather, tried on FP8 precisions", ""},
+    {"search", "grad_dtype", "list", "the [training] value", "bf16, fp16, fp32", "gradient dtypes", ""},
+    // ---- [plan] ----
+    {"plan", "tokens", "number", "required", "> 0", "tokens to train, e.g. 15.6e12", ""},
+    {"plan", "deadline_days", "number", "none", "> 0", "the run must end within this many days", ""},
+    {"plan", "budget", "number", "none", "> 0; needs prices", "the most the run may cost, in the prices' currency", ""},
+    {"plan", "failures_per_gpu_hour", "number", "1.973e-5", ">= 0", "interruptions per GPU-hour", "Llama 3 paper (arXiv 2407.21783) section 3.3.4"},
+    {"plan", "checkpoint_bandwidth", "quantity", "\"2TB/s\"", "> 0", "sustained checkpoint write rate of the storage", "Llama 3 paper (arXiv 2407.21783) section 3.3.4"},
+    {"plan", "restart_time", "quantity", "\"10min\"", "> 0", "time to restart after an interruption", ""},
+    {"plan", "candidate", "table array", "required", "one or more", "the clusters to compare: [[plan.candidate]]", ""},
+    {"plan.candidate", "name", "string", "the preset or file", "unique with gpus", "a label", ""},
+    {"plan.candidate", "cluster", "name", "none", "a built-in cluster", "the cluster (or cluster_file, not both)", ""},
+    {"plan.candidate", "cluster_file", "string", "none", "a path relative to the scenario", "a TOML file holding only [cluster]", ""},
+    {"plan.candidate", "gpus", "integer, list or range", "required", "\"1024..16384\", \"1024..8192 step 1024\", [1024, 3072] or one count", "GPU counts to plan for, whole nodes", ""},
+    {"plan.candidate", "price_per_gpu_hour", "number", "none", ">= 0; on every candidate or none", "the user's price per GPU-hour", ""},
+});
+
+}  // namespace
+
+std::span<const KeyInfo> scenario_keys() noexcept { return kKeys; }
+
+std::vector<std::string_view> key_tables() {
+  std::vector<std::string_view> out;
+  for (const KeyInfo& k : kKeys) {
+    if (out.empty() || out.back() != k.table) out.push_back(k.table);
+  }
+  return out;
+}
+
+std::vector<std::string_view> key_names(std::string_view table) {
+  std::vector<std::string_view> out;
+  for (const KeyInfo& k : kKeys) {
+    if (k.table == table) out.push_back(k.name);
+  }
+  return out;
+}
+
+std::string keys_markdown() {
+  std::ostringstream out;
+  for (const std::string_view table : key_tables()) {
+    out << "\n### [" << table << "]\n\n| key | type | default | accepted | meaning | source |\n"
+        << "| --- | --- | --- | --- | --- | --- |\n";
+    for (const KeyInfo& k : kKeys) {
+      if (k.table != table) continue;
+      out << "| `" << k.name << "` | " << k.type << " | " << k.default_value << " | " << k.bounds << " | "
+          << k.meaning << " | " << k.source << " |\n";
+    }
+  }
+  return out.str();
+}
+
+}  // namespace tetra::scenarios

@@ -1,0 +1,112 @@
+// The key table: every key the loader accepts is described once, docs/scenario-format.md holds
+// that description, and the values the table lists are the ones the loader accepts.
+
+#include <doctest/doctest.h>
+
+#include <fstream>
+#include <set>
+#include <sstream>
+#include <string>
+
+#include "tetra/hw/error.hpp"
+#include "tetra/scenarios/keys.hpp"
+#include "tetra/scenarios/scenario.hpp"
+
+using namespace tetra::scenarios;
+
+namespace {
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+const std::string kBase =
+    "[model]\npreset = \"llama2-7b\"\n[cluster]\npreset = \"dgx-a100-80gb\"\nnodes = 1\n"
+    "[training]\nseq_len = 2048\nglobal_batch = 8\n";
+
+/// kBase with `line` in [training] (where kBase ends) or in a new [layout].
+std::string with_line(std::string_view table, const std::string& line) {
+  return kBase + (table == "training" ? "" : "[" + std::string(table) + "]\n") + line;
+}
+
+std::string load_error(const std::string& text) {
+  try {
+    (void)load_scenario_text(text, "t.toml", {}, false);
+  } catch (const tetra::UserError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+}  // namespace
+
+TEST_SUITE("scenarios") {
+
+TEST_CASE("key table: one row per key, each with a type, a default and a meaning") {
+  std::set<std::string> seen;
+  for (const KeyInfo& k : scenario_keys()) {
+    const std::string id = std::string(k.table) + "." + std::string(k.name);
+    CAPTURE(id);
+    CHECK(seen.insert(id).second);
+    CHECK(!k.type.empty());
+    CHECK(!k.default_value.empty());
+    CHECK(!k.meaning.empty());
+    CHECK(k.meaning.find('|') == std::string_view::npos);  // would split the Markdown row
+  }
+  CHECK(key_names("training").size() == 27);
+  CHECK(key_names("layout").size() == 23);
+  CHECK(key_names("search").size() == 19);
+  CHECK(key_names("plan").size() == 7);
+}
+
+TEST_CASE("key table: the loader refuses a key the table does not have, naming the known ones") {
+  const std::string err = load_error(with_line("training", "bogus_key = 1\n"));
+  CHECK(err.find("t.toml:9:1:") == 0);
+  CHECK(err.find("bogus_key: unknown key") != std::string::npos);
+  std::string known;
+  for (auto n : key_names("training")) known += (known.empty() ? "" : ", ") + std::string(n);
+  CHECK(err.find("(known keys: " + known + ")") != std::string::npos);
+}
+
+TEST_CASE("key table: docs/scenario-format.md holds every key as `tetrasim keys --markdown` writes it") {
+  const std::string doc = read_file(std::string(TETRA_SOURCE_DIR) + "/docs/scenario-format.md");
+  const std::string begin = "<!-- keys begin: tetrasim keys --markdown -->\n";
+  const std::string end = "<!-- keys end -->";
+  const auto b = doc.find(begin);
+  const auto e = doc.find(end);
+  REQUIRE(b != std::string::npos);
+  REQUIRE(e != std::string::npos);
+  // Regenerate with: tetrasim keys --markdown, pasted between the two markers.
+  CHECK(doc.substr(b + begin.size(), e - b - begin.size()) == keys_markdown());
+  for (const KeyInfo& k : scenario_keys()) {
+    CAPTURE(k.name);
+    CHECK(doc.find("| `" + std::string(k.name) + "` |") != std::string::npos);
+  }
+}
+
+TEST_CASE("key table: the names it lists for [training] and [layout] are the names the loader accepts") {
+  for (const KeyInfo& k : scenario_keys()) {
+    if (k.type != "name" || (k.table != "training" && k.table != "layout")) continue;
+    CAPTURE(k.name);
+    const std::string extra = k.name == "fp8_recipe" ? "precision = \"fp8\"\n" : "";
+    // Every listed value loads (a value may still break a layout rule, never the parse).
+    std::string values(k.bounds);
+    std::size_t start = 0;
+    while (start < values.size()) {
+      const std::size_t comma = values.find(", ", start);
+      const std::string v = values.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+      start = comma == std::string::npos ? values.size() : comma + 2;
+      const std::string err = load_error(with_line(k.table, extra + std::string(k.name) + " = \"" + v + "\"\n"));
+      CAPTURE(v);
+      CHECK(err.find("unknown value") == std::string::npos);
+    }
+    // And a value not listed is refused.
+    const std::string err = load_error(with_line(k.table, extra + std::string(k.name) + " = \"zzz\"\n"));
+    CHECK(err.find("unknown value \"zzz\"") != std::string::npos);
+  }
+}
+
+}  // TEST_SUITE
