@@ -270,7 +270,8 @@ int run_bands(const BandsArgs& given) {
 void register_bands(CLI::App& app, Action& action) {
   auto args = std::make_shared<BandsArgs>();
   auto* cmd = app.add_subcommand("bands", "measure the error bands of predicted step times on measurement files");
-  cmd->add_option("csv", args->csvs, "measurement CSVs (SPEC section 4); with --check, default the file's sources");
+  cmd->add_option("csv", args->csvs,
+                  "measurement CSVs (docs/accuracy.md); with --check, default the file's sources");
   cmd->add_option("-o,--out", args->out, "write the bands file (data/error_bands.toml)");
   cmd->add_option("--check", args->check, "fail unless this bands file is what the measurement files give now");
   cmd->add_option("--commit", args->commit, "tetrasim commit recorded in the bands file");

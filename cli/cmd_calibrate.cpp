@@ -116,7 +116,7 @@ void register_calibrate(CLI::App& app, Action& action) {
       "calibrate",
       "measure this GPU node (GEMM, attention, memory-bound kernels, NCCL) and write a calibration profile; "
       "under mpirun/srun also across nodes");
-  cmd->add_option("--out", args->out, "profile file to write (TOML, SPEC section 3)");
+  cmd->add_option("--out", args->out, "profile file to write (TOML, docs/calibration.md)");
   cmd->add_flag("--gemm", args->gemm, "cuBLASLt bf16 GEMM sweep (layer op-list shapes, square shapes)");
   cmd->add_flag("--attention", args->attention, "cuDNN fused attention, forward and backward");
   cmd->add_flag("--memory", args->memory, "memory-bound kernels: copy, RMSNorm, SwiGLU, RoPE, Adam, cross entropy");

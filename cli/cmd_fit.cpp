@@ -209,7 +209,8 @@ int run_fit(const FitArgs& args) {
 void register_fit(CLI::App& app, Action& action) {
   auto args = std::make_shared<FitArgs>();
   auto* cmd = app.add_subcommand("fit", "learn a cluster's factors from measured step times");
-  cmd->add_option("csv", args->csv, "measurement CSV (SPEC section 4) with step_time_s rows")->required();
+  cmd->add_option("csv", args->csv, "measurement CSV with measured step times (docs/accuracy.md)")
+      ->required();
   cmd->add_option("--cluster", args->cluster, "use only rows whose cluster cell is this");
   cmd->add_option("--factors", args->factors,
                   "factors to fit, comma-separated (default all: gemm, attention, memory_bound, "

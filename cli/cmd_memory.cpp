@@ -182,7 +182,7 @@ int run_memory(const MemoryArgs& args) {
 void register_memory(CLI::App& app, Action& action) {
   auto args = std::make_shared<MemoryArgs>();
   auto* cmd = app.add_subcommand("memory", "per-stage memory breakdown and the fit verdict");
-  cmd->add_option("scenario", args->scenario, "scenario TOML file (SPEC section 2)")->required();
+  cmd->add_option("scenario", args->scenario, "scenario TOML file")->required();
   cmd->add_option("--layout", args->layout,
                   "override [layout] keys, e.g. tp=2,pp=4,mbs=1,recompute=selective");
   cmd->add_flag("--json", args->json, "machine-readable output on stdout");

@@ -298,7 +298,10 @@ int run_validate(const ValidateArgs& args) {
 void register_validate(CLI::App& app, Action& action) {
   auto args = std::make_shared<ValidateArgs>();
   auto* cmd = app.add_subcommand("validate", "predict every row of a measurement file and report the error");
-  cmd->add_option("csv", args->csv, "measurement CSV (SPEC section 4)")->required();
+  cmd->add_option("csv", args->csv,
+                  "measurement CSV: one measured value per row, with the model, cluster and layout of "
+                  "the run (docs/accuracy.md)")
+      ->required();
   cmd->add_option("--group-by", args->group_by,
                   "column whose values form the groups of the rank correlation (default: source)");
   auto* fit = cmd->add_option("--fit", args->fit, "apply the cluster factors of this fitted file (tetrasim fit -o)");

@@ -12,9 +12,11 @@
 #include "tetra/hw/error.hpp"
 
 int main(int argc, char** argv) {
-  CLI::App app{"tetrasim: simulate 4D-parallel LLM training steps on A100/H100 clusters"};
+  CLI::App app{
+      "tetrasim: predict the memory and step time of LLM training under 4D parallelism on GPU "
+      "clusters, A100 to GB300 NVL72 (documentation: README.md and docs/)"};
   app.require_subcommand(1);
-  app.set_version_flag("--version", "tetrasim 0.2.0");
+  app.set_version_flag("--version", "tetrasim " TETRASIM_VERSION);  // CMake project(VERSION)
   tetra::cli::Action action;
   tetra::cli::register_memory(app, action);
   tetra::cli::register_simulate(app, action);
