@@ -1,6 +1,6 @@
 #pragma once
-// The SPEC spellings of the library's enums: each .cpp keeps a (value, spelling) table and
-// looks it up both ways with these two functions.
+// The scenario-file spellings of the library's enums (docs/scenario-format.md): each .cpp
+// keeps a (value, spelling) table and looks it up both ways with these two functions.
 
 #include <array>
 #include <cstddef>

@@ -1,5 +1,5 @@
 // Megatron-LM model FLOPs (`NVIDIA/Megatron-LM: megatron/training/training.py::
-// num_floating_point_operations`, reference/costmodels.md section 4.1).
+// num_floating_point_operations`, master d98e8a6).
 #include "tetra/llama/flops.hpp"
 
 #include <algorithm>

@@ -1,6 +1,9 @@
 // Op list of one layer / stage on one rank. Shapes: Megatron-LM column/row-parallel linears
 // (`NVIDIA/Megatron-LM: megatron/core/tensor_parallel/layers.py`); collectives:
-// reference/costmodels.md section 5; byte counts of memory-bound kernels: section 6.3.
+// Megatron-LM `megatron/core/tensor_parallel/{layers,mappings}.py`, TransformerEngine
+// `transformer_engine/pytorch/attention/dot_product_attention/context_parallel.py`,
+// Megatron-LM `megatron/core/pipeline_parallel/schedules.py` and `megatron/core/distributed/`;
+// byte counts of memory-bound kernels: each operand read once and the output written once.
 #include "tetra/llama/ops.hpp"
 
 #include <algorithm>

@@ -1,4 +1,7 @@
-// Parameter counts: reference/memory.md section 2 (F24-code, N21 section 5.1, Megatron-LM).
+// Parameter counts. Sources: F24-code = the estimator of Fujii et al. 2024 (arXiv 2411.06465),
+// `okoge-kaz/Megatron-LM: tools/memory_estimate/memory_consumption_estimator.py` (branch
+// v0.8.0-abci, 85347a6b) with the norm-term correction of NVIDIA/Megatron-LM PR #1345;
+// N21 = Narayanan et al. 2021, arXiv 2104.04473; Megatron-LM.
 #include "tetra/llama/params.hpp"
 
 #include <algorithm>
@@ -19,7 +22,7 @@ struct LayerParts {
 };
 
 /// Attention weights. GQA: Q (h x q), K and V (h x k*d_h each), O (q x h), q = a*d_h (= h
-/// unless head_dim is explicit) (memory.md 2.1). MLA (DeepSeek-V3 `modeling_deepseek.py`
+/// unless head_dim is explicit) (F24-code). MLA (DeepSeek-V3 `modeling_deepseek.py`
 /// DeepseekV3Attention; Megatron-Core `multi_latent_attention.py`): the down projections
 /// q_a (h x r_q) and kv_a (h x (r_kv + d_rope)) and the two latent RMSNorms (r_q, r_kv) are
 /// replicated over TP (Megatron-Core builds the down projections "duplicated"); the up
@@ -86,14 +89,14 @@ LayerParts layer_parts(const Model& m, bool moe_layer) noexcept {
     p.sharded += 3 * h * f + 2 * f;
     p.replicated += 3 * h;
   } else if (m.arch == Arch::llama) {
-    // SwiGLU: gate, up, down = 3 h h_ffn; two RMSNorm weight vectors 2h (memory.md 2.1).
+    // SwiGLU: gate, up, down = 3 h h_ffn; two RMSNorm weight vectors 2h (F24-code).
     p.sharded += 3 * h * f;
     p.replicated += 2 * h;
   } else {
     // GeLU MLP: 2 h h_ffn. Biases: QKV (h + 2 k d_h) and fc1 (h_ffn) are column-parallel
     // (sharded); O and fc2 biases (h each) belong to row-parallel layers (replicated); two
     // LayerNorms with weight and bias: 4h. Total 4h^2 + 2 h h_ffn + 9h + h_ffn, i.e.
-    // 12h^2 + 13h for MHA with h_ffn = 4h (memory.md 2.1, N21 section 5.1).
+    // 12h^2 + 13h for MHA with h_ffn = 4h (N21 section 5.1).
     p.sharded += 2 * h * f + (h + 2 * kv) + f;
     p.replicated += 2 * h + 4 * h;
   }
@@ -168,7 +171,7 @@ std::int64_t total_params(const Model& m, int seq_len) noexcept {
 
 std::int64_t padded_vocab(const Model& m, int tp) noexcept {
   // Megatron `_vocab_size_with_padding`: multiple of make_vocab_size_divisible_by (128) * tp
-  // (memory.md 2.3, megatron/training/tokenizer/tokenizer.py).
+  // (NVIDIA/Megatron-LM: megatron/training/tokenizer/tokenizer.py).
   const I multiple = 128LL * std::max(tp, 1);
   return ceil_div(m.vocab, multiple) * multiple;
 }
@@ -252,7 +255,7 @@ std::vector<StageParams> stage_params(const Model& m, const Layout& layout, int 
   const I t = std::max(layout.tp, 1);
   const I h = m.hidden;
   const LayerParts parts = layer_parts(m, false);
-  // One layer's shard on one GPU: W_layer = sharded/t + replicated (memory.md 2.2).
+  // One layer's shard on one GPU: W_layer = sharded/t + replicated (F24-code's per-stage form).
   const I w_layer = ceil_div(parts.sharded, t) + parts.replicated;
   // MoE layer on one GPU: the non-expert part over TP, the routed experts over EP x ETP
   // (E/ep experts of glu h f_e / etp each; Megatron-Core `experts.py` TEGroupedMLP).
@@ -270,7 +273,8 @@ std::vector<StageParams> stage_params(const Model& m, const Layout& layout, int 
       first += chunks[i];
     }
   }
-  // Embedding (or LM head) shard: h * V_padded / t (vocab-parallel, memory.md 2.2 / 2.3).
+  // Embedding (or LM head) shard: h * V_padded / t (vocab-parallel; F24-code, Megatron's
+  // `_vocab_size_with_padding`).
   const I embed = h * padded_vocab(m, layout.tp) / t;
   const std::vector<int> layers = stage_layers(m, layout);
   const int pp = static_cast<int>(layers.size());
@@ -296,7 +300,7 @@ std::vector<StageParams> stage_params(const Model& m, const Layout& layout, int 
     if (s.has_head) {
       p += final_norm(m);
       // Untied: the LM head. Tied with pp > 1: the last stage keeps its own copy of the
-      // embedding for the output layer (memory.md 2.2). Tied with pp == 1: one shared copy.
+      // embedding for the output layer (F24-code). Tied with pp == 1: one shared copy.
       if (!m.tied_embeddings || pp > 1) p += embed;
       // MTP modules sit after the last layer (Megatron-Core places them on the last pipeline
       // stage) and read the input embedding, which that stage then holds too when pp > 1

@@ -1,4 +1,5 @@
-// Layout rules (SPEC section 2, DESIGN section 2, Megatron-LM argument checks in
+// Layout rules (the scenario keys of docs/scenario-format.md, checked at load as
+// docs/architecture.md "Data flow" step 1 says; Megatron-LM argument checks in
 // megatron/training/arguments.py and megatron/core/pipeline_parallel/schedules.py).
 #include "tetra/llama/validate.hpp"
 
@@ -190,7 +191,8 @@ std::optional<LayoutIssue> check_layout(const Model& model, long long world,
   }
 
   // 10. Virtual stages go with the schedules that place vp chunks per rank: interleaved 1F1B
-  //     and layered gradient accumulation (modular placement, papers.md section B).
+  //     and layered gradient accumulation (modular placement: Lamy-Poirier, arXiv 2106.02679;
+  //     ServiceNow Fast-LLM puts stage i on pipeline rank i mod p).
   if (layout.vp > 1 && layout.pp < 2) {
     return issue("vp", "vp-needs-pp", "vp=" + str(layout.vp) + " needs pp > 1");
   }

@@ -1,8 +1,8 @@
 #pragma once
 /// Model FLOPs of one training step as Megatron-LM reports them
 /// (`NVIDIA/Megatron-LM: megatron/training/training.py::num_floating_point_operations`,
-/// reference/costmodels.md section 4.1). The SPEC's MFU and `tflops_per_gpu` use the
-/// current-master form (forward + backward, no recomputation, causal attention at half).
+/// master d98e8a6). tetrasim's MFU and `tflops_per_gpu` use the current-master form
+/// (forward + backward, no recomputation, causal attention at half).
 
 #include "tetra/llama/layout.hpp"
 #include "tetra/llama/model.hpp"
@@ -22,7 +22,7 @@ namespace tetra::llama {
 [[nodiscard]] double megatron_step_flops(const Model& model, long long seq_len,
                                          long long global_batch, long long vocab = 0) noexcept;
 
-/// The model FLOPs of one step that SPEC section 1's MFU and `tflops_per_gpu` count:
+/// The model FLOPs of one step that tetrasim's MFU and `tflops_per_gpu` count:
 /// `megatron_step_flops` of the global batch over the vocabulary padded for the layout's TP
 /// (`padded_vocab`, as Megatron passes it).
 [[nodiscard]] double spec_step_flops(const Model& model, const Training& training,

@@ -61,7 +61,7 @@ struct Fp8Training {
 /// (compute capability 10.0 or later), NVFP4 also FP4 tensor cores.
 [[nodiscard]] std::string recipe_problem(Fp8Recipe recipe, const hw::Gpu& gpu);
 
-/// SPEC spellings: none | delayed | current | blockwise | mxfp8 | nvfp4.
+/// Scenario spellings: none | delayed | current | blockwise | mxfp8 | nvfp4.
 [[nodiscard]] const char* to_string(Fp8Recipe r) noexcept;
 [[nodiscard]] std::optional<Fp8Recipe> parse_fp8_recipe(std::string_view name) noexcept;
 

@@ -1,6 +1,6 @@
 #pragma once
 /// How one training step is laid out over the cluster ([layout]) and how it trains
-/// ([training]); SPEC section 2.
+/// ([training]); the keys are listed in docs/scenario-format.md.
 
 #include <algorithm>
 #include <optional>
@@ -208,23 +208,24 @@ struct BlockKind {
 /// Bytes of one element of the given dtype.
 [[nodiscard]] int bytes_of(Precision p) noexcept;
 
-/// SPEC spellings: none | selective | full | selective_op | selective_layer.
+/// Scenario spellings: none | selective | full | selective_op | selective_layer.
 [[nodiscard]] const char* to_string(Recompute r) noexcept;
-/// SPEC spellings: gpipe | 1f1b | interleaved | zb-h1 | layered.
+/// Scenario spellings: gpipe | 1f1b | interleaved | zb-h1 | layered.
 [[nodiscard]] const char* to_string(Schedule s) noexcept;
-/// SPEC spellings: flash2 | flash3 | flash1 | cudnn | fused | torch.
+/// Scenario spellings: flash2 | flash3 | flash1 | cudnn | fused | torch.
 [[nodiscard]] const char* to_string(AttentionKernel a) noexcept;
-/// SPEC spellings: bf16 | fp16 | fp32.
+/// Scenario spellings: bf16 | fp16 | fp32.
 [[nodiscard]] const char* to_string(Precision p) noexcept;
-/// SPEC spellings: megatron | deepspeed | fsdp.
+/// Scenario spellings: megatron | deepspeed | fsdp.
 [[nodiscard]] const char* to_string(Framework f) noexcept;
-/// SPEC spelling: adam.
+/// Scenario spelling: adam.
 [[nodiscard]] const char* to_string(Optimizer o) noexcept;
 /// Megatron-Core spellings: alltoall | allgather | flex.
 [[nodiscard]] const char* to_string(MoeDispatcher d) noexcept;
 [[nodiscard]] const char* to_string(FlexBackend b) noexcept;
 
-/// Inverses of to_string (exact, case-sensitive SPEC spellings); nothing for an unknown name.
+/// Inverses of to_string (exact, case-sensitive scenario spellings); nothing for an unknown
+/// name.
 [[nodiscard]] std::optional<Recompute> parse_recompute(std::string_view name) noexcept;
 [[nodiscard]] std::optional<Schedule> parse_schedule(std::string_view name) noexcept;
 [[nodiscard]] std::optional<AttentionKernel> parse_attention(std::string_view name) noexcept;

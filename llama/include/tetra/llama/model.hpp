@@ -49,7 +49,7 @@ struct Model {
   [[nodiscard]] bool llama_block() const noexcept { return arch != Arch::gpt; }
 };
 
-/// "llama", "gpt" or "gpt-oss" (the SPEC's [model] arch values).
+/// "llama", "gpt" or "gpt-oss" (the scenario's [model] arch values).
 [[nodiscard]] const char* to_string(Arch arch) noexcept;
 /// Inverse of to_string; nothing for an unknown name.
 [[nodiscard]] std::optional<Arch> parse_arch(std::string_view name) noexcept;

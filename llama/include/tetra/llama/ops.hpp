@@ -1,24 +1,29 @@
 #pragma once
-/// The op list of one training step on one rank (DESIGN section 2, step 2): the GEMMs,
-/// attention calls, memory-bound kernels and collectives that a layout puts into one
+/// The op list of one training step on one rank (docs/architecture.md, "Data flow" step 2):
+/// the GEMMs, attention calls, memory-bound kernels and collectives that a layout puts into one
 /// transformer layer for one micro-batch, plus the embedding (first stage), LM head (last
 /// stage), pipeline boundary, data-parallel gradient buckets and the optimizer step.
 ///
 /// Shapes follow Megatron-LM's column/row-parallel linears
-/// (`NVIDIA/Megatron-LM: megatron/core/tensor_parallel/layers.py`, reference/costmodels.md
-/// section 4.3): with `T` tokens on the rank (after the SP all-gather),
+/// (`NVIDIA/Megatron-LM: megatron/core/tensor_parallel/layers.py`,
+/// `LinearWithGradAccumulationAndAsyncCommunication`): with `T` tokens on the rank (after the
+/// SP all-gather),
 ///   forward `Y = X W^T`  : M = T,   N = out, K = in
 ///   dgrad   `dX = dY W`  : M = T,   N = in,  K = out
 ///   wgrad   `dW = dY^T X`: M = out, N = in,  K = T
-/// Collectives follow reference/costmodels.md section 5 (TP with/without SP, CP ring of
-/// TransformerEngine's AttnFuncWithCPAndKVP2P, PP boundary, DP buckets).
+/// Collectives follow Megatron-LM and TransformerEngine: TP with/without SP
+/// (`megatron/core/tensor_parallel/layers.py`, `mappings.py`), the CP ring of TransformerEngine's
+/// AttnFuncWithCPAndKVP2P (`transformer_engine/pytorch/attention/dot_product_attention/
+/// context_parallel.py`), the PP boundary (`megatron/core/pipeline_parallel/schedules.py`) and
+/// the DP buckets (`megatron/core/distributed/param_and_grad_buffer.py`).
 ///
-/// FLOP convention (`Op::flops`): Megatron's model FLOPs (reference/costmodels.md section 4.1):
+/// FLOP convention (`Op::flops`): Megatron's model FLOPs (`megatron/training/training.py`
+/// `num_floating_point_operations`):
 /// a GEMM counts 2·M·N·K, core attention forward 4·b·s_q·s_kv·heads·head_dim (halved when
 /// causal), its backward twice the forward; memory-bound kernels and communication count 0;
 /// ops re-run by activation recomputation carry `recompute = true` and are not model FLOPs.
 /// Summed over all ranks and micro-batches of a step the non-recompute FLOPs equal
-/// `megatron_step_flops` (flops.hpp), the SPEC's MFU numerator.
+/// `megatron_step_flops` (flops.hpp), the numerator of tetrasim's MFU.
 ///
 /// Overlap (what the framework overlaps; the simulator honours `Op::async`):
 ///   - an op with `async = true` is issued on its communication stream and the compute stream
@@ -207,12 +212,13 @@ struct Op {
 
 /// Bytes of the activation (forward) or its gradient (backward) sent across one pipeline
 /// boundary per micro-batch: `[s/c (/t with SP), b, h]` in the activation dtype
-/// (reference/costmodels.md section 5.3).
+/// (`NVIDIA/Megatron-LM: megatron/core/pipeline_parallel/schedules.py`).
 [[nodiscard]] double pp_boundary_bytes(const Model& model, const Training& training,
                                        const Layout& layout) noexcept;
 
 /// Data-parallel gradient communication of pipeline rank `stage` once per step
-/// (reference/costmodels.md section 5.4): buckets of `max(40e6, 1e6·dp·cp)` parameters over the
+/// (`NVIDIA/Megatron-LM: megatron/core/distributed/distributed_data_parallel_config.py`,
+/// `param_and_grad_buffer.py`): buckets of `max(40e6, 1e6·dp·cp)` parameters over the
 /// stage's local parameters, the last one partial; gradients in `training.grad_dtype`.
 /// framework = deepspeed (Aleph Alpha's trainer): a blocking fp32 all-reduce of the whole
 /// gradient in 500M-element buckets after the backward, and (ZeRO-1) a parameter all-gather
@@ -236,7 +242,8 @@ struct Op {
 
 /// The optimizer step of pipeline rank `stage`: gradient-norm reduction and the fused Adam
 /// kernel over the parameters this rank updates (sharded over dp·cp for zero_stage >= 1):
-/// about 30 bytes per parameter (reference/costmodels.md section 6.3).
+/// about 30 bytes per parameter (reads the fp32 parameter, gradient, m and v, writes the
+/// parameter, m, v and the bf16 copy).
 [[nodiscard]] std::vector<Op> optimizer_ops(const Model& model, const Training& training,
                                             const Layout& layout, int stage);
 

@@ -1,6 +1,8 @@
 #pragma once
 /// Exact parameter counts, per layer, per model and per pipeline stage on one GPU
-/// (reference/memory.md section 2).
+/// (Fujii et al. 2024, arXiv 2411.06465, estimator `okoge-kaz/Megatron-LM:
+/// tools/memory_estimate/memory_consumption_estimator.py`; Narayanan et al. 2021,
+/// arXiv 2104.04473 §5.1).
 
 #include <cstdint>
 #include <optional>
@@ -106,8 +108,10 @@ struct StageParams {
   std::int64_t expert_params = 0;
 };
 
-/// Parameters held by one GPU of each pipeline rank, explicit per-stage form of
-/// reference/memory.md section 2.2 (norm weights replicated over TP, padded vocabulary).
+/// Parameters held by one GPU of each pipeline rank, the explicit per-stage form of Fujii et
+/// al.'s estimator (`okoge-kaz/Megatron-LM: tools/memory_estimate/
+/// memory_consumption_estimator.py`, 85347a6b) with norm weights replicated over TP and the
+/// vocabulary padded as Megatron's `_vocab_size_with_padding`.
 [[nodiscard]] std::vector<StageParams> stage_params(const Model& m, const Layout& layout,
                                                     int seq_len);
 

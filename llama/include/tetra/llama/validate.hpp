@@ -1,6 +1,7 @@
 #pragma once
 /// The rules a layout must satisfy for a model, a cluster size and a training set-up
-/// (SPEC section 2 / DESIGN section 2). Shared by scenarios (which adds file positions) and
+/// (docs/scenario-format.md; docs/architecture.md "Data flow" step 1). Shared by scenarios
+/// (which adds file positions) and
 /// search (which counts how many candidates each rule rejects).
 
 #include <optional>
