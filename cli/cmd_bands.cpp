@@ -22,7 +22,7 @@
 #include "tetra/costmodel/error_band.hpp"
 #include "tetra/costmodel/memory.hpp"
 #include "tetra/fit/fit.hpp"
-#include "tetra/hw/error.hpp"
+#include "tetra/base/error.hpp"
 #include "tetra/scenarios/measurements.hpp"
 #include "tetra/scenarios/profile_io.hpp"
 

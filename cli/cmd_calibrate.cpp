@@ -15,7 +15,7 @@
 #include "tetra/calib/runner.hpp"
 #include "tetra/calib/tables.hpp"
 #include "tetra/calib/trace_import.hpp"
-#include "tetra/hw/error.hpp"
+#include "tetra/base/error.hpp"
 #include "tetra/scenarios/profile_io.hpp"
 
 namespace tetra::cli {

@@ -11,7 +11,7 @@
 #include "commands.hpp"
 #include "output.hpp"
 #include "tetra/costmodel/memory.hpp"
-#include "tetra/hw/units.hpp"
+#include "tetra/base/units.hpp"
 #include "tetra/llama/layout.hpp"
 #include "tetra/llama/moe.hpp"
 #include "tetra/llama/params.hpp"

@@ -27,8 +27,8 @@
 #include "html_pages.hpp"
 #include "output.hpp"
 #include "plan_io.hpp"
-#include "tetra/hw/error.hpp"
-#include "tetra/hw/units.hpp"
+#include "tetra/base/error.hpp"
+#include "tetra/base/units.hpp"
 #include "tetra/llama/fp8.hpp"
 #include "tetra/plan/plan.hpp"
 #include "tetra/report/report.hpp"
@@ -248,7 +248,7 @@ void print_text(const scenarios::PlanScenario& sc, const plan::PlanInput& in,
   char rate[64];
   std::snprintf(rate, sizeof rate, "%.3g", g.failures_per_gpu_hour);
   std::cout << "failures  " << rate << " per GPU-hour; checkpoint (weights + optimizer) "
-            << hw::format_bytes(rep.checkpoint_bytes) << " at " << hw::format_bandwidth(g.checkpoint_bandwidth_Bps)
+            << units::format_bytes(rep.checkpoint_bytes) << " at " << units::format_bandwidth(g.checkpoint_bandwidth_Bps)
             << ": " << duration_text(rep.checkpoint_bytes / g.checkpoint_bandwidth_Bps) << "; restart "
             << duration_text(g.restart_s) << '\n';
   if (set.deadline_days || set.budget) {

@@ -11,7 +11,7 @@
 #include "commands.hpp"
 #include "output.hpp"
 #include "tetra/hw/presets.hpp"
-#include "tetra/hw/units.hpp"
+#include "tetra/base/units.hpp"
 #include "tetra/llama/moe.hpp"
 #include "tetra/llama/params.hpp"
 #include "tetra/llama/presets.hpp"
@@ -74,7 +74,7 @@ nlohmann::json gpus_json() {
   for (const auto& g : hw::gpu_presets()) {
     out.push_back({{"name", g.name},
                    {"memory_bytes", g.memory_bytes},
-                   {"memory_gib", g.memory_bytes / hw::kGiB},
+                   {"memory_gib", g.memory_bytes / units::kGiB},
                    {"bf16_tflop_per_s", g.bf16_peak_flops / 1e12},
                    {"fp8_tflop_per_s", g.fp8_peak_flops / 1e12},
                    {"fp4_tflop_per_s", g.fp4_peak_flops / 1e12},
@@ -123,7 +123,7 @@ std::string gpus_table() {
   std::vector<std::vector<std::string>> rows;
   for (const auto& g : hw::gpu_presets()) {
     auto rate = [](double flops) { return flops > 0 ? fixed(flops / 1e12, 0) : std::string("-"); };
-    rows.push_back({g.name, fixed(g.memory_bytes / hw::kGiB, 2), rate(g.bf16_peak_flops), rate(g.fp8_peak_flops),
+    rows.push_back({g.name, fixed(g.memory_bytes / units::kGiB, 2), rate(g.bf16_peak_flops), rate(g.fp8_peak_flops),
                     rate(g.fp4_peak_flops), fixed(g.hbm_bandwidth_Bps / 1e12, 3), std::to_string(g.sms),
                     g.source});
   }

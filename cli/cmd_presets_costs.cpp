@@ -15,7 +15,7 @@
 #include "tetra/costmodel/builtin_profiles.hpp"
 #include "tetra/costmodel/collective.hpp"
 #include "tetra/costmodel/compute.hpp"
-#include "tetra/hw/error.hpp"
+#include "tetra/base/error.hpp"
 #include "tetra/hw/presets.hpp"
 #include "tetra/llama/ops.hpp"
 #include "tetra/llama/presets.hpp"

@@ -16,7 +16,7 @@
 #include "html_pages.hpp"
 #include "output.hpp"
 #include "tetra/costmodel/builtin_profiles.hpp"
-#include "tetra/hw/units.hpp"
+#include "tetra/base/units.hpp"
 #include "tetra/llama/layout.hpp"
 #include "tetra/report/report.hpp"
 #include "tetra/scenarios/profile_io.hpp"
@@ -133,8 +133,8 @@ int run_simulate(const SimulateArgs& args) {
       {"exposed CP comm", fixed(r.exposed.cp, 3) + " s"},
       {"exposed PP comm", fixed(r.exposed.pp, 3) + " s"},
       {"exposed DP comm", fixed(r.exposed.dp, 3) + " s"},
-      {"peak memory", fixed(r.peak_bytes / hw::kGiB, 2) + " GiB of " +
-                          fixed(r.memory.capacity_bytes / hw::kGiB, 2) + (r.fits ? " (fits)" : " (does not fit)")}};
+      {"peak memory", fixed(r.peak_bytes / units::kGiB, 2) + " GiB of " +
+                          fixed(r.memory.capacity_bytes / units::kGiB, 2) + (r.fits ? " (fits)" : " (does not fit)")}};
   if (sc.model.is_moe()) {
     // After the DP row: the MoE dispatch and combine left on the critical path.
     rows.insert(rows.begin() + 11, {"exposed EP comm", fixed(r.exposed.ep, 3) + " s"});
@@ -147,7 +147,7 @@ int run_simulate(const SimulateArgs& args) {
   std::vector<std::vector<std::string>> st;
   for (const auto& s : r.stages) {
     st.push_back({std::to_string(s.stage), std::to_string(s.layers), fixed(s.busy_s, 3), fixed(s.idle_s, 3),
-                  fixed(s.inflight, 2), fixed(s.peak_bytes / hw::kGiB, 2)});
+                  fixed(s.inflight, 2), fixed(s.peak_bytes / units::kGiB, 2)});
   }
   std::cout << format_table({"stage", "layers", "busy s", "idle s", "in flight", "peak GiB"}, st);
   std::cout << "\nband      " << band_basis_text(band) << '\n';

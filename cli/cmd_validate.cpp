@@ -22,7 +22,7 @@
 #include "stats.hpp"
 #include "step_rows.hpp"
 #include "tetra/fit/fit.hpp"
-#include "tetra/hw/error.hpp"
+#include "tetra/base/error.hpp"
 #include "tetra/scenarios/measurements.hpp"
 #include "tetra/scenarios/profile_io.hpp"
 

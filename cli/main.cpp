@@ -9,7 +9,7 @@
 #include <CLI/CLI.hpp>
 
 #include "commands.hpp"
-#include "tetra/hw/error.hpp"
+#include "tetra/base/error.hpp"
 
 int main(int argc, char** argv) {
   CLI::App app{

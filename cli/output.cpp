@@ -10,8 +10,8 @@
 #include <sstream>
 #include <system_error>
 
-#include "tetra/hw/error.hpp"
-#include "tetra/hw/units.hpp"
+#include "tetra/base/error.hpp"
+#include "tetra/base/units.hpp"
 
 namespace tetra::cli {
 
@@ -55,13 +55,13 @@ double round_to(double value, int decimals) {
   return static_cast<double>(std::llround(value * k)) / k;
 }
 
-double gib(double bytes) { return bytes / hw::kGiB; }
+double gib(double bytes) { return bytes / units::kGiB; }
 
 std::string precision_name(const llama::Fp8Training& fp8) {
   return fp8.enabled() ? std::string("fp8-") + llama::to_string(fp8.recipe) : "bf16";
 }
 
-double gib3(double bytes) { return round_to(bytes / hw::kGiB, 3); }
+double gib3(double bytes) { return round_to(bytes / units::kGiB, 3); }
 
 nlohmann::json search_counts_json(const search::SearchSummary& s) {
   nlohmann::json j;

@@ -8,7 +8,7 @@
 #include <sstream>
 
 #include "output.hpp"
-#include "tetra/hw/error.hpp"
+#include "tetra/base/error.hpp"
 #include "tetra/llama/fp8.hpp"
 #include "tetra/scenarios/scenario.hpp"
 

@@ -4,7 +4,7 @@
 
 #include "tetra/costmodel/builtin_profiles.hpp"
 #include "tetra/costmodel/memory.hpp"
-#include "tetra/hw/units.hpp"
+#include "tetra/base/units.hpp"
 #include "tetra/sim/simulator.hpp"
 
 namespace tetra::cli {
@@ -26,9 +26,9 @@ Prediction predict_memory(const scenarios::MeasurementRow& row) {
     case scenarios::Metric::outcome:
       return {rep.fits ? 1.0 : 0.0, {}};
     case scenarios::Metric::peak_alloc_gib:
-      return {allocated / hw::kGiB, {}};
+      return {allocated / units::kGiB, {}};
     default:
-      return {torch_reserved / hw::kGiB, {}};
+      return {torch_reserved / units::kGiB, {}};
   }
 }
 

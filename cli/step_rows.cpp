@@ -7,7 +7,7 @@
 #include <sstream>
 
 #include "output.hpp"
-#include "tetra/hw/error.hpp"
+#include "tetra/base/error.hpp"
 
 namespace tetra::cli {
 

@@ -6,7 +6,7 @@
 
 #include <cuda_runtime.h>
 
-#include "tetra/hw/error.hpp"
+#include "tetra/base/error.hpp"
 
 namespace tetra::calib::gpu {
 

@@ -10,7 +10,7 @@
 
 #include <Eigen/Dense>
 
-#include "tetra/hw/error.hpp"
+#include "tetra/base/error.hpp"
 
 namespace tetra::calib {
 namespace {

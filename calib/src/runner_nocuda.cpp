@@ -1,6 +1,6 @@
 // run_calibration for builds without CUDA: there is no device code to run.
 #include "tetra/calib/runner.hpp"
-#include "tetra/hw/error.hpp"
+#include "tetra/base/error.hpp"
 
 namespace tetra::calib {
 

@@ -7,7 +7,7 @@
 #include <set>
 #include <tuple>
 
-#include "tetra/hw/error.hpp"
+#include "tetra/base/error.hpp"
 #include "tetra/llama/layout.hpp"
 #include "tetra/llama/ops.hpp"
 #include "tetra/llama/presets.hpp"

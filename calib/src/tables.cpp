@@ -10,7 +10,7 @@
 #include <sstream>
 #include <vector>
 
-#include "tetra/hw/error.hpp"
+#include "tetra/base/error.hpp"
 
 namespace tetra::calib {
 namespace {

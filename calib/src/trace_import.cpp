@@ -15,7 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "tetra/calib/sweep.hpp"
-#include "tetra/hw/error.hpp"
+#include "tetra/base/error.hpp"
 
 namespace tetra::calib {
 namespace {

@@ -11,7 +11,7 @@
 #include <Eigen/Dense>
 
 #include "step_model.hpp"
-#include "tetra/hw/error.hpp"
+#include "tetra/base/error.hpp"
 #include "tetra/search/parallel.hpp"
 
 namespace tetra::fit {

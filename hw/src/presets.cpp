@@ -56,6 +56,9 @@
 
 namespace tetra::hw {
 
+using units::kGB;
+using units::kMiB;
+
 namespace {
 
 constexpr double kTflops = 1e12;

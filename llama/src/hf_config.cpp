@@ -34,7 +34,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "tetra/hw/error.hpp"
+#include "tetra/base/error.hpp"
 #include "tetra/llama/presets.hpp"
 
 namespace tetra::llama {

@@ -7,7 +7,7 @@
 #include <stdexcept>
 
 #include "tetra/costmodel/memory.hpp"
-#include "tetra/hw/error.hpp"
+#include "tetra/base/error.hpp"
 #include "tetra/search/parallel.hpp"
 
 namespace tetra::plan {

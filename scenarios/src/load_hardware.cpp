@@ -17,7 +17,7 @@
 #include "section.hpp"
 #include "tetra/costmodel/collective.hpp"
 #include "tetra/hw/presets.hpp"
-#include "tetra/hw/units.hpp"
+#include "tetra/base/units.hpp"
 #include "tetra/llama/presets.hpp"
 #include "tetra/scenarios/keys.hpp"
 
@@ -212,27 +212,27 @@ const toml::source_region* load_gpu(const Section& s, const toml::node& n, hw::G
   }
   if (const auto* v = g.get("memory")) {
     gpu.memory_bytes =
-        g.quantity(*v, "memory", hw::parse_bytes, "80GiB", kMaxBytes, false, kMinGpuBytes);
+        g.quantity(*v, "memory", units::parse_bytes, "80GiB", kMaxBytes, false, kMinGpuBytes);
   }
   if (const auto* v = g.get("bf16_peak")) {
-    gpu.bf16_peak_flops = g.quantity(*v, "bf16_peak", hw::parse_flop_rate, "989TFLOP/s", kMaxFlops);
+    gpu.bf16_peak_flops = g.quantity(*v, "bf16_peak", units::parse_flop_rate, "989TFLOP/s", kMaxFlops);
   }
   if (const auto* v = g.get("fp8_peak")) {
-    gpu.fp8_peak_flops = g.quantity(*v, "fp8_peak", hw::parse_flop_rate, "1979TFLOP/s", kMaxFlops);
+    gpu.fp8_peak_flops = g.quantity(*v, "fp8_peak", units::parse_flop_rate, "1979TFLOP/s", kMaxFlops);
   }
   if (const auto* v = g.get("fp4_peak")) {
-    gpu.fp4_peak_flops = g.quantity(*v, "fp4_peak", hw::parse_flop_rate, "9000TFLOP/s", kMaxFlops);
+    gpu.fp4_peak_flops = g.quantity(*v, "fp4_peak", units::parse_flop_rate, "9000TFLOP/s", kMaxFlops);
   }
   if (const auto* v = g.get("hbm_bandwidth")) {
     gpu.hbm_bandwidth_Bps =
-        g.quantity(*v, "hbm_bandwidth", hw::parse_bandwidth, "3.35TB/s", kMaxBandwidth);
+        g.quantity(*v, "hbm_bandwidth", units::parse_bandwidth, "3.35TB/s", kMaxBandwidth);
   }
   if (const auto* v = g.get("sms")) gpu.sms = g.int_value(*v, "sms", 1, kMaxSms);
   if (const auto* v = g.get("rated_power")) {
-    gpu.rated_power_w = g.quantity(*v, "rated_power", hw::parse_power, "700W", kMaxPowerW);
+    gpu.rated_power_w = g.quantity(*v, "rated_power", units::parse_power, "700W", kMaxPowerW);
   }
   if (const auto* v = g.get("power_limit")) {
-    gpu.power_limit_w = g.quantity(*v, "power_limit", hw::parse_power, "500W", kMaxPowerW);
+    gpu.power_limit_w = g.quantity(*v, "power_limit", units::parse_power, "500W", kMaxPowerW);
     if (gpu.rated_power_w <= 0) {
       g.fail_at(*v, "power_limit", "needs the GPU's rated_power (a preset GPU has one)");
     }
@@ -248,10 +248,10 @@ const toml::source_region* load_intra(const Section& s, const toml::node& n, hw:
   g.check_keys(key_names("cluster.intra_node"));
   if (const auto* v = g.get("kind")) intra.kind = enum_value(g, *v, "kind", hw::parse_intra_kind, kIntraKind);
   if (const auto* v = g.get("bandwidth")) {
-    intra.bandwidth_Bps = g.quantity(*v, "bandwidth", hw::parse_bandwidth, "450GB/s", kMaxBandwidth);
+    intra.bandwidth_Bps = g.quantity(*v, "bandwidth", units::parse_bandwidth, "450GB/s", kMaxBandwidth);
   }
   if (const auto* v = g.get("latency")) {
-    intra.latency_s = g.quantity(*v, "latency", hw::parse_duration, "1us", kMaxLatency, true);
+    intra.latency_s = g.quantity(*v, "latency", units::parse_duration, "1us", kMaxLatency, true);
   }
   if (const auto* v = g.get("nvls")) intra.nvls = g.boolean(*v, "nvls");
   if (const auto* v = g.get("domain")) {
@@ -271,10 +271,10 @@ const toml::source_region* load_inter(const Section& s, const toml::node& n, hw:
   }
   if (const auto* v = g.get("nic_bandwidth")) {
     inter.nic_bandwidth_Bps =
-        g.quantity(*v, "nic_bandwidth", hw::parse_bandwidth, "400Gb/s", kMaxBandwidth);
+        g.quantity(*v, "nic_bandwidth", units::parse_bandwidth, "400Gb/s", kMaxBandwidth);
   }
   if (const auto* v = g.get("latency")) {
-    inter.latency_s = g.quantity(*v, "latency", hw::parse_duration, "5us", kMaxLatency, true);
+    inter.latency_s = g.quantity(*v, "latency", units::parse_duration, "5us", kMaxLatency, true);
   }
   return &g.table.source();
 }

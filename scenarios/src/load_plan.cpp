@@ -17,7 +17,7 @@
 #include "section.hpp"
 #include "tetra/costmodel/collective.hpp"
 #include "tetra/hw/presets.hpp"
-#include "tetra/hw/units.hpp"
+#include "tetra/base/units.hpp"
 #include "tetra/llama/presets.hpp"
 #include "tetra/scenarios/keys.hpp"
 
@@ -190,10 +190,10 @@ PlanTable load_plan(const Doc& doc, const toml::table& table) {
   }
   if (const auto* n = s.get("checkpoint_bandwidth")) {
     set.goodput.checkpoint_bandwidth_Bps =
-        s.quantity(*n, "checkpoint_bandwidth", hw::parse_bandwidth, "2TB/s", kMaxBandwidth);
+        s.quantity(*n, "checkpoint_bandwidth", units::parse_bandwidth, "2TB/s", kMaxBandwidth);
   }
   if (const auto* n = s.get("restart_time")) {
-    set.goodput.restart_s = s.quantity(*n, "restart_time", hw::parse_duration, "10min", 1e9, true);
+    set.goodput.restart_s = s.quantity(*n, "restart_time", units::parse_duration, "10min", 1e9, true);
   }
   const toml::node* cands = s.get("candidate");
   const toml::array* arr = cands != nullptr ? cands->as_array() : nullptr;

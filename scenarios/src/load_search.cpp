@@ -17,7 +17,7 @@
 #include "section.hpp"
 #include "tetra/costmodel/collective.hpp"
 #include "tetra/hw/presets.hpp"
-#include "tetra/hw/units.hpp"
+#include "tetra/base/units.hpp"
 #include "tetra/llama/presets.hpp"
 #include "tetra/scenarios/keys.hpp"
 

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "tetra/hw/cluster.hpp"
-#include "tetra/hw/error.hpp"
+#include "tetra/base/error.hpp"
 #include "tetra/llama/layout.hpp"
 #include "tetra/llama/model.hpp"
 #include "tetra/llama/validate.hpp"

@@ -11,7 +11,7 @@
 #include <set>
 
 #include "loader.hpp"
-#include "tetra/hw/error.hpp"
+#include "tetra/base/error.hpp"
 #include "tetra/hw/presets.hpp"
 #include "tetra/llama/presets.hpp"
 

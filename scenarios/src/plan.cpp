@@ -8,7 +8,7 @@
 #include <utility>
 
 #include "loader.hpp"
-#include "tetra/hw/error.hpp"
+#include "tetra/base/error.hpp"
 #include "tetra/llama/fp8.hpp"
 
 namespace tetra::scenarios {

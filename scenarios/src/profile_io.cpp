@@ -11,8 +11,8 @@
 #include <vector>
 
 #include "loader.hpp"
-#include "tetra/hw/error.hpp"
-#include "tetra/hw/units.hpp"
+#include "tetra/base/error.hpp"
+#include "tetra/base/units.hpp"
 #include "toml.hpp"
 
 namespace tetra::scenarios {
@@ -154,7 +154,7 @@ void load_meta(const Doc& doc, const toml::table& root, costmodel::Profile& p) {
       if (n == nullptr) return;
       if (n->is_string()) {
         try {
-          out = hw::parse_bytes(n->as_string()->get());
+          out = units::parse_bytes(n->as_string()->get());
         } catch (const std::invalid_argument& e) {
           fail(doc, n->source(), s.key(key), e.what());
         }

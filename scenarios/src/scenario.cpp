@@ -5,7 +5,7 @@
 #include <sstream>
 
 #include "loader.hpp"
-#include "tetra/hw/error.hpp"
+#include "tetra/base/error.hpp"
 #include "tetra/calib/curve_fit.hpp"
 #include "tetra/llama/validate.hpp"
 #include "tetra/scenarios/profile_io.hpp"

@@ -5,7 +5,7 @@
 #include <algorithm>
 
 #include "tetra/costmodel/collective.hpp"
-#include "tetra/hw/error.hpp"
+#include "tetra/base/error.hpp"
 #include "tetra/llama/params.hpp"
 #include "tetra/llama/validate.hpp"
 

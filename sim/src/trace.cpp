@@ -4,7 +4,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "tetra/hw/units.hpp"
+#include "tetra/base/units.hpp"
 #include "tetra/sim/simulator.hpp"
 
 namespace tetra::sim {
@@ -90,10 +90,10 @@ std::string Simulator::chrome_trace() const {
     if (static_cast<std::size_t>(r) >= stage_memory_.size()) break;
     const costmodel::StageMemory& sm = stage_memory_[static_cast<std::size_t>(r)];
     events.push_back(J{{"name", "memory"}, {"ph", "C"}, {"ts", 0.0}, {"pid", r},
-                       {"args", J{{"GiB", costmodel::reserved_with_activations(sm, 0.0) / hw::kGiB}}}});
+                       {"args", J{{"GiB", costmodel::reserved_with_activations(sm, 0.0) / units::kGiB}}}});
     for (const auto& s : samples[static_cast<std::size_t>(r)]) {
       events.push_back(J{{"name", "memory"}, {"ph", "C"}, {"ts", us(s.time)}, {"pid", r},
-                         {"args", J{{"GiB", costmodel::reserved_with_activations(sm, s.bytes) / hw::kGiB}}}});
+                         {"args", J{{"GiB", costmodel::reserved_with_activations(sm, s.bytes) / units::kGiB}}}});
     }
   }
   J doc = J::object();

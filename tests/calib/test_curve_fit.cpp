@@ -10,7 +10,7 @@
 #include "synthetic.hpp"
 #include "tetra/calib/curve_fit.hpp"
 #include "tetra/calib/tables.hpp"
-#include "tetra/hw/error.hpp"
+#include "tetra/base/error.hpp"
 
 using tetra::test::approx;
 using namespace tetra;

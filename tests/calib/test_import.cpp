@@ -10,7 +10,7 @@
 #include "tetra/calib/sweep.hpp"
 #include "tetra/calib/tables.hpp"
 #include "tetra/calib/trace_import.hpp"
-#include "tetra/hw/error.hpp"
+#include "tetra/base/error.hpp"
 
 using tetra::test::approx;
 using namespace tetra;

@@ -35,7 +35,7 @@
 #include "support/approx.hpp"
 
 #include "tetra/calib/trace_import.hpp"
-#include "tetra/hw/error.hpp"
+#include "tetra/base/error.hpp"
 
 using tetra::test::approx;
 using namespace tetra;

@@ -12,7 +12,7 @@
 
 #include "tetra/costmodel/factors.hpp"
 #include "tetra/fit/fit.hpp"
-#include "tetra/hw/error.hpp"
+#include "tetra/base/error.hpp"
 #include "tetra/hw/presets.hpp"
 #include "tetra/llama/presets.hpp"
 #include "tetra/llama/validate.hpp"

@@ -13,7 +13,7 @@
 #include "tetra/calib/trace_import.hpp"
 #include "tetra/costmodel/builtin_profiles.hpp"
 #include "tetra/costmodel/memory.hpp"
-#include "tetra/hw/error.hpp"
+#include "tetra/base/error.hpp"
 #include "tetra/llama/layout.hpp"
 #include "tetra/llama/presets.hpp"
 #include "tetra/scenarios/measurements.hpp"

@@ -5,10 +5,12 @@
 #include <string>
 
 #include "tetra/hw/presets.hpp"
-#include "tetra/hw/units.hpp"
+#include "tetra/base/units.hpp"
 
 using tetra::test::approx;
 using namespace tetra::hw;
+using tetra::units::kGiB;
+using tetra::units::kMiB;
 
 TEST_SUITE("hw") {
   TEST_CASE("GPU presets: datasheet numbers (reference/hardware.md section 1)") {

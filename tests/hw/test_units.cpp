@@ -4,10 +4,10 @@
 #include <stdexcept>
 #include <string>
 
-#include "tetra/hw/units.hpp"
+#include "tetra/base/units.hpp"
 
 using tetra::test::approx;
-using namespace tetra::hw;
+using namespace tetra::units;
 
 namespace {
 std::string error_of(double (*parse)(std::string_view), std::string_view text) {

@@ -4,7 +4,7 @@
 #include <fstream>
 #include <string>
 
-#include "tetra/hw/error.hpp"
+#include "tetra/base/error.hpp"
 #include "tetra/llama/params.hpp"
 #include "tetra/llama/presets.hpp"
 

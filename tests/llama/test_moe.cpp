@@ -6,7 +6,7 @@
 
 #include <string>
 
-#include "tetra/hw/error.hpp"
+#include "tetra/base/error.hpp"
 #include "tetra/llama/flops.hpp"
 #include "tetra/llama/model.hpp"
 #include "tetra/llama/moe.hpp"

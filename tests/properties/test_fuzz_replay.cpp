@@ -14,7 +14,7 @@
 
 #include "../fuzz/targets.hpp"
 #include "tetra/calib/trace_import.hpp"
-#include "tetra/hw/error.hpp"
+#include "tetra/base/error.hpp"
 #include "tetra/llama/presets.hpp"
 
 namespace fs = std::filesystem;

@@ -8,7 +8,7 @@
 #include <sstream>
 #include <string>
 
-#include "tetra/hw/error.hpp"
+#include "tetra/base/error.hpp"
 #include "tetra/scenarios/keys.hpp"
 #include "tetra/scenarios/scenario.hpp"
 

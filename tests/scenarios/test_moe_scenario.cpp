@@ -7,7 +7,7 @@
 #include <algorithm>
 #include <string>
 
-#include "tetra/hw/error.hpp"
+#include "tetra/base/error.hpp"
 #include "tetra/llama/moe.hpp"
 #include "tetra/scenarios/measurements.hpp"
 #include "tetra/scenarios/scenario.hpp"

@@ -5,7 +5,7 @@
 
 #include <string>
 
-#include "tetra/hw/error.hpp"
+#include "tetra/base/error.hpp"
 #include "tetra/scenarios/plan.hpp"
 
 using tetra::test::approx;

@@ -8,7 +8,7 @@
 
 #include "tetra/calib/tables.hpp"
 #include "tetra/costmodel/builtin_profiles.hpp"
-#include "tetra/hw/error.hpp"
+#include "tetra/base/error.hpp"
 #include "tetra/hw/presets.hpp"
 #include "tetra/scenarios/profile_io.hpp"
 #include "tetra/scenarios/scenario.hpp"

@@ -7,8 +7,8 @@
 #include <fstream>
 #include <string>
 
-#include "tetra/hw/error.hpp"
-#include "tetra/hw/units.hpp"
+#include "tetra/base/error.hpp"
+#include "tetra/base/units.hpp"
 #include "tetra/scenarios/measurements.hpp"
 #include "tetra/scenarios/profile_io.hpp"
 #include "tetra/scenarios/scenario.hpp"
@@ -120,7 +120,7 @@ tp = 8
   CHECK(sc.model.vocab == 50000);
   CHECK(sc.model.layers == 16);
   CHECK(sc.model.hidden == 4096);  // from the preset
-  CHECK(sc.cluster.gpu.memory_bytes == approx(40 * tetra::hw::kGiB));
+  CHECK(sc.cluster.gpu.memory_bytes == approx(40 * tetra::units::kGiB));
   CHECK(sc.cluster.inter.nic_bandwidth_Bps == approx(100e9 / 8));
   CHECK(sc.cluster.gpus_per_node == 8);
   CHECK(sc.training.zero_stage == 0);
@@ -546,7 +546,7 @@ TEST_CASE("model and cluster cells may be TOML files relative to the CSV") {
   REQUIRE(rows.size() == 2);
   CHECK(rows[0].model.layers == 4);
   CHECK(rows[0].cluster.nodes == 2);
-  CHECK(rows[0].cluster.gpu.memory_bytes == approx(40 * tetra::hw::kGiB));
+  CHECK(rows[0].cluster.gpu.memory_bytes == approx(40536 * tetra::units::kMiB));  // the a100-sxm-40gb preset
   CHECK(rows[0].layout.dp == 2);
   CHECK(rows[1].cluster.nodes == 1);
   write(dir + "/n.csv", kHeader + "r1,s,g,tiny.toml,bad.toml,4,2,1,1,1,1,8,128,0,none,,outcome,ok,\n");

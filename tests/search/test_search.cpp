@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "tetra/costmodel/memory.hpp"
-#include "tetra/hw/error.hpp"
+#include "tetra/base/error.hpp"
 #include "tetra/hw/presets.hpp"
 #include "tetra/llama/params.hpp"
 #include "tetra/llama/presets.hpp"

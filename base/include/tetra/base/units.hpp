@@ -8,7 +8,7 @@
 #include <string>
 #include <string_view>
 
-namespace tetra::hw {
+namespace tetra::units {
 
 inline constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 inline constexpr double kMiB = 1024.0 * 1024.0;
@@ -31,4 +31,4 @@ inline constexpr double kGB = 1e9;
 [[nodiscard]] std::string format_flop_rate(double flop_per_s);
 [[nodiscard]] std::string format_duration(double seconds);
 
-}  // namespace tetra::hw
+}  // namespace tetra::units

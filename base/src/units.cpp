@@ -1,4 +1,4 @@
-#include "tetra/hw/units.hpp"
+#include "tetra/base/units.hpp"
 
 #include <array>
 #include <charconv>
@@ -6,7 +6,7 @@
 #include <cstdio>
 #include <stdexcept>
 
-namespace tetra::hw {
+namespace tetra::units {
 
 namespace {
 
@@ -227,4 +227,4 @@ std::string format_duration(double seconds) {
   return printf_str("%.2f %s", seconds, "s");
 }
 
-}  // namespace tetra::hw
+}  // namespace tetra::units

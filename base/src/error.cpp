@@ -1,4 +1,4 @@
-#include "tetra/hw/error.hpp"
+#include "tetra/base/error.hpp"
 
 namespace tetra {
 
