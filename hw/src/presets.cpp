@@ -52,7 +52,7 @@
 
 #include <array>
 
-#include "tetra/hw/units.hpp"
+#include "tetra/base/units.hpp"
 
 namespace tetra::hw {
 
