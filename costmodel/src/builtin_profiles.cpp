@@ -1,11 +1,13 @@
-// Built-in profiles from published measurements (reference/hardware.md). Citation keys:
+// Built-in profiles from published measurements. Citation keys:
 //  [MAMF]  stas00/ml-engineering: compute/accelerator/README.md, "Maximum Achievable Matmul
 //          FLOPS comparison table" (commit 29c6b708): A100 SXM BF16 271.2, H100 SXM BF16 794.5
 //          TFLOP/s ("H200 is the same"); FP8 e4m3fn H100 SXM 1402.6, H200 SXM 1453.4 TFLOP/s.
 //  [STREAM] RRZE-HPC/gpu-benches gpu-stream (commit 1038c5d0), 100 % occupancy row, triad:
 //          A100 80GB 1794 GB/s, A100 40GB 1358 GB/s.
-//  [HBM-H] hardware.md section 6: H100 / H200 effective HBM ≈ 0.9 × spec [assumed], bracketed
-//          by the measured read ratios on A100-80GB (0.87) and H100 PCIe (0.97).
+//  [HBM-H] H100 / H200 effective HBM ≈ 0.9 × spec [assumed]: no published H100 SXM or H200
+//          streaming measurement; bracketed by the measured read ratios of RRZE-HPC/gpu-benches
+//          gpu-stream (commit 1038c5d0) on A100-80GB (1776 of 2039 GB/s, 0.87) and H100 PCIe
+//          (1942 of 2000 GB/s, 0.97).
 //  [FA2]   Dao-AILab/flash-attention README figures assets/flash2_a100_fwd_bwd_benchmark.png,
 //          assets/flash2_h100_fwd_bwd_benchmark.png (commit 7ef24848), fwd+bwd TFLOP/s.
 //  [FA3]   same, assets/flash3_fp16_fwd.png, forward TFLOP/s.
@@ -67,7 +69,7 @@ constexpr double kT = 1e12;
 constexpr double kG = 1e9;
 constexpr double kUs = 1e-6;
 
-// Launch / per-wave costs (no published per-kernel overhead in reference/): 2 us per kernel
+// Launch / per-wave costs (no published per-kernel overhead was found): 2 us per kernel
 // and 1 us per GEMM wave [assumed]; a calibration profile replaces them.
 constexpr double kKernelLaunchS = 2.0 * kUs;
 constexpr double kGemmLaunchS = 2.0 * kUs;
@@ -121,7 +123,7 @@ constexpr AllReduceRow kAllReduceA100[] = {
 
 /// The measured all-reduce table of an A100 NVSwitch node as profile rows. All-gather and
 /// reduce-scatter run at the all-reduce's bus bandwidth at the same nccl-tests size
-/// (hardware.md §6: no A100 AG/RS table is published [assumed]), i.e. in half its time.
+/// (no A100 AG/RS table is published [assumed]), i.e. in half its time.
 void append_a100_collectives(std::vector<CollectiveRow>& out, int gpus_per_node) {
   for (const AllReduceRow& r : kAllReduceA100) {
     if (r.ranks > gpus_per_node) continue;
@@ -373,8 +375,9 @@ ComputeParams make_compute_params(const hw::Cluster& cluster, const Profile& pro
   if (f.valid && f.gemm_peak_flops > 0 && f.gemm_tile_m > 0 && f.gemm_tile_n > 0) {
     p.tiles = {GemmTile{f.gemm_tile_m, f.gemm_tile_n, 1.0}};
   } else {
-    // Candidate CUTLASS/cuBLAS tiles (costmodels.md 6.1); per-SM efficiency relative to the
-    // large tiles falls with operand reuse [assumed].
+    // Candidate CUTLASS/cuBLAS tiles (NVIDIA Matrix Multiplication Background User's Guide,
+    // "Tile Quantization"); per-SM efficiency relative to the large tiles falls with operand
+    // reuse [assumed].
     p.tiles = {{256, 128, 1.0}, {128, 256, 1.0}, {128, 128, 0.9},
                {128, 64, 0.75}, {64, 128, 0.75}, {64, 64, 0.55}};
   }

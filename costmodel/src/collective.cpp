@@ -1,6 +1,8 @@
-// NCCL's performance model (reference/costmodels.md section 1) and nccl-tests' bandwidth
-// definitions (section 2.1). Constants: `NVIDIA/nccl: src/graph/tuning.cc` at v2.30.7-1 (73cf112),
-// v2.27.7-1 (593de54), v2.21.5-1 (ab2b89c); graph search: `src/graph/search.cc`, `topo.h`.
+// NCCL's performance model (`NVIDIA/nccl: src/graph/tuning.cc` ncclTopoTuneModel and
+// ncclTopoGetAlgoTime, `src/enqueue.cc` topoGetAlgoInfo) and nccl-tests' bandwidth definitions
+// (`NVIDIA/nccl-tests: doc/PERFORMANCE.md`). Constants: `NVIDIA/nccl: src/graph/tuning.cc` at
+// v2.30.7-1 (73cf112), v2.27.7-1 (593de54), v2.21.5-1 (ab2b89c); graph search:
+// `src/graph/search.cc`, `topo.h`.
 #include "tetra/costmodel/collective.hpp"
 
 #include <algorithm>
@@ -20,21 +22,22 @@ constexpr int kAlgos = 7;
 constexpr int kProtos = 3;
 constexpr int kHwNvlink = 0, kHwPci = 1, kHwNet = 2;
 
-/// Tuning constants of one NCCL version (ncclTunerConstantsDefaults; costmodels.md 1.1, 1.5).
+/// Tuning constants of one NCCL version (ncclTunerConstantsDefaults, src/graph/tuning.cc).
 struct Constants {
   double base[kAlgos][kProtos];
   double hw[3][kAlgos][kProtos];
   bool has_pat;
 };
 
-// v2.30.7-1 (costmodels.md section 1.1).
+// v2.30.7-1 (src/graph/tuning.cc: baseLatencies, hwLatencies).
 constexpr Constants kV2_30 = {
     {{6.8, 14.0, 8.4}, {6.6, 14.0, 8.4}, {0, 0, 0}, {0, 0, 0}, {0, 0, 0}, {0, 0, 0}, {8.0, 8.0, 8.0}},
     {{{0.6, 1.25, 4.0}, {0.6, 1.9, 3.4}, {0, 0, 3.7}, {0, 0, 2.8}, {0, 0, 25}, {0, 0, 25}, {0, 0, 4.0}},
      {{1.0, 1.9, 4.0}, {1.0, 2.5, 5.7}, {0, 0, 3.7}, {0, 0, 2.8}, {0, 0, 0}, {0, 0, 0}, {0, 0, 4.0}},
      {{5.0, 8.5, 14}, {2.7, 4.0, 14.0}, {0, 0, 31}, {0, 0, 30}, {0, 0, 18}, {0, 0, 20.9}, {0, 0, 14}}},
     true};
-// v2.27.7-1: as 2.30 except the NET NVLSTree hardware latency 14 (costmodels.md 1.5).
+// v2.27.7-1: as 2.30 except the NET NVLSTree hardware latency 14 (src/graph/tuning.cc at
+// v2.27.7-1).
 constexpr Constants kV2_27 = {
     {{6.8, 14.0, 8.4}, {6.6, 14.0, 8.4}, {0, 0, 0}, {0, 0, 0}, {0, 0, 0}, {0, 0, 0}, {8.0, 8.0, 8.0}},
     {{{0.6, 1.25, 4.0}, {0.6, 1.9, 3.4}, {0, 0, 3.7}, {0, 0, 2.8}, {0, 0, 25}, {0, 0, 25}, {0, 0, 4.0}},
@@ -58,7 +61,8 @@ const Constants& constants(NcclVersion v) {
   return kV2_30;
 }
 
-/// Per-compute-capability bandwidth caps {1 node, 2 nodes, > 2 nodes}, GB/s (costmodels.md 1.1).
+/// Per-compute-capability bandwidth caps {1 node, 2 nodes, > 2 nodes}, GB/s (tuning.cc:
+/// llMaxBws, perChMax*Bws, nvlsEfficiency).
 /// Rows: Volta, Ampere, Hopper, Blackwell.
 constexpr double kLlMaxBws[4][3] = {{39.0, 39.0, 20.4}, {87.7, 22.5, 19.0}, {141.0, 45.0, 35.0}, {282, 90, 70}};
 constexpr double kPerChMaxRingLL128[4][3] = {{20, 20, 20}, {20, 20, 20}, {36.7, 36.7, 36.7}, {40, 40, 40}};
@@ -67,7 +71,7 @@ constexpr double kPerChMaxTree[4][3] = {{26.5, 18.5, 10.0}, {24.0, 23.6, 17.8}, 
 constexpr double kPerChMaxNvlsTree[4][3] = {{26.5, 18.5, 10.0}, {24.0, 23.6, 17.8}, {0, 57.7, 45.5}, {0, 96.0, 80.0}};
 constexpr double kNvlsEfficiency[4] = {0, 0, 0.85, 0.74};
 
-/// treeCorrectionFactor[proto][log2(nBytes/64)], 64 B .. 256 MB (costmodels.md 1.4).
+/// treeCorrectionFactor[proto][log2(nBytes/64)], 64 B .. 256 MB (tuning.cc).
 constexpr double kTreeCorrection[3][24] = {
     {1.0, 1.0, 1.0, 1.0, .9, .8, .7, .7, .7, .7, .6, .5, .4, .4, .5, .6, .7, .8, .9, 1.0, 1.0, 1.0, 1.0, 1.0},
     {1.0, 1.0, 1.0, 1.0, 1.0, .9, .8, .8, .8, .7, .6, .6, .6, .6, .6, .6, .8, .9, .9, .9, .9, 1.0, 1.0, 1.0},
@@ -302,7 +306,7 @@ NcclLatBw nccl_lat_bw(CollectiveKind kind, NcclAlgo algo, NcclProto proto, const
   const int cci = cc_index(t.compute_capability);
   const int idx2 = nodes <= 2 ? nodes - 1 : 2;
 
-  // Eligibility (costmodels.md 1.2, 1.4).
+  // Eligibility (tuning.cc ncclTopoTuneModel; enqueue.cc updateCollCostTable).
   switch (algo) {
     case NcclAlgo::ring: break;
     case NcclAlgo::tree:
@@ -335,7 +339,7 @@ NcclLatBw nccl_lat_bw(CollectiveKind kind, NcclAlgo algo, NcclProto proto, const
   const double nch = gr.channels;
   const int nsteps = ar ? 2 * (n - 1) : n - 1;
 
-  // ---- bandwidth (costmodels.md 1.2) ----
+  // ---- bandwidth (tuning.cc ncclTopoTuneModel) ----
   double bw = nodes <= 2 ? gr.bw_intra_GBps : gr.bw_inter_GBps;
   if (algo == NcclAlgo::nvls || algo == NcclAlgo::nvls_tree) {
     if (nch < 2) return out;
@@ -382,7 +386,7 @@ NcclLatBw nccl_lat_bw(CollectiveKind kind, NcclAlgo algo, NcclProto proto, const
   }
   out.bw_GBps = bus;
 
-  // ---- latency (costmodels.md 1.3) ----
+  // ---- latency (tuning.cc ncclTopoTuneModel) ----
   const int intra_hw = t.nvlink ? kHwNvlink : kHwPci;
   double intra_lat = k.hw[intra_hw][a][pr];
   const double inter_lat = ppn == 1.0 ? k.hw[kHwNet][static_cast<int>(NcclAlgo::tree)][pr] : k.hw[kHwNet][a][pr];
@@ -532,8 +536,9 @@ CollectiveEstimate modelled(CollectiveKind kind, double bytes, const GroupPlacem
   }
   if (kind == CollectiveKind::all_to_all) {
     // Not an NCCL collective algorithm: n−1 concurrent sends per rank. Inside a node at the
-    // measured intra-node all-to-all busbw (hardware.md 4.1); across nodes the remote share
-    // (n − ppn)/n of each rank's buffer crosses its NIC share [derived].
+    // measured intra-node all-to-all busbw (GTC25 S72583 slides: A100 210, H100 320 GB/s);
+    // across nodes the remote share (n − ppn)/n of each rank's buffer crosses its NIC share
+    // [derived].
     const NcclTopology& t = p.topo;
     const double n = g.ranks;
     const double ppn = static_cast<double>(g.ranks) / std::max(1, g.nodes);

@@ -1,4 +1,4 @@
-// Compute cost model; formulas and sources in compute.hpp and reference/costmodels.md section 6.
+// Compute cost model; formulas and their sources are in compute.hpp.
 #include "tetra/costmodel/compute.hpp"
 
 #include <algorithm>
@@ -59,7 +59,8 @@ GemmEstimate gemm_roofline(const GemmShape& s, const ComputeParams& p) noexcept 
   }
   const int sms = std::max(1, p.sms);
   const double batch = std::max(1, s.batch);
-  // t_mem: every operand read once, the output written once (costmodels.md 6.1).
+  // t_mem: every operand read once, the output written once [derived: the roofline's memory
+  // side].
   const double bytes = batch * s.dtype_bytes * (dbl(s.m) * dbl(s.k) + dbl(s.k) * dbl(s.n) + dbl(s.m) * dbl(s.n));
   const double t_mem = p.hbm_Bps > 0 ? bytes / p.hbm_Bps : 0.0;
   static const GemmTile kDefault{128, 128, 1.0};

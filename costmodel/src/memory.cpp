@@ -1,9 +1,30 @@
-// Per-stage memory model. Formulas and sources: reference/memory.md (sections cited as §n).
-// Source keys: F24 / F24-web / F24-code (Fujii et al. 2024, its web notes and its estimator,
-// which the tests reproduce in tests/costmodel/fujii_reference.cpp), K22 (Korthikanti et al.
-// 2022), N21 (Narayanan et al. 2021), ZeRO, MLM (NVIDIA/Megatron-LM), TE, ZB, AAS
-// (Aleph-Alpha/scaling, the public successor of the trainer behind Hagemann et al. 2023),
-// NCCL (NVIDIA/nccl), PT (pytorch/pytorch). Constants are listed in costmodel/README.md.
+// Per-stage memory model. [derived] marks arithmetic on a cited formula or code path,
+// [assumed] a modelling choice without a published source. Source keys:
+//   F24      Fujii, Watanabe, Yokota, "Accelerating Large Language Model Training with 4D
+//            Parallelism and Memory Consumption Estimator", arXiv 2411.06465 (2024).
+//   F24-code its estimator: okoge-kaz/Megatron-LM tools/memory_estimate/
+//            memory_consumption_estimator.py (branch v0.8.0-abci, 85347a6b),
+//            megatron/training/theoretical_memory_usage.py (branch v0.9.0-abci) and the test
+//            vectors of tools/memory_estimate/tests_memory_consumption_estimator.py, which the
+//            tests reproduce in tests/costmodel/fujii_reference.cpp.
+//   F24-web  the same author's later browser tool and its notes, okoge-kaz/okoge-kaz.github.io
+//            static/js/memory-estimator.js (a simplification, not the paper's model).
+//   K22      Korthikanti et al., "Reducing Activation Recomputation in Large Transformer
+//            Models", arXiv 2205.05198, Table 2.
+//   N21      Narayanan et al., "Efficient Large-Scale Language Model Training on GPU Clusters
+//            Using Megatron-LM", arXiv 2104.04473.
+//   ZeRO     Rajbhandari et al., "ZeRO: Memory Optimizations Toward Training Trillion
+//            Parameter Models", arXiv 1910.02054.
+//   MLM      NVIDIA/Megatron-LM: megatron/core/pipeline_parallel/schedules.py,
+//            megatron/core/tensor_parallel/{layers,cross_entropy}.py, megatron/core/distributed/,
+//            docs/user-guide/features/dist_optimizer.md, README "activation recomputation".
+//   TE       NVIDIA/TransformerEngine: transformer_engine/pytorch/attention/
+//            dot_product_attention/context_parallel.py (AttnFuncWithCPAndKVP2P).
+//   ZB       Qi et al., "Zero Bubble Pipeline Parallelism", arXiv 2401.10241, §2.1 and Table 2.
+//   H23      Hagemann et al., "Efficient Parallelization Layouts for Large-Scale Distributed
+//            Model Training", arXiv 2311.05610 (the fused RMSNorm kernel lets smaller TP/PP
+//            layouts fit); Aleph-Alpha/scaling is the public successor of its trainer.
+//   NCCL (NVIDIA/nccl), PT (pytorch/pytorch). Constants are listed in costmodel/README.md.
 #include "tetra/costmodel/memory.hpp"
 
 #include <algorithm>
@@ -23,7 +44,7 @@ namespace {
 constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 constexpr double kMiB = 1024.0 * 1024.0;
 
-// ---- Runtime and communication constants (§7). The same for every source. ----
+// ---- Runtime and communication constants (CUDA, NCCL, PT). The same for every source. ----
 
 /// CUDA context of one process (driver state, module images of PyTorch/cuBLAS/NCCL kernels)
 /// [assumed: F24-web's notes give 300-500 MB; the upper end is taken because 2023-era
@@ -58,17 +79,17 @@ double cublas_workspace_bytes(int compute_capability) noexcept {
 
 struct Habits {
   /// MLM keeps the SP shard of a column-parallel GEMM input and re-gathers it in backward
-  /// (§4.1). A plain F.linear after a gather saves the gathered input (AAS:
-  /// core/nn/norm/rms_norm.py gathers after the norm, column_parallel_linear.py calls
-  /// F.linear on it).
+  /// (MLM layers.py; F24-code counts the shard). A plain F.linear after a gather saves the
+  /// gathered input (Aleph-Alpha/scaling: core/nn/norm/rms_norm.py gathers after the norm,
+  /// column_parallel_linear.py calls F.linear on it).
   bool sp_saves_shard = true;
   /// MLM `deallocate_output_tensor` frees a stage's output after the send (schedules.py);
   /// other pipeline engines keep it for the backward call.
   bool frees_stage_output = true;
   /// MLM uses a fused multi-tensor Adam (apex/TE): no full-size temporaries at the step.
   /// torch.optim.AdamW (foreach) builds one fp32 temporary the size of the shard, and
-  /// DeepSpeed-style ZeRO (AAS core/optimizer/parameter_group.py `step_prequel`) copies the
-  /// owned gradient partition to fp32 before the step.
+  /// DeepSpeed-style ZeRO (Aleph-Alpha/scaling core/optimizer/parameter_group.py
+  /// `step_prequel`) copies the owned gradient partition to fp32 before the step.
   bool fused_adam = true;
   /// Megatron-Core's fused SwiGLU (`megatron/core/fusions/fused_bias_swiglu.py`,
   /// SwiGLUFunction saves only its input, gate and up, and recomputes silu in backward; Llama
@@ -124,14 +145,14 @@ Habits habits_of(const llama::Training& tr) noexcept {
 
 /// Shapes of one micro-batch on one GPU.
 struct Geometry {
-  double s = 0;    ///< local sequence s' = s / c (§4.6)
+  double s = 0;    ///< local sequence s' = s / c (F24-code; TE)
   double b = 0;    ///< micro-batch size
   double h = 0;
   double f = 0;    ///< FFN size
   double a = 0;    ///< attention heads
   double kv = 0;   ///< k / a
   double t = 1;
-  double nd = 1;   ///< divisor of tensors outside the TP region: t with SP, else 1 (§4.2)
+  double nd = 1;   ///< divisor of tensors outside the TP region: t with SP, else 1 (K22)
   double gd = 1;   ///< divisor of the saved GEMM inputs: t with SP and a sharded save
   bool sp = false;
   bool gpt = false;
@@ -158,7 +179,8 @@ bool unfused_attention(llama::AttentionKernel k) noexcept {
   return k == llama::AttentionKernel::fused || k == llama::AttentionKernel::torch;
 }
 
-/// Bytes per element of the per-head s x s tensors saved for backward (§4.3).
+/// Bytes per element of the per-head s x s tensors saved for backward (K22 Table 2 for gpt;
+/// llama [derived from the autograd save pattern]).
 /// llama (no dropout): fused scale-mask-softmax keeps one bf16 probability tensor (2); an
 /// unfused softmax in fp32 keeps its fp32 output for the softmax backward plus the bf16 copy
 /// the P.V matmul saves (4 + 2 = 6). gpt adds attention dropout: mask (1) + output (2), which
@@ -170,7 +192,7 @@ double c_s2_saved(llama::AttentionKernel k, bool gpt) noexcept {
 }
 
 /// Bytes per element of the s x s tensors that exist only while one layer's attention runs
-/// [derived from the autograd pattern, §4.3 "transient"]: in backward the probability
+/// [derived from the autograd pattern]: in backward the probability
 /// gradient and the score gradient (fused: 2 + 2); unfused fp32: bf16 gradient (2), its fp32
 /// copy (4) and the softmax-backward output (4).
 double c_s2_transient(llama::AttentionKernel k) noexcept {
@@ -179,14 +201,15 @@ double c_s2_transient(llama::AttentionKernel k) noexcept {
 }
 
 /// Extra bytes per element per norm that an unfused PyTorch RMSNorm saves beyond the bf16
-/// input a fused kernel keeps (§4.7) [derived from the autograd save pattern of
+/// input a fused kernel keeps (H23) [derived from the autograd save pattern of
 /// `w * (x * rsqrt(mean(x.float()^2) + eps)).to(bf16)`]: the fp32 copy of the input saved by
 /// pow (4), the bf16 input saved by the mul with the fp32 rsqrt (2), and the bf16 normalized
 /// tensor saved by the weight mul (2); minus the bf16 input the fused kernel keeps (2) = 6.
 /// The per-row rsqrt (4 bytes per row) is negligible.
 constexpr double kUnfusedNormExtra = 6.0;
 
-/// Saved bytes of one layer for one micro-batch, no recomputation (§4.1, §4.2, §4.3, §4.7;
+/// Saved bytes of one layer for one micro-batch, no recomputation (F24-code's Llama form of
+/// K22's accounting, TP without SP as K22, s^2 terms and unfused RMSNorm as above;
 /// gpt: K22 Table 2 with its dropout masks).
 double layer_saved_full(const llama::Model& m, const llama::Training& tr,
                         const llama::Layout& l, bool drop_s2) {
@@ -210,17 +233,17 @@ double layer_saved_full(const llama::Model& m, const llama::Training& tr,
     bytes += 2.0 * sbh / g.nd;
   } else {
     // SwiGLU: up out, gate out, act(gate) (eager; the fused kernel keeps only gate and up),
-    // and the product, the FC2 input (§4.1): 4 x 2 f/h eager, 3 x 2 f/h fused; under FP8 the
+    // and the product, the FC2 input (F24-code): 4 x 2 f/h eager, 3 x 2 f/h fused; under FP8 the
     // product is saved quantised (q).
     const double swiglu_saved = habits_of(tr).fused_swiglu ? 4.0 : 6.0;
     inner += (swiglu_saved + (fp8 ? q : 2.0)) * g.f / g.h;
   }
   bytes += inner * sbh / g.t;
-  // FlashAttention's per-row log-sum-exp, fp32 (§4.1).
+  // FlashAttention's per-row log-sum-exp, fp32 (Dao-AILab/flash-attention saves softmax_lse).
   if (!unfused_attention(tr.attention)) bytes += 4.0 * g.a * g.s * g.b / g.t;
-  // Unfused RMSNorm (§4.7).
+  // Unfused RMSNorm (H23).
   if (!g.gpt && !habits_of(tr).fused_norm) bytes += 2.0 * kUnfusedNormExtra * sbh / g.nd;
-  // s^2 terms of an unfused attention (§4.3); selective recompute drops them (§4.4).
+  // s^2 terms of an unfused attention (K22); selective recompute drops them (K22, MLM).
   if (!drop_s2) bytes += c_s2_saved(tr.attention, g.gpt) * g.a * g.s * g.s * g.b / g.t;
   return bytes;
 }
@@ -244,8 +267,8 @@ double dense_module_savings(const llama::Model& m, const llama::Training& tr, co
   return bytes;
 }
 
-/// Working set of one layer beyond what it saves, at the peak of its backward [derived, §7
-/// "transient working buffers"].
+/// Working set of one layer beyond what it saves, at the peak of its backward [derived from
+/// the communication pattern of MLM's TP/SP linears and TE's CP ring].
 double layer_transient(const llama::Model& m, const llama::Training& tr, const llama::Layout& l) {
   const Geometry g = geometry(m, tr, l);
   const double sbh = g.s * g.b * g.h;
@@ -261,13 +284,14 @@ double layer_transient(const llama::Model& m, const llama::Training& tr, const l
   bytes += c_s2_transient(tr.attention) * g.a * g.s * g.s * g.b / g.t;
   // Unfused RMSNorm forward: fp32 x^2 and fp32 x * rsqrt temporaries (4 + 4).
   if (!g.gpt && !habits_of(tr).fused_norm) bytes += 8.0 * sbh / g.nd;
-  // CP ring (§4.6): double-buffered bf16 K,V blocks (2 x 4 s' b h k/a / t) plus the dK,dV
+  // CP ring (TE): double-buffered bf16 K,V blocks (2 x 4 s' b h k/a / t) plus the dK,dV
   // accumulator in fp32 (8 s' b h k/a / t) [derived; accumulator dtype unconfirmed].
   if (l.cp > 1) bytes += 16.0 * sbh * g.kv / g.t;
   return bytes;
 }
 
-/// Bytes per parameter of weights, gradients and optimizer states (§3).
+/// Bytes per parameter of weights, gradients and optimizer states (F24-code; MLM
+/// dist_optimizer.md).
 struct StateBytes {
   double w = 2, g = 4, o = 12;
 };
@@ -378,13 +402,13 @@ double activation_bytes_per_layer(const llama::Model& model, const llama::Traini
     case llama::Recompute::none:
       return layer_saved_full(model, training, layout, false);
     case llama::Recompute::selective: {
-      // MLM selective recompute: core attention is recomputed, only the s^2 terms go (§4.4);
+      // MLM selective recompute: core attention is recomputed, only the s^2 terms go (K22);
       // recompute_modules drop what their parts keep (recompute_modules.hpp).
       const bool core_attn = llama::recomputes(layout, llama::RecomputeModule::core_attn);
       return layer_saved_full(model, training, layout, core_attn) - dense_module_savings(model, training, layout);
     }
     case llama::Recompute::full: {
-      // Only the layer input is stored: 2 s' b h, the SP shard with SP (§4.5, K22).
+      // Only the layer input is stored: 2 s' b h, the SP shard with SP (K22 Table 2).
       const Geometry g = geometry(model, training, layout);
       return 2.0 * g.s * g.b * g.h / g.nd;
     }
@@ -427,7 +451,8 @@ double inflight_micro_batches(const llama::Layout& layout, int micro_batches, in
     case llama::Schedule::gpipe:
     case llama::Schedule::layered:
       // GPipe: every micro-batch's forward before any backward (N21 section 2.2); layered
-      // gradient accumulation keeps all m of a chunk (papers.md section B).
+      // gradient accumulation keeps all m of a chunk (Lamy-Poirier, arXiv 2106.02679: every
+      // micro-batch passes a layer before any passes the next).
       return m;
     case llama::Schedule::one_f_one_b:
     case llama::Schedule::zb_h1:
@@ -436,7 +461,7 @@ double inflight_micro_batches(const llama::Layout& layout, int micro_batches, in
       return std::min(static_cast<double>(p - r), m);
     case llama::Schedule::interleaved: {
       // MLM get_pp_rank_microbatches: min(m v, 2 (p - r - 1) + (v - 1) G + 1) chunk
-      // micro-batches with G = p, each L/(p v) layers, i.e. / v stage micro-batches (§5).
+      // micro-batches with G = p, each L/(p v) layers, i.e. / v stage micro-batches [derived].
       const double v = std::max(layout.vp, 1);
       const double chunks = std::min(m * v, 2.0 * (p - r - 1) + (v - 1.0) * p + 1.0);
       return chunks / v;
@@ -460,12 +485,12 @@ struct LayoutTerms {
   StateBytes sb;
   int p = 1;                      ///< pipeline ranks
   int m = 1;                      ///< micro-batches of the step
-  double shard = 1;               ///< ZeRO / distributed-optimizer group: DP x CP (§3)
+  double shard = 1;               ///< ZeRO / distributed-optimizer group: DP x CP (MLM)
   double edp = 1;                 ///< expert data-parallel group (Layout::edp())
   double vocab = 0;               ///< padded vocabulary
   double linear_per_layer = 0;    ///< one layer's linear weights on this rank (all but the norms)
   double q8 = 1;                  ///< bytes per element of a quantised FP8 / FP4 copy
-  double a_layer = 0;             ///< saved bytes of one layer and micro-batch (§4)
+  double a_layer = 0;             ///< saved bytes of one layer and micro-batch
   double transient_layer = 0;     ///< working set of one layer's backward
   detail::MoeLayerMemory moe_layer;
   double attention_delta = 0;     ///< MLA / explicit head_dim saved bytes per layer
@@ -476,7 +501,7 @@ struct LayoutTerms {
   double capacity_bytes = 0;
 };
 
-/// Working set of one dense layer in backward (§4): its transients, plus the rebuilt layer
+/// Working set of one dense layer in backward [derived]: its transients, plus the rebuilt layer
 /// under recomputation.
 double layer_working_bytes(const llama::Model& model, const llama::Training& training,
                            const llama::Layout& layout) {
@@ -484,14 +509,15 @@ double layer_working_bytes(const llama::Model& model, const llama::Training& tra
   if (layout.recompute == llama::Recompute::full ||
       layout.recompute == llama::Recompute::selective_op ||
       layout.recompute == llama::Recompute::selective_layer) {
-    // The recomputed layer is rebuilt one at a time during backward (§4.5 working set).
+    // The recomputed layer is rebuilt one at a time during backward [derived].
     bytes += layer_saved_full(model, training, layout, false);
   }
   return bytes;
 }
 
-/// Communicators with more than one rank (§7): TP, CP, PP, DP; the DP x CP group that the
-/// distributed optimizer reduces over when c > 1; the embedding group of tied embeddings.
+/// Communicators with more than one rank (F24-web counts one per group > 1): TP, CP, PP, DP;
+/// the DP x CP group that the distributed optimizer reduces over when c > 1; the embedding
+/// group of tied embeddings.
 int communicator_count(const llama::Model& model, const llama::Layout& layout) {
   const int p = std::max(layout.pp, 1);
   int communicators = 0;
@@ -551,7 +577,7 @@ int mtp_moe_layers(const LayoutTerms& terms, const llama::StageParams& st) {
   return model.moe.has_value() && llama::is_moe_layer(model, model.layers - 1) ? st.mtp_layers : 0;
 }
 
-/// Weights, gradients and optimizer states of one rank (§3), and what FSDP2 adds to the
+/// Weights, gradients and optimizer states of one rank (F24-code, ZeRO), and what FSDP2 adds to the
 /// transients with them.
 struct ModelStates {
   double params = 0;
@@ -566,7 +592,7 @@ struct ModelStates {
 // ZeRO-2/3) are sharded over the expert data-parallel group edp = tp*cp*dp/(ep*etp), the rest
 // over dp x cp (Megatron-Core distributed optimizer: one buffer per group,
 // `param_and_grad_buffer` with the expert-data-parallel group for expert parameters).
-// ZeRO stages 2/3 are idealised over N = d c (§3).
+// ZeRO stages 2/3 are idealised over N = d c (ZeRO).
 
 /// ZeRO 0, 1 and 2: the weights replicated, the optimizer states (and under ZeRO-2 the
 /// gradients) sharded.
@@ -597,7 +623,7 @@ ModelStates zero_states(const LayoutTerms& terms, int zero_stage, double phi, do
 }
 
 /// ZeRO-3 (DeepSpeed): everything sharded, plus the gathered weights of the layer being
-/// computed and the one prefetched: 2 x P_layer / t in the training dtype [assumed §3].
+/// computed and the one prefetched: 2 x P_layer / t in the training dtype [assumed].
 ModelStates zero3_states(const LayoutTerms& terms, double phi, double phi_e) {
   const StateBytes& sb = terms.sb;
   const double phi_d = phi - phi_e;
@@ -678,14 +704,14 @@ void add_fp8_weight_copies(const LayoutTerms& terms, const llama::StageParams& s
   }
 }
 
-/// In-flight micro-batches (§5), or the simulator's count.
+/// In-flight micro-batches (N21 §2.2, MLM schedules.py, ZB Table 2), or the simulator's count.
 double stage_inflight(const LayoutTerms& terms, const MemoryOptions& options, int stage) {
   const std::size_t idx = static_cast<std::size_t>(stage);
   return idx < options.inflight.size() ? options.inflight[idx]
                                        : inflight_micro_batches(terms.layout, terms.m, stage);
 }
 
-/// Saved activations of the stage's layers (§8) for s.inflight micro-batches.
+/// Saved activations of the stage's layers for s.inflight micro-batches.
 void add_layer_activations(const LayoutTerms& terms, const llama::StageParams& st, StageMemory& s) {
   const double inflight = s.inflight;
   s.layer_activations_bytes = inflight * st.layers * terms.a_layer;
@@ -705,19 +731,20 @@ void add_layer_activations(const LayoutTerms& terms, const llama::StageParams& s
     s.layer_activations_bytes *= share;
     s.expert_activations_bytes *= share;
   }
-  // Stage output kept for backward by pipeline engines that do not free it (§5 note).
+  // Stage output kept for backward by pipeline engines that do not free it (MLM frees it:
+  // `deallocate_output_tensor` in schedules.py).
   if (!terms.hab.frees_stage_output && st.stage < terms.p - 1)
     s.layer_activations_bytes += inflight * 2.0 * terms.g.s * terms.g.b * terms.g.h / terms.g.nd;
 }
 
-/// Embedding input (§6): int64 token ids (and labels on the last stage) of the in-flight
-/// micro-batches.
+/// Embedding input (MLM theoretical_memory_usage.py: 8 bytes per token): int64 token ids (and
+/// labels on the last stage) of the in-flight micro-batches.
 double embedding_input_bytes(const LayoutTerms& terms, double inflight) {
   return inflight * 8.0 * terms.g.s * terms.g.b;
 }
 
-/// Logits of the last stage (§6): what is held until backward, and the loss backward's
-/// working set on top.
+/// Logits of the last stage (MLM cross_entropy.py): what is held until backward, and the loss
+/// backward's working set on top.
 struct LogitsTerms {
   double held = 0;
   double transient = 0;
@@ -741,9 +768,10 @@ LogitsTerms logits_terms(const LayoutTerms& terms) {
     // Gathered logits: bf16 full-vocabulary logits (2) and the fp32 log-softmax saved by
     // cross_entropy (4) held; in backward the fp32 NLL gradient (4) and the log-softmax
     // gradient (4) on top: 14 bytes per token and vocabulary entry at the peak, on every TP
-    // rank [derived from AAS losses/cross_entropy.py + PT autograd]. A fused loss kernel saves
-    // the bf16 logits and per-row log-sum-exp only and writes the bf16 logit gradient in
-    // backward (flash-attn `losses/cross_entropy.py`, `inplace_backward=False`): 2 + 2.
+    // rank [derived from Aleph-Alpha/scaling losses/cross_entropy.py + PT autograd]. A fused
+    // loss kernel saves the bf16 logits and per-row log-sum-exp only and writes the bf16 logit
+    // gradient in backward (flash-attn `losses/cross_entropy.py`, `inplace_backward=False`):
+    // 2 + 2.
     const bool bf16_only = hab.compiled_loss || hab.fused_loss;
     const double held = bf16_only ? 2.0 : hab.frees_logits_before_backward ? 4.0 : 6.0;
     l.held = live * held * g.s * g.b * terms.vocab;
@@ -823,7 +851,8 @@ void add_buffers(const LayoutTerms& terms, double activation_phase_transient, do
                       s.activations_bytes + s.buffers_bytes;
 }
 
-/// Caching allocator (§7): fragmentation of the blocks allocated and freed every micro-batch
+/// Caching allocator (PT c10/cuda/CUDACachingAllocator.cpp; the share is discussed in
+/// docs/memory.md): fragmentation of the blocks allocated and freed every micro-batch
 /// (activations and transients).
 void add_fragmentation(const LayoutTerms& terms, StageMemory& s) {
   s.fragmentation_bytes = terms.fragmentation * (s.activations_bytes + s.transient_bytes);

@@ -1,8 +1,8 @@
 #pragma once
-/// Built-in calibration profiles from published measurements (SPEC section 3,
-/// reference/hardware.md), and the derivation of the compute / communication model parameters
-/// from a cluster and a profile (built-in or calibrated). Every number is cited in
-/// builtin_profiles.cpp.
+/// Built-in calibration profiles from published measurements (datasheets, MAMF, gpu-stream,
+/// FlashAttention and nccl-tests figures), and the derivation of the compute / communication
+/// model parameters from a cluster and a profile (built-in or calibrated). Every number is
+/// cited in builtin_profiles.cpp.
 
 #include <vector>
 
@@ -28,7 +28,8 @@ enum class GpuFamily { a100, h100, h200, b200, b300, gb200, gb300, other };
 /// (0.8 x peak, 0.9 x HBM) [assumed].
 [[nodiscard]] Profile builtin_profile(const hw::Cluster& cluster);
 
-/// Published FlashAttention TFLOP/s tables for the GPU (hardware.md section 3): FA2 fwd+bwd
+/// Published FlashAttention TFLOP/s tables for the GPU (`Dao-AILab/flash-attention` README
+/// figures, commit 7ef24848): FA2 fwd+bwd
 /// (A100, H100) and FA3 forward (H100; H200 and H100-94GB use the H100 tables [assumed]).
 [[nodiscard]] std::vector<AttentionRate> published_attention_rates(const hw::Gpu& gpu);
 
@@ -68,7 +69,8 @@ struct CostParams {
 };
 [[nodiscard]] CostParams cost_params(const hw::Cluster& cluster, const Profile* profile = nullptr);
 
-/// A published nccl-tests bus bandwidth for a group shape (hardware.md section 4.1).
+/// A published nccl-tests bus bandwidth for a group shape (GTC24 S62129 / GTC25 S72583 slides,
+/// NVIDIA/nccl-tests issue #212; keys [GTC], [N212] in builtin_profiles.cpp).
 struct PublishedBusbw {
   llama::CollectiveKind op = llama::CollectiveKind::all_reduce;
   int ranks = 8;

@@ -1,9 +1,9 @@
 #pragma once
-/// Communication cost model (DESIGN section 3): NCCL's own performance model
+/// Communication cost model: NCCL's own performance model
 /// (`NVIDIA/nccl: src/graph/tuning.cc` ncclTopoTuneModel / ncclTopoGetAlgoTime and
-/// `src/enqueue.cc` topoGetAlgoInfo; reference/costmodels.md section 1) for a group of ranks
+/// `src/enqueue.cc` topoGetAlgoInfo, tags v2.21.5-1, v2.27.7-1, v2.30.7-1) for a group of ranks
 /// placed on nodes, with the algorithm and protocol NCCL would pick, converted to nccl-tests'
-/// algbw / busbw (`NVIDIA/nccl-tests: doc/PERFORMANCE.md`, costmodels.md section 2.1).
+/// algbw / busbw (`NVIDIA/nccl-tests: doc/PERFORMANCE.md`, `src/*.cu` `*GetBw`).
 ///
 /// Inputs NCCL takes from its topology search — channels and per-channel bandwidth of the
 /// ring/tree graph (nChannels, bwIntra, bwInter) and of the NVLS graph — are derived from the
@@ -21,7 +21,7 @@
 
 namespace tetra::costmodel {
 
-/// NCCL releases whose tuning constants the model carries (costmodels.md sections 1.1, 1.5).
+/// NCCL releases whose tuning constants the model carries (`src/graph/tuning.cc` of each tag).
 enum class NcclVersion { v2_21_5, v2_27_7, v2_30_7 };
 
 /// NCCL algorithms and protocols (indices as `src/include/plugin/nccl_tuner.h`).
@@ -170,7 +170,9 @@ struct NcclLatBw {
                                        double bytes, const GroupPlacement& g,
                                        const CommParams& p) noexcept;
 
-/// The collective at nccl-tests size `bytes` (S of costmodels.md section 2.1) on group `g`:
+/// The collective at nccl-tests size `bytes` (S of `NVIDIA/nccl-tests: doc/PERFORMANCE.md`:
+/// count·typesize for all-reduce, the whole gathered buffer for all-gather / reduce-scatter)
+/// on group `g`:
 /// measured rows / fits when the profile has them, else the fastest eligible (algorithm,
 /// protocol) of NCCL's model. send_recv is priced as `p2p_seconds` across the slower link.
 /// The time is divided by the group's cluster factor (intra- or inter-node). A group of one

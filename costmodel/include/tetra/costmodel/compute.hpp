@@ -1,21 +1,23 @@
 #pragma once
-/// Compute cost model (DESIGN section 3, reference/costmodels.md section 6): the time of one
+/// Compute cost model (sources per item below; docs/architecture.md places it): the time of one
 /// GEMM, attention call or memory-bound kernel on one GPU.
 ///
 /// - GEMM: a wave-quantised roofline over thread-block tile shapes (NVIDIA *Matrix
-///   Multiplication Background User's Guide*, "Tile/Wave Quantization"; costmodels.md 6.1):
+///   Multiplication Background User's Guide*, "Tile/Wave Quantization"):
 ///     tiles = ceil(M/tm)·ceil(N/tn), waves = ceil(tiles / SMs)
 ///     t_math = waves·(wave_s + tm·tn·2K / (eff_tile · peak / SMs))
 ///     t_mem  = (MK + KN + MN)·dtype / hbm
 ///     t      = max(t_math, t_mem) + launch, minimised over the tile shapes
-///   with `peak` the measured best-shape rate (MAMF, hardware.md section 2), not the datasheet.
+///   with `peak` the measured best-shape rate (MAMF: `stas00/ml-engineering:
+///   compute/accelerator/README.md`, commit 29c6b708), not the datasheet.
 /// - Attention: FlashAttention kernels priced from published (or measured) achieved TFLOP/s in
 ///   FlashAttention's FLOP convention (forward f = 4·b·s_q·s_kv·heads·d, halved when causal;
 ///   backward 2.5·f; `Dao-AILab/flash-attention: benchmarks/benchmark_flash_attention.py`),
 ///   interpolated in log(sequence) and log(head_dim); fused/torch (unfused) attention as the
 ///   batched GEMMs QKᵀ and AV over the full s² (no causal saving; softmax is a separate
 ///   memory-bound op in the op list).
-/// - Memory-bound kernels: bytes / achieved HBM bandwidth + launch (costmodels.md 6.3).
+/// - Memory-bound kernels: bytes / achieved HBM bandwidth + launch (achieved bandwidth as
+///   streaming benchmarks measure it, e.g. `RRZE-HPC/gpu-benches` gpu-stream).
 /// - Measured rows of a calibration profile override the analytical value (see
 ///   `make_compute_params` and each function for the interpolation rule).
 ///

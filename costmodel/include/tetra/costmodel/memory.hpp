@@ -1,5 +1,6 @@
 #pragma once
-/// Peak memory of every pipeline stage of one GPU (reference/memory.md): model states,
+/// Peak memory of every pipeline stage of one GPU (sources in src/memory.cpp and
+/// costmodel/README.md; docs/memory.md explains the terms): model states,
 /// activations of the micro-batches in flight, embedding/logits terms, communication and
 /// working buffers, and the caching allocator. Pure functions of value types.
 
@@ -80,7 +81,7 @@ struct MemoryOptions {
   double memory_fraction = 1.0;  ///< usable share of capacity reported as usable_bytes
   /// In-flight micro-batches per pipeline rank as the simulator's timeline found them
   /// (units: stage micro-batches, fractional for interleaved chunks). Empty: use the
-  /// schedule's warm-up rule (reference/memory.md section 5).
+  /// schedule's warm-up rule (`inflight_micro_batches`).
   std::vector<double> inflight;
   /// Caching-allocator fragmentation: reserved - allocated as a fraction of the activation
   /// and transient bytes (the blocks that are allocated and freed every micro-batch), where
@@ -102,14 +103,17 @@ struct MemoryOptions {
                                            const MemoryOptions& options = {});
 
 /// Activation bytes saved for backward by one transformer layer for one micro-batch on one GPU
-/// (reference/memory.md section 4), for the layout's attention kernel, recompute mode, SP and CP.
+/// (Fujii et al.'s Llama form of Korthikanti et al., arXiv 2205.05198, Table 2), for the
+/// layout's attention kernel, recompute mode, SP and CP.
 /// With full recompute this is the stored layer input only; the rebuilt layer is a transient.
 [[nodiscard]] double activation_bytes_per_layer(const llama::Model& model,
                                                 const llama::Training& training,
                                                 const llama::Layout& layout);
 
 /// Micro-batches whose activations stage `stage` holds at its peak under the layout's
-/// schedule (reference/memory.md section 5), in units of whole-stage micro-batches.
+/// schedule (GPipe: Narayanan et al., arXiv 2104.04473 §2.2; 1F1B and interleaved: the
+/// warm-up counts of `megatron/core/pipeline_parallel/schedules.py`; ZB-H1: Qi et al.,
+/// arXiv 2401.10241, Table 2), in units of whole-stage micro-batches.
 [[nodiscard]] double inflight_micro_batches(const llama::Layout& layout, int micro_batches,
                                             int stage);
 

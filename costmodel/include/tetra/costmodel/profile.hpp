@@ -1,6 +1,7 @@
 #pragma once
-/// Calibration profile (SPEC section 3): measured tables of one (GPU, node) kind and the
-/// parameters fitted from them. Built-in profiles come from published measurements;
+/// Calibration profile (file format: tetra/scenarios/profile_io.hpp, docs/calibration.md):
+/// measured tables of one (GPU, node) kind and the parameters fitted from them. Built-in
+/// profiles come from published measurements;
 /// `tetrasim calibrate` writes real ones; scenarios reads and writes the TOML form.
 
 #include <string>
@@ -60,7 +61,7 @@ struct CollectiveRow {
 };
 
 /// t(S) = latency + S * f / busbw for one collective op at one group shape
-/// (f = nccl-tests' bus factor; reference/costmodels.md section 2.1).
+/// (f = nccl-tests' bus factor, `NVIDIA/nccl-tests: doc/PERFORMANCE.md`).
 struct CollectiveFit {
   std::string op;
   int ranks = 0;
@@ -71,8 +72,8 @@ struct CollectiveFit {
   std::string protocol;          ///< as in CollectiveRow; "" = NCCL's choice
 };
 
-/// t(bytes) = launch_s + bytes / Bps for one memory-bound kernel kind (reference/costmodels.md
-/// section 6.3), fitted on its own rows.
+/// t(bytes) = launch_s + bytes / Bps for one memory-bound kernel kind (bytes over achieved HBM
+/// bandwidth), fitted on its own rows.
 struct MemoryBoundFit {
   std::string kernel;
   double launch_s = 0;
@@ -89,7 +90,8 @@ struct ProfileFit {
   double hbm_Bps = 0;              ///< achieved streaming bandwidth of memory-bound kernels
   double kernel_launch_s = 0;      ///< fixed cost per memory-bound kernel
   std::vector<CollectiveFit> collectives;
-  /// Wave-quantised GEMM model the fit assumes (reference/costmodels.md section 6.1):
+  /// Wave-quantised GEMM model the fit assumes (NVIDIA Matrix Multiplication Background
+  /// User's Guide, "Wave Quantization"):
   /// t = gemm_launch_s + waves * (gemm_wave_s + tile_m * tile_n * 2K * sms / gemm_peak_flops),
   /// waves = ceil(ceil(M/tile_m) * ceil(N/tile_n) / sms).
   double gemm_wave_s = 0;          ///< fixed cost per wave of output tiles (prologue/epilogue)
