@@ -1,4 +1,6 @@
-// Event queue and task-graph engine (reference/style.md H3-H5).
+// Event queue and task-graph engine: integer picosecond time (gem5's Tick, ns-3's Time),
+// (time, sequence) order with FIFO ties (ns-3, SimCpp20), shared links solved max-min fairly
+// between events (SimGrid's LMM solver).
 
 #include "tetra/sim/engine.hpp"
 

@@ -1,4 +1,5 @@
-// Layer level: one layer's op DAG on compute and communication streams (DESIGN §2.4).
+// Layer level: one layer's op DAG on compute and communication streams (docs/architecture.md,
+// "Data flow" step 4).
 
 #include "tetra/sim/layer.hpp"
 

@@ -1,4 +1,6 @@
-// Pipeline schedule generators (reference/costmodels.md section 7, reference/papers.md §B).
+// Pipeline schedule generators (Megatron-LM `megatron/core/pipeline_parallel/schedules.py`;
+// Qi et al., arXiv 2401.10241; Lamy-Poirier, arXiv 2106.02679 and ServiceNow Fast-LLM's
+// modular placement; sources per schedule in schedule.hpp).
 
 #include "tetra/sim/schedule.hpp"
 

@@ -1,4 +1,5 @@
-// The two levels wired to the op list and the cost models (DESIGN §2.4).
+// The two levels wired to the op list and the cost models (docs/architecture.md, "Data flow"
+// step 4).
 
 #include "tetra/sim/simulator.hpp"
 
@@ -94,8 +95,8 @@ void Simulator::price_layers(const SimInput& in, const SimOptions& options, cons
   const bool record = options.record_trace;
   // SM sharing: NCCL runs one thread block per channel on the SMs of the GPU
   // (`NVIDIA/nccl: src/enqueue.cc`, one CTA per channel), so compute overlapped with a
-  // collective runs on the remaining SMs (DESIGN §3: "a slowdown of compute when
-  // communication kernels share the SMs"). Channels as NCCL's search finds them.
+  // collective runs on the remaining SMs: compute slows down while communication kernels
+  // share the SMs. Channels as NCCL's search finds them.
   const int domain = cluster.nvlink_domain();  // NVLink peers: a node, or an NVL72 rack
   const double sms = std::max(in.compute->sms, 1);
   const auto intra = costmodel::ring_graph(in.comm->topo, domain, 1);
@@ -392,7 +393,7 @@ Result Simulator::run(const SimInput& in, const SimOptions& options) {
   if (m <= kMaxSimulatedMicroBatches) {
     step_ = simulate_step(spec_, graph_, engine_, queue_);
   } else {
-    // Long horizons are extrapolated (reference/style.md H3): replay two shorter steps of
+    // Long horizons are extrapolated: replay two shorter steps of
     // m1 < m2 micro-batches (multiples of the schedule's group) and extend the steady state
     // linearly to m; warm-up, cool-down, DP and optimizer tails stay as simulated.
     const auto [m1, m2] = extrapolation_sizes(layout.schedule, p);

@@ -1,4 +1,5 @@
-// Step level: the pipeline task graph of one training step (DESIGN §2.4).
+// Step level: the pipeline task graph of one training step (docs/architecture.md, "Data flow"
+// step 4).
 
 #include "tetra/sim/step.hpp"
 
@@ -93,7 +94,7 @@ struct BuiltStep {
   std::vector<std::vector<std::uint32_t>> late_gathers;   ///< parameter gathers after the optimizer
 };
 
-/// The task graph of one step (DESIGN §2.4) into `g`.
+/// The task graph of one step (step.hpp) into `g`.
 void build_step_graph(const StepSpec& spec, TaskGraph& g, BuiltStep& built) {
   g.clear();
   const int p = std::max(spec.p, 1);

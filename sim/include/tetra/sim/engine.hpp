@@ -1,9 +1,10 @@
 #pragma once
 /// The discrete-event engine: an explicitly passed event queue with a total, deterministic
-/// order (reference/style.md H4), and a task-graph runner on top of it that both levels of
-/// the simulator use (DESIGN §2.4): tasks on FIFO streams (a CUDA stream's order), data
-/// dependencies between tasks, and transfers whose concurrent flows share link bandwidth
-/// max-min fairly, solved analytically between events (style H5, costmodel/maxmin.hpp).
+/// order ((time, sequence) with FIFO ties, as ns-3 and SimCpp20), and a task-graph runner on
+/// top of it that both levels of the simulator use (docs/architecture.md, "Data flow" step 4):
+/// tasks on FIFO streams (a CUDA stream's order), data dependencies between tasks, and
+/// transfers whose concurrent flows share link bandwidth max-min fairly, solved analytically
+/// between events (as SimGrid's LMM solver; costmodel/maxmin.hpp).
 
 #include <cstdint>
 #include <functional>

@@ -1,6 +1,7 @@
 #pragma once
-/// Layer level of the simulator (DESIGN §2.4): the op DAG of one transformer layer (or the
-/// embedding / head) for one micro-batch, replayed on a compute stream and TP / CP / other
+/// Layer level of the simulator (docs/architecture.md, "Data flow" step 4): the op DAG of one
+/// transformer layer (or the embedding / head) for one micro-batch, replayed on a compute
+/// stream and TP / CP / other
 /// communication streams with the overlaps the framework really does (ops.hpp: `Op::async`
 /// overlaps the next compute op and must finish before the one after; every other collective
 /// blocks the compute stream; a CP ring p2p op with count c−1 directly before an attention

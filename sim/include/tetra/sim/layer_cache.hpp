@@ -1,7 +1,8 @@
 #pragma once
-/// Priced layer tables shared between simulations (DESIGN section 2: a search keeps "shared
-/// read-only cost tables"). The layer level of a step (the forward / backward passes of one
-/// transformer layer, the embedding and the head, replayed over the cost models) depends only
+/// Priced layer tables shared between simulations, so that a search prices each layer shape
+/// once and reads the table without copying it. The layer level of a step (the forward /
+/// backward passes of one transformer layer, the embedding and the head, replayed over the
+/// cost models) depends only
 /// on the per-layer shape of the layout, so layouts that differ in pp, vp, dp (without
 /// ZeRO-3), schedule or the stage split reuse one replay.
 ///

@@ -1,7 +1,7 @@
 #pragma once
 /// Pipeline schedules as generators of each pipeline rank's task order (not bubble formulas):
 /// the event simulation turns the order into time, so unequal pass times and communication
-/// stalls show up (reference/costmodels.md section 7).
+/// stalls show up (sources per schedule below).
 
 #include <cstdint>
 #include <vector>
@@ -42,8 +42,9 @@ struct ScheduleItem {
 ///     slots, so the later ranks pass gradients up at B speed and the deferred Ws fill their
 ///     cool-down; bubble (p−1)(t_F + t_B − t_W) (Qi et al., arXiv 2401.10241 §3.1, Table 2).
 ///   - layered: breadth-first layered gradient accumulation with modular placement
-///     (Lamy-Poirier, arXiv 2106.02679; reference/papers.md §B): for each local chunk in
-///     pipeline order the forward of every micro-batch, then for each chunk in reverse order
+///     (Lamy-Poirier, arXiv 2106.02679; placement i mod p as ServiceNow Fast-LLM's
+///     `pipeline_rank`): for each local chunk in pipeline order the forward of every
+///     micro-batch, then for each chunk in reverse order
 ///     the backward of every micro-batch.
 void pipeline_order(llama::Schedule schedule, int p, int v, int m, int rank,
                     std::vector<ScheduleItem>& out);
@@ -53,7 +54,7 @@ void pipeline_order(llama::Schedule schedule, int p, int v, int m, int rank,
                                                        int m, int rank);
 
 /// Interleaved warm-up count of Megatron for rank `rank`: min((p−rank−1)·2 + (v−1)·G, m·v)
-/// with group size G (reference/costmodels.md section 7).
+/// with group size G (`megatron/core/pipeline_parallel/schedules.py`, `get_pp_rank_microbatches`).
 [[nodiscard]] int interleaved_warmup(int p, int v, int m, int rank, int group) noexcept;
 
 /// Whether the schedule splits the backward into B and W tasks.

@@ -1,6 +1,7 @@
 #pragma once
-/// One training step of a layout, simulated end to end (DESIGN §2.4): the layer level prices
-/// one transformer layer (and the embedding / head) per pass from the op list and the cost
+/// One training step of a layout, simulated end to end (docs/architecture.md, "Data flow"
+/// step 4): the layer level prices one transformer layer (and the embedding / head) per pass
+/// from the op list and the cost
 /// models, the step level replays the pipeline schedule with PP, DP and optimizer work, and
 /// the memory model turns the simulated activation timeline into per-stage peaks.
 
@@ -67,7 +68,7 @@ struct StageResult {
   double inflight = 0;            ///< simulated peak in-flight micro-batches (stage units)
 };
 
-/// The outcome of `simulate` (SPEC `simulate` JSON keys).
+/// The outcome of `simulate` (the keys of `tetrasim simulate --json`, docs/cli.md).
 struct Result {
   double step_time_s = 0;
   double tokens_per_s = 0;

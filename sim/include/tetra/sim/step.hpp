@@ -1,6 +1,7 @@
 #pragma once
-/// Step level of the simulator (DESIGN §2.4): one task per (micro-batch, model chunk, pass)
-/// on each pipeline rank, in the order the schedule generator gives; PP activation and
+/// Step level of the simulator (docs/architecture.md, "Data flow" step 4): one task per
+/// (micro-batch, model chunk, pass) on each pipeline rank, in the order the schedule
+/// generator gives; PP activation and
 /// gradient transfers on the links between ranks; DP gradient buckets issued as the last
 /// micro-batch's backward produces them; the optimizer step; parameter all-gathers. One rank
 /// per stage is simulated (DP replicas and TP/CP peers are symmetric); the transfers a rank
@@ -34,7 +35,7 @@ struct ChunkCost {
   double cp_backward_input_s = 0;
   /// Share of the activations that the W pass still needs (freed at W, the rest at B).
   /// [assumed] 0.5: W keeps the inputs of the weight GEMMs and the output gradients it
-  /// multiplies (reference/memory.md §5, ZB note); only split-backward schedules use it.
+  /// multiplies (Qi et al., arXiv 2401.10241 §2.1); only split-backward schedules use it.
   double weight_keep_fraction = 0.5;
 };
 

@@ -1,5 +1,5 @@
 #pragma once
-/// Simulated time: a strong type over int64 picoseconds (reference/style.md H3; gem5's 1 ps
+/// Simulated time: a strong type over int64 picoseconds (as gem5's 1 ps
 /// Tick, ns-3's integer Time). Range ≈ ±106 days. Cost models work in double seconds; the only
 /// conversion point is Duration::from_seconds.
 
