@@ -1,5 +1,5 @@
 // Throughput of the simulator's hot paths: raw events/s of the event queue, a step graph
-// with shared links, and one simulate() of a large layout (reference/style.md H16).
+// with shared links, and one simulate() of a large layout.
 
 #include <benchmark/benchmark.h>
 

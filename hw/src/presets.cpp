@@ -1,4 +1,4 @@
-// Built-in GPUs and nodes. Sources (reference/hardware.md section 1):
+// Built-in GPUs and nodes. Sources:
 //  [A100-DS]  NVIDIA A100 Tensor Core GPU datasheet: BF16 312 TFLOP/s dense, 40 GB HBM2
 //             1,555 GB/s, 80 GB HBM2e 2,039 GB/s, NVLink 600 GB/s bidirectional.
 //  [H100-DS]  NVIDIA H100 Tensor Core GPU datasheet (SXM): BF16 989 TFLOP/s dense (1,979 with
@@ -35,8 +35,8 @@
 // half of it, except for FP4 where a dense figure is printed.
 //
 // Memory capacity. Vendor labels ("40GB", "80GB", "141GB") are nominal and do not pin the
-// unit (hardware.md "Capacities"). tetrasim uses the total the device reports (nvidia-smi
-// "Total" memory, MiB), which is what the framework's allocator can see:
+// unit. tetrasim uses the total the device reports (nvidia-smi "Total" memory, MiB), which is
+// what the framework's allocator can see:
 //   A100-SXM4-40GB  40536 MiB  (= 39.59 GiB, as public nvidia-smi listings of the part print
 //                   it; CUDA's deviceQuery reports 42,298,834,944 B = 40339 MiB on it,
 //                   bottlerocket-os/bottlerocket PR #3873: the label's 40 GiB is not all there)
@@ -82,8 +82,9 @@ const std::array<Gpu, 9>& gpu_table() {
       // H100 SXM5 80GB: 989 TFLOP/s BF16, 1979 FP8 [H100-DS], 3.35 TB/s [H100-DS], 132 SMs
       // [SMS], sm_90.
       {"h100-sxm-80gb", 81559 * kMiB, 989 * kTflops, 1979 * kTflops, 0, 3.35 * kTBps, 132, 90, kH100Src, 700},
-      // H100 SXM 94GB: compute assumed equal to H100 SXM5 (hardware.md section 1 marks
-      // 989 TFLOP/s and 132 SMs [assumed]); HBM bandwidth unconfirmed, 3.35 TB/s [assumed].
+      // H100 SXM 94GB: compute assumed equal to H100 SXM5 (no datasheet of the 94 GB part
+      // was found: 989 TFLOP/s and 132 SMs [assumed]); HBM bandwidth unconfirmed, 3.35 TB/s
+      // [assumed].
       {"h100-sxm-94gb", 94 * kGB, 989 * kTflops, 1979 * kTflops, 0, 3.35 * kTBps, 132, 90,
        "H100 datasheet (94 GB label; compute and HBM assumed)", 700},
       // H200 SXM 141GB: 989 TFLOP/s BF16, 1979 FP8 (same GH100 compute as H100 SXM)
@@ -119,8 +120,8 @@ Cluster make_node(const char* name, const char* gpu, int gpus_per_node, int doma
   c.nodes = 1;
   c.intra = IntraNode{IntraKind::nvswitch, nvlink_Bps, intra_lat_s, nvls, domain};
   // One NIC per GPU on every preset. Inter-node latency: 5 us end to end per message
-  // [assumed]; NCCL's own NET hardware latencies (reference/costmodels.md section 1.1) are
-  // added by the collective model.
+  // [assumed]; NCCL's own NET hardware latencies (`NVIDIA/nccl: src/graph/tuning.cc`
+  // hwLatencies) are added by the collective model.
   c.inter = InterNode{gpus_per_node, nic_Bps, 5 * kUs};
   return c;
 }
@@ -129,7 +130,7 @@ const std::array<Cluster, 8>& cluster_table() {
   static const std::array<Cluster, 8> table = {{
       // DGX A100: 8 GPUs on NVSwitch, 300 GB/s per GPU per direction [MLE-NET] (12 NVLink3
       // links x 25 GB/s), no NVLS (second-generation NVSwitch), 8x 200 Gb/s HDR [DGX].
-      // Intra latency 1 us [assumed] (no A100 link-latency measurement in reference/).
+      // Intra latency 1 us [assumed] (no published A100 link-latency measurement was found).
       make_node("dgx-a100-40gb", "a100-sxm-40gb", 8, 8, 300 * kGBps, 1.0 * kUs, false, 200 * kGbps,
                 "DGX A100 datasheet"),
       make_node("dgx-a100-80gb", "a100-sxm-80gb", 8, 8, 300 * kGBps, 1.0 * kUs, false, 200 * kGbps,

@@ -1,4 +1,4 @@
-// Memory pruning, parallel simulation and ranking for `tetrasim search` (DESIGN section 2).
+// Memory pruning, parallel simulation and ranking for `tetrasim search` (search/README.md).
 
 #include "tetra/search/search.hpp"
 

@@ -63,7 +63,7 @@ struct Cluster {
   int nodes = 1;
   IntraNode intra;
   InterNode inter;
-  std::string profile_path;  ///< calibration profile (SPEC section 3), empty for built-in
+  std::string profile_path;  ///< calibration profile (docs/calibration.md), empty for built-in
 
   [[nodiscard]] long long total_gpus() const noexcept {
     return static_cast<long long>(gpus_per_node) * nodes;
@@ -88,7 +88,7 @@ struct Cluster {
 /// uses 64 GPUs of each of 4 racks); the whole job when it fits in one domain.
 [[nodiscard]] int job_domain(const Cluster& cluster, long long gpus);
 
-/// SPEC spelling of the intra-node kind: "nvswitch", "nvlink-mesh", "pcie".
+/// Scenario spelling of the intra-node kind: "nvswitch", "nvlink-mesh", "pcie".
 [[nodiscard]] const char* to_string(IntraKind kind) noexcept;
 /// Inverse of to_string; nothing for an unknown name.
 [[nodiscard]] std::optional<IntraKind> parse_intra_kind(std::string_view name) noexcept;

@@ -1,5 +1,5 @@
 #pragma once
-/// Layout enumeration for `tetrasim search` (SPEC section 1, [search] of section 2): the
+/// Layout enumeration for `tetrasim search` (the [search] table of docs/scenario-format.md): the
 /// cartesian product of the [search] lists, each candidate checked by llama::check_layout,
 /// the rejections counted per rule.
 

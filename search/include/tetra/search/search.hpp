@@ -1,7 +1,7 @@
 #pragma once
-/// `tetrasim search` (SPEC section 1): enumerate every layout of a scenario's [search] space,
+/// `tetrasim search` (docs/cli.md): enumerate every layout of a scenario's [search] space,
 /// prune by the analytical memory peak, simulate the survivors with the step simulator on a
-/// thread pool, and rank them by predicted tokens/s (DESIGN section 2).
+/// thread pool, and rank them by predicted tokens/s (search/README.md).
 
 #include <cstddef>
 #include <cstdint>
