@@ -114,7 +114,7 @@ struct PlanTable {
 /// negative or zero token count, a negative price, an unknown key: UserError at the key.
 [[nodiscard]] PlanTable load_plan(const Doc& doc, const toml::table& table);
 
-/// Reads a calibration profile and fits it when it has no [fit] table (SPEC section 3);
+/// Reads a calibration profile and fits it when it has no [fit] table (docs/calibration.md);
 /// `cluster_sms` when the profile does not say. Errors name the profile file.
 [[nodiscard]] costmodel::Profile load_profile_file(const std::string& path, int cluster_sms);
 
@@ -136,9 +136,9 @@ struct PlanTable {
                                                                const llama::Training& training,
                                                                const KeyOrigins& origins);
 
-/// Names of the [layout] keys, in SPEC order.
+/// Names of the [layout] keys, in the order docs/scenario-format.md lists them.
 [[nodiscard]] const std::vector<std::string_view>& layout_keys();
-/// Names of the [training] keys, in SPEC order.
+/// Names of the [training] keys, in the order docs/scenario-format.md lists them.
 [[nodiscard]] const std::vector<std::string_view>& training_keys();
 
 }  // namespace tetra::scenarios::detail

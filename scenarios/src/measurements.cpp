@@ -267,7 +267,7 @@ std::vector<MeasurementRow> read_measurements_text(std::string_view text, const 
   for (const auto& need : required_columns()) {
     if (col.find(need) == col.end()) {
       throw UserError(SourceLocation{origin, head.line}, need,
-                      "required column is missing from the header (SPEC section 4)");
+                      "required column is missing from the header (see docs/accuracy.md)");
     }
   }
 

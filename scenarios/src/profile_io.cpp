@@ -1,4 +1,4 @@
-// Calibration profile TOML (SPEC section 3); see profile_io.hpp for the format.
+// Calibration profile TOML; see profile_io.hpp and docs/calibration.md for the format.
 #include "tetra/scenarios/profile_io.hpp"
 
 #include <algorithm>
@@ -468,7 +468,7 @@ costmodel::Profile read_profile(const std::string& path) {
 
 std::string format_profile(const costmodel::Profile& p) {
   std::ostringstream os;
-  os << "# tetrasim calibration profile (SPEC section 3). Times in seconds, sizes in bytes,\n"
+  os << "# tetrasim calibration profile (docs/calibration.md). Times in seconds, sizes in bytes,\n"
         "# rates in FLOP/s or bytes/s as the key names say.\n\n";
   os << "[meta]\n";
   os << "gpu = " << quoted(p.meta.gpu) << "\n";

@@ -75,7 +75,7 @@ costmodel::Profile load_profile(const Doc& doc, const toml::table& cluster,
 
 costmodel::Profile detail::load_profile_file(const std::string& path, int cluster_sms) {
   costmodel::Profile profile = read_profile(path);
-  // SPEC section 3: the [fit] table is recomputed on load when absent.
+  // A profile without a [fit] table is fitted on load (docs/calibration.md).
   if (!profile.fit.valid) {
     calib::ProfileFitOptions options;
     options.sms = profile.meta.sms > 0 ? profile.meta.sms : cluster_sms;

@@ -1,4 +1,4 @@
-// Calibration profile TOML (SPEC section 3): round trip and file:line:col errors.
+// Calibration profile TOML (docs/calibration.md): round trip and file:line:col errors.
 #include <doctest/doctest.h>
 #include "support/approx.hpp"
 
@@ -107,7 +107,7 @@ TEST_SUITE("scenarios") {
 }
 
 TEST_SUITE("scenarios") {
-TEST_CASE("profile: a profile without [fit] is fitted when a scenario loads it (SPEC section 3)") {
+TEST_CASE("profile: a profile without [fit] is fitted when a scenario loads it") {
   // A measured table with no fit: the recorded synthetic H100 rows of tests/data/calib.
   costmodel::Profile rows =
       calib::read_tables_csv(std::string(TETRA_SOURCE_DIR) + "/tests/data/calib/synthetic_h100.csv");

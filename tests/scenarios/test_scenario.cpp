@@ -1,4 +1,5 @@
-// Scenario files (SPEC section 2), --layout strings and measurement CSVs (SPEC section 4).
+// Scenario files (docs/scenario-format.md), --layout strings and measurement CSVs
+// (docs/accuracy.md).
 
 #include <doctest/doctest.h>
 #include "support/approx.hpp"
@@ -508,7 +509,7 @@ TEST_CASE("a row its source flags as measuring a bug is read, then skipped with 
 
 TEST_CASE("malformed measurement files name file:line and the column") {
   CHECK(error_of([] { (void)read_measurements_text("id,model\nx,llama2-7b\n", "m.csv"); }) ==
-        "m.csv:1: cluster: required column is missing from the header (SPEC section 4)");
+        "m.csv:1: cluster: required column is missing from the header (see docs/accuracy.md)");
   CHECK(error_of([] {
           (void)read_measurements_text(kHeader + "r1,s,g,llama2-7b,dgx-h100,eight,1,1,1,1,1,8,8,0,none,,outcome,ok,\n", "m.csv");
         }) == "m.csv:2: n_gpus: expected an integer, got \"eight\"");

@@ -1,5 +1,5 @@
 #pragma once
-/// Measurement files (SPEC section 4): one measured value per CSV row, each resolved into the
+/// Measurement files (docs/accuracy.md): one measured value per CSV row, each resolved into the
 /// model, cluster, training and layout it was measured with.
 
 #include <array>
@@ -51,8 +51,9 @@ struct MeasurementRow {
 };
 
 /// The step time a row measured, in seconds: step_time_s as it is; tokens_per_s_per_gpu and mfu
-/// as the step time they imply (the global batch's tokens over the rate; the model FLOPs of SPEC
-/// section 1 over MFU × the GPU's bf16 peak); 0 for other metrics or a non-positive value.
+/// as the step time they imply (the global batch's tokens over the rate; the model FLOPs of
+/// tetrasim's MFU, llama::spec_step_flops, over MFU × the GPU's bf16 peak); 0 for other metrics
+/// or a non-positive value.
 [[nodiscard]] double measured_step_seconds(const MeasurementRow& row) noexcept;
 
 /// The row as a step-fit case (measured_s = measured_step_seconds); it points into `row`.

@@ -1,5 +1,5 @@
 #pragma once
-/// Calibration profile files (SPEC section 3): TOML with `[meta]`, `[[gemm]]`, `[[attention]]`,
+/// Calibration profile files (docs/calibration.md): TOML with `[meta]`, `[[gemm]]`, `[[attention]]`,
 /// `[[memory_bound]]`, `[[collective]]` rows and an optional `[fit]` table (with
 /// `[[fit.collective]]` and `[[fit.memory_bound]]`). Row values carry their unit in the key
 /// (`seconds`, `bytes`, `_s`, `_Bps`, `_flops`); `[meta].device_memory` is a size string

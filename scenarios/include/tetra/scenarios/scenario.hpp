@@ -1,5 +1,5 @@
 #pragma once
-/// Scenario files (SPEC section 2): TOML -> validated, immutable value structs.
+/// Scenario files (docs/scenario-format.md): TOML -> validated, immutable value structs.
 /// Every error is a tetra::UserError naming file:line:col and the key.
 
 #include <optional>
