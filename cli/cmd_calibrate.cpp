@@ -1,8 +1,8 @@
 // tetrasim calibrate [--out PROFILE] [--gemm] [--attention] [--memory] [--nccl] [--quick]
 //                    [--import-trace FILE] [--tables FILE] [--sms N] [--json]
 // Measures this node (or a job of nodes under mpirun / srun), or takes the rows from a trace
-// of a real run or from recorded tables, fits them and writes a calibration profile (SPEC
-// section 3). Without a GPU the measuring path says so on one line and exits 1.
+// of a real run or from recorded tables, fits them and writes a calibration profile
+// (docs/calibration.md). Without a GPU the measuring path says so on one line and exits 1.
 
 #include <iostream>
 #include <string>

@@ -1,5 +1,5 @@
 // tetrasim memory SCENARIO [--layout L] [--json]: the per-stage memory of one GPU of every
-// pipeline rank and the fit verdict (SPEC section 1). Not fitting is a verdict, not an error.
+// pipeline rank and the fit verdict (docs/cli.md). Not fitting is a verdict, not an error.
 
 #include <cmath>
 #include <iostream>

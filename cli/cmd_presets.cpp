@@ -1,5 +1,5 @@
 // tetrasim presets [--json]: the built-in models, GPUs and clusters with their key numbers
-// (SPEC section 1).
+// (docs/cli.md).
 #include <iostream>
 #include <memory>
 #include <string>

@@ -1,6 +1,6 @@
 // tetrasim search SCENARIO [--top N] [--csv FILE] [--html FILE] [--threads N] [--json]: every
 // valid layout of the scenario's [search] space, pruned by memory, simulated and ranked by
-// tokens/s (SPEC section 1). A progress bar goes to stderr when stderr is a terminal.
+// tokens/s (docs/cli.md). A progress bar goes to stderr when stderr is a terminal.
 
 #include <unistd.h>
 

@@ -1,5 +1,5 @@
 // tetrasim simulate SCENARIO [--layout L] [--trace FILE] [--html FILE] [--json]: one training
-// step simulated (SPEC section 1): step time, throughput, MFU, bubble, exposed communication,
+// step simulated (docs/cli.md): step time, throughput, MFU, bubble, exposed communication,
 // memory peaks; --trace writes a Chrome / Perfetto trace, --html a page with the per-stage
 // memory and the step's timeline (both written whole or not at all).
 

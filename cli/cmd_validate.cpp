@@ -1,5 +1,5 @@
 // tetrasim validate CSV [--group-by COL] [--fit FILE] [--cv K|loo|sweep] [--json]: predicts
-// every row of a measurement file (SPEC section 4) and reports the error: the outcome confusion
+// every row of a measurement file (docs/accuracy.md) and reports the error: the outcome confusion
 // matrix and accuracy, and per metric MAPE, median and maximum APE and the mean Spearman rank
 // correlation inside groups. --fit applies fitted cluster factors; --cv cross-validates the
 // step fit: each fold's rows are predicted by factors fitted on the other folds only, and

@@ -1,5 +1,5 @@
 // tetrasim: the one executable. Parses the command line, runs the chosen subcommand, and is
-// the only place that turns errors into exit codes (SPEC section 1: 0 ok, 1 user error with one
+// the only place that turns errors into exit codes (docs/cli.md: 0 ok, 1 user error with one
 // line on stderr, 2 usage error).
 
 #include <exception>

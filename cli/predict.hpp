@@ -1,5 +1,5 @@
 #pragma once
-// The prediction tetrasim validate compares with one measured row (SPEC section 4).
+// The prediction tetrasim validate compares with one measured row (docs/accuracy.md).
 
 #include <string>
 
@@ -16,8 +16,8 @@ struct Prediction {
 };
 
 /// Predicts one row whose skip_reason is empty. outcome: fits iff the peak reserved memory of
-/// every stage is at most the GPU's capacity (SPEC section 4: the whole memory, not the
-/// planning margin); peak_alloc_gib / peak_reserved_gib: the largest stage of the memory model;
+/// every stage is at most the GPU's capacity (the whole memory, not the planning margin:
+/// docs/memory.md); peak_alloc_gib / peak_reserved_gib: the largest stage of the memory model;
 /// step_time_s, tokens_per_s_per_gpu, mfu: the step simulator under the cluster `factors`.
 [[nodiscard]] Prediction predict(const scenarios::MeasurementRow& row, const costmodel::Factors& factors = {});
 

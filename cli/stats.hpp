@@ -1,5 +1,5 @@
 #pragma once
-// Error statistics of predictions against measurements (tetrasim validate, SPEC section 1):
+// Error statistics of predictions against measurements (tetrasim validate, docs/cli.md):
 // absolute percentage errors and Spearman rank correlation inside groups.
 
 #include <optional>

@@ -1,6 +1,6 @@
 #pragma once
 /// User-facing errors. Library code throws these; only cli/main.cpp catches them, prints
-/// what() as one line and exits 1 (SPEC section 1).
+/// what() as one line and exits 1 (docs/cli.md, "Conventions").
 
 #include <stdexcept>
 #include <string>
