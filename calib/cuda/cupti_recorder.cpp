@@ -1,4 +1,4 @@
-// CUPTI Activity API recorder (reference/costmodels.md section 8, CUDA 13 cupti_activity.h).
+// CUPTI Activity API recorder (CUDA 13 cupti_activity.h, docs.nvidia.com/cupti).
 #include "cupti_recorder.hpp"
 
 #include <algorithm>

@@ -1,6 +1,6 @@
 #pragma once
-// CUPTI Activity recorder (reference/costmodels.md section 8): concurrent-kernel records
-// delivered through buffer callbacks, tagged with an external correlation id per timed
+// CUPTI Activity recorder (CUDA 13 cupti_activity.h, docs.nvidia.com/cupti): concurrent-kernel
+// records delivered through buffer callbacks, tagged with an external correlation id per timed
 // iteration, so one "call" that launches several kernels (split-K, cuDNN graphs) is timed
 // from its first kernel's start to its last kernel's end.
 

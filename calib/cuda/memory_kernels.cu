@@ -1,5 +1,5 @@
-// Memory-bound kernels of a Llama layer and the optimizer, written to stream their bytes once
-// (reference/costmodels.md section 6.3): t = launch + bytes / achieved bandwidth.
+// Memory-bound kernels of a Llama layer and the optimizer, written to stream their bytes once:
+// t = launch + bytes / achieved bandwidth.
 #include <algorithm>
 #include <cmath>
 

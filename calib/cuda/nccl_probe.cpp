@@ -1,4 +1,5 @@
-// NCCL collective sweeps timed as nccl-tests times them (reference/costmodels.md section 2.2):
+// NCCL collective sweeps timed as nccl-tests times them (`NVIDIA/nccl-tests: src/common.cu`,
+// `src/timer.cc`):
 // warm-up, then `iters` back-to-back operations under a host steady clock, divided by
 // `iters`, averaged over processes. Groups are laid out as training lays them out: inside a
 // node (consecutive ranks, as TP), across nodes one GPU per node (rail aligned, as DP), and

@@ -1,4 +1,4 @@
-// Least-squares fits of calibration tables (reference/costmodels.md sections 2.1, 6.1-6.3).
+// Least-squares fits of calibration tables (models and sources in curve_fit.hpp).
 #include "tetra/calib/curve_fit.hpp"
 
 #include <algorithm>
@@ -280,7 +280,8 @@ AttentionFit fit_attention(const std::vector<costmodel::AttentionRow>& rows) {
 int guess_sms(std::string_view gpu_name) noexcept {
   std::string s(gpu_name);
   std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  // Datasheets: A100 108 SMs, H100 SXM 132, H100 PCIe 114, H200 132 (hardware.md section 1).
+  // Datasheets: A100 108 SMs, H100 SXM 132, H100 PCIe 114, H200 132 (NVIDIA A100 / H100 /
+  // H200 datasheets; A100: NVIDIA Matrix Multiplication Background User's Guide).
   if (s.find("a100") != std::string::npos) return 108;
   if (s.find("h100") != std::string::npos) return s.find("pcie") != std::string::npos ? 114 : 132;
   if (s.find("h200") != std::string::npos || s.find("gh200") != std::string::npos) return 132;

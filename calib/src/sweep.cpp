@@ -50,7 +50,7 @@ std::string lookup(const NcclName (&table)[N], const std::string& name) {
 
 /// The forced variants of the full plan, after {"", ""}. Which (algorithm, protocol) pairs NCCL
 /// can run per collective follows its tuning model (NVIDIA/nccl v2.28: src/graph/tuning.cc
-/// `ncclTopoTuneModel`; reference/costmodels.md section 1): AllReduce runs Tree, Ring,
+/// `ncclTopoTuneModel`): AllReduce runs Tree, Ring,
 /// CollNetDirect, CollNetChain, NVLS and NVLSTree but not PAT; AllGather / ReduceScatter run
 /// Ring, NVLS and PAT (and CollNetDirect, left out here as it needs a SHARP network); NVLS,
 /// NVLSTree and PAT run only Simple, the CollNet algorithms only Simple ("busBw = 0; // Not
@@ -137,7 +137,8 @@ SweepPlan make_plan(const PlanOptions& options) {
       }
     }
   }
-  // Square shapes for the achievable peak (MAMF-style, hardware.md section 2).
+  // Square shapes for the achievable peak (MAMF-style: `stas00/ml-engineering:
+  // compute/accelerator/README.md`, mamf-finder.py).
   const std::vector<long long> squares =
       options.quick ? std::vector<long long>{4096, 8192} : std::vector<long long>{1024, 2048, 4096, 8192, 16384};
   for (long long s : squares) gemm.insert(GemmShape{s, s, s});

@@ -453,7 +453,8 @@ void import_chrome(const json& doc, TraceImport& out) {
         const double ranks = field(a, "Group size");
         const double elt = dtype_bytes(str_field(a, "dtype"));
         if (!opname.empty() && in_n >= 0 && out_n >= 0 && ranks >= 1 && ranks < 1e7 && elt > 0) {
-          // nccl-tests' size: the larger of the send and receive buffers (costmodels.md 2.1).
+          // nccl-tests' size: the larger of the send and receive buffers (NVIDIA/nccl-tests
+          // prints max(sendBytes, recvBytes) as "size").
           const double bytes = std::max(in_n, out_n) * elt;
           if (bytes > 0) {
             acc.collective[{opname, static_cast<int>(ranks), bytes}].push_back(seconds);
@@ -468,7 +469,7 @@ void import_chrome(const json& doc, TraceImport& out) {
         const long long n = op != nullptr && !op->dims.empty() ? numel(op->dims[0]) : 0;
         if (n > 0 && elt > 0) {
           // Bytes moved: the first input read and an output of the same size written
-          // (costmodels.md 6.3 counts RMSNorm the same way).
+          // (an RMSNorm reads its input once and writes its output once, the same count).
           acc.memory[{c.memory_kernel, 2.0 * static_cast<double>(n) * elt}].push_back(seconds);
           used = true;
         } else {

@@ -19,7 +19,7 @@ struct FitQuality {
   double max_rel = 0;      ///< largest |predicted - measured| / measured
 };
 
-/// Tile and device shape assumed by the GEMM fit (reference/costmodels.md section 6.1).
+/// Tile and device shape assumed by the GEMM fit (see GemmFit).
 struct GemmFitOptions {
   int tile_m = 128;        ///< output tile rows of one thread block
   int tile_n = 128;        ///< output tile columns of one thread block
@@ -30,13 +30,14 @@ struct GemmFitOptions {
   double memory_bound_share = 0.5;
 };
 
-/// Wave-quantised GEMM model (reference/costmodels.md section 6.1, NVIDIA "Matrix Multiplication
-/// Background User's Guide", wave quantization):
+/// Wave-quantised GEMM model (NVIDIA "Matrix Multiplication Background User's Guide", wave
+/// quantization):
 ///   waves = ceil(ceil(M/tile_m) * ceil(N/tile_n) / sms)
 ///   t     = launch_s + waves * (wave_s + tile_m * tile_n * 2K * sms / peak_flops)
 /// `peak_flops` is the achievable tensor-core rate with full waves and long K (the MAMF of
-/// hardware.md section 2 when wave_s is 0); `wave_s` is the per-wave prologue/epilogue cost
-/// that makes small-K GEMMs run below peak (arithmetic intensity).
+/// `stas00/ml-engineering: compute/accelerator/README.md` when wave_s is 0); `wave_s` is the
+/// per-wave prologue/epilogue cost that makes small-K GEMMs run below peak (arithmetic
+/// intensity).
 struct GemmFit {
   double peak_flops = 0;
   double launch_s = 0;
@@ -58,8 +59,8 @@ struct GemmFit {
 /// tetra::UserError when no row is usable or `options.sms` is not positive.
 [[nodiscard]] GemmFit fit_gemm(const std::vector<costmodel::GemmRow>& rows, const GemmFitOptions& options);
 
-/// nccl-tests bus factor (NVIDIA/nccl-tests: doc/PERFORMANCE.md; reference/costmodels.md
-/// section 2.1): all_reduce 2(n-1)/n; all_gather, reduce_scatter, all_to_all (n-1)/n;
+/// nccl-tests bus factor (NVIDIA/nccl-tests: doc/PERFORMANCE.md, src/*.cu `*GetBw`):
+/// all_reduce 2(n-1)/n; all_gather, reduce_scatter, all_to_all (n-1)/n;
 /// send_recv 1. Unknown ops throw tetra::UserError.
 [[nodiscard]] double bus_factor(std::string_view op, int ranks);
 
@@ -73,7 +74,7 @@ struct CollectiveLine {
   FitQuality quality;
 };
 
-/// t(S) = latency_s + S * f / busbw_Bps (reference/costmodels.md section 2.1) fitted per
+/// t(S) = latency_s + S * f / busbw_Bps (nccl-tests' busbw definition inverted) fitted per
 /// (op, ranks, ranks_per_node, algorithm, protocol) group of rows; rows smaller than
 /// `min_bytes` are left out (launch-dominated sizes that NCCL runs on fewer channels).
 /// Groups come out sorted by that key. A group with fewer than 3 usable rows gets latency 0
@@ -84,7 +85,7 @@ struct CollectiveLine {
 /// Predicted seconds of a collective of `bytes` (nccl-tests size) under `fit`.
 [[nodiscard]] double collective_seconds(const costmodel::CollectiveFit& fit, double bytes);
 
-/// t = launch_s + bytes / Bps (reference/costmodels.md section 6.3).
+/// t = launch_s + bytes / Bps (bytes over achieved bandwidth, plus a launch cost).
 struct MemoryFit {
   costmodel::MemoryBoundFit fit;
   FitQuality quality;

@@ -1,7 +1,8 @@
 #pragma once
 /// What a calibration run measures, and the measuring itself behind two interfaces
-/// (reference/style.md H15): `KernelTimer` times one kernel call on the device and
-/// `CollectiveProbe` times one collective over a process group. The GPU target implements them
+/// (so that everything but the GPU target builds and is tested without a GPU): `KernelTimer`
+/// times one kernel call on the device and `CollectiveProbe` times one collective over a
+/// process group. The GPU target implements them
 /// with CUPTI, cuBLASLt, cuDNN, hand-written kernels and NCCL; the replay implementations here
 /// answer from recorded tables, so the sweep logic is tested without a GPU.
 

@@ -1,5 +1,5 @@
 #pragma once
-/// Recorded calibration tables as CSV: the measured rows of a profile (SPEC section 3) in a
+/// Recorded calibration tables as CSV: the measured rows of a profile (docs/calibration.md) in a
 /// form that a spreadsheet, a shell script or a published table can produce, so fits can be
 /// run and tested without a GPU.
 ///

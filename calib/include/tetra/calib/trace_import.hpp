@@ -13,7 +13,8 @@
 ///     `In msg nelems`, `Out msg nelems`, `dtype`, `Group size`) into [[collective]] rows,
 ///   - device-to-device memcpy events (`gpu_memcpy` with `bytes`) and RMSNorm / SwiGLU / RoPE /
 ///     Adam / cross-entropy kernels whose op has input dims into [[memory_bound]] rows.
-/// Repeated calls of one shape become one row with the median time (SPEC section 3).
+/// Repeated calls of one shape become one row with the median time, as `tetrasim calibrate`
+/// stores its own runs (docs/calibration.md).
 /// Nsight Systems: kernel records (`CudaEvent.kernel` with `startNs`/`endNs` and a string id
 /// resolved through the export's string table) are counted and classified by name. When the run
 /// was profiled with PyTorch's NVTX ranges (`torch.autograd.profiler.emit_nvtx(record_shapes=True)`),
