@@ -57,8 +57,9 @@ inline double uniform_pm1(std::mt19937_64& rng) {
   return static_cast<double>(rng() >> 11) * 0x1.0p-53 * 2.0 - 1.0;
 }
 
-/// Llama-3.1-8B layer and head GEMMs (reference/costmodels.md section 4.3) for TP 1, 2, 4, 8 and
-/// 4096 / 8192 tokens per rank, forward, dgrad and wgrad, plus square shapes 1024 .. 16384.
+/// Llama-3.1-8B layer and head GEMMs (Megatron-LM megatron/core/tensor_parallel/layers.py) for
+/// TP 1, 2, 4, 8 and 4096 / 8192 tokens per rank, forward, dgrad and wgrad, plus square shapes
+/// 1024 .. 16384.
 inline std::vector<costmodel::GemmRow> synthetic_gemm_shapes() {
   const long long h = 4096, f = 14336, q = 32 * 128, kv = 8 * 128, v = 128256;
   std::vector<costmodel::GemmRow> rows;

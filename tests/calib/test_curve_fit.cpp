@@ -1,5 +1,6 @@
 // Fits of calibration tables: hand-checked formulas, recovery of known parameters from the
-// synthetic table, and the published-measurement table (reference/hardware.md).
+// synthetic table, and the published-measurement table (tests/data/calib/published_a100.csv:
+// MAMF, vTrain all-reduce LUTs, gpu-stream).
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
@@ -34,7 +35,8 @@ TEST_SUITE("calib") {
     CHECK(bus_factor("all_to_all", 2) == approx(0.5));
     CHECK(bus_factor("send_recv", 2) == approx(1.0));
     CHECK_THROWS_AS((void)bus_factor("broadcastish", 8), UserError);
-    // busbw of 1 GiB all-reduce over 8 ranks in 8.19 ms (vTrain AR_GPU8 LUT, hardware.md 4.2):
+    // busbw of 1 GiB all-reduce over 8 ranks in 8.19 ms (VIA-Research/vTrain
+    // trace/a100/AR_GPU8_1M_1024M_LUT, f8dda84):
     // algbw = 1073741824 / 8.19e-3 = 131.10 GB/s; busbw = 1.75 * 131.10 = 229.43 GB/s.
     costmodel::CollectiveRow r{"all_reduce", 8, 8, 1073741824.0, 8.19e-3, "", ""};
     CHECK(busbw_Bps(r) / 1e9 == approx(229.43).epsilon(1e-4));
@@ -148,7 +150,7 @@ TEST_SUITE("calib") {
     }
   }
 
-  TEST_CASE("fits on the published A100 table (hardware.md)") {
+  TEST_CASE("fits on the published A100 table (MAMF, vTrain, gpu-stream)") {
     const auto p = read_tables_csv(kData + "published_a100.csv");
     REQUIRE(p.meta.sms == 108);
     const auto fit = fit_profile(p);

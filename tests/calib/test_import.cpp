@@ -231,7 +231,7 @@ TEST_SUITE("calib") {
       return std::find(plan.gemm.begin(), plan.gemm.end(), GemmShape{m, n, k}) != plan.gemm.end();
     };
     // Llama-3.1-8B QKV forward at TP 1, 4096 tokens: M = 4096, N = (32 + 2*8)*128 = 6144, K = 4096
-    // (reference/costmodels.md section 4.3); its wgrad at TP 8: M = 768, N = 4096, K = 4096.
+    // (Megatron layers.py); its wgrad at TP 8: M = 768, N = 4096, K = 4096.
     CHECK(has_gemm(4096, 6144, 4096));
     CHECK(has_gemm(768, 4096, 4096));
     CHECK(has_gemm(16384, 16384, 16384));

@@ -21,7 +21,7 @@ bool has(const std::vector<CollectiveVariant>& v, const std::string& algorithm, 
 }
 
 /// t(S) = latency + S * f / busbw, f = 2 (n - 1) / n for all_reduce (NVIDIA/nccl-tests:
-/// doc/PERFORMANCE.md; reference/costmodels.md section 2.1).
+/// doc/PERFORMANCE.md).
 double line_seconds(double latency_s, double busbw_Bps, int ranks, double bytes) {
   return latency_s + bytes * 2.0 * (ranks - 1) / ranks / busbw_Bps;
 }

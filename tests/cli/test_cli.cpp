@@ -1,5 +1,5 @@
 // End-to-end tests of the tetrasim executable: exit codes, the one-line error contract and
-// the JSON outputs of SPEC section 1. Each test runs the built binary from the source folder.
+// the JSON outputs of docs/cli.md. Each test runs the built binary from the source folder.
 
 #include <doctest/doctest.h>
 #include "support/approx.hpp"
@@ -225,7 +225,7 @@ TEST_CASE("usage errors exit 2") {
   CHECK(tetrasim("validate").code == 2);
 }
 
-TEST_CASE("memory --json has the SPEC keys and nothing else on stdout") {
+TEST_CASE("memory --json has the documented keys and nothing else on stdout") {
   const Result r = tetrasim("memory scenarios/default.toml --json");
   CAPTURE(r.err);
   REQUIRE(r.code == 0);
@@ -268,7 +268,7 @@ TEST_CASE("memory prints a table and the verdict; --layout overrides") {
   CHECK(nlohmann::json::parse(oom.out)["fits"].is_boolean());
 }
 
-TEST_CASE("validate --json has the SPEC keys") {
+TEST_CASE("validate --json has the documented keys") {
   const Result r = tetrasim("validate tests/data/scenarios/measurements.csv --json");
   CAPTURE(r.err);
   REQUIRE(r.code == 0);

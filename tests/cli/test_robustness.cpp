@@ -1,4 +1,4 @@
-// End-to-end robustness of the tetrasim executable (SPEC section 1): absurd sizes give one
+// End-to-end robustness of the tetrasim executable (docs/cli.md): absurd sizes give one
 // clear line naming file:line:col and the key, exit 1, within seconds (no overflow, no hang);
 // a failed command leaves no output file behind; JSON output is byte-identical across runs
 // and across --threads values.

@@ -1,4 +1,4 @@
-// F24-code's estimator, the formulas of reference/memory.md §10 written out for the tests.
+// F24-code's estimator (fujii_reference.hpp) written out for the tests.
 #include "fujii_reference.hpp"
 
 #include <algorithm>
@@ -9,7 +9,7 @@ namespace tetra::test {
 
 namespace {
 
-/// Parameters of the first stage on one GPU, final-code variant (§2.2):
+/// Parameters of the first stage on one GPU, as theoretical_memory_usage.py (v0.9.0-abci):
 /// ((P_layers - h)/p + h V)/t, plus the head when p = 1.
 double first_stage_params(const llama::Model& model, const llama::Layout& layout) {
   const int p = std::max(layout.pp, 1);
@@ -23,7 +23,7 @@ double first_stage_params(const llama::Model& model, const llama::Layout& layout
   return phi;
 }
 
-/// Weights, gradients and optimizer states in bytes per parameter (§3), as the physics model
+/// Weights, gradients and optimizer states in bytes per parameter, as the physics model
 /// counts them: fp32 master weights and Adam moments (fp32 gradients copy under fp16).
 void set_model_states(double phi, const llama::Training& training, const llama::Layout& layout,
                       costmodel::StageMemory& s) {
@@ -64,12 +64,12 @@ costmodel::StageMemory fujii_first_stage(const llama::Model& model, const llama:
   s.stage = first.stage;
   s.layers = first.layers;
   set_model_states(first_stage_params(model, layout), training, layout, s);
-  // The first stage holds p micro-batches: F24-code never discounts by m (§5).
+  // The first stage holds p micro-batches: F24-code never discounts by m.
   s.inflight = p;
-  // §4.1 "Eq. 12": s' b h (12 + 4 k/a + 8 h_ffn/h) / t per layer.
+  // F24-code's activation formula: s' b h (12 + 4 k/a + 8 h_ffn/h) / t per layer.
   const double layer = s_local * b * h * (12.0 + 4.0 * kv + 8.0 * f / h) / t;
   s.layer_activations_bytes = s.inflight * first.layers * layer;
-  // int64 ids times h (§6 discrepancy).
+  // int64 ids times h (upstream Megatron's theoretical_memory_usage.py has no factor h).
   if (first.has_embedding) s.embedding_bytes = 8.0 * s_local * b * h * p / t;
   if (first.has_head && p == 1) s.logits_bytes = 4.0 * s_local * b * (h + vocab) / t;
   s.activations_bytes = s.layer_activations_bytes + s.embedding_bytes + s.logits_bytes;

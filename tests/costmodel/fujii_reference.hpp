@@ -1,7 +1,10 @@
 #pragma once
-// F24-code's memory estimator (Fujii et al. 2024, okoge-kaz/Megatron-LM
-// tools/memory_estimate; reference/memory.md §10) on the first pipeline stage: the reference
-// that F24's test vectors check bit for bit and that the physics model is compared with.
+// F24-code's memory estimator (Fujii et al. 2024, arXiv 2411.06465; okoge-kaz/Megatron-LM
+// tools/memory_estimate/memory_consumption_estimator.py and
+// megatron/training/theoretical_memory_usage.py, branch v0.9.0-abci) on the first pipeline
+// stage: the reference that F24's test vectors (tools/memory_estimate/
+// tests_memory_consumption_estimator.py) check bit for bit and that the physics model is
+// compared with.
 
 #include "tetra/costmodel/memory.hpp"
 #include "tetra/llama/layout.hpp"
@@ -9,7 +12,8 @@
 
 namespace tetra::test {
 
-/// First pipeline stage as F24-code estimates it: the final-code parameter variant of §2.2
+/// First pipeline stage as F24-code estimates it: the parameter form of
+/// theoretical_memory_usage.py (v0.9.0-abci)
 /// (norm weights divided by t), the layout's state bytes and ZeRO sharding over DP x CP,
 /// s' b h (12 + 4 k/a + 8 h_ffn/h) / t per layer for p in-flight micro-batches,
 /// A_embed_in = 8 s' b h p / t, the p = 1 head term, and no buffers or fragmentation.

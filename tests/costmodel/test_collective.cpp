@@ -1,6 +1,7 @@
 // Collective model: NCCL's tuning model (`NVIDIA/nccl: src/graph/tuning.cc`, v2.30.7-1;
-// reference/costmodels.md 1) and nccl-tests busbw (costmodels.md 2.1), checked against hand
-// computations and the published busbw of hardware.md 4.1.
+// `src/enqueue.cc`) and nccl-tests busbw (`NVIDIA/nccl-tests: doc/PERFORMANCE.md`), checked
+// against hand computations and published busbw (GTC24 S62129 / GTC25 S72583 slides,
+// NVIDIA/nccl-tests issue #212, stas00/ml-engineering network/README.md, vTrain's A100 LUTs).
 #include <doctest/doctest.h>
 
 #include "tetra/costmodel/builtin_profiles.hpp"
@@ -56,7 +57,7 @@ TEST_SUITE("costmodel") {
     CHECK(ring_graph(a.topo, 8, 4).bw_inter_GBps == approx(24.0));
   }
 
-  TEST_CASE("NCCL latency / bandwidth formulas by hand (costmodels.md 1.2-1.3)") {
+  TEST_CASE("NCCL latency / bandwidth formulas by hand (tuning.cc ncclTopoTuneModel)") {
     const CommParams a = params("dgx-a100-80gb");
     const CommParams h = params("dgx-h100");
     const GroupPlacement node{8, 8, 1};
@@ -101,7 +102,7 @@ TEST_SUITE("costmodel") {
     CHECK(nccl_lat_bw(CollectiveKind::all_gather, NcclAlgo::pat, NcclProto::simple, GroupPlacement{4, 1, 4}, h).bw_GBps > 0);
   }
 
-  TEST_CASE("Tree correction factor and NCCL versions (costmodels.md 1.4, 1.5)") {
+  TEST_CASE("Tree correction factor and NCCL versions (tuning.cc at v2.21.5, v2.27.7, v2.30.7)") {
     CommParams h = params("dgx-h100");
     const GroupPlacement four{32, 8, 4};
     // 1 MiB: logSize = log2(2^20 / 64) = 14 -> Simple factor 0.5 on the bandwidth.
@@ -119,7 +120,7 @@ TEST_SUITE("costmodel") {
     CHECK(parse_nccl_version("2.30.7") == NcclVersion::v2_30_7);
   }
 
-  TEST_CASE("nccl-tests busbw definitions (costmodels.md 2.1)") {
+  TEST_CASE("nccl-tests busbw definitions (doc/PERFORMANCE.md)") {
     CHECK(bus_factor(CollectiveKind::all_reduce, 8) == approx(1.75));
     CHECK(bus_factor(CollectiveKind::all_gather, 8) == approx(0.875));
     CHECK(bus_factor(CollectiveKind::send_recv, 2) == approx(1.0));
@@ -130,7 +131,7 @@ TEST_SUITE("costmodel") {
     CHECK(collective(CollectiveKind::all_reduce, kGiB, GroupPlacement{1, 1, 1}, a).seconds == 0);
   }
 
-  TEST_CASE("All-reduce busbw at 1 GiB inside a node matches nccl-tests (hardware.md 4.1)") {
+  TEST_CASE("All-reduce busbw at 1 GiB inside a node matches nccl-tests (GTC24/25, ml-engineering)") {
     // DGX A100: 232 (GTC24/25), 235 (ml-engineering network/README.md).
     const double a100 = busbw_gbs(CollectiveKind::all_reduce, 1, params("dgx-a100-80gb"));
     CHECK(a100 == approx(233.5).epsilon(0.10));
@@ -148,7 +149,7 @@ TEST_SUITE("costmodel") {
     CHECK(busbw_gbs(CollectiveKind::reduce_scatter, 1, h) == approx(370).epsilon(0.10));
   }
 
-  TEST_CASE("All-reduce busbw at 1 GiB across nodes (hardware.md 4.1: 32 GPUs)") {
+  TEST_CASE("All-reduce busbw at 1 GiB across nodes (GTC24/25: 32 GPUs)") {
     // DGX A100, 8x 200 Gb/s: 192 GB/s at 32 GPUs (GTC24 / GTC25).
     const CommParams a = params("dgx-a100-80gb");
     for (int nodes : {2, 4, 8}) {
@@ -173,7 +174,7 @@ TEST_SUITE("costmodel") {
     CHECK(two.algo == NcclAlgo::nvls_tree);
   }
 
-  TEST_CASE("All-to-all across nodes at the published 32-GPU busbw (hardware.md 4.1, GTC25)") {
+  TEST_CASE("All-to-all across nodes at the published 32-GPU busbw (GTC25)") {
     // nccl-tests all-to-all on 32 GPUs of 4 nodes: 48 GB/s busbw on DGX H100 (8x 400 Gb/s),
     // 24 GB/s on DGX A100 (8x 200 Gb/s). Each rank's remote 24/32 of the buffer crosses its
     // NIC (48.5 / 23.5 GB/s effective), a bound of 48.5 x 31/24 = 62.65 and 30.35 GB/s.
@@ -310,7 +311,7 @@ TEST_SUITE("costmodel") {
     CHECK_FALSE(collective(CollectiveKind::all_gather, 1e7, node, h).measured);
   }
 
-  TEST_CASE("A100 NVSwitch node: collectives from the measured table (hardware.md 4.2)") {
+  TEST_CASE("A100 NVSwitch node: collectives from the measured table (vTrain AR_GPU LUTs)") {
     // `VIA-Research/vTrain: trace/a100/AR_GPU8_1M_1024M_LUT` (f8dda84), in-place column:
     // 16 MiB 231.0 us, 32 MiB 355.7 us on 8 GPUs.
     const CommParams a = params("dgx-a100-80gb");

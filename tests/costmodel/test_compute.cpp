@@ -1,5 +1,6 @@
-// Compute model (costmodel/include/tetra/costmodel/compute.hpp; reference/costmodels.md 6,
-// hardware.md 2-3, 5).
+// Compute model (costmodel/include/tetra/costmodel/compute.hpp; MAMF of stas00/ml-engineering
+// compute/accelerator/README.md, Dao-AILab/flash-attention README figures, RRZE-HPC/gpu-benches
+// gpu-stream).
 #include <doctest/doctest.h>
 #include "support/approx.hpp"
 
@@ -51,7 +52,7 @@ TEST_SUITE("costmodel") {
     CHECK(two.seconds == approx(2 * 22.299e-6).epsilon(1e-3));
   }
 
-  TEST_CASE("FP8 GEMM by hand: the same waves at the FP8 MAMF (hardware.md 2: H100 1402.6)") {
+  TEST_CASE("FP8 GEMM by hand: the same waves at the FP8 MAMF (ml-engineering: H100 1402.6)") {
     ComputeParams p;
     p.sms = 132;
     p.gemm_peak_flops = 794.5e12;
@@ -72,7 +73,7 @@ TEST_SUITE("costmodel") {
     CHECK(gemm_peak(llama::GemmFormat::fp8, p) == 794.5e12);
   }
 
-  TEST_CASE("Built-in FP8 rates: sustained on Hopper, scaled with a calibrated bf16 rate (hardware.md 2)") {
+  TEST_CASE("Built-in FP8 rates: sustained on Hopper, scaled with a calibrated bf16 rate (MAMF)") {
     const auto h100 = hw::find_gpu_preset("h100-sxm-80gb");
     const auto a100 = hw::find_gpu_preset("a100-sxm-80gb");
     REQUIRE(h100);
@@ -96,7 +97,7 @@ TEST_SUITE("costmodel") {
     CHECK(r_tail < 0.75 * r_full);
   }
 
-  TEST_CASE("Large square bf16 GEMM runs at the sustained MAMF (hardware.md 2)") {
+  TEST_CASE("Large square bf16 GEMM runs at the sustained MAMF (ml-engineering)") {
     // stas00/ml-engineering MAMF table: H100 SXM 794.5, A100 SXM 271.2 TFLOP/s, short runs.
     // The built-ins hold them at what the tensor cores sustain for minutes at the rated power:
     // the A100 at 1305 of 1410 MHz (glennklockwood.com/garden/peak-FLOPS, NVIDIA's HPL Rpeak
@@ -125,7 +126,7 @@ TEST_SUITE("costmodel") {
     CHECK(gemm_seconds(big, p) == approx(model_big * 40e-6 / model_row));
   }
 
-  TEST_CASE("FlashAttention-2 time from the published fwd+bwd rate (hardware.md 3)") {
+  TEST_CASE("FlashAttention-2 time from the published fwd+bwd rate (flash-attention README)") {
     const ComputeParams p = builtin_params("dgx-h100");
     // H100, head dim 128, causal, 8k: 308 TFLOP/s in the short benchmark, held at the share
     // an H100 sustains at 700 W, 1377.3 / 1402.6 = 0.981962 (Azure ND H100 v5 FP8 16384^3 after
@@ -166,7 +167,7 @@ TEST_SUITE("costmodel") {
     CHECK(attention_seconds(a, true, p) == approx(2 * t));
   }
 
-  TEST_CASE("Memory-bound kernels: bytes / achieved HBM + launch (costmodels.md 6.3)") {
+  TEST_CASE("Memory-bound kernels: bytes / achieved HBM + launch") {
     const ComputeParams h = builtin_params("dgx-h100");
     // 1 GB at 0.9 x 3.35 TB/s = 3.015 TB/s -> 331.67 us, + 2 us launch.
     CHECK(memory_bound_seconds(llama::MemoryKernel::rmsnorm, 1e9, h) == approx(333.67e-6).epsilon(1e-4));

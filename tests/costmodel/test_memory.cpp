@@ -1,5 +1,10 @@
-// Per-stage memory model: reference/memory.md (sections cited as §n). Every expected value is
-// computed by hand in the comment next to it.
+// Per-stage memory model (costmodel/src/memory.cpp). Every expected value is computed by hand
+// in the comment next to it. Source keys: F24 = Fujii et al., arXiv 2411.06465; F24-code = its
+// estimator, okoge-kaz/Megatron-LM tools/memory_estimate/ (test vectors in
+// tests_memory_consumption_estimator.py); K22 = Korthikanti et al., arXiv 2205.05198, Table 2;
+// N21 = Narayanan et al., arXiv 2104.04473; ZB = Qi et al., arXiv 2401.10241; H23 = Hagemann
+// et al., arXiv 2311.05610; MLM = NVIDIA/Megatron-LM; TE = NVIDIA/TransformerEngine
+// context_parallel.py; ZeRO = Rajbhandari et al., arXiv 1910.02054.
 #include <doctest/doctest.h>
 #include "support/approx.hpp"
 
@@ -33,7 +38,8 @@ hw::Cluster cluster(const char* name) {
   return *c;
 }
 
-/// F24 test-vector setting (§10): Llama-3.1-8B, s = 8192, bf16, fp32 gradients, distributed
+/// F24 test-vector setting (F24-code tests_memory_consumption_estimator.py): Llama-3.1-8B,
+/// s = 8192, bf16, fp32 gradients, distributed
 /// optimizer over DP x CP, FlashAttention, SP on, 1F1B.
 struct Vector {
   int tp, cp, pp, mbs, world;
@@ -61,7 +67,7 @@ llama::Training vector_training(const Vector& v, const llama::Layout& l) {
   return t;
 }
 
-// okoge-kaz/Megatron-LM: tools/memory_estimate/tests_memory_consumption_estimator.py (§10).
+// okoge-kaz/Megatron-LM: tools/memory_estimate/tests_memory_consumption_estimator.py.
 const Vector kVectors[] = {
     {2, 1, 1, 1, 4, 44.87260437011719, 22.64453125},
     {1, 2, 1, 1, 4, 67.30887222290039, 22.64453125},
@@ -102,7 +108,7 @@ llama::Layout simple_layout(int tp, int pp, int dp, int mbs) {
 }  // namespace
 
 TEST_SUITE("costmodel") {
-  TEST_CASE("memory: F24 test vectors reproduced exactly by the F24-code reference (§10)") {
+  TEST_CASE("memory: F24 test vectors reproduced exactly by the F24-code reference") {
     const llama::Model m = model("llama3.1-8b");
     for (const Vector& v : kVectors) {
       CAPTURE(v.tp);
@@ -123,7 +129,7 @@ TEST_SUITE("costmodel") {
   }
 
   TEST_CASE("memory: physics mode within 0.5% of F24 on model states, activation deltas "
-            "explained term by term (§10, §4.1, §6)") {
+            "explained term by term") {
     const llama::Model m = model("llama3.1-8b");
     const hw::Cluster c = cluster("dgx-h100");
     for (const Vector& v : kVectors) {
@@ -142,14 +148,16 @@ TEST_SUITE("costmodel") {
       const double s = 8192.0 / v.cp, b = v.mbs, h = 4096, a = 32, t_ = v.tp, V = 128256;
       const double p = v.pp;
       // (1) FlashAttention's fp32 log-sum-exp per row and head, 4 a s' b / t per layer, kept
-      //     for the 32 layers of p in-flight micro-batches of L/p layers (§4.1 note);
+      //     for the 32 layers of p in-flight micro-batches of L/p layers (flash-attention's
+      //     softmax_lse);
       double delta = 32.0 * 4.0 * a * s * b / t_;
       // (2) the embedding input: int64 token ids 8 s' b per in-flight micro-batch (p of them)
-      //     instead of F24-code's 8 s' b h p / t (§6 discrepancy);
+      //     instead of F24-code's 8 s' b h p / t (upstream MLM theoretical_memory_usage.py
+      //     counts 8 s b p, no factor h);
       delta += p * 8.0 * s * b - 8.0 * s * b * h * p / t_;
       // (3) p = 1 head: fp32 softmax of the local vocabulary 4 s' b V / t plus the LM-head
       //     input shard 2 s' b h / t held, instead of 4 s' b (h + V) / t; the bf16 logits
-      //     transient 2 s' b V / t is counted in buffers (§6).
+      //     transient 2 s' b V / t is counted in buffers (MLM cross_entropy.py).
       if (v.pp == 1) delta += 4.0 * s * b * V / t_ + 2.0 * s * b * h / t_ - 4.0 * s * b * (h + V) / t_;
       // (4) Megatron-Core's fused SwiGLU keeps gate and up but not silu(gate)
       //     (`megatron/core/fusions/fused_bias_swiglu.py` saves its input only): 2 s' b f / t
@@ -163,7 +171,7 @@ TEST_SUITE("costmodel") {
   }
 
   TEST_CASE("memory: Llama-3.1-8B per-layer activation, coefficient 41 eager, 34 with "
-            "Megatron-Core's fused SwiGLU (§4.1)") {
+            "Megatron-Core's fused SwiGLU (F24-code)") {
     const llama::Model m = model("llama3.1-8b");
     llama::Training t;
     t.seq_len = 8192;
@@ -209,7 +217,7 @@ TEST_SUITE("costmodel") {
           approx(2.0 * (1.0 + 1.0 / 32.0) * 6979321856.0));
   }
 
-  TEST_CASE("memory: full recompute stores 0.0625 GiB per layer (§4.5, K22 Table 2)") {
+  TEST_CASE("memory: full recompute stores 0.0625 GiB per layer (K22 Table 2)") {
     const llama::Model m = model("llama3.1-8b");
     llama::Training t;
     t.seq_len = 8192;
@@ -223,7 +231,7 @@ TEST_SUITE("costmodel") {
     CHECK(costmodel::activation_bytes_per_layer(m, t, l) / kGiB == approx(0.015625));
   }
 
-  TEST_CASE("memory: TP without SP keeps the norm and GEMM inputs whole (§4.2)") {
+  TEST_CASE("memory: TP without SP keeps the norm and GEMM inputs whole (K22)") {
     const llama::Model m = model("llama3.1-8b");
     llama::Training t;
     t.seq_len = 8192;
@@ -236,7 +244,7 @@ TEST_SUITE("costmodel") {
     CHECK(costmodel::activation_bytes_per_layer(m, t, l) == approx(570425344.0 + 524288.0));
   }
 
-  TEST_CASE("memory: s^2 terms of unfused attention, dropped by selective recompute (§4.3, §4.4)") {
+  TEST_CASE("memory: s^2 terms of unfused attention, dropped by selective recompute (K22)") {
     const llama::Model m = model("llama3.1-8b");
     llama::Training t;
     t.seq_len = 8192;
@@ -261,7 +269,7 @@ TEST_SUITE("costmodel") {
     CHECK(gpt_fused == approx(34.0 * 8192 * 4096 + 5.0 * 32 * 8192.0 * 8192));
   }
 
-  TEST_CASE("memory: unfused RMSNorm adds 6 bytes per element per norm (§4.7)") {
+  TEST_CASE("memory: unfused RMSNorm adds 6 bytes per element per norm (H23)") {
     const llama::Model m = model("llama3.1-8b");
     llama::Training t;
     t.seq_len = 8192;
@@ -273,7 +281,7 @@ TEST_SUITE("costmodel") {
     CHECK(costmodel::activation_bytes_per_layer(m, t, l) - fused == approx(402653184.0));
   }
 
-  TEST_CASE("memory: CP divides the sequence (§4.6)") {
+  TEST_CASE("memory: CP divides the sequence (F24-code, TE)") {
     const llama::Model m = model("llama3.1-8b");
     llama::Training t;
     t.seq_len = 8192;
@@ -283,7 +291,7 @@ TEST_SUITE("costmodel") {
     CHECK(costmodel::activation_bytes_per_layer(m, t, l) == approx(one / 4.0));
   }
 
-  TEST_CASE("memory: in-flight micro-batches per schedule (§5)") {
+  TEST_CASE("memory: in-flight micro-batches per schedule (N21, MLM schedules.py, ZB)") {
     llama::Layout l = simple_layout(1, 4, 1, 1);
     // 1F1B: min(p - r, m).
     CHECK(costmodel::inflight_micro_batches(l, 8, 0) == 4.0);
@@ -357,7 +365,7 @@ TEST_SUITE("costmodel") {
     }
   }
 
-  TEST_CASE("memory: bytes per parameter by precision and ZeRO stage (§3)") {
+  TEST_CASE("memory: bytes per parameter by precision and ZeRO stage (F24-code, MLM, ZeRO)") {
     const llama::Model m = model("llama3.1-8b");
     const hw::Cluster c = cluster("dgx-h100");
     llama::Training t;
@@ -392,7 +400,7 @@ TEST_SUITE("costmodel") {
     CHECK(per_param(t) == approx(8.0 + 8.0 / 8));
   }
 
-  TEST_CASE("memory: Megatron vs gathered-logits loss on the last stage (§6)") {
+  TEST_CASE("memory: Megatron vs gathered-logits loss on the last stage (MLM cross_entropy.py)") {
     const llama::Model m = model("llama3.1-8b");
     const hw::Cluster c = cluster("dgx-h100");
     llama::Training t;

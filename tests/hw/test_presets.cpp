@@ -13,7 +13,7 @@ using tetra::units::kGiB;
 using tetra::units::kMiB;
 
 TEST_SUITE("hw") {
-  TEST_CASE("GPU presets: datasheet numbers (reference/hardware.md section 1)") {
+  TEST_CASE("GPU presets: datasheet numbers (NVIDIA A100 / H100 / H200 datasheets)") {
     REQUIRE(gpu_presets().size() == 9);
     const auto a40 = find_gpu_preset("a100-sxm-40gb");
     const auto a80 = find_gpu_preset("a100-sxm-80gb");
@@ -155,7 +155,8 @@ TEST_SUITE("hw") {
     CHECK(a4->gpu.name == "a100-sxm-40gb");
     CHECK(h->gpu.name == "h100-sxm-80gb");
     CHECK(h2->gpu.name == "h200-sxm-141gb");
-    // NVLink3 300 GB/s, NVLink4 450 GB/s per direction (hardware.md section 1).
+    // NVLink3 300 GB/s, NVLink4 450 GB/s per direction (stas00/ml-engineering network/README.md;
+    // NVIDIA/nccl-tests issue #212).
     CHECK(a->intra.bandwidth_Bps == 300e9);
     CHECK(h->intra.bandwidth_Bps == 450e9);
     CHECK_FALSE(a->intra.nvls);

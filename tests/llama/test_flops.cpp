@@ -1,5 +1,5 @@
-// Megatron model FLOPs (reference/costmodels.md section 4.1,
-// `NVIDIA/Megatron-LM: megatron/training/training.py::num_floating_point_operations`).
+// Megatron model FLOPs (`NVIDIA/Megatron-LM: megatron/training/training.py::
+// num_floating_point_operations`, master d98e8a6 and core_r0.6.0).
 #include <doctest/doctest.h>
 #include "support/approx.hpp"
 
@@ -10,7 +10,7 @@ using tetra::test::approx;
 using namespace tetra::llama;
 
 TEST_SUITE("llama") {
-  TEST_CASE("Megatron FLOPs per token, Llama-3.1-8B at s = 8192 (costmodels.md 4.1 checks)") {
+  TEST_CASE("Megatron FLOPs per token, Llama-3.1-8B at s = 8192 (num_floating_point_operations)") {
     const auto m = find_model_preset("llama3.1-8b");
     REQUIRE(m);
     // current master: 5.1470e10 per token; core_r0.6.0: 5.7913e10 (reference checks [derived]).
@@ -36,7 +36,7 @@ TEST_SUITE("llama") {
     CHECK(megatron_r060_step_flops(m, 4, 3) == approx(97920.0));
     // With q = h the r0.6.0 form equals the current one with the attention term doubled:
     CHECK(megatron_r060_step_flops(m, 4, 3) == approx(93312.0 + 4608.0));
-    // SPEC's MFU FLOPs pad the vocabulary as Megatron does (`_vocab_size_with_padding`:
+    // tetrasim's MFU FLOPs pad the vocabulary as Megatron does (`_vocab_size_with_padding`:
     // a multiple of 128 x tp): tp 2 -> V = 256, 6hV = 12288, T * 19200 + 4608 = 235008.
     Training t;
     t.seq_len = 4;

@@ -1,6 +1,8 @@
 // Op list of one layer on one rank (llama/include/tetra/llama/ops.hpp): shapes from Megatron's
-// column/row-parallel linears (reference/costmodels.md 4.3), collectives (section 5), and the
-// step FLOPs checked against Megatron's formula (section 4.1).
+// column/row-parallel linears (`megatron/core/tensor_parallel/layers.py`), collectives
+// (Megatron-LM `layers.py` / `mappings.py`, TransformerEngine `context_parallel.py`,
+// Megatron-LM `schedules.py` and `param_and_grad_buffer.py`), and the step FLOPs checked
+// against Megatron's formula (`megatron/training/training.py` num_floating_point_operations).
 #include <doctest/doctest.h>
 #include "support/approx.hpp"
 
@@ -80,7 +82,7 @@ double step_flops_from_ops(const Model& m, const Training& tr, const Layout& l, 
 }  // namespace
 
 TEST_SUITE("llama") {
-  TEST_CASE("Step FLOPs of the op list equal Megatron's formula (costmodels.md 4.1)") {
+  TEST_CASE("Step FLOPs of the op list equal Megatron's formula (num_floating_point_operations)") {
     struct Case {
       const char* model;
       Layout layout;
@@ -115,7 +117,7 @@ TEST_SUITE("llama") {
       Training tr;
       tr.seq_len = c.seq;
       tr.global_batch = c.gbs;
-      // Megatron multiplies by the padded vocabulary (memory.md 2.3).
+      // Megatron multiplies by the padded vocabulary (`_vocab_size_with_padding`).
       const long long v = padded_vocab(m, c.layout.tp);
       CHECK(step_flops_from_ops(m, tr, c.layout, false) ==
             approx(megatron_step_flops(m, c.seq, c.gbs, v)).epsilon(1e-9));
@@ -124,7 +126,7 @@ TEST_SUITE("llama") {
     }
   }
 
-  TEST_CASE("Llama-3.1-70B, TP 8 + SP: GEMM shapes (costmodels.md 4.3)") {
+  TEST_CASE("Llama-3.1-70B, TP 8 + SP: GEMM shapes (Megatron layers.py)") {
     const Model m = preset("llama3.1-70b");  // h 8192, F 28672, 64 heads, 8 kv heads, d 128
     Training tr;
     tr.seq_len = 8192;
@@ -165,7 +167,7 @@ TEST_SUITE("llama") {
     CHECK(norm->bytes == approx(2.0 * 2.0 * 1024 * 8192));
   }
 
-  TEST_CASE("TP collectives with and without SP (costmodels.md 5.1)") {
+  TEST_CASE("TP collectives with and without SP (Megatron layers.py, mappings.py)") {
     const Model m = preset("llama3.1-8b");
     Training tr;
     tr.seq_len = 4096;
@@ -235,7 +237,7 @@ TEST_SUITE("llama") {
     }
   }
 
-  TEST_CASE("CP ring: c − 1 KV exchanges of 2·b·s'·(n_kv/t)·d·2 bytes (costmodels.md 5.2)") {
+  TEST_CASE("CP ring: c − 1 KV exchanges of 2·b·s'·(n_kv/t)·d·2 bytes (TE AttnFuncWithCPAndKVP2P)") {
     const Model m = preset("llama3.1-70b");
     Training tr;
     tr.seq_len = 32768;
@@ -262,7 +264,7 @@ TEST_SUITE("llama") {
     CHECK(per_rank == approx(total / 4));
   }
 
-  TEST_CASE("PP boundary and DP gradient buckets (costmodels.md 5.3, 5.4)") {
+  TEST_CASE("PP boundary and DP gradient buckets (Megatron schedules.py, param_and_grad_buffer.py)") {
     const Model m = preset("llama3.1-8b");
     Training tr;
     tr.seq_len = 8192;
@@ -322,7 +324,7 @@ TEST_SUITE("llama") {
     const auto head = head_ops(m, tr, l);
     const Op* lm = find(head, "lm_head", Pass::forward);
     REQUIRE(lm);
-    // padded vocab 128256 -> 129024 at t = 8 (memory.md 2.3): 16128 columns per rank.
+    // padded vocab 128256 -> 129024 at t = 8 (`_vocab_size_with_padding`): 16128 columns per rank.
     CHECK(lm->n == 129024 / 8);
     CHECK(lm->m == 4096);
     CHECK(lm->k == 4096);

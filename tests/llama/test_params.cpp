@@ -1,4 +1,6 @@
-// Parameter counts: reference/memory.md section 2 (F24-code checks, N21 section 5.1).
+// Parameter counts. F24-code = the estimator of Fujii et al. 2024 (arXiv 2411.06465),
+// `okoge-kaz/Megatron-LM: tools/memory_estimate/memory_consumption_estimator.py` (85347a6b);
+// N21 = Narayanan et al. 2021, arXiv 2104.04473.
 #include <doctest/doctest.h>
 
 #include <numeric>
@@ -23,7 +25,7 @@ std::int64_t sum_params(const std::vector<StageParams>& stages) {
 }  // namespace
 
 TEST_SUITE("llama") {
-  TEST_CASE("Llama-3.1-8B: 218,112,000 per layer, 8,030,261,248 total (memory.md 2.1)") {
+  TEST_CASE("Llama-3.1-8B: 218,112,000 per layer, 8,030,261,248 total (F24-code)") {
     const Model m = preset("llama3.1-8b");
     // 2*4096^2*(1 + 8/32) + 3*4096*14336 + 2*4096 = 41,943,040 + 176,160,768 + 8,192
     CHECK(params_per_layer(m) == 218'112'000);
@@ -75,7 +77,7 @@ TEST_SUITE("llama") {
     CHECK(total_params(m, 4096) - total_params(m, 2048) == 2048 * h);
   }
 
-  TEST_CASE("padded vocabulary: multiple of 128*tp (memory.md 2.3)") {
+  TEST_CASE("padded vocabulary: multiple of 128*tp (Megatron _vocab_size_with_padding)") {
     const Model m = preset("llama3.1-8b");
     CHECK(padded_vocab(m, 1) == 128256);
     CHECK(padded_vocab(m, 2) == 128256);
@@ -126,7 +128,7 @@ TEST_SUITE("llama") {
     CHECK(stage_layers(m8, two) == std::vector<int>{15, 17});
   }
 
-  TEST_CASE("stage params: explicit per-stage form (memory.md 2.2)") {
+  TEST_CASE("stage params: explicit per-stage form (F24-code)") {
     const Model m = preset("llama3.1-8b");
     SUBCASE("tp=1: stages sum to the total, embedding first, head last") {
       for (int pp : {1, 2, 4, 8}) {

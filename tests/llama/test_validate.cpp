@@ -235,7 +235,8 @@ TEST_SUITE("llama") {
     CHECK(expect_issue(c, "vp", "vp-needs-interleaved").find("\"1f1b\"") != std::string::npos);
     c.layout.schedule = Schedule::interleaved;
     CHECK_FALSE(c.check());
-    // Layered gradient accumulation places vp chunks per rank too (papers.md section B), and
+    // Layered gradient accumulation places vp chunks per rank too (modular placement:
+    // Lamy-Poirier, arXiv 2106.02679; ServiceNow Fast-LLM), and
     // has no micro-batch group rule: 520/(1*8) = 65 micro-batches are fine.
     c.layout.schedule = Schedule::layered;
     CHECK_FALSE(c.check());

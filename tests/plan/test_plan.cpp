@@ -85,7 +85,8 @@ TEST_SUITE("plan") {
   }
 
   TEST_CASE("checkpoint bytes are weights and Adam states, 14 B per parameter in BF16") {
-    // memory model (reference/memory.md §3): 2 B bf16 weights + 12 B fp32 master and moments.
+    // memory model (Megatron-LM docs/user-guide/features/dist_optimizer.md): 2 B bf16 weights
+    // + 12 B fp32 master and moments.
     const llama::Model m = *llama::find_model_preset("llama3.1-405b");
     llama::Training t;
     t.seq_len = 8192;

@@ -26,7 +26,7 @@ std::vector<int> chunks_of(const std::vector<ScheduleItem>& v, StepPass pass) {
 }  // namespace
 
 TEST_SUITE("sim") {
-  TEST_CASE("interleaved: Megatron's group order (reference/costmodels.md §7 example)") {
+  TEST_CASE("interleaved: Megatron's group order (schedules.py get_schedule_table)") {
     // PP2, VP2, group 2, m = 4: micro-batches 0 1 0 1 2 3 2 3, chunks 0 0 1 1 0 0 1 1.
     auto o = pipeline_order(Schedule::interleaved, 2, 2, 4, 0);
     CHECK(mbs_of(o, StepPass::forward) == std::vector<int>{0, 1, 0, 1, 2, 3, 2, 3});

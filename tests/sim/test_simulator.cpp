@@ -202,7 +202,8 @@ TEST_SUITE("sim") {
     const auto again = s.run(f.input(l));
     CHECK(again.events == il.events);
     CHECK(again.step_time_s == il.step_time_s);
-    // Layered gradient accumulation with vp > 1 (modular placement, papers.md section B):
+    // Layered gradient accumulation with vp > 1 (modular placement, Lamy-Poirier,
+    // arXiv 2106.02679):
     // every micro-batch of a chunk in flight.
     l.schedule = llama::Schedule::layered;
     l.vp = 2;

@@ -1,5 +1,6 @@
 // Step level against the closed forms it must reproduce with free communication
-// (reference/costmodels.md section 7), memory in flight, and DP bucket exposure.
+// (Narayanan et al., arXiv 2104.04473 §2.2; Qi et al., arXiv 2401.10241, Table 2), memory in
+// flight, and DP bucket exposure.
 #include <doctest/doctest.h>
 #include "support/approx.hpp"
 
@@ -82,7 +83,7 @@ TEST_SUITE("sim") {
     CHECK(o.stages[0].inflight == approx(p));
     CHECK(o.stages[3].inflight == approx(1));
     // Interleaved stage 0: (v·p + p − 1) chunk-micro-batches = 1 + (p − 1)/(p·v) stage units
-    // (reference/memory.md §5).
+    // [derived from the warm-up count of Megatron's get_pp_rank_microbatches].
     auto il = simulate_step(make(Schedule::interleaved, p, 2, m, 0.01, 0.02));
     CHECK(il.stages[0].inflight == approx((2.0 * p + p - 1) / 2.0));
   }
