@@ -33,6 +33,7 @@
 
 #include "fsdp2_memory.hpp"
 #include "moe_memory.hpp"
+#include "tetra/llama/execution.hpp"
 #include "tetra/llama/moe.hpp"
 #include "tetra/llama/ops.hpp"
 #include "tetra/llama/params.hpp"
@@ -75,72 +76,11 @@ double cublas_workspace_bytes(int compute_capability) noexcept {
   return compute_capability >= 90 ? 32.0 * kMiB : 2.0 * 4.0 * kMiB + 8.0 * 16.0 * 1024.0;
 }
 
-// ---- Framework habits: what the training code really allocates. ----
+// ---- Framework habits: what the training code really allocates (llama/execution.hpp). ----
 
-struct Habits {
-  /// MLM keeps the SP shard of a column-parallel GEMM input and re-gathers it in backward
-  /// (MLM layers.py; F24-code counts the shard). A plain F.linear after a gather saves the
-  /// gathered input (Aleph-Alpha/scaling: core/nn/norm/rms_norm.py gathers after the norm,
-  /// column_parallel_linear.py calls F.linear on it).
-  bool sp_saves_shard = true;
-  /// MLM `deallocate_output_tensor` frees a stage's output after the send (schedules.py);
-  /// other pipeline engines keep it for the backward call.
-  bool frees_stage_output = true;
-  /// MLM uses a fused multi-tensor Adam (apex/TE): no full-size temporaries at the step.
-  /// torch.optim.AdamW (foreach) builds one fp32 temporary the size of the shard, and
-  /// DeepSpeed-style ZeRO (Aleph-Alpha/scaling core/optimizer/parameter_group.py
-  /// `step_prequel`) copies the owned gradient partition to fp32 before the step.
-  bool fused_adam = true;
-  /// Megatron-Core's fused SwiGLU (`megatron/core/fusions/fused_bias_swiglu.py`,
-  /// SwiGLUFunction saves only its input, gate and up, and recomputes silu in backward; Llama
-  /// models turn it on with `bias_activation_fusion`, Megatron-Bridge
-  /// `models/llama/llama_bridge.py`). Eager SwiGLU saves gate, up and silu(gate).
-  bool fused_swiglu = true;
-  /// RMSNorm as one kernel that saves its input (and per-row rstd) only.
-  bool fused_norm = true;
-  /// torchtitan's train step drops the bf16 logits before backward (`del pred` in `train.py`
-  /// at 9dec370): the loss holds only its fp32 log-softmax.
-  bool frees_logits_before_backward = false;
-  /// Under torch.compile the block's graph saves what its backward reads (the partitioner of
-  /// `torch/_functorch/partitioners.py`), not every output a checkpoint policy marks: w2's
-  /// output, read by no backward, is no longer kept by selective_op.
-  bool saves_unread_outputs = true;
-  /// Transformer Engine saves the quantised FP8 copies of GEMM inputs for backward; torchao's
-  /// Float8 linears save the high-precision input and weight and cast again in backward
-  /// (`torchao/float8/float8_linear.py` matmul_with_hp_or_float8_args).
-  bool saves_quantized_inputs = true;
-  /// Loss compiled by Inductor (TorchNative::loss_compiled): its graph saves the bf16 logits
-  /// (its input) and per-token statistics instead of the fp32 log-softmax, and its backward
-  /// writes the bf16 logit gradient only.
-  bool compiled_loss = false;
-  /// A fused cross-entropy kernel (Training::fused_cross_entropy): no fp32 log-softmax of the
-  /// logits is ever materialised.
-  bool fused_loss = false;
-};
-
-Habits habits_of(const llama::Training& tr) noexcept {
-  Habits h;
-  if (tr.framework != llama::Framework::megatron) {
-    h.sp_saves_shard = false;
-    h.frees_stage_output = false;
-    h.fused_adam = false;
-    h.fused_swiglu = false;
-  }
-  h.fused_norm = tr.fused_rmsnorm;
-  h.fused_loss = tr.fused_cross_entropy;
-  if (tr.framework == llama::Framework::fsdp) {
-    h.frees_logits_before_backward = true;
-    h.saves_quantized_inputs = false;
-    if (tr.torch.compile) {
-      // Inductor fuses RMSNorm and SiLU x up into single kernels (torchtitan compiles each
-      // block, `apply_compile`).
-      h.fused_swiglu = true;
-      h.fused_norm = true;
-      h.saves_unread_outputs = false;
-    }
-    h.compiled_loss = tr.torch.loss_compiled();
-  }
-  return h;
+/// The memory habits of `tr`'s framework; they do not depend on the layout.
+llama::ExecutionTraits habits_of(const llama::Training& tr) {
+  return llama::execution_traits(tr, llama::Layout{});
 }
 
 /// Shapes of one micro-batch on one GPU.
@@ -160,7 +100,7 @@ struct Geometry {
 
 Geometry geometry(const llama::Model& m, const llama::Training& tr, const llama::Layout& l) {
   Geometry g;
-  const Habits hab = habits_of(tr);
+  const llama::ExecutionTraits hab = habits_of(tr);
   g.s = static_cast<double>(tr.seq_len) / std::max(l.cp, 1);
   g.b = std::max(l.mbs, 1);
   g.h = m.hidden;
@@ -480,7 +420,7 @@ struct LayoutTerms {
   const llama::Model& model;
   const llama::Training& training;
   const llama::Layout& layout;
-  Habits hab;
+  llama::ExecutionTraits hab;
   Geometry g;
   StateBytes sb;
   int p = 1;                      ///< pipeline ranks
@@ -752,7 +692,7 @@ struct LogitsTerms {
 
 LogitsTerms logits_terms(const LayoutTerms& terms) {
   const Geometry& g = terms.g;
-  const Habits& hab = terms.hab;
+  const llama::ExecutionTraits& hab = terms.hab;
   const bool all_live = terms.layout.schedule == llama::Schedule::gpipe ||
                         terms.layout.schedule == llama::Schedule::layered;
   const double live = all_live ? static_cast<double>(terms.m) : 1.0;

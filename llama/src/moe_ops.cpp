@@ -28,8 +28,6 @@ void set_moe_dims(Dims& d, const Model& m, const Training& tr, const Layout& l) 
   d.local_experts = std::max(1LL, d.experts / d.ep);
   d.dispatcher = l.moe_dispatcher;
   d.flex_backend = l.moe_flex_backend;
-  d.a2a_overlap = tr.moe_a2a_overlap;
-  d.counts_on_host = tr.moe_counts_on_host();
   // The slowest EP rank sets the pace: its experts see the mean load times the imbalance; a
   // capacity factor drops what exceeds it, padding fills every expert to it
   // (Megatron-Core `moe_expert_capacity_factor`, `moe_pad_expert_input_to_capacity`).
@@ -85,7 +83,7 @@ void ep_exchange(std::vector<Op>& ops, const Dims& d, Pass pass, const char* nam
     op = coll(pass, name, gather ? CollectiveKind::all_gather : CollectiveKind::reduce_scatter, CommDim::ep, ep, s);
   } else {
     op = coll(pass, name, CollectiveKind::all_to_all, CommDim::ep, ep, dispatch_bytes(d));
-    op.paired = d.a2a_overlap;
+    op.paired = d.x.a2a_overlap;
     if (d.dispatcher == MoeDispatcher::flex) {
       op.route_topk = static_cast<int>(d.topk);
       op.route_experts = static_cast<int>(d.experts);
@@ -166,7 +164,7 @@ double expert_bias_bwd_bytes(const Dims& d) { return 18.0 * d.act * routed_rows(
 void expert_quantize(std::vector<Op>& ops, const Dims& d, Pass pass, double elements, bool recompute) {
   const std::size_t from = ops.size();
   quantize(ops, d, pass, elements, recompute);
-  if (d.recipe == Fp8Recipe::delayed) return;
+  if (d.x.recipe == Fp8Recipe::delayed) return;
   for (std::size_t i = from; i < ops.size(); ++i) {
     if (ops[i].is_compute()) ops[i].host_kernels = static_cast<int>(d.local_experts);
   }
@@ -212,7 +210,7 @@ void moe_block_forward(std::vector<Op>& ops, const Dims& d, bool recompute) {
 }
 
 void moe_block_host_side(std::vector<Op>& ops, std::size_t from, const Dims& d) {
-  const bool whole = d.graphs.has(CudaGraphScope::moe);
+  const bool whole = d.x.graphs.has(CudaGraphScope::moe);
   auto named = [](const Op& op, std::initializer_list<std::string_view> names) {
     for (std::string_view n : names) {
       if (n == op.name) return true;
@@ -225,9 +223,9 @@ void moe_block_host_side(std::vector<Op>& ops, std::size_t from, const Dims& d) 
       op.graphed = true;
     } else if (named(op, {"mlp_norm", "router", "router_topk", "mlp_norm_bwd", "router_topk_bwd",
                           "router_dgrad", "router_wgrad"})) {
-      op.graphed = d.graphs.has(CudaGraphScope::moe_router);
+      op.graphed = d.x.graphs.has(CudaGraphScope::moe_router);
     } else if (named(op, {"moe_permute", "moe_permute_bwd"})) {
-      op.graphed = d.graphs.has(CudaGraphScope::moe_preprocess);
+      op.graphed = d.x.graphs.has(CudaGraphScope::moe_preprocess);
     }
     // Dropless: the grouped GEMM needs each expert's token count on the host, so the host
     // copies them from the device after the permutation and waits for that copy
@@ -236,7 +234,7 @@ void moe_block_host_side(std::vector<Op>& ops, std::size_t from, const Dims& d) 
     // 921-960; the flex dispatchers' `.tolist()` of the counts alike). Backward reuses them.
     // Dropping without padding waits one kernel earlier, for the kept total that sizes the
     // permutation (lines 545-552); the model keeps the one place.
-    if (!whole && d.counts_on_host && op.pass == Pass::forward && i > from &&
+    if (!whole && d.x.counts_on_host && op.pass == Pass::forward && i > from &&
         named(ops[i - 1], {"moe_permute"})) {
       op.host_sync = true;
     }
@@ -246,7 +244,7 @@ void moe_block_host_side(std::vector<Op>& ops, std::size_t from, const Dims& d) 
     // backward and the rest (`TransformerLayerSchedulePlan.run`,
     // megatron/core/models/common/model_chunk_schedule_plan.py at d98e8a64, lines 261-301).
     // The backward's dispatch is issued only once the GPU has drained.
-    if (!whole && d.counts_on_host && d.a2a_overlap && named(op, {"ep_dispatch_bwd"})) {
+    if (!whole && d.x.counts_on_host && d.x.a2a_overlap && named(op, {"ep_dispatch_bwd"})) {
       op.host_sync = true;
     }
   }

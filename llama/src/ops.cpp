@@ -17,6 +17,7 @@ namespace detail {
 
 Dims dims_of(const Model& m, const Training& tr, const Layout& l) {
   Dims d;
+  d.x = execution_traits(tr, l);
   d.b = std::max(1, l.mbs);
   d.s = std::max(1, tr.seq_len);
   d.t = std::max(1, l.tp);
@@ -29,39 +30,15 @@ Dims dims_of(const Model& m, const Training& tr, const Layout& l) {
   d.dh = m.head_dim();
   d.tokens = d.b * d.sr;
   d.sp = l.sp && d.t > 1;
-  d.graphs = tr.cuda_graphs;
   d.tokens_sp = d.sp ? d.tokens / d.t : d.tokens;
-  d.act = bytes_of(tr.precision);
+  d.act = d.x.act;
   d.gated = m.gated_mlp();
   d.llama = m.llama_block();
   d.gpt_oss = m.arch == Arch::gpt_oss;
-  d.eager = tr.framework != Framework::megatron;
-  d.eager_kernels = d.eager && !tr.torch.compile;
-  d.eager_norm = d.eager_kernels && d.llama && !tr.fused_rmsnorm;
-  d.dropout = !d.llama && tr.framework == Framework::megatron;
+  d.eager_norm = d.x.unfused_rmsnorm && d.llama;
+  d.dropout = !d.llama && d.x.megatron;
   d.bias = !d.llama;
-  // TE userbuffers, or Inductor's micro-pipelined async TP (TorchNative::async_tp).
-  d.tp_overlap = (tr.tp_comm_overlap || tr.torch.async_tp) && d.sp;
-  d.recipe = tr.fp8.recipe;
-  // Inductor fuses an all-gather with the matmul that consumes it (`torch/_inductor/fx_passes/
-  // micro_pipeline_tp.py` _find_consumer_matmuls); under rowwise Float8 the gathered bf16
-  // tensor feeds the cast instead, so the all-gathers stay blocking (pytorch/pytorch #149990).
-  d.tp_gather_overlap = d.tp_overlap && !(tr.torch.async_tp && d.recipe == Fp8Recipe::rowwise);
-  d.separate_linears = tr.framework == Framework::fsdp;
-  d.torch_cp = tr.framework == Framework::fsdp && d.c > 1;
   d.recomputed = recomputed_modules(l);
-  d.fp8_param_gather = tr.fp8.param_gather && tr.fp8.enabled();
-  d.tp_gather_bytes = d.recipe == Fp8Recipe::tensorwise ? 1.0 : d.act;
-  d.linear_format = gemm_format(d.recipe);
-  d.quantized = quantized_bytes_per_element(d.recipe);
-  d.micro_batches = std::max(1, micro_batches(l, tr));
-  if (d.eager) {
-    // Autograd's AccumulateGrad (`pytorch/pytorch: torch/csrc/autograd/functions/
-    // accumulate_grad.h`): the first micro-batch stores the new gradient, every later one runs
-    // `grad += new_grad` (read both, write one, in the gradient dtype).
-    const double m = std::max(1, micro_batches(l, tr));
-    d.grad_accumulate = 3.0 * bytes_of(tr.grad_dtype) * (m - 1.0) / m;
-  }
   if (m.mla) {
     d.mla = true;
     d.q_lora = m.mla->q_lora_rank;
@@ -126,7 +103,7 @@ Op p2p(Pass pass, const char* name, CommDim dim, double bytes, int count, bool a
 /// A GEMM of a transformer linear layer: in the recipe's format under FP8.
 Op linear_gemm(const Dims& d, Pass pass, const char* name, long long m, long long n, long long k) {
   Op op = gemm(pass, name, m, n, k);
-  op.format = d.linear_format;
+  op.format = d.x.linear_format;
   return op;
 }
 
@@ -150,21 +127,21 @@ Op linear_gemm(const Dims& d, Pass pass, const char* name, long long m, long lon
 /// emits them as one kernel (act + 2 q), as TE's fused cast-transpose.
 void quantize(std::vector<Op>& ops, const Dims& d, Pass pass, double elements, bool recompute,
               bool gathered) {
-  if (d.recipe == Fp8Recipe::none || elements <= 0) return;
-  if (torchao_recipe(d.recipe)) {
+  if (d.x.recipe == Fp8Recipe::none || elements <= 0) return;
+  if (torchao_recipe(d.x.recipe)) {
     Op a = mem(pass, "fp8_amax", MemoryKernel::amax, d.act * elements);
     a.recompute = recompute;
     ops.push_back(a);
     // Tensorwise writes the copy this GEMM reads and the transposed one the other GEMM of the
     // pair reads; rowwise scales each GEMM's operand along its own axis (quantize_other_axis).
-    const double reads = d.eager_kernels ? 2.0 : 1.0;
-    const double copies = d.recipe == Fp8Recipe::rowwise ? 1.0 : 2.0;
-    Op q = mem(pass, "fp8_cast", MemoryKernel::quantize, (reads * d.act + copies * d.quantized) * elements);
+    const double reads = d.x.eager_kernels ? 2.0 : 1.0;
+    const double copies = d.x.recipe == Fp8Recipe::rowwise ? 1.0 : 2.0;
+    Op q = mem(pass, "fp8_cast", MemoryKernel::quantize, (reads * d.act + copies * d.x.quantized) * elements);
     q.recompute = recompute;
     ops.push_back(q);
     return;
   }
-  if (d.recipe == Fp8Recipe::current) {
+  if (d.x.recipe == Fp8Recipe::current) {
     Op a = mem(pass, "fp8_amax", MemoryKernel::amax, d.act * elements);
     a.recompute = recompute;
     ops.push_back(a);
@@ -175,7 +152,7 @@ void quantize(std::vector<Op>& ops, const Dims& d, Pass pass, double elements, b
       ops.push_back(r);
     }
   }
-  Op q = mem(pass, "fp8_cast", MemoryKernel::quantize, (d.act + 2.0 * d.quantized) * elements);
+  Op q = mem(pass, "fp8_cast", MemoryKernel::quantize, (d.act + 2.0 * d.x.quantized) * elements);
   q.recompute = recompute;
   ops.push_back(q);
 }
@@ -185,10 +162,10 @@ void quantize(std::vector<Op>& ops, const Dims& d, Pass pass, double elements, b
 /// channel for grad_input, the input and the output gradient per column for grad_weight), each
 /// from the high-precision tensor: a column amax and a cast that writes the transposed copy.
 void quantize_other_axis(std::vector<Op>& ops, const Dims& d, Pass pass, double elements) {
-  if (d.recipe != Fp8Recipe::rowwise || elements <= 0) return;
-  const double reads = d.eager_kernels ? 2.0 : 1.0;
+  if (d.x.recipe != Fp8Recipe::rowwise || elements <= 0) return;
+  const double reads = d.x.eager_kernels ? 2.0 : 1.0;
   ops.push_back(mem(pass, "fp8_amax_t", MemoryKernel::amax, d.act * elements));
-  ops.push_back(mem(pass, "fp8_cast_t", MemoryKernel::quantize, (reads * d.act + d.quantized) * elements));
+  ops.push_back(mem(pass, "fp8_cast_t", MemoryKernel::quantize, (reads * d.act + d.x.quantized) * elements));
 }
 
 /// The weight cast of one linear, spread over the step's micro-batches (see Dims). torchao
@@ -196,12 +173,12 @@ void quantize_other_axis(std::vector<Op>& ops, const Dims& d, Pass pass, double 
 /// FSDP2 all-gathers it in FP8 already (`enable_fsdp_float8_all_gather`, fp8_param_gather).
 void quantize_weight(std::vector<Op>& ops, const Dims& d, long long in, long long out, bool recompute) {
   const double elements = static_cast<double>(in) * static_cast<double>(out);
-  if (torchao_recipe(d.recipe)) {
-    if (!d.fp8_param_gather) quantize(ops, d, Pass::forward, elements, recompute);
+  if (torchao_recipe(d.x.recipe)) {
+    if (!d.x.fp8_param_gather) quantize(ops, d, Pass::forward, elements, recompute);
     return;
   }
   if (recompute) return;  // the cached copy serves the recomputed forward too
-  quantize(ops, d, Pass::forward, elements / d.micro_batches, false);
+  quantize(ops, d, Pass::forward, elements / d.x.micro_batches, false);
 }
 
 /// Rowwise backward GEMMs run without fast accumulation, which torchao routes to cuBLAS's
@@ -209,7 +186,7 @@ void quantize_weight(std::vector<Op>& ops, const Dims& d, long long in, long lon
 /// column scales (`torchao/float8/float8_python_api.py` addmm_float8_unwrapped, pytorch/ao
 /// PR #1325): one read and one write of the output.
 void rowwise_rescale(std::vector<Op>& ops, const Dims& d, Pass pass, double output_elements) {
-  if (d.recipe != Fp8Recipe::rowwise) return;
+  if (d.x.recipe != Fp8Recipe::rowwise) return;
   ops.push_back(mem(pass, "fp8_rescale", MemoryKernel::copy, 2.0 * d.act * output_elements));
 }
 
@@ -246,10 +223,10 @@ Op attention(Pass pass, const char* name, const Dims& d, AttentionKernel kernel,
 /// (TE userbuffers' GEMM + reduce-scatter pipeline, `transformer_engine/pytorch/module/base.py`
 /// initialize_ub); `overlapped` says which placement the caller is at.
 void tp_row_forward(std::vector<Op>& ops, const Dims& d, Pass pass, bool recompute, bool overlapped) {
-  if (d.t <= 1 || overlapped != d.tp_overlap) return;
+  if (d.t <= 1 || overlapped != d.x.tp_overlap) return;
   const double bytes = d.act * static_cast<double>(d.tokens * d.h);  // S = 2·s'·b·h
   Op op = d.sp ? coll(pass, "tp_rs", CollectiveKind::reduce_scatter, CommDim::tp,
-                      static_cast<int>(d.t), bytes, d.tp_overlap)
+                      static_cast<int>(d.t), bytes, d.x.tp_overlap)
                : coll(pass, "tp_ar", CollectiveKind::all_reduce, CommDim::tp,
                       static_cast<int>(d.t), bytes);
   op.recompute = recompute;
@@ -261,7 +238,7 @@ void tp_row_forward(std::vector<Op>& ops, const Dims& d, Pass pass, bool recompu
 void tp_column_forward(std::vector<Op>& ops, const Dims& d, Pass pass, bool recompute) {
   if (d.t <= 1 || !d.sp) return;
   Op op = coll(pass, "tp_ag", CollectiveKind::all_gather, CommDim::tp, static_cast<int>(d.t),
-               d.tp_gather_bytes * static_cast<double>(d.tokens * d.h), d.tp_gather_overlap);
+               d.x.tp_gather_bytes * static_cast<double>(d.tokens * d.h), d.x.tp_gather_overlap);
   op.recompute = recompute;
   ops.push_back(op);
 }
@@ -309,9 +286,9 @@ double residual_bytes(const Dims& d) {
 /// backward (the cat's backward is a view).
 double rope_fwd_per_elem(const Dims& d) {
   if (d.gpt_oss) return 12.0 * d.act;
-  return (d.eager_kernels ? 10.0 : 2.0) * d.act;
+  return (d.x.eager_kernels ? 10.0 : 2.0) * d.act;
 }
-double rope_bwd_per_elem(const Dims& d) { return (d.eager_kernels || d.gpt_oss ? 15.0 : 2.0) * d.act; }
+double rope_bwd_per_elem(const Dims& d) { return (d.x.eager_kernels || d.gpt_oss ? 15.0 : 2.0) * d.act; }
 /// gpt-oss's output-projection bias: Megatron-Bridge's gpt-oss provider sets
 /// `bias_dropout_fusion = False` (`gpt_oss_bridge.py`), so `bias_dropout_add_unfused` adds the
 /// bias in its own kernel (read and write the output, 2 act per element; dropout at p = 0
@@ -342,7 +319,7 @@ void attention_forward(std::vector<Op>& ops, const Dims& d, const Training& tr, 
   };
   if (d.c <= 1) {
     push(attention(Pass::forward, "core_attention", d, kernel, true, d.sr, d.sr, 1));
-  } else if (d.torch_cp) {
+  } else if (d.x.torch_cp) {
     torch_cp_attention_forward(ops, d, kernel, recompute);
   } else {
     const double kv_bytes = 2.0 * d.act * static_cast<double>(d.b * d.sr) *
@@ -390,7 +367,7 @@ void attention_backward(std::vector<Op>& ops, const Dims& d, const Training& tr)
                             d.sr, 1));
     return;
   }
-  if (d.torch_cp) {
+  if (d.x.torch_cp) {
     torch_cp_attention_backward(ops, d, kernel);
     return;
   }
@@ -415,7 +392,7 @@ ColumnGroup single_linear(const char* fwd, const char* dgrad, const char* wgrad,
 ColumnGroup qkv_group(const Dims& d) {
   const long long q = d.nq * d.dh / d.t;
   const long long kv = d.nkv * d.dh / d.t;
-  if (!d.separate_linears) return single_linear("qkv", "qkv_dgrad", "qkv_wgrad", q + 2 * kv);
+  if (!d.x.separate_linears) return single_linear("qkv", "qkv_dgrad", "qkv_wgrad", q + 2 * kv);
   ColumnGroup g;
   g.linears = {ColumnLinear{"wq", "wq_dgrad", "wq_wgrad", q}, ColumnLinear{"wk", "wk_dgrad", "wk_wgrad", kv},
                ColumnLinear{"wv", "wv_dgrad", "wv_wgrad", kv}};
@@ -484,7 +461,7 @@ MlpCore dense_mlp_core(const Dims& d) {
   c.names = d.gated ? MlpNames{"swiglu", "fc2", "swiglu_bwd", "fc2_dgrad", "fc2_wgrad"}
                     : MlpNames{"gelu", "fc2", "gelu_bwd", "fc2_dgrad", "fc2_wgrad"};
   const long long width = d.f / d.t;
-  if (d.gated && d.separate_linears) {
+  if (d.gated && d.x.separate_linears) {
     c.fc1.linears = {ColumnLinear{"w1", "w1_dgrad", "w1_wgrad", width}, ColumnLinear{"w3", "w3_dgrad", "w3_wgrad", width}};
     c.fc1.count = 2;
   } else {
@@ -495,8 +472,8 @@ MlpCore dense_mlp_core(const Dims& d) {
     // · up (3 act): 5 act per element. Backward: read dy and both inputs (3·T·F/t), write
     // both input gradients (2·T·F/t); eager: the mul's two gradients (3 act each) and silu
     // backward (3 act): 9 act per element.
-    c.act_fwd_bytes = d.eager_kernels ? 5.0 : 3.0;
-    c.act_bwd_bytes = d.eager_kernels ? 9.0 : 5.0;
+    c.act_fwd_bytes = d.x.eager_kernels ? 5.0 : 3.0;
+    c.act_bwd_bytes = d.x.eager_kernels ? 9.0 : 5.0;
   } else {
     c.act_fwd_bytes = 2.0;
     c.act_bwd_bytes = 3.0;
@@ -533,7 +510,7 @@ void mlp_block_forward(std::vector<Op>& ops, const Dims& d, bool recompute) {
 }
 
 void mark_graphed(std::vector<Op>& ops, std::size_t from, const Dims& d, CudaGraphScope scope) {
-  if (!d.graphs.has(scope)) return;
+  if (!d.x.graphs.has(scope)) return;
   for (std::size_t i = from; i < ops.size(); ++i) ops[i].graphed = true;
 }
 
@@ -587,7 +564,7 @@ void layer_recompute_selective_op(std::vector<Op>& ops, const Dims& d) {
   if (d.gated) {
     push(linear_gemm(d, fw, "w3", d.tokens, fc2_in, d.h));
     push(mem(fw, "swiglu", MemoryKernel::swiglu,
-             (d.eager_kernels ? 5.0 : 3.0) * d.act * static_cast<double>(d.tokens * fc2_in)));
+             (d.x.eager_kernels ? 5.0 : 3.0) * d.act * static_cast<double>(d.tokens * fc2_in)));
   } else {
     push(mem(fw, "gelu", MemoryKernel::gelu, 2.0 * d.act * static_cast<double>(d.tokens * fc2_in)));
   }
@@ -599,12 +576,12 @@ void weight_grad(std::vector<Op>& ops, const Dims& d, const char* wname, long lo
                  bool linear) {
   if (linear) quantize_other_axis(ops, d, Pass::backward_weight, static_cast<double>(d.tokens * out));
   Op w = gemm(Pass::backward_weight, wname, out, in, d.tokens);
-  if (linear) w.format = d.linear_format;
+  if (linear) w.format = d.x.linear_format;
   ops.push_back(w);
   if (linear) rowwise_rescale(ops, d, Pass::backward_weight, static_cast<double>(in) * static_cast<double>(out));
-  if (d.grad_accumulate > 0) {
+  if (d.x.grad_accumulate > 0) {
     ops.push_back(mem(Pass::backward_weight, "grad_accumulate", MemoryKernel::copy,
-                      d.grad_accumulate * static_cast<double>(in) * static_cast<double>(out)));
+                      d.x.grad_accumulate * static_cast<double>(in) * static_cast<double>(out)));
   }
 }
 
@@ -616,7 +593,7 @@ void input_grad(std::vector<Op>& ops, const Dims& d, const char* dname, long lon
   if (linear) {
     quantize_other_axis(ops, d, Pass::backward_input, static_cast<double>(in) * static_cast<double>(out));
     quantize(ops, d, Pass::backward_input, static_cast<double>(d.tokens * out), false, gathered);
-    g.format = d.linear_format;
+    g.format = d.x.linear_format;
   }
   ops.push_back(g);
   if (linear) rowwise_rescale(ops, d, Pass::backward_input, static_cast<double>(d.tokens * in));
@@ -629,7 +606,7 @@ void row_backward(std::vector<Op>& ops, const Dims& d, const char* dname, const 
   if (d.t > 1 && d.sp) {
     ops.push_back(coll(Pass::backward_input, "tp_ag_grad", CollectiveKind::all_gather, CommDim::tp,
                        static_cast<int>(d.t), d.act * static_cast<double>(d.tokens * d.h),
-                       d.tp_gather_overlap));
+                       d.x.tp_gather_overlap));
   }
   input_grad(ops, d, dname, in, out, true, true);
   quantize_other_axis(ops, d, Pass::backward_weight, static_cast<double>(d.tokens * in));
@@ -655,14 +632,14 @@ void column_backward(std::vector<Op>& ops, const Dims& d, const ColumnGroup& g, 
     // kernel reading each and writing the sum when compiled, an add per extra linear eager
     // (read two, write one).
     const double elements = static_cast<double>(d.tokens * in);
-    const double per = d.eager_kernels ? 3.0 * (g.count - 1) : g.count + 1.0;
+    const double per = d.x.eager_kernels ? 3.0 * (g.count - 1) : g.count + 1.0;
     ops.push_back(mem(Pass::backward_input, "dgrad_sum", MemoryKernel::residual_add, per * d.act * elements));
   }
   if (d.t > 1) {
     ops.push_back(d.sp ? coll(Pass::backward_input, "tp_rs_dgrad", CollectiveKind::reduce_scatter,
-                              CommDim::tp, t, bytes, !d.eager)
+                              CommDim::tp, t, bytes, !d.x.eager)
                        : coll(Pass::backward_input, "tp_ar_dgrad", CollectiveKind::all_reduce,
-                              CommDim::tp, t, bytes, !d.eager));
+                              CommDim::tp, t, bytes, !d.x.eager));
   }
   if (linear) quantize_other_axis(ops, d, Pass::backward_weight, static_cast<double>(d.tokens * in));
   for (int i = 0; i < g.count; ++i) weight_grad(ops, d, g.linears[i].wgrad, in, g.linears[i].out, linear);
@@ -673,7 +650,7 @@ void column_backward(std::vector<Op>& ops, const Dims& d, const ColumnGroup& g, 
 /// and gathers those) and the training precision for the norms.
 double gathered_param_bytes(const Model& m, const Training& tr) {
   const double act = bytes_of(tr.precision);
-  if (!tr.fp8.param_gather || !tr.fp8.enabled()) return act;
+  if (!execution_traits(tr, Layout{}).fp8_param_gather) return act;
   const double layer = static_cast<double>(params_per_layer(m));
   const double norms = 2.0 * static_cast<double>(m.hidden);
   const double linear = std::max(0.0, layer - norms) / std::max(1.0, layer);
@@ -685,7 +662,9 @@ double gathered_param_bytes(const Model& m, const Training& tr) {
 using namespace detail;
 
 bool loss_on_vocab_shards(const Training& training, int tp) noexcept {
-  return training.framework == Framework::megatron || (training.framework == Framework::fsdp && tp > 1);
+  Layout layout;
+  layout.tp = tp;
+  return execution_traits(training, layout).loss_on_vocab_shards;
 }
 
 double gathered_layer_param_bytes(const Model& model, const Training& training, int tp) {
@@ -788,7 +767,7 @@ std::vector<Op> build_layer_ops(const Model& model, const Training& training, co
   }
   // A whole captured layer issues nothing from the host and cannot wait for it: a captured
   // dropless layer keeps its token counts on the device.
-  if (d.graphs.has(CudaGraphScope::layer) || d.graphs.has(CudaGraphScope::full_iteration)) {
+  if (d.x.graphs.has(CudaGraphScope::layer) || d.x.graphs.has(CudaGraphScope::full_iteration)) {
     for (Op& op : ops) {
       op.graphed = true;
       op.host_sync = false;
@@ -814,7 +793,7 @@ std::vector<Op> embedding_ops(const Model& model, const Training& training, cons
   // zeroed) and reads the gathered rows.
   ops.push_back(mem(Pass::forward, "embedding", MemoryKernel::embedding,
                     2.0 * d.act * static_cast<double>(d.tokens * d.h)));
-  tp_row_forward(ops, d, Pass::forward, false, d.tp_overlap);
+  tp_row_forward(ops, d, Pass::forward, false, d.x.tp_overlap);
   if (d.t > 1 && d.sp) {
     ops.push_back(coll(Pass::backward_input, "tp_ag_grad", CollectiveKind::all_gather, CommDim::tp,
                        static_cast<int>(d.t), d.act * static_cast<double>(d.tokens * d.h)));
@@ -832,7 +811,7 @@ std::vector<Op> head_ops(const Model& model, const Training& training, const Lay
   ops.push_back(mem(Pass::forward, "final_norm", norm_kernel(d), norm_fwd_bytes(d)));
   tp_column_forward(ops, d, Pass::forward, false);
   ops.push_back(gemm(Pass::forward, "lm_head", d.tokens, vocab_rank, d.h));
-  const bool compiled_loss = training.torch.loss_compiled();
+  const bool compiled_loss = d.x.compiled_loss;
   if (!loss_on_vocab_shards(training, static_cast<int>(d.t))) {
     // Loss on the gathered full-vocabulary logits on every TP rank
     // (`Aleph-Alpha/scaling: transformer/model/layers/lm_head.py` parallel_output=False,
@@ -921,7 +900,7 @@ std::vector<Op> dp_gradient_ops(const Model& model, const Training& training, co
     if (rest > 0) push("zero3_grad_rs_rest", "hsdp_grad_ar_rest", rest, 1);
     return ops;
   }
-  if (training.framework == Framework::deepspeed) {
+  if (execution_traits(training, layout).deepspeed) {
     // Aleph Alpha's trainer (`Aleph-Alpha/scaling: src/scaling/core/optimizer/optimizer.py`
     // step, `allreduce.py`): after the last backward, the full gradient is all-reduced over
     // DP in buckets of 500M elements, each bucket cast to fp32 first
@@ -981,7 +960,7 @@ std::vector<Op> expert_gradient_ops(const Model& model, const Training& training
   const auto stages = stage_params(model, layout, training.seq_len);
   if (stage < 0 || stage >= static_cast<int>(stages.size())) return ops;
   const double total = static_cast<double>(stages[static_cast<std::size_t>(stage)].expert_params);
-  if (edp <= 1 || total <= 0 || training.framework != Framework::megatron || training.zero_stage >= 3) {
+  if (edp <= 1 || total <= 0 || !execution_traits(training, layout).megatron || training.zero_stage >= 3) {
     return ops;
   }
   // Megatron-Core DistributedDataParallel keeps expert parameters in separate buffers whose
@@ -1017,7 +996,7 @@ std::vector<Op> optimizer_ops(const Model& model, const Training& training, cons
   if (stage < 0 || stage >= static_cast<int>(stages.size())) return ops;
   double params = static_cast<double>(stages[static_cast<std::size_t>(stage)].params);
   const int dpc = std::max(1, layout.dp) * std::max(1, layout.cp);
-  if (training.framework == Framework::deepspeed && dpc > 1 && training.zero_stage < 3) {
+  if (execution_traits(training, layout).deepspeed && dpc > 1 && training.zero_stage < 3) {
     // `allreduce.py`: flatten the bf16 gradients (2 act), cast to fp32 (act + 4), divide
     // (4 + 4), copy back after the all-reduce (4 + act), unflatten into the parameters'
     // gradients (2 act): 6 act + 16 bytes per local parameter.

@@ -7,6 +7,7 @@
 
 #include "tetra/llama/layout.hpp"
 #include "tetra/llama/model.hpp"
+#include "tetra/llama/execution.hpp"
 #include "tetra/llama/ops.hpp"
 
 namespace tetra::llama::detail {
@@ -23,58 +24,25 @@ struct Dims {
   long long nq = 0, nkv = 0, dh = 0;
   long long tokens = 0;     // T = b·s/c : tokens a column-parallel GEMM sees
   long long tokens_sp = 0;  // tokens a replicated (norm / residual) kernel sees: T/t with SP
-  double act = 2;           // activation dtype bytes
+  double act = 2;           // activation dtype bytes (ExecutionTraits::act)
   bool sp = false;
   bool gated = true;
   /// RMSNorm and RoPE (Model::llama_block).
   bool llama = true;
   /// gpt-oss's biased linears and YaRN RoPE (Arch::gpt_oss).
   bool gpt_oss = false;
-  /// Eager PyTorch modules (framework deepspeed / fsdp): every elementwise step of norm,
-  /// rotary, SwiGLU, softmax and loss is its own kernel with fp32 intermediates.
-  bool eager = false;
-  /// The block's elementwise steps as separate eager kernels: eager and not compiled
-  /// (torch.compile fuses them into Triton kernels with the byte counts of fused kernels).
-  bool eager_kernels = false;
-  /// RMSNorm as the eager fp32 chain (llama, eager kernels, fused_rmsnorm = false).
+  /// How the run executes: framework habits, precision, overlap, host (execution.hpp).
+  ExecutionTraits x;
+  /// RMSNorm as the eager fp32 chain (llama block, ExecutionTraits::unfused_rmsnorm).
   bool eager_norm = false;
   /// Megatron GPT dropout (attention and hidden, p = 0.1): `--attention-dropout` and
   /// `--hidden-dropout` default to 0.1 (`NVIDIA/Megatron-LM: megatron/arguments.py`, 2021).
   bool dropout = false;
   /// GPT linears carry biases (Megatron `--add-bias-linear`, on by default); Llama has none.
   bool bias = false;
-  /// Bytes per weight element of the eager gradient accumulation after each weight-gradient
-  /// GEMM, averaged over the step's micro-batches (0 for Megatron, whose wgrad GEMM accumulates
-  /// into main_grad itself).
-  double grad_accumulate = 0;
-  /// FP8 / FP4 linears (llama/fp8.hpp): the recipe, the format of their GEMMs and the bytes of
-  /// one quantised element with its scales.
-  Fp8Recipe recipe = Fp8Recipe::none;
-  GemmFormat linear_format = GemmFormat::training;
-  double quantized = 0;
-  /// Micro-batches per step: TE casts a weight once per step and reuses the cached copy for
-  /// the later micro-batches (`is_first_microbatch`), so the cast is spread over them.
-  double micro_batches = 1;
-  /// TP communication overlapped with the GEMMs (Training::tp_comm_overlap, SP only).
-  bool tp_overlap = false;
-  /// FP8 parameters all-gathered by the data-parallel sharding (fp8_param_gather).
-  bool fp8_param_gather = false;
-  /// The model's modules keep q, k, v and the gated MLP's gate and up projections as separate
-  /// linears (PyTorch-native models, framework fsdp); Megatron-Core and DeepSpeed fuse them.
-  bool separate_linears = false;
-  /// Context parallelism is PyTorch's (framework fsdp), not TE's ring (torch_cp_ops.cpp).
-  bool torch_cp = false;
   /// Parts of the layer re-run in backward by Megatron-Core's selective recomputation
   /// (llama::recomputed_modules; core attention alone for a plain `selective`).
   RecomputeModules recomputed;
-  /// The SP all-gathers of a column-parallel input and of a row-parallel output gradient run
-  /// under their GEMM (TE userbuffers; Inductor's async TP where the gathered tensor feeds the
-  /// GEMM directly, which rowwise Float8 breaks by casting it first).
-  bool tp_gather_overlap = false;
-  /// Bytes per element of the SP all-gather before a column-parallel linear: torchtitan's
-  /// Float8ColwiseParallel casts the input to FP8 before gathering it under tensorwise
-  /// scaling (`torchao/float8/float8_tensor_parallel.py`); everything else gathers act.
-  double tp_gather_bytes = 2;
   // Multi-head latent attention (Model::mla): attention_block_* run the MLA projections.
   bool mla = false;
   long long q_lora = 0, kv_lora = 0, qk_nope = 0, qk_rope = 0, v_dim = 0;
@@ -84,7 +52,6 @@ struct Dims {
   long long topk = 1;           // experts per token k
   long long fe = 0;             // FFN width of one routed expert
   long long shared_f = 0;       // width of the shared-expert MLP (0: none)
-  bool a2a_overlap = false;     // EP exchanges paired with another micro-batch's compute
   long long ep = 1, etp = 1;    // expert-parallel and expert-tensor-parallel sizes
   long long local_experts = 1;  // E / ep
   /// Routed tokens one local expert computes on the busiest EP rank (balanced share times the
@@ -93,8 +60,6 @@ struct Dims {
   double imbalance = 1;
   MoeDispatcher dispatcher = MoeDispatcher::alltoall;
   FlexBackend flex_backend = FlexBackend::deepep;
-  bool counts_on_host = true;  // Training::moe_counts_on_host: the host waits for them
-  CudaGraphs graphs;        // Training::cuda_graphs
 };
 
 /// One linear of a column-parallel group: its op names and output width on this rank.

@@ -29,7 +29,7 @@ double kv_bytes(const Dims& d) { return 2.0 * d.act * head_elements(d); }
 /// (`torch.cat` before each `exchange_buffers`, which the all-gather rotater ignores).
 double staging_bytes(const Dims& d, bool backward) {
   const double once = 4.0 * kv_bytes(d);
-  const double wasted = d.eager_kernels ? 2.0 * kv_bytes(d) * static_cast<double>(std::max(0LL, d.c - 2)) : 0.0;
+  const double wasted = d.x.eager_kernels ? 2.0 * kv_bytes(d) * static_cast<double>(std::max(0LL, d.c - 2)) : 0.0;
   return once + (backward ? 0.0 : wasted);
 }
 
@@ -38,7 +38,7 @@ double staging_bytes(const Dims& d, bool backward) {
 /// comm/compute reordering is off by default (`torch/_inductor/config.py`
 /// reorder_for_compute_comm_overlap = False), so they block the compute stream; eager, the
 /// AsyncCollectiveTensor is waited at first use [derived].
-bool overlapped(const Dims& d) { return d.eager_kernels; }
+bool overlapped(const Dims& d) { return d.x.eager_kernels; }
 
 }  // namespace
 
@@ -63,7 +63,7 @@ void torch_cp_attention_forward(std::vector<Op>& ops, const Dims& d, AttentionKe
   // Compiled: one kernel reading the fp32 out and the bf16 block out and writing out (10 bytes
   // per element). Eager: the cast of the block (6), the subtraction, sigmoid product and
   // update of the fp32 out (12 each), the cat of a half-block update (8): 39 on average.
-  const double per_merge = d.eager_kernels ? 39.0 : 10.0;
+  const double per_merge = d.x.eager_kernels ? 39.0 : 10.0;
   push(mem(Pass::forward, "cp_merge", MemoryKernel::copy,
            (12.0 + per_merge * static_cast<double>(steps - 1)) * elements));
 }
@@ -82,7 +82,7 @@ void torch_cp_attention_backward(std::vector<Op>& ops, const Dims& d, AttentionK
   // fp32 sum and the bf16 step gradient and writing the fp32 sum (10 bytes per element of dQ,
   // dK and dV each, 30). Eager: the adds (10 each), the fp32 cat of dK and dV for the send
   // (8 each) and the partial-update cats (8): 54. The final casts to bf16: 6 each, 18.
-  const double per_step = d.eager_kernels ? 54.0 : 30.0;
+  const double per_step = d.x.eager_kernels ? 54.0 : 30.0;
   ops.push_back(mem(bi, "cp_grad_accumulate", MemoryKernel::copy,
                     (18.0 + per_step * static_cast<double>(steps)) * elements));
   // P sends of the fp32 dK and dV to the next rank; eager, each runs under the next step's

@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "tetra/costmodel/collective.hpp"
+#include "tetra/llama/execution.hpp"
 
 namespace tetra::sim {
 
@@ -23,9 +24,8 @@ LayerKey layer_key(const llama::Training& training, const llama::Layout& layout,
   // HSDP replica of it) only under ZeRO-3.
   k.dp_cp = training.zero_stage >= 3 && dpc > 1 ? dpc : 0;
   k.blocks_kept_unsharded = llama::fsdp_keeps_blocks_unsharded(training, layout);
-  const bool te_weight_casts = training.fp8.enabled() && !llama::torchao_recipe(training.fp8.recipe);
-  const bool eager_accumulation = training.framework != llama::Framework::megatron;
-  k.micro_batches = te_weight_casts || eager_accumulation ? llama::micro_batches(layout, training) : 0;
+  const llama::ExecutionTraits x = llama::execution_traits(training, layout);
+  k.micro_batches = x.cached_weight_casts || x.eager ? x.micro_batches : 0;
   const int gpn = std::max(nvlink_domain, 1);
   const auto tp = costmodel::place_group(layout, llama::CommDim::tp, gpn);
   const auto cp = costmodel::place_group(layout, llama::CommDim::cp, gpn);
