@@ -40,7 +40,7 @@ test: build
 bench: build
 	@for b in $(BUILD)/bench/bench_*; do [ -x "$$b" ] && "$$b"; done
 
-# The zero-shot error bands of predicted step times (README "Accuracy"), measured on every
+# The zero-shot error bands of predicted step times (docs/accuracy.md, "Error bands"), measured on every
 # validation file by the built tetrasim and embedded by the next build; the test
 # error_bands_up_to_date fails when the committed file differs from what this writes.
 VALIDATION_CSVS := $(sort $(wildcard data/validation/*.csv))

@@ -3,7 +3,7 @@
 // for every candidate cluster and GPU count of the scenario's [plan], the best layout of its
 // [search] space, the days, GPU-hours and cost of training the tokens with the time lost to
 // failures and checkpoints, the ranking by days and by cost, the Pareto front and the
-// candidates that meet the deadline and the budget (README "tetrasim plan").
+// candidates that meet the deadline and the budget (docs/cli.md, `tetrasim plan`).
 
 #include <unistd.h>
 

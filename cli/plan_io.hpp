@@ -1,5 +1,5 @@
 #pragma once
-// `tetrasim plan --shard` / `--merge`: the shard file (README "tetrasim plan"), the
+// `tetrasim plan --shard` / `--merge`: the shard file (docs/cli.md, `tetrasim plan`), the
 // fingerprint of a plan's inputs, and the reading back of shards into evaluations.
 
 #include <cstdint>

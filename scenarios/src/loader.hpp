@@ -100,7 +100,7 @@ struct CandidateEntry {
   std::string gpus_key;              ///< "[plan.candidate].gpus"
 };
 
-/// The [plan] table: settings and candidates (see the README's scenario-file section).
+/// The [plan] table: settings and candidates (docs/scenario-format.md).
 struct PlanTable {
   plan::PlanSettings settings;
   std::vector<CandidateEntry> candidates;

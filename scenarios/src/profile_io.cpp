@@ -639,7 +639,7 @@ costmodel::GenerationBands parse_error_bands(std::string_view text, const std::s
 
 std::string format_error_bands(const costmodel::GenerationBands& b) {
   std::ostringstream os;
-  os << "# Error bands of predicted step times (README \"Accuracy\"): per GPU generation, the "
+  os << "# Error bands of predicted step times (docs/accuracy.md, \"Error bands\"): per GPU generation, the "
      << num(costmodel::kBandLowQuantile) << " and " << num(costmodel::kBandHighQuantile) << "\n"
      << "# quantiles of the signed errors (predicted / measured - 1) of the published step-time rows\n"
      << "# the model predicts to fit. Written by `make error-bands`; a test regenerates it and fails\n"

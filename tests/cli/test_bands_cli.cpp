@@ -1,4 +1,4 @@
-// End-to-end error bands (README "Accuracy"): `tetrasim bands` and its --check, the band of
+// End-to-end error bands (docs/accuracy.md, "Error bands"): `tetrasim bands` and its --check, the band of
 // simulate / search / plan, zero-shot and with a fitted file, and a bad fitted [band].
 
 #include <doctest/doctest.h>

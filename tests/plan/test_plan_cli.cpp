@@ -205,7 +205,7 @@ TEST_SUITE("plan") {
   TEST_CASE("plan: the Llama 3 grid on 16,384 H100 against the published GPU-hours") {
     // scenarios/plan-llama3-405b-grid.toml: TP 8, CP 1, PP 16, VP 8 (Llama 3 Table 4) with the
     // gradients sharded as §3.3.2 describes: the grid runs without recomputation, as Meta ran
-    // it (README "The Llama 3 case"), and its GPU-hours stay within a quarter of the 30.84 M
+    // it (docs/cli.md, "The Llama 3 case"), and its GPU-hours stay within a quarter of the 30.84 M
     // Meta published for Llama 3.1 405B (meta-llama/llama-models models/llama3_1/MODEL_CARD.md).
     const std::string sc = std::string(TETRA_SOURCE_DIR) + "/scenarios/plan-llama3-405b-grid.toml";
     const CliRun r = run_tetrasim("plan '" + sc + "' --json");

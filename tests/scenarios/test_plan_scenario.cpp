@@ -1,4 +1,4 @@
-// Plan scenarios: [plan] and its candidates (README "Scenario files", scenarios/README.md).
+// Plan scenarios: [plan] and its candidates (docs/scenario-format.md, scenarios/README.md).
 
 #include <doctest/doctest.h>
 #include "support/approx.hpp"

@@ -1,5 +1,5 @@
 #pragma once
-/// The error band of a predicted step time (README "Accuracy"): the spread of the signed
+/// The error band of a predicted step time (docs/accuracy.md, "Error bands"): the spread of the signed
 /// errors the model made on published measurements, turned into an interval around a new
 /// prediction. Zero-shot, the errors are those of the published rows of the same GPU
 /// generation (data/error_bands.toml, written by `tetrasim bands`); with fitted factors, the
