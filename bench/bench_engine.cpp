@@ -7,7 +7,7 @@
 
 #include "tetra/costmodel/builtin_profiles.hpp"
 #include "tetra/hw/presets.hpp"
-#include "tetra/llama/presets.hpp"
+#include "tetra/model/presets.hpp"
 #include "tetra/sim/engine.hpp"
 #include "tetra/sim/simulator.hpp"
 #include "tetra/sim/step.hpp"

@@ -12,9 +12,9 @@
 #include "output.hpp"
 #include "tetra/costmodel/memory.hpp"
 #include "tetra/base/units.hpp"
-#include "tetra/llama/layout.hpp"
-#include "tetra/llama/moe.hpp"
-#include "tetra/llama/params.hpp"
+#include "tetra/parallel/layout.hpp"
+#include "tetra/model/moe.hpp"
+#include "tetra/parallel/params.hpp"
 #include "tetra/scenarios/scenario.hpp"
 
 namespace tetra::cli {

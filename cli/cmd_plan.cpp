@@ -29,7 +29,7 @@
 #include "plan_io.hpp"
 #include "tetra/base/error.hpp"
 #include "tetra/base/units.hpp"
-#include "tetra/llama/fp8.hpp"
+#include "tetra/parallel/fp8.hpp"
 #include "tetra/plan/plan.hpp"
 #include "tetra/report/report.hpp"
 #include "tetra/scenarios/plan.hpp"

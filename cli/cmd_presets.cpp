@@ -12,9 +12,9 @@
 #include "output.hpp"
 #include "tetra/hw/presets.hpp"
 #include "tetra/base/units.hpp"
-#include "tetra/llama/moe.hpp"
-#include "tetra/llama/params.hpp"
-#include "tetra/llama/presets.hpp"
+#include "tetra/model/moe.hpp"
+#include "tetra/parallel/params.hpp"
+#include "tetra/model/presets.hpp"
 
 namespace tetra::cli {
 

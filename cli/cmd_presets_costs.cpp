@@ -17,9 +17,9 @@
 #include "tetra/costmodel/compute.hpp"
 #include "tetra/base/error.hpp"
 #include "tetra/hw/presets.hpp"
-#include "tetra/llama/ops.hpp"
-#include "tetra/llama/presets.hpp"
-#include "tetra/llama/validate.hpp"
+#include "tetra/ops/ops.hpp"
+#include "tetra/model/presets.hpp"
+#include "tetra/parallel/validate.hpp"
 #include "tetra/scenarios/scenario.hpp"
 
 namespace tetra::cli {

@@ -22,7 +22,7 @@
 #include "output.hpp"
 #include "tetra/base/error.hpp"
 #include "tetra/base/units.hpp"
-#include "tetra/llama/layout.hpp"
+#include "tetra/parallel/layout.hpp"
 #include "tetra/report/report.hpp"
 #include "tetra/scenarios/profile_io.hpp"
 #include "tetra/scenarios/scenario.hpp"

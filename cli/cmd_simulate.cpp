@@ -17,7 +17,7 @@
 #include "output.hpp"
 #include "tetra/costmodel/builtin_profiles.hpp"
 #include "tetra/base/units.hpp"
-#include "tetra/llama/layout.hpp"
+#include "tetra/parallel/layout.hpp"
 #include "tetra/report/report.hpp"
 #include "tetra/scenarios/profile_io.hpp"
 #include "tetra/scenarios/scenario.hpp"

@@ -8,7 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "tetra/llama/layout.hpp"
+#include "tetra/parallel/layout.hpp"
 #include "tetra/search/search.hpp"
 
 namespace tetra::cli {

@@ -9,7 +9,7 @@
 
 #include "output.hpp"
 #include "tetra/base/error.hpp"
-#include "tetra/llama/fp8.hpp"
+#include "tetra/parallel/fp8.hpp"
 #include "tetra/scenarios/scenario.hpp"
 
 namespace tetra::cli {

@@ -8,9 +8,9 @@
 #include <tuple>
 
 #include "tetra/base/error.hpp"
-#include "tetra/llama/layout.hpp"
-#include "tetra/llama/ops.hpp"
-#include "tetra/llama/presets.hpp"
+#include "tetra/parallel/layout.hpp"
+#include "tetra/ops/ops.hpp"
+#include "tetra/model/presets.hpp"
 
 namespace tetra::calib {
 namespace {

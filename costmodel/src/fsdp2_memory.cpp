@@ -5,7 +5,7 @@
 
 #include <algorithm>
 
-#include "tetra/llama/ops.hpp"
+#include "tetra/ops/ops.hpp"
 
 namespace tetra::costmodel::detail {
 

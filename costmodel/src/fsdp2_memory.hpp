@@ -4,9 +4,9 @@
 // every transformer block is its own FSDP unit and the root module (embedding, final norm,
 // output) another. Part of memory.cpp; a separate file because the terms are FSDP2's alone.
 
-#include "tetra/llama/layout.hpp"
-#include "tetra/llama/model.hpp"
-#include "tetra/llama/params.hpp"
+#include "tetra/parallel/layout.hpp"
+#include "tetra/model/model.hpp"
+#include "tetra/parallel/params.hpp"
 
 namespace tetra::costmodel::detail {
 

@@ -33,10 +33,10 @@
 
 #include "fsdp2_memory.hpp"
 #include "moe_memory.hpp"
-#include "tetra/llama/execution.hpp"
-#include "tetra/llama/moe.hpp"
-#include "tetra/llama/ops.hpp"
-#include "tetra/llama/params.hpp"
+#include "tetra/parallel/execution.hpp"
+#include "tetra/model/moe.hpp"
+#include "tetra/ops/ops.hpp"
+#include "tetra/parallel/params.hpp"
 
 namespace tetra::costmodel {
 
@@ -76,7 +76,7 @@ double cublas_workspace_bytes(int compute_capability) noexcept {
   return compute_capability >= 90 ? 32.0 * kMiB : 2.0 * 4.0 * kMiB + 8.0 * 16.0 * 1024.0;
 }
 
-// ---- Framework habits: what the training code really allocates (llama/execution.hpp). ----
+// ---- Framework habits: what the training code really allocates (parallel/execution.hpp). ----
 
 /// The memory habits of `tr`'s framework; they do not depend on the layout.
 llama::ExecutionTraits habits_of(const llama::Training& tr) {

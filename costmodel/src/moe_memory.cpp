@@ -6,9 +6,9 @@
 
 #include <algorithm>
 
-#include "tetra/llama/fp8.hpp"
-#include "tetra/llama/moe.hpp"
-#include "tetra/llama/params.hpp"
+#include "tetra/parallel/fp8.hpp"
+#include "tetra/model/moe.hpp"
+#include "tetra/parallel/params.hpp"
 
 namespace tetra::costmodel::detail {
 

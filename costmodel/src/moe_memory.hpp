@@ -6,8 +6,8 @@
 // Conventions: Megatron-Core `megatron/core/transformer/moe/` (router.py, token_dispatcher.py,
 // experts.py, moe_utils.py permute/unpermute) and `multi_latent_attention.py`.
 
-#include "tetra/llama/layout.hpp"
-#include "tetra/llama/model.hpp"
+#include "tetra/parallel/layout.hpp"
+#include "tetra/model/model.hpp"
 
 namespace tetra::costmodel::detail {
 

@@ -18,7 +18,7 @@
 #include "tetra/costmodel/collective.hpp"
 #include "tetra/hw/presets.hpp"
 #include "tetra/base/units.hpp"
-#include "tetra/llama/presets.hpp"
+#include "tetra/model/presets.hpp"
 #include "tetra/scenarios/keys.hpp"
 
 namespace tetra::scenarios::detail {
@@ -30,7 +30,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-/// The MoE, MLA, head_dim and mtp_layers keys of [model] (llama/moe.hpp), over what a preset
+/// The MoE, MLA, head_dim and mtp_layers keys of [model] (model/moe.hpp), over what a preset
 /// or hf_config gave. num_experts makes a model MoE; the other MoE keys need it.
 template <class Blame>
 void load_moe_keys(const Section& s, llama::Model& m, Blame blame) {

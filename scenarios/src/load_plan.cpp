@@ -18,7 +18,7 @@
 #include "tetra/costmodel/collective.hpp"
 #include "tetra/hw/presets.hpp"
 #include "tetra/base/units.hpp"
-#include "tetra/llama/presets.hpp"
+#include "tetra/model/presets.hpp"
 #include "tetra/scenarios/keys.hpp"
 
 namespace tetra::scenarios::detail {

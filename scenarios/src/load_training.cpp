@@ -18,7 +18,7 @@
 #include "tetra/costmodel/collective.hpp"
 #include "tetra/hw/presets.hpp"
 #include "tetra/base/units.hpp"
-#include "tetra/llama/presets.hpp"
+#include "tetra/model/presets.hpp"
 #include "tetra/scenarios/keys.hpp"
 
 namespace tetra::scenarios::detail {
@@ -59,7 +59,7 @@ void set_training_key(const Section& s, std::string_view k, const toml::node& n,
   } else if (k == "global_batch") {
     t.global_batch = s.int_value(n, k, 1, kMaxBatch);
   } else if (k == "precision") {
-    // "fp8": bf16 weights and activations with FP8 linears (llama/fp8.hpp), delayed scaling
+    // "fp8": bf16 weights and activations with FP8 linears (parallel/fp8.hpp), delayed scaling
     // unless fp8_recipe names another recipe.
     if (s.string(n, k) == "fp8") {
       t.precision = llama::Precision::bf16;

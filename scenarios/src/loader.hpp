@@ -11,9 +11,9 @@
 
 #include "tetra/hw/cluster.hpp"
 #include "tetra/base/error.hpp"
-#include "tetra/llama/layout.hpp"
-#include "tetra/llama/model.hpp"
-#include "tetra/llama/validate.hpp"
+#include "tetra/parallel/layout.hpp"
+#include "tetra/model/model.hpp"
+#include "tetra/parallel/validate.hpp"
 #include "tetra/plan/plan.hpp"
 #include "tetra/search/space.hpp"
 #include "toml.hpp"

@@ -1,7 +1,7 @@
 #include "tetra/scenarios/measurements.hpp"
 
-#include "tetra/llama/flops.hpp"
-#include "tetra/llama/params.hpp"
+#include "tetra/parallel/flops.hpp"
+#include "tetra/parallel/params.hpp"
 
 #include <algorithm>
 #include <charconv>
@@ -13,7 +13,7 @@
 #include "loader.hpp"
 #include "tetra/base/error.hpp"
 #include "tetra/hw/presets.hpp"
-#include "tetra/llama/presets.hpp"
+#include "tetra/model/presets.hpp"
 
 namespace tetra::scenarios {
 

@@ -9,7 +9,7 @@
 
 #include "loader.hpp"
 #include "tetra/base/error.hpp"
-#include "tetra/llama/fp8.hpp"
+#include "tetra/parallel/fp8.hpp"
 
 namespace tetra::scenarios {
 

@@ -7,7 +7,7 @@
 #include "loader.hpp"
 #include "tetra/base/error.hpp"
 #include "tetra/calib/curve_fit.hpp"
-#include "tetra/llama/validate.hpp"
+#include "tetra/parallel/validate.hpp"
 #include "tetra/scenarios/profile_io.hpp"
 
 namespace tetra::scenarios {

@@ -11,7 +11,7 @@
 
 #include "loader.hpp"
 #include "tetra/hw/presets.hpp"
-#include "tetra/llama/presets.hpp"
+#include "tetra/model/presets.hpp"
 
 namespace tetra::scenarios::detail {
 

@@ -6,8 +6,8 @@
 
 #include "tetra/costmodel/collective.hpp"
 #include "tetra/base/error.hpp"
-#include "tetra/llama/params.hpp"
-#include "tetra/llama/validate.hpp"
+#include "tetra/parallel/params.hpp"
+#include "tetra/parallel/validate.hpp"
 
 namespace tetra::search {
 

@@ -8,7 +8,7 @@
 
 #include "tetra/costmodel/builtin_profiles.hpp"
 #include "tetra/costmodel/memory.hpp"
-#include "tetra/llama/layout.hpp"
+#include "tetra/parallel/layout.hpp"
 #include "tetra/base/error.hpp"
 #include "tetra/search/parallel.hpp"
 #include "tetra/sim/layer_cache.hpp"

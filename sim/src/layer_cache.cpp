@@ -5,7 +5,7 @@
 #include <algorithm>
 
 #include "tetra/costmodel/collective.hpp"
-#include "tetra/llama/execution.hpp"
+#include "tetra/parallel/execution.hpp"
 
 namespace tetra::sim {
 

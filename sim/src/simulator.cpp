@@ -9,10 +9,10 @@
 
 #include "tetra/costmodel/collective.hpp"
 #include "tetra/costmodel/compute.hpp"
-#include "tetra/llama/flops.hpp"
-#include "tetra/llama/moe.hpp"
-#include "tetra/llama/ops.hpp"
-#include "tetra/llama/params.hpp"
+#include "tetra/parallel/flops.hpp"
+#include "tetra/model/moe.hpp"
+#include "tetra/ops/ops.hpp"
+#include "tetra/parallel/params.hpp"
 
 namespace tetra::sim {
 

@@ -74,7 +74,7 @@ struct GroupedFit {
 /// The expert GEMMs of the probe (FC1 and FC2 of Qwen3-30B-A3B, Qwen3-235B-A22B, gpt-oss-120b
 /// and DeepSeek-V3 at 4..32 local experts of 256..8192 tokens each, timed as one
 /// torch._grouped_mm call) against the model's `local` GEMMs of the per-expert shape
-/// (llama/src/moe_ops.cpp) with the built-in profile.
+/// (ops/src/moe_ops.cpp) with the built-in profile.
 GroupedFit grouped_fit(const Measured& m) {
   std::ifstream in(kData + m.probe);
   REQUIRE(in);

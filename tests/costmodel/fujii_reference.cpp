@@ -3,7 +3,7 @@
 
 #include <algorithm>
 
-#include "tetra/llama/params.hpp"
+#include "tetra/parallel/params.hpp"
 
 namespace tetra::test {
 

@@ -7,8 +7,8 @@
 // compared with.
 
 #include "tetra/costmodel/memory.hpp"
-#include "tetra/llama/layout.hpp"
-#include "tetra/llama/model.hpp"
+#include "tetra/parallel/layout.hpp"
+#include "tetra/model/model.hpp"
 
 namespace tetra::test {
 

@@ -7,7 +7,7 @@
 #include "support/approx.hpp"
 
 #include "tetra/costmodel/collective.hpp"
-#include "tetra/llama/layout.hpp"
+#include "tetra/parallel/layout.hpp"
 
 using tetra::test::approx;
 using namespace tetra;

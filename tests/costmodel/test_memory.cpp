@@ -13,8 +13,8 @@
 #include "costmodel/fujii_reference.hpp"
 #include "tetra/costmodel/memory.hpp"
 #include "tetra/hw/presets.hpp"
-#include "tetra/llama/params.hpp"
-#include "tetra/llama/presets.hpp"
+#include "tetra/parallel/params.hpp"
+#include "tetra/model/presets.hpp"
 
 using tetra::test::approx;
 using namespace tetra;

@@ -1,13 +1,13 @@
 // MoE memory terms (costmodel/src/moe_memory.cpp): expert states sharded over EP and the
 // expert data-parallel group, expert activations at top-k x tokens. Expected values are worked
-// out by hand from the Qwen3-30B-A3B config (llama/src/presets.cpp) in the comments.
+// out by hand from the Qwen3-30B-A3B config (model/src/presets.cpp) in the comments.
 #include <doctest/doctest.h>
 #include "support/approx.hpp"
 
 #include "tetra/costmodel/memory.hpp"
 #include "tetra/hw/presets.hpp"
-#include "tetra/llama/params.hpp"
-#include "tetra/llama/presets.hpp"
+#include "tetra/parallel/params.hpp"
+#include "tetra/model/presets.hpp"
 
 using tetra::test::approx;
 using namespace tetra;

@@ -14,8 +14,8 @@
 #include "tetra/fit/fit.hpp"
 #include "tetra/base/error.hpp"
 #include "tetra/hw/presets.hpp"
-#include "tetra/llama/presets.hpp"
-#include "tetra/llama/validate.hpp"
+#include "tetra/model/presets.hpp"
+#include "tetra/parallel/validate.hpp"
 
 using tetra::test::approx;
 using namespace tetra;

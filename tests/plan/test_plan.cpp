@@ -8,8 +8,8 @@
 #include <limits>
 
 #include "tetra/hw/presets.hpp"
-#include "tetra/llama/params.hpp"
-#include "tetra/llama/presets.hpp"
+#include "tetra/parallel/params.hpp"
+#include "tetra/model/presets.hpp"
 #include "tetra/plan/goodput.hpp"
 #include "tetra/plan/plan.hpp"
 #include "tetra/search/search.hpp"

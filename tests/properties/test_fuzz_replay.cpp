@@ -15,7 +15,7 @@
 #include "../fuzz/targets.hpp"
 #include "tetra/calib/trace_import.hpp"
 #include "tetra/base/error.hpp"
-#include "tetra/llama/presets.hpp"
+#include "tetra/model/presets.hpp"
 
 namespace fs = std::filesystem;
 

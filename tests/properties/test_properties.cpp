@@ -17,10 +17,10 @@
 #include "tetra/costmodel/builtin_profiles.hpp"
 #include "tetra/costmodel/memory.hpp"
 #include "tetra/hw/presets.hpp"
-#include "tetra/llama/flops.hpp"
-#include "tetra/llama/layout.hpp"
-#include "tetra/llama/presets.hpp"
-#include "tetra/llama/validate.hpp"
+#include "tetra/parallel/flops.hpp"
+#include "tetra/parallel/layout.hpp"
+#include "tetra/model/presets.hpp"
+#include "tetra/parallel/validate.hpp"
 #include "tetra/sim/simulator.hpp"
 
 using namespace tetra;

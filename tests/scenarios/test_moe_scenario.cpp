@@ -8,7 +8,7 @@
 #include <string>
 
 #include "tetra/base/error.hpp"
-#include "tetra/llama/moe.hpp"
+#include "tetra/model/moe.hpp"
 #include "tetra/scenarios/measurements.hpp"
 #include "tetra/scenarios/scenario.hpp"
 

@@ -15,9 +15,9 @@
 #include "tetra/costmodel/memory.hpp"
 #include "tetra/base/error.hpp"
 #include "tetra/hw/presets.hpp"
-#include "tetra/llama/params.hpp"
-#include "tetra/llama/presets.hpp"
-#include "tetra/llama/validate.hpp"
+#include "tetra/parallel/params.hpp"
+#include "tetra/model/presets.hpp"
+#include "tetra/parallel/validate.hpp"
 #include "tetra/scenarios/scenario.hpp"
 #include "tetra/search/search.hpp"
 

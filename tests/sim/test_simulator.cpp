@@ -8,7 +8,7 @@
 
 #include "tetra/costmodel/builtin_profiles.hpp"
 #include "tetra/hw/presets.hpp"
-#include "tetra/llama/presets.hpp"
+#include "tetra/model/presets.hpp"
 #include "tetra/sim/simulator.hpp"
 
 using tetra::test::approx;

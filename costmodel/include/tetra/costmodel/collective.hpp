@@ -15,9 +15,9 @@
 
 #include "tetra/costmodel/profile.hpp"
 #include "tetra/hw/cluster.hpp"
-#include "tetra/llama/layout.hpp"
-#include "tetra/llama/ops.hpp"
-#include "tetra/llama/validate.hpp"
+#include "tetra/parallel/layout.hpp"
+#include "tetra/ops/ops.hpp"
+#include "tetra/parallel/validate.hpp"
 
 namespace tetra::costmodel {
 

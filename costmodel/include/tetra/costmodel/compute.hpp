@@ -28,7 +28,7 @@
 
 #include "tetra/costmodel/profile.hpp"
 #include "tetra/hw/cluster.hpp"
-#include "tetra/llama/ops.hpp"
+#include "tetra/ops/ops.hpp"
 
 namespace tetra::costmodel {
 

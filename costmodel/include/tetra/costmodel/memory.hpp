@@ -8,8 +8,8 @@
 #include <vector>
 
 #include "tetra/hw/cluster.hpp"
-#include "tetra/llama/layout.hpp"
-#include "tetra/llama/model.hpp"
+#include "tetra/parallel/layout.hpp"
+#include "tetra/model/model.hpp"
 
 namespace tetra::costmodel {
 

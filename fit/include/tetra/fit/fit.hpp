@@ -13,8 +13,8 @@
 #include "tetra/costmodel/error_band.hpp"
 #include "tetra/costmodel/factors.hpp"
 #include "tetra/hw/cluster.hpp"
-#include "tetra/llama/layout.hpp"
-#include "tetra/llama/model.hpp"
+#include "tetra/parallel/layout.hpp"
+#include "tetra/model/model.hpp"
 
 namespace tetra::fit {
 

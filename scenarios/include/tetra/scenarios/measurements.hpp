@@ -11,8 +11,8 @@
 
 #include "tetra/fit/fit.hpp"
 #include "tetra/hw/cluster.hpp"
-#include "tetra/llama/layout.hpp"
-#include "tetra/llama/model.hpp"
+#include "tetra/parallel/layout.hpp"
+#include "tetra/model/model.hpp"
 
 namespace tetra::scenarios {
 

@@ -8,8 +8,8 @@
 #include <string_view>
 #include <vector>
 
-#include "tetra/llama/layout.hpp"
-#include "tetra/llama/model.hpp"
+#include "tetra/parallel/layout.hpp"
+#include "tetra/model/model.hpp"
 #include "tetra/plan/plan.hpp"
 #include "tetra/search/space.hpp"
 

@@ -8,8 +8,8 @@
 
 #include "tetra/costmodel/profile.hpp"
 #include "tetra/hw/cluster.hpp"
-#include "tetra/llama/layout.hpp"
-#include "tetra/llama/model.hpp"
+#include "tetra/parallel/layout.hpp"
+#include "tetra/model/model.hpp"
 #include "tetra/search/space.hpp"
 
 namespace tetra::scenarios {

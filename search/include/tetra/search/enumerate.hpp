@@ -9,9 +9,9 @@
 #include <string>
 #include <vector>
 
-#include "tetra/llama/layout.hpp"
-#include "tetra/llama/params.hpp"
-#include "tetra/llama/model.hpp"
+#include "tetra/parallel/layout.hpp"
+#include "tetra/parallel/params.hpp"
+#include "tetra/model/model.hpp"
 #include "tetra/search/space.hpp"
 
 namespace tetra::search {

@@ -3,7 +3,7 @@
 
 #include <vector>
 
-#include "tetra/llama/layout.hpp"
+#include "tetra/parallel/layout.hpp"
 
 namespace tetra::search {
 

@@ -13,7 +13,7 @@
 #include <functional>
 #include <vector>
 
-#include "tetra/llama/ops.hpp"
+#include "tetra/ops/ops.hpp"
 #include "tetra/sim/engine.hpp"
 
 namespace tetra::sim {

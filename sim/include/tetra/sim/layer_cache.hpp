@@ -15,7 +15,7 @@
 #include <memory>
 #include <mutex>
 
-#include "tetra/llama/layout.hpp"
+#include "tetra/parallel/layout.hpp"
 #include "tetra/sim/layer.hpp"
 
 namespace tetra::sim {

@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "tetra/llama/layout.hpp"
+#include "tetra/parallel/layout.hpp"
 
 namespace tetra::sim {
 

@@ -13,7 +13,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "tetra/llama/layout.hpp"
+#include "tetra/parallel/layout.hpp"
 #include "tetra/sim/engine.hpp"
 #include "tetra/sim/schedule.hpp"
 #include "tetra/sim/time.hpp"

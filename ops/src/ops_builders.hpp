@@ -1,0 +1,174 @@
+#pragma once
+// Op-list builders shared by the dense (ops.cpp) and MoE / MLA (moe_ops.cpp) layers; private to
+// tetra::llama. Shapes and conventions: ops.hpp.
+
+#include <array>
+#include <vector>
+
+#include "tetra/parallel/layout.hpp"
+#include "tetra/model/model.hpp"
+#include "tetra/parallel/execution.hpp"
+#include "tetra/ops/ops.hpp"
+
+namespace tetra::llama::detail {
+
+/// Everything the builders need, resolved once per call.
+struct Dims {
+  long long b = 1;      // micro-batch (sequences)
+  long long s = 0;      // full sequence
+  long long sr = 0;     // sequence on this CP rank, s / c
+  long long t = 1;      // tp
+  long long c = 1;      // cp
+  long long h = 0;
+  long long f = 0;      // ffn hidden
+  long long nq = 0, nkv = 0, dh = 0;
+  long long tokens = 0;     // T = b·s/c : tokens a column-parallel GEMM sees
+  long long tokens_sp = 0;  // tokens a replicated (norm / residual) kernel sees: T/t with SP
+  double act = 2;           // activation dtype bytes (ExecutionTraits::act)
+  bool sp = false;
+  bool gated = true;
+  /// RMSNorm and RoPE (Model::llama_block).
+  bool llama = true;
+  /// gpt-oss's biased linears and YaRN RoPE (Arch::gpt_oss).
+  bool gpt_oss = false;
+  /// How the run executes: framework habits, precision, overlap, host (execution.hpp).
+  ExecutionTraits x;
+  /// RMSNorm as the eager fp32 chain (llama block, ExecutionTraits::unfused_rmsnorm).
+  bool eager_norm = false;
+  /// Megatron GPT dropout (attention and hidden, p = 0.1): `--attention-dropout` and
+  /// `--hidden-dropout` default to 0.1 (`NVIDIA/Megatron-LM: megatron/arguments.py`, 2021).
+  bool dropout = false;
+  /// GPT linears carry biases (Megatron `--add-bias-linear`, on by default); Llama has none.
+  bool bias = false;
+  /// Parts of the layer re-run in backward by Megatron-Core's selective recomputation
+  /// (llama::recomputed_modules; core attention alone for a plain `selective`).
+  RecomputeModules recomputed;
+  // Multi-head latent attention (Model::mla): attention_block_* run the MLA projections.
+  bool mla = false;
+  long long q_lora = 0, kv_lora = 0, qk_nope = 0, qk_rope = 0, v_dim = 0;
+  // MoE block of this layer (set_moe_dims); false on a dense layer.
+  bool moe = false;
+  long long experts = 0;        // routed experts E
+  long long topk = 1;           // experts per token k
+  long long fe = 0;             // FFN width of one routed expert
+  long long shared_f = 0;       // width of the shared-expert MLP (0: none)
+  long long ep = 1, etp = 1;    // expert-parallel and expert-tensor-parallel sizes
+  long long local_experts = 1;  // E / ep
+  /// Routed tokens one local expert computes on the busiest EP rank (balanced share times the
+  /// imbalance), and the balanced share (model FLOPs).
+  double expert_tokens = 0, expert_tokens_mean = 0;
+  double imbalance = 1;
+  MoeDispatcher dispatcher = MoeDispatcher::alltoall;
+  FlexBackend flex_backend = FlexBackend::deepep;
+};
+
+/// One linear of a column-parallel group: its op names and output width on this rank.
+struct ColumnLinear {
+  const char* fwd = "";
+  const char* dgrad = "";
+  const char* wgrad = "";
+  long long out = 0;
+};
+
+/// The column-parallel linears that read one input. Megatron-Core fuses them into one GEMM
+/// (`linear_qkv`, `linear_fc1`); a PyTorch-native model keeps separate `nn.Linear` modules
+/// (torchtitan `Attention.wq / wk / wv`, `FeedForward.w1 / w3`), each its own GEMM, whose
+/// input gradients autograd adds up.
+struct ColumnGroup {
+  std::array<ColumnLinear, 3> linears{};
+  int count = 0;
+};
+
+Dims dims_of(const Model& m, const Training& tr, const Layout& l);
+/// Fills the MoE fields of `d` for a MoE layer of `m` (m.moe present).
+void set_moe_dims(Dims& d, const Model& m, const Training& tr, const Layout& l);
+
+Op gemm(Pass pass, const char* name, long long m, long long n, long long k);
+Op mem(Pass pass, const char* name, MemoryKernel kernel, double bytes);
+Op coll(Pass pass, const char* name, CollectiveKind kind, CommDim dim, int group, double bytes,
+        bool async = false);
+Op linear_gemm(const Dims& d, Pass pass, const char* name, long long m, long long n, long long k);
+void quantize(std::vector<Op>& ops, const Dims& d, Pass pass, double elements, bool recompute,
+              bool gathered = false);
+void quantize_weight(std::vector<Op>& ops, const Dims& d, long long in, long long out, bool recompute);
+void quantize_other_axis(std::vector<Op>& ops, const Dims& d, Pass pass, double elements);
+void rowwise_rescale(std::vector<Op>& ops, const Dims& d, Pass pass, double output_elements);
+void tp_row_forward(std::vector<Op>& ops, const Dims& d, Pass pass, bool recompute, bool overlapped);
+void tp_column_forward(std::vector<Op>& ops, const Dims& d, Pass pass, bool recompute);
+double norm_fwd_bytes(const Dims& d);
+double norm_bwd_bytes(const Dims& d);
+double residual_bytes(const Dims& d);
+double rope_fwd_per_elem(const Dims& d);
+double rope_bwd_per_elem(const Dims& d);
+MemoryKernel norm_kernel(const Dims& d);
+/// Megatron-Core's "layernorm" recomputation: the norm's forward again before its consumer's
+/// backward reads the freed output.
+void recompute_norm(std::vector<Op>& ops, const Dims& d, const char* name);
+Op attention(Pass pass, const char* name, const Dims& d, AttentionKernel kernel, bool causal,
+             long long seq_q, long long seq_kv, int count);
+Op p2p(Pass pass, const char* name, CommDim dim, double bytes, int count, bool async);
+void attention_forward(std::vector<Op>& ops, const Dims& d, const Training& tr, bool recompute);
+void attention_backward(std::vector<Op>& ops, const Dims& d, const Training& tr);
+void weight_grad(std::vector<Op>& ops, const Dims& d, const char* wname, long long in, long long out,
+                 bool linear);
+void input_grad(std::vector<Op>& ops, const Dims& d, const char* dname, long long in, long long out,
+                bool linear, bool gathered);
+void row_backward(std::vector<Op>& ops, const Dims& d, const char* dname, const char* wname,
+                  long long in, long long out);
+/// One fused linear as a group.
+ColumnGroup single_linear(const char* fwd, const char* dgrad, const char* wgrad, long long out);
+/// The forward of a group: weight casts, the input cast and SP all-gather, one GEMM each.
+void column_forward(std::vector<Op>& ops, const Dims& d, const ColumnGroup& g, bool recompute);
+void column_backward(std::vector<Op>& ops, const Dims& d, const ColumnGroup& g, long long in, bool linear);
+
+/// Op names of one TP-split MLP besides its FC1 group (static strings, as Op::name needs).
+struct MlpNames {
+  const char* act;
+  const char* fc2;
+  const char* act_bwd;
+  const char* fc2_dgrad;
+  const char* fc2_wgrad;
+};
+
+/// One TP-split MLP without its norm and residual: FC1 (column-parallel), the activation, FC2
+/// (row-parallel), with their TP collectives and FP8 casts. The dense MLP and MoE shared
+/// experts are both one.
+struct MlpCore {
+  long long width = 0;          ///< FFN width before the TP split
+  bool gated = true;            ///< SwiGLU (FC1 doubled) or GeLU
+  ColumnGroup fc1;               ///< FC1 (gate and up when gated), on this rank
+  MlpNames names{};
+  double act_fwd_bytes = 0;     ///< activation kernel bytes per output element, in activation dtypes
+  double act_bwd_bytes = 0;
+};
+MlpCore dense_mlp_core(const Dims& d);
+void mlp_core_forward(std::vector<Op>& ops, const Dims& d, const MlpCore& c, bool recompute);
+void mlp_core_backward(std::vector<Op>& ops, const Dims& d, const MlpCore& c);
+
+/// The dense MLP block (norm, FC1, activation, FC2, residual) forward and backward.
+void mlp_block_forward(std::vector<Op>& ops, const Dims& d, bool recompute);
+void mlp_block_backward(std::vector<Op>& ops, const Dims& d);
+
+// torch_cp_ops.cpp
+/// Core attention under PyTorch's context parallelism (framework fsdp, cp > 1): the K/V
+/// all-gather, one SDPA call per CP rank, the fp32 merges, and in backward the fp32 dK/dV
+/// passed around the ring.
+void torch_cp_attention_forward(std::vector<Op>& ops, const Dims& d, AttentionKernel kernel, bool recompute);
+void torch_cp_attention_backward(std::vector<Op>& ops, const Dims& d, AttentionKernel kernel);
+
+// moe_ops.cpp
+/// The MoE block of one layer: norm, router, dispatch, grouped expert GEMMs, combine, shared
+/// experts, residual (forward, marked `recompute` when re-run), and its backward.
+void moe_block_forward(std::vector<Op>& ops, const Dims& d, bool recompute);
+void moe_block_backward(std::vector<Op>& ops, const Dims& d);
+/// Host side of the MoE block ops from `from` on: which run inside CUDA graphs (the router and
+/// preprocessing scopes, or the whole block), and the dropless dispatcher's host sync.
+void moe_block_host_side(std::vector<Op>& ops, std::size_t from, const Dims& d);
+/// Marks the ops from `from` on as graphed when `scope` is captured (Training::cuda_graphs);
+/// build_layer_ops marks every op of a layer under the `layer` and `full_iteration` scopes.
+void mark_graphed(std::vector<Op>& ops, std::size_t from, const Dims& d, CudaGraphScope scope);
+/// The MLA attention block (DeepSeek-V3) forward and backward.
+void mla_block_forward(std::vector<Op>& ops, const Dims& d, const Training& tr, bool recompute);
+void mla_block_backward(std::vector<Op>& ops, const Dims& d, const Training& tr);
+
+}  // namespace tetra::llama::detail

@@ -1,0 +1,57 @@
+#include "tetra/parallel/execution.hpp"
+
+#include <algorithm>
+
+namespace tetra::llama {
+
+ExecutionTraits execution_traits(const Training& tr, const Layout& l) {
+  ExecutionTraits x;
+  const bool sp = l.sp && l.tp > 1;
+  x.megatron = tr.framework == Framework::megatron;
+  x.deepspeed = tr.framework == Framework::deepspeed;
+  x.eager = !x.megatron;
+  x.eager_kernels = x.eager && !tr.torch.compile;
+  x.unfused_rmsnorm = x.eager_kernels && !tr.fused_rmsnorm;
+  x.separate_linears = tr.framework == Framework::fsdp;
+  x.torch_cp = tr.framework == Framework::fsdp && l.cp > 1;
+  x.compiled_loss = tr.torch.loss_compiled();
+  x.loss_on_vocab_shards = x.megatron || (tr.framework == Framework::fsdp && l.tp > 1);
+  x.micro_batches = std::max(1, micro_batches(l, tr));
+  if (x.eager) {
+    const double m = x.micro_batches;
+    x.grad_accumulate = 3.0 * bytes_of(tr.grad_dtype) * (m - 1.0) / m;
+  }
+  x.act = bytes_of(tr.precision);
+  x.recipe = tr.fp8.recipe;
+  x.linear_format = gemm_format(x.recipe);
+  x.quantized = quantized_bytes_per_element(x.recipe);
+  x.cached_weight_casts = tr.fp8.enabled() && !torchao_recipe(x.recipe);
+  x.fp8_param_gather = tr.fp8.param_gather && tr.fp8.enabled();
+  x.tp_gather_bytes = x.recipe == Fp8Recipe::tensorwise ? 1.0 : x.act;
+  x.tp_overlap = (tr.tp_comm_overlap || tr.torch.async_tp) && sp;
+  x.tp_gather_overlap = x.tp_overlap && !(tr.torch.async_tp && x.recipe == Fp8Recipe::rowwise);
+  x.a2a_overlap = tr.moe_a2a_overlap;
+  x.counts_on_host = tr.moe_counts_on_host();
+  x.graphs = tr.cuda_graphs;
+
+  x.sp_saves_shard = x.megatron;
+  x.frees_stage_output = x.megatron;
+  x.fused_adam = x.megatron;
+  x.fused_swiglu = x.megatron;
+  x.fused_norm = tr.fused_rmsnorm;
+  x.fused_loss = tr.fused_cross_entropy;
+  if (tr.framework == Framework::fsdp) {
+    x.frees_logits_before_backward = true;
+    x.saves_quantized_inputs = false;
+    if (tr.torch.compile) {
+      // Inductor fuses RMSNorm and SiLU x up into single kernels (torchtitan compiles each
+      // block, `apply_compile`).
+      x.fused_swiglu = true;
+      x.fused_norm = true;
+      x.saves_unread_outputs = false;
+    }
+  }
+  return x;
+}
+
+}  // namespace tetra::llama

@@ -1,0 +1,392 @@
+// The MoE layer's op list (llama::moe_layer_ops): dispatch / combine volume and the grouped
+// expert GEMMs, checked against numbers worked out by hand from the formulas of Megatron-Core's
+// MoEAlltoAllTokenDispatcher (each rank sends its tokens' top-k copies over the EP group) and
+// TEGroupedMLP (one GEMM per local expert at its routed rows).
+#include <doctest/doctest.h>
+#include "support/approx.hpp"
+
+#include <algorithm>
+#include <iterator>
+#include <string_view>
+
+#include "tetra/parallel/layout.hpp"
+#include "tetra/model/model.hpp"
+#include "tetra/model/moe.hpp"
+#include "tetra/ops/ops.hpp"
+
+using tetra::test::approx;
+using namespace tetra::llama;
+
+namespace {
+
+/// 2 layers, hidden 1024, 8 heads; 8 experts of width 512, top-2, no shared expert.
+Model small_moe() {
+  Model m;
+  m.name = "moe-test";
+  m.arch = Arch::llama;
+  m.layers = 2;
+  m.hidden = 1024;
+  m.ffn_hidden = 4096;
+  m.heads = 8;
+  m.kv_heads = 8;
+  m.vocab = 32000;
+  Moe e;
+  e.num_experts = 8;
+  e.experts_per_token = 2;
+  e.moe_ffn_hidden = 512;
+  m.moe = e;
+  return m;
+}
+
+Training balanced() {
+  Training t;
+  t.seq_len = 1024;
+  t.global_batch = 16;
+  t.moe_imbalance = 1.0;
+  return t;
+}
+
+/// 4 data-parallel ranks folded into expert parallelism 4: 2 of the 8 experts per rank.
+Layout ep4() {
+  Layout l;
+  l.dp = 4;
+  l.ep = 4;
+  return l;
+}
+
+const Op* find(const std::vector<Op>& ops, std::string_view name) {
+  for (const Op& op : ops) {
+    if (name == op.name) return &op;
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+TEST_SUITE("llama") {
+  TEST_CASE("moe ops: dispatch all-to-all bytes per rank = tokens * top-k * hidden * bytes") {
+    // T = 1 x 1024 tokens, k = 2, h = 1024, bf16: S = 1024 * 2 * 1024 * 2 = 4,194,304 bytes; of
+    // it (ep - 1)/ep = 3/4 leaves the rank: 3,145,728 bytes (nccl-tests alltoall: busbw
+    // factor (n-1)/n, NCCL sends n-1 peer slices).
+    Layout l = ep4();
+    const auto ops = moe_layer_ops(small_moe(), balanced(), l);
+    const Op* d = find(ops, "ep_dispatch");
+    const Op* c = find(ops, "ep_combine");
+    REQUIRE(d != nullptr);
+    REQUIRE(c != nullptr);
+    CHECK(d->coll == CollectiveKind::all_to_all);
+    CHECK(d->dim == CommDim::ep);
+    CHECK(d->group == 4);
+    CHECK(d->bytes == approx(4194304.0));
+    CHECK(d->bytes * 3.0 / 4.0 == approx(3145728.0));
+    CHECK(c->bytes == approx(d->bytes));
+    // The backward runs both again.
+    CHECK(find(ops, "ep_combine_bwd") != nullptr);
+    CHECK(find(ops, "ep_dispatch_bwd") != nullptr);
+    // A routing imbalance of 1.5 sends 1.5 times the bytes to the busiest rank.
+    Training t = balanced();
+    t.moe_imbalance = 1.5;
+    CHECK(find(moe_layer_ops(small_moe(), t, l), "ep_dispatch")->bytes == approx(1.5 * 4194304.0));
+    // Unpaired unless moe_a2a_overlap: then all four exchanges run under the co-scheduled
+    // micro-batch's compute (Megatron-Core combined_1f1b.py), with the same bytes.
+    for (const char* name : {"ep_dispatch", "ep_combine", "ep_combine_bwd", "ep_dispatch_bwd"}) {
+      CAPTURE(name);
+      CHECK_FALSE(find(ops, name)->paired);
+    }
+    t.moe_a2a_overlap = true;
+    const auto overlapped = moe_layer_ops(small_moe(), t, l);
+    for (const char* name : {"ep_dispatch", "ep_combine", "ep_combine_bwd", "ep_dispatch_bwd"}) {
+      CAPTURE(name);
+      CHECK(find(overlapped, name)->paired);
+    }
+    CHECK(find(overlapped, "ep_dispatch")->bytes == approx(1.5 * 4194304.0));
+  }
+
+  TEST_CASE("moe ops: grouped GEMM shapes and FLOPs of one MoE layer") {
+    // ep = 4: 8/4 = 2 local experts; rows per expert T*k/(E/ep) = 1024*2/2 = 1024.
+    // FC1 (gate + up) 1024 x 1024 -> 2*512: 2*1024*1024*1024 FLOPs per expert, two experts:
+    // 4,294,967,296; FC2 1024 x 512 -> 1024: 2*1024*1024*512 per expert, two: 2,147,483,648.
+    // Forward expert FLOPs 6*T*k*f_e*h = 6*1024*2*512*1024 = 6,442,450,944.
+    Layout l = ep4();
+    const auto ops = moe_layer_ops(small_moe(), balanced(), l);
+    const Op* fc1 = find(ops, "expert_fc1");
+    const Op* fc2 = find(ops, "expert_fc2");
+    REQUIRE(fc1 != nullptr);
+    REQUIRE(fc2 != nullptr);
+    CHECK(fc1->count == 2);
+    CHECK(fc1->m == 1024);
+    CHECK(fc1->n == 1024);
+    CHECK(fc1->k == 1024);
+    CHECK(fc2->m == 1024);
+    CHECK(fc2->n == 1024);
+    CHECK(fc2->k == 512);
+    CHECK(fc1->total_flops() == approx(4294967296.0));
+    CHECK(fc2->total_flops() == approx(2147483648.0));
+    CHECK(fc1->total_flops() + fc2->total_flops() == approx(6442450944.0));
+    // Backward: dgrad and wgrad of both, twice the forward.
+    double bwd = 0;
+    for (const Op& op : ops) {
+      const std::string_view n = op.name;
+      if (n.starts_with("expert_fc") && op.pass != Pass::forward) bwd += op.total_flops();
+    }
+    CHECK(bwd == approx(2.0 * 6442450944.0));
+    // Imbalance 1.25 makes the busiest rank's experts 1280 rows each; the model FLOPs stay.
+    Training t = balanced();
+    t.moe_imbalance = 1.25;
+    const auto skewed = moe_layer_ops(small_moe(), t, l);
+    CHECK(find(skewed, "expert_fc1")->m == 1280);
+    CHECK(find(skewed, "expert_fc1")->total_flops() == approx(4294967296.0));
+  }
+
+  TEST_CASE("moe ops: etp splits each expert and adds the expert-TP exchange") {
+    // tp = etp = 2 with SP: T_in = 1024/2 = 512 tokens enter; each EP rank receives 512*2 = 1024
+    // copies, 2048 after the ETP all-gather, 1024 per local expert (ep 2: 4 local experts ->
+    // 2048/4 = 512). FC1 width 2*512/2 = 512.
+    Layout l;
+    l.tp = 2;
+    l.sp = true;
+    l.dp = 2;
+    l.ep = 2;
+    l.etp = 2;
+    const auto ops = moe_layer_ops(small_moe(), balanced(), l);
+    const Op* fc1 = find(ops, "expert_fc1");
+    REQUIRE(fc1 != nullptr);
+    CHECK(fc1->count == 4);
+    CHECK(fc1->m == 512);
+    CHECK(fc1->n == 512);
+    const Op* ag = find(ops, "etp_ag");
+    REQUIRE(ag != nullptr);
+    CHECK(ag->group == 2);
+    CHECK(ag->bytes == approx(2.0 * 2048.0 * 1024.0));
+  }
+
+  TEST_CASE("moe ops: gpt-oss adds the eager expert FC2 bias and activation clamp, the unfused YaRN RoPE and the projection bias") {
+    // Megatron-Core `moe/experts.py` TEGroupedMLP._apply_bias: per element of the routed FC2
+    // output 28 bytes forward (b·p fp32 write 4; t + b·p read 6 write 4; cat read 4 write 4;
+    // cast read 4 write 2) and 36 backward. T = 1024 tokens, k = 2, ep = 4: this rank's experts
+    // compute 1024·2 = 2,048 routed rows of h = 1024: 2,097,152 elements -> 58,720,256 and
+    // 75,497,472 bytes.
+    Model m = small_moe();
+    m.arch = Arch::gpt_oss;
+    Layout l = ep4();
+    const auto ops = moe_layer_ops(m, balanced(), l);
+    const Op* fwd = find(ops, "expert_fc2_bias");
+    const Op* bwd = find(ops, "expert_fc2_bias_bwd");
+    REQUIRE(fwd != nullptr);
+    REQUIRE(bwd != nullptr);
+    CHECK(fwd->bytes == approx(58720256.0));
+    CHECK(bwd->bytes == approx(75497472.0));
+    // The activation clamp (`fused_bias_geglu.py` weighted_bias_quick_geglu_impl, eager): 4 act
+    // forward and 5 backward per FC1 output element, 2,048 rows x 2 x 512 = 2,097,152 elements
+    // -> 16,777,216 and 20,971,520 bytes; with moe_act recomputation it runs again.
+    CHECK(find(ops, "expert_act_clamp")->bytes == approx(16777216.0));
+    CHECK(find(ops, "expert_act_clamp_bwd")->bytes == approx(20971520.0));
+    Layout rc = l;
+    rc.recompute = Recompute::selective;
+    rc.recompute_modules.add(RecomputeModule::moe_act);
+    int clamps = 0, recomputed = 0;
+    for (const auto& op : moe_layer_ops(m, balanced(), rc)) {
+      if (std::string_view(op.name) != "expert_act_clamp") continue;
+      ++clamps;
+      if (op.recompute) ++recomputed;
+    }
+    CHECK(clamps == 2);
+    CHECK(recomputed == 1);
+    // YaRN's attention factor keeps RoPE out of TE's fused kernel (`rope_utils.py`): 12 act
+    // forward, 15 backward per element of q and k: 1024 tokens x (8 + 8) heads x 128 = 2,097,152
+    // elements -> 50,331,648 and 62,914,560 bytes (fused: 4 bytes each way).
+    CHECK(find(ops, "rope")->bytes == approx(50331648.0));
+    CHECK(find(ops, "rope_bwd")->bytes == approx(62914560.0));
+    // Unfused bias-dropout-add: the projection bias in its own kernel, 2 act per element of the
+    // 1024 x 1024 output forward (4,194,304 bytes), its gradient's token sum 1 act backward.
+    CHECK(find(ops, "attn_proj_bias")->bytes == approx(4194304.0));
+    CHECK(find(ops, "attn_proj_bias_bwd")->bytes == approx(2097152.0));
+    // A llama model runs none of them and the fused RoPE.
+    const auto plain = moe_layer_ops(small_moe(), balanced(), l);
+    CHECK(find(plain, "expert_fc2_bias") == nullptr);
+    CHECK(find(plain, "expert_act_clamp") == nullptr);
+    CHECK(find(plain, "attn_proj_bias") == nullptr);
+    CHECK(find(plain, "rope")->bytes == approx(2097152.0 * 4.0));
+  }
+
+  TEST_CASE("moe ops: a dense model's MoE op list is its dense op list") {
+    Model m = small_moe();
+    m.moe.reset();
+    Layout l;
+    const auto a = moe_layer_ops(m, balanced(), l);
+    const auto b = layer_ops(m, balanced(), l);
+    REQUIRE(a.size() == b.size());
+    for (std::size_t i = 0; i < a.size(); ++i) CHECK(std::string_view(a[i].name) == b[i].name);
+  }
+}
+
+TEST_SUITE("llama") {
+  TEST_CASE("moe ops: recompute_modules re-run the experts' activation, the norms, the whole MoE block") {
+    // small_moe at ep 4: T = 1024 tokens, k = 2, 8 experts / 4 = 2 local; P = 1024 x 2 pairs per
+    // rank, f_e = 512. Megatron-Core recompute_modules (transformer_config.py).
+    Layout l = ep4();
+    l.recompute = Recompute::selective;
+    l.recompute_modules.add(RecomputeModule::moe_act);
+    const auto ops = moe_layer_ops(small_moe(), balanced(), l);
+    int recomputed = 0;
+    double act_bytes = 0;
+    for (const Op& op : ops) {
+      if (!op.recompute) continue;
+      ++recomputed;
+      if (std::string_view(op.name) == "expert_swiglu") act_bytes += op.bytes;
+    }
+    // The SwiGLU again from the saved FC1 output: read gate and up, write the product,
+    // 3 x 2 B x 2048 pairs x 512 = 6,291,456 bytes; nothing else, not core attention.
+    CHECK(recomputed == 1);
+    CHECK(act_bytes == approx(6291456.0));
+    // "layernorm": both norms again (2 x read + write of 1024 x 1024 bf16 = 4,194,304 each).
+    l.recompute_modules = {};
+    l.recompute_modules.add(RecomputeModule::layernorm);
+    double norm_bytes = 0;
+    for (const Op& op : moe_layer_ops(small_moe(), balanced(), l)) {
+      if (op.recompute) norm_bytes += op.bytes;
+    }
+    CHECK(norm_bytes == approx(2.0 * 4194304.0));
+    // "moe": the whole block again, its dispatch and combine included.
+    l.recompute_modules = {};
+    l.recompute_modules.add(RecomputeModule::moe);
+    int exchanges = 0;
+    for (const Op& op : moe_layer_ops(small_moe(), balanced(), l)) {
+      if (op.recompute && op.coll == CollectiveKind::all_to_all && op.kind == OpKind::collective) ++exchanges;
+    }
+    CHECK(exchanges == 2);
+    // The plain selective list is core attention.
+    l.recompute_modules = {};
+    bool attention = false;
+    for (const Op& op : moe_layer_ops(small_moe(), balanced(), l)) attention |= op.recompute && op.kind == OpKind::attention;
+    CHECK(attention);
+  }
+
+  TEST_CASE("moe ops: the host side, CUDA graph scopes and the dropless dispatcher's sync") {
+    // Megatron-Core's dropless alltoall dispatcher copies the per-expert token counts to the
+    // host after the permutation (token_dispatcher.py at d98e8a64, lines 594-596): one sync per
+    // MoE layer forward, none in backward. Dropping without padding still sizes the
+    // permutation from the counts (lines 545-552); padding to capacity or a full-iteration graph
+    // has none (`_maybe_dtoh_and_synchronize` skips them under drop_and_pad, line 927).
+    const Model m = small_moe();
+    Training t = balanced();
+    Layout l = ep4();
+    auto count = [](const std::vector<Op>& ops, auto pred) {
+      return std::count_if(ops.begin(), ops.end(), pred);
+    };
+    auto synced = [](const Op& op) { return op.host_sync; };
+    auto graphed = [](const Op& op) { return op.graphed; };
+    const auto eager = moe_layer_ops(m, t, l);
+    CHECK(count(eager, synced) == 1);
+    const auto sync = std::find_if(eager.begin(), eager.end(), synced);
+    CHECK(std::string_view(std::prev(sync)->name) == "moe_permute");
+    CHECK(sync->pass == Pass::forward);
+    CHECK(count(eager, graphed) == 0);
+    CHECK(count(layer_ops(m, t, l), synced) == 0);  // dense layers never wait
+
+    // Combined 1F1B (moe_a2a_overlap): the backward's dispatch waits for the forward's sync too
+    // (model_chunk_schedule_plan.py lines 261-301).
+    t.moe_a2a_overlap = true;
+    const auto combined = moe_layer_ops(m, t, l);
+    CHECK(count(combined, synced) == 2);
+    const Op* bwd_dispatch = find(combined, "ep_dispatch_bwd");
+    REQUIRE(bwd_dispatch != nullptr);
+    CHECK(bwd_dispatch->host_sync);
+    t.moe_a2a_overlap = false;
+
+    t.cuda_graphs = parse_cuda_graphs("moe_router+moe_preprocess").graphs;
+    const auto routed = moe_layer_ops(m, t, l);
+    for (const Op& op : routed) {
+      const std::string_view n = op.name;
+      const bool router = n == "router" || n == "router_topk" || n == "router_dgrad" ||
+                          n == "router_wgrad" || n == "router_topk_bwd" || n == "mlp_norm" ||
+                          n == "mlp_norm_bwd" || n == "moe_permute" || n == "moe_permute_bwd";
+      CHECK_MESSAGE(op.graphed == router, n);
+    }
+    CHECK(count(routed, synced) == 1);
+
+    t.cuda_graphs = parse_cuda_graphs("full_iteration").graphs;
+    const auto full = moe_layer_ops(m, t, l);
+    CHECK(count(full, graphed) == static_cast<long>(full.size()));
+    CHECK(count(full, synced) == 0);
+
+    t.cuda_graphs = {};
+    t.moe_capacity_factor = 1.0;
+    CHECK(count(moe_layer_ops(m, t, l), synced) == 1);
+    t.moe_pad_to_capacity = true;
+    CHECK(count(moe_layer_ops(m, t, l), synced) == 0);
+  }
+
+  TEST_CASE("moe ops: a capacity factor caps the busiest expert, padding fills every expert to it") {
+    // 1024 tokens x top-2 over 8 experts on ep 4: 2 local experts, each with the balanced share
+    // 1024 x 2 / 2 = 1024 rows. Imbalance 1.5 makes the busiest 1536; a capacity factor 1.25
+    // drops what exceeds 1280 (Megatron-Core moe_expert_capacity_factor); padded to capacity,
+    // every expert computes exactly 1280 rows, even at imbalance 1.0
+    // (moe_pad_expert_input_to_capacity). The FLOPs stay the balanced share's.
+    const Model m = small_moe();
+    Training t = balanced();
+    Layout l = ep4();
+    auto rows = [&](const Training& tr) {
+      const auto ops = moe_layer_ops(m, tr, l);
+      const Op* fc1 = find(ops, "expert_fc1");
+      REQUIRE(fc1 != nullptr);
+      CHECK(fc1->count == 2);
+      return fc1->m;
+    };
+    CHECK(rows(t) == 1024);
+    t.moe_imbalance = 1.5;
+    CHECK(rows(t) == 1536);
+    t.moe_capacity_factor = 1.25;
+    CHECK(rows(t) == 1280);
+    t.moe_imbalance = 1.0;
+    CHECK(rows(t) == 1024);
+    t.moe_pad_to_capacity = true;
+    CHECK(rows(t) == 1280);
+    CHECK(find(moe_layer_ops(m, t, l), "expert_fc1")->total_flops() == approx(4294967296.0));
+  }
+
+  TEST_CASE("moe ops: Transformer Engine quantizes each expert's split with its own kernels") {
+    // 8 experts over ep 4: 2 local experts. MXFP8 and current scaling cast each split apart
+    // (transformer_engine/pytorch/csrc/extensions/cast.cpp split_quantize); delayed scaling
+    // runs one fused multi-tensor cast-transpose.
+    const Model m = small_moe();
+    Training t = balanced();
+    t.fp8.recipe = Fp8Recipe::current;
+    Layout l = ep4();
+    auto casts = [](const std::vector<Op>& ops, int kernels) {
+      return std::count_if(ops.begin(), ops.end(), [&](const Op& op) {
+        return std::string_view(op.name).substr(0, 4) == "fp8_" && op.host_kernels == kernels;
+      });
+    };
+    const auto current = moe_layer_ops(m, t, l);
+    // FC1 and FC2 inputs forward, their output gradients backward: amax and cast each.
+    CHECK(casts(current, 2) == 8);
+    t.fp8.recipe = Fp8Recipe::delayed;
+    CHECK(casts(moe_layer_ops(m, t, l), 2) == 0);
+  }
+
+  TEST_CASE("moe ops: the flex dispatcher's exchanges carry the routing that sets their node copies") {
+    const Model m = small_moe();
+    const Training t = balanced();
+    Layout l = ep4();
+    const auto alltoall = moe_layer_ops(m, t, l);
+    const Op* plain = find(alltoall, "ep_dispatch");
+    REQUIRE(plain != nullptr);
+    CHECK(plain->route_topk == 0);
+    l.moe_dispatcher = MoeDispatcher::flex;
+    const auto ops = moe_layer_ops(m, t, l);
+    for (const char* name : {"ep_dispatch", "ep_combine", "ep_dispatch_bwd", "ep_combine_bwd"}) {
+      const Op* op = find(ops, name);
+      REQUIRE(op != nullptr);
+      CHECK(op->route_topk == 2);
+      CHECK(op->route_experts == 8);
+      CHECK(op->bytes == plain->bytes);  // the same all-to-all size; the pricing dedups
+      CHECK(op->route_backend == FlexBackend::deepep);
+    }
+    // HybridEP: the same exchanges, priced at its own rate across nodes.
+    l.moe_flex_backend = FlexBackend::hybridep;
+    for (const Op& op : moe_layer_ops(m, t, l)) {
+      if (op.route_topk > 0) CHECK(op.route_backend == FlexBackend::hybridep);
+    }
+  }
+}
