@@ -44,7 +44,7 @@ struct MoeLayerMemory {
 
 /// Whether the linears save their FP8-quantised inputs for backward: Transformer Engine does
 /// under a recipe; torchao's Float8 linears (framework fsdp) save the bf16 ones and cast again
-/// (memory.cpp, Habits::saves_quantized_inputs).
+/// (ExecutionTraits::saves_quantized_inputs).
 [[nodiscard]] bool saves_fp8_inputs(const llama::Training& training) noexcept;
 
 /// Linear weights of one MoE layer on one GPU (the FP8 weight cache's share): the non-expert

@@ -98,7 +98,12 @@ void tp_column_forward(std::vector<Op>& ops, const Dims& d, Pass pass, bool reco
 double norm_fwd_bytes(const Dims& d);
 double norm_bwd_bytes(const Dims& d);
 double residual_bytes(const Dims& d);
+/// The gpt-oss output-projection bias in its own kernel, forward and backward (primitives.cpp).
+double proj_bias_fwd_bytes(const Dims& d);
+double proj_bias_bwd_bytes(const Dims& d);
 double rope_fwd_per_elem(const Dims& d);
+/// Bytes per parameter the distributed optimizer all-gathers (ops.cpp).
+double gathered_param_bytes(const Model& m, const Training& tr);
 double rope_bwd_per_elem(const Dims& d);
 MemoryKernel norm_kernel(const Dims& d);
 /// Megatron-Core's "layernorm" recomputation: the norm's forward again before its consumer's

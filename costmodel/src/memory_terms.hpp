@@ -1,0 +1,47 @@
+#pragma once
+// Private to costmodel: the per-layer terms of the memory model (layer_memory.cpp): the
+// shapes of one micro-batch, the saved and transient bytes of one layer, the bytes per
+// parameter of the model states, and the shares that pipelining, offloading and the caching
+// allocator leave resident.
+
+#include "tetra/costmodel/memory.hpp"
+#include "tetra/model/model.hpp"
+#include "tetra/parallel/execution.hpp"
+#include "tetra/parallel/layout.hpp"
+
+namespace tetra::costmodel::memory_terms {
+
+/// Shapes of one micro-batch on one GPU.
+struct Geometry {
+  double s = 0;    ///< local sequence s' = s / c (F24-code; TE)
+  double b = 0;    ///< micro-batch size
+  double h = 0;
+  double f = 0;    ///< FFN size
+  double a = 0;    ///< attention heads
+  double kv = 0;   ///< k / a
+  double t = 1;
+  double nd = 1;   ///< divisor of tensors outside the TP region: t with SP, else 1 (K22)
+  double gd = 1;   ///< divisor of the saved GEMM inputs: t with SP and a sharded save
+  bool sp = false;
+  bool gpt = false;
+};
+
+/// Bytes per parameter of weights, gradients and optimizer states (F24-code; MLM
+/// dist_optimizer.md).
+struct StateBytes {
+  double w = 2, g = 4, o = 12;
+};
+
+llama::ExecutionTraits habits_of(const llama::Training& tr);
+Geometry geometry(const llama::Model& m, const llama::Training& tr, const llama::Layout& l);
+bool unfused_attention(llama::AttentionKernel k) noexcept;
+double layer_saved_full(const llama::Model& m, const llama::Training& tr, const llama::Layout& l, bool drop_s2);
+double dense_module_savings(const llama::Model& m, const llama::Training& tr, const llama::Layout& l);
+double layer_transient(const llama::Model& m, const llama::Training& tr, const llama::Layout& l);
+StateBytes state_bytes(const llama::Training& tr);
+int micro_batch_count(const llama::Layout& l, const llama::Training& tr);
+double unsharded_gradient_share(const llama::Layout& l, int micro_batches);
+double resident_layer_share(const llama::Layout& l, int stage_layers);
+double fragmentation_share(const llama::Training& tr, const llama::Layout& l, const MemoryOptions& o) noexcept;
+
+}  // namespace tetra::costmodel::memory_terms
