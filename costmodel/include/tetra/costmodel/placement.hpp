@@ -1,0 +1,44 @@
+#pragma once
+/// Where the ranks of a parallel group lie on the nodes (NVLink domains) of a cluster, from the
+/// layout's rank order; which link class a collective is priced on follows from it.
+
+#include <optional>
+
+#include "tetra/ops/ops.hpp"
+#include "tetra/parallel/layout.hpp"
+#include "tetra/parallel/validate.hpp"
+
+namespace tetra::costmodel {
+
+/// How a group of ranks lies on the nodes (from the layout's rank_order).
+struct GroupPlacement {
+  int ranks = 1;
+  int ranks_per_node = 1;    ///< ranks of the group sharing one node (NVLink peers)
+  int nodes = 1;             ///< nodes the group spans
+};
+
+/// Placement of a group of dimension `dim` under `layout.rank_order` (innermost first, e.g.
+/// "tp-cp-dp-pp"): the group's stride is the product of the sizes of the dimensions inside
+/// it; ranks_per_node = clamp(gpus_per_node / stride, 1, size) when the stride divides the
+/// node, else 1; nodes = size / ranks_per_node. dp_cp is the fused DP x CP group (contiguous
+/// when cp and dp are adjacent in the order); pp is a pair of neighbouring stages.
+[[nodiscard]] GroupPlacement place_group(const llama::Layout& layout, llama::CommDim dim,
+                                         int gpus_per_node);
+
+/// The first of TP and CP whose groups do not lie alike on every NVLink domain of `domain`
+/// GPUs, or nothing. A group of stride s and size n spans s·n consecutive ranks; its groups are
+/// alike when that span tiles the domain (domain % (s·n) == 0), when whole domains tile the
+/// span with whole stride blocks inside each (s·n % domain == 0 and domain % s == 0), or when
+/// every member sits in its own domain (s % domain == 0). Otherwise some groups straddle a
+/// domain boundary: a TP 16 block on a 72-GPU NVL72 domain (72 = 4.5 x 16).
+[[nodiscard]] std::optional<llama::CommDim> straddling_dim(const llama::Layout& layout, int domain);
+
+/// `straddling_dim` as a layout rule ("straddles-domain", keyed by tp or cp), for the checks
+/// that reject a layout before it is priced.
+[[nodiscard]] std::optional<llama::LayoutIssue> domain_issue(const llama::Layout& layout, int domain);
+
+/// Rank distance between neighbours of dimension `dim` under `layout.rank_order`: the product
+/// of the sizes of the dimensions inside it (dp_cp: of the inner of dp and cp).
+[[nodiscard]] long long rank_stride(const llama::Layout& layout, llama::CommDim dim);
+
+}  // namespace tetra::costmodel
