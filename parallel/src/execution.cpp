@@ -31,6 +31,8 @@ ExecutionTraits execution_traits(const Training& tr, const Layout& l) {
   x.tp_overlap = (tr.tp_comm_overlap || tr.torch.async_tp) && sp;
   x.tp_gather_overlap = x.tp_overlap && !(tr.torch.async_tp && x.recipe == Fp8Recipe::rowwise);
   x.a2a_overlap = tr.moe_a2a_overlap;
+  x.overlap_grad_reduce = tr.overlap_grad_reduce && !x.deepspeed && !fsdp_defers_gradient_reduction(tr, l);
+  x.overlap_param_gather = tr.overlap_param_gather && !x.deepspeed;
   x.counts_on_host = tr.moe_counts_on_host();
   x.graphs = tr.cuda_graphs;
 

@@ -9,6 +9,7 @@
 
 #include "tetra/costmodel/collective.hpp"
 #include "tetra/costmodel/compute.hpp"
+#include "tetra/parallel/execution.hpp"
 #include "tetra/parallel/flops.hpp"
 #include "tetra/model/moe.hpp"
 #include "tetra/ops/ops.hpp"
@@ -240,13 +241,11 @@ void Simulator::build_spec(const SimInput& in, const SimOptions& options, const 
   spec_.p = p;
   spec_.v = v;
   spec_.m = m;
-  // Aleph Alpha's DeepSpeed-style trainer reduces and gathers on the compute stream after the
-  // backward / the optimizer (llama::dp_gradient_ops): no overlap whatever the flags say.
-  const bool ds = training.framework == llama::Framework::deepspeed;
-  // FSDP2 under pipelining reduces only after the stage's last backward (TorchNative).
-  spec_.overlap_grad_reduce = training.overlap_grad_reduce && !ds &&
-                              !llama::fsdp_defers_gradient_reduction(training, layout);
-  spec_.overlap_param_gather = training.overlap_param_gather && !ds;
+  // What overlaps the framework allows (llama::ExecutionTraits; the DeepSpeed-style trainer
+  // reduces on the compute stream, llama::dp_gradient_ops).
+  const llama::ExecutionTraits traits = llama::execution_traits(training, layout);
+  spec_.overlap_grad_reduce = traits.overlap_grad_reduce;
+  spec_.overlap_param_gather = traits.overlap_param_gather;
   spec_.record_memory = record;
   chunk_layers_.assign(static_cast<std::size_t>(V), 0);
 

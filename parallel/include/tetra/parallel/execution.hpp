@@ -70,6 +70,13 @@ struct ExecutionTraits {
   bool tp_gather_overlap = false;
   /// EP exchanges paired with another micro-batch's compute (moe_a2a_overlap).
   bool a2a_overlap = false;
+  /// Gradient reduction overlapped with the backward (Training::overlap_grad_reduce), except
+  /// where the framework reduces only afterwards: Aleph Alpha's DeepSpeed-style trainer on the
+  /// compute stream after the backward, FSDP2 under pipelining after a stage's last backward.
+  bool overlap_grad_reduce = true;
+  /// The parameter all-gather overlapped with the forward (Training::overlap_param_gather),
+  /// except under the DeepSpeed-style trainer, which gathers after the optimizer step.
+  bool overlap_param_gather = true;
 
   // ---- Host ----
   /// The host waits for the per-expert token counts of each MoE layer
