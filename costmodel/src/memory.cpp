@@ -87,7 +87,8 @@ namespace {
 namespace detail {
 
 bool saves_fp8_inputs(const llama::Training& training) noexcept {
-  return training.fp8.enabled() && habits_of(training).saves_quantized_inputs;
+  const llama::ExecutionTraits x = habits_of(training);
+  return x.fp8_linears && x.saves_quantized_inputs;
 }
 
 }  // namespace detail
@@ -361,7 +362,7 @@ ModelStates model_states(const LayoutTerms& terms, const llama::StageParams& st)
   const double phi_e = static_cast<double>(st.expert_params);
   const int zero_stage = std::clamp(terms.training.zero_stage, 0, 3);
   if (zero_stage < 3) return zero_states(terms, zero_stage, phi, phi_e);
-  if (terms.training.framework == llama::Framework::fsdp) return fsdp2_model_states(terms, st);
+  if (terms.hab.fsdp) return fsdp2_model_states(terms, st);
   return zero3_states(terms, phi, phi_e);
 }
 
@@ -384,7 +385,7 @@ double stage_linear_params(const LayoutTerms& terms, const llama::StageParams& s
 /// weights every forward and keep no cache.
 void add_fp8_weight_copies(const LayoutTerms& terms, const llama::StageParams& st, StageMemory& s) {
   const llama::Training& training = terms.training;
-  if (!training.fp8.enabled() || training.framework == llama::Framework::fsdp) return;
+  if (!terms.hab.fp8_linears || terms.hab.fsdp) return;
   const double linear = stage_linear_params(terms, st);
   const double q8 = terms.q8;
   const double phi_e = static_cast<double>(st.expert_params);

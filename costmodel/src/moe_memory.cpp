@@ -4,6 +4,8 @@
 // (`megatron/core/transformer/multi_latent_attention.py`). Sizes in bytes, bf16 activations.
 #include "moe_memory.hpp"
 
+#include "tetra/parallel/execution.hpp"
+
 #include <algorithm>
 
 #include "tetra/parallel/fp8.hpp"
@@ -40,11 +42,12 @@ Shapes shapes(const llama::Training& tr, const llama::Layout& l) {
   s.full = static_cast<double>(tr.seq_len) / std::max(l.cp, 1) * std::max(l.mbs, 1);
   s.t = std::max(l.tp, 1);
   const bool sp = l.sp && l.tp > 1;
-  const bool megatron = tr.framework == llama::Framework::megatron;
+  const llama::ExecutionTraits x = llama::execution_traits(tr, l);
+  const bool megatron = x.megatron;
   s.tokens = sp ? s.full / s.t : s.full;
   s.gd = (sp && megatron) ? s.t : 1.0;
   s.in_bytes = saves_fp8_inputs(tr) ? llama::quantized_bytes_per_element(tr.fp8.recipe) : 2.0;
-  s.fused_swiglu = megatron || (tr.framework == llama::Framework::fsdp && tr.torch.compile);
+  s.fused_swiglu = x.fused_swiglu;
   return s;
 }
 

@@ -9,6 +9,7 @@ ExecutionTraits execution_traits(const Training& tr, const Layout& l) {
   const bool sp = l.sp && l.tp > 1;
   x.megatron = tr.framework == Framework::megatron;
   x.deepspeed = tr.framework == Framework::deepspeed;
+  x.fsdp = tr.framework == Framework::fsdp;
   x.eager = !x.megatron;
   x.eager_kernels = x.eager && !tr.torch.compile;
   x.unfused_rmsnorm = x.eager_kernels && !tr.fused_rmsnorm;
@@ -23,6 +24,7 @@ ExecutionTraits execution_traits(const Training& tr, const Layout& l) {
   }
   x.act = bytes_of(tr.precision);
   x.recipe = tr.fp8.recipe;
+  x.fp8_linears = tr.fp8.enabled();
   x.linear_format = gemm_format(x.recipe);
   x.quantized = quantized_bytes_per_element(x.recipe);
   x.cached_weight_casts = tr.fp8.enabled() && !torchao_recipe(x.recipe);

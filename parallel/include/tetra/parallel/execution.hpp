@@ -16,6 +16,8 @@ struct ExecutionTraits {
   bool megatron = true;
   /// Aleph Alpha's DeepSpeed-style trainer: gradients flattened and all-reduced in fp32.
   bool deepspeed = false;
+  /// PyTorch FSDP2 (torchtitan, Composer): its own model-state sharding and no weight caches.
+  bool fsdp = false;
   /// PyTorch-native modules (framework deepspeed / fsdp): every elementwise step of norm,
   /// rotary, SwiGLU, softmax and loss is its own kernel with fp32 intermediates.
   bool eager = false;
@@ -48,6 +50,7 @@ struct ExecutionTraits {
   /// FP8 / FP4 linears (parallel/fp8.hpp): the recipe, the format of their GEMMs and the bytes of
   /// one quantised element with its scales.
   Fp8Recipe recipe = Fp8Recipe::none;
+  bool fp8_linears = false;  ///< a recipe is set
   GemmFormat linear_format = GemmFormat::training;
   double quantized = 0;
   /// Transformer Engine casts each weight once per step (`is_first_microbatch`) and reuses
