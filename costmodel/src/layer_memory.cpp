@@ -12,16 +12,12 @@ namespace tetra::costmodel::memory_terms {
 
 // ---- Framework habits: what the training code really allocates (parallel/execution.hpp). ----
 
-/// The memory habits of `tr`'s framework; they do not depend on the layout.
-llama::ExecutionTraits habits_of(const llama::Training& tr) {
-  return llama::execution_traits(tr, llama::Layout{});
-}
 
 
 
 Geometry geometry(const llama::Model& m, const llama::Training& tr, const llama::Layout& l) {
   Geometry g;
-  const llama::ExecutionTraits hab = habits_of(tr);
+  const llama::MemoryHabits hab = habits_of(tr);
   g.s = static_cast<double>(tr.seq_len) / std::max(l.cp, 1);
   g.b = std::max(l.mbs, 1);
   g.h = m.hidden;

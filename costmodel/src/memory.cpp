@@ -87,7 +87,7 @@ namespace {
 namespace detail {
 
 bool saves_fp8_inputs(const llama::Training& training) noexcept {
-  const llama::ExecutionTraits x = habits_of(training);
+  const llama::MemoryHabits x = habits_of(training);
   return x.fp8_linears && x.saves_quantized_inputs;
 }
 
@@ -188,7 +188,7 @@ struct LayoutTerms {
   const llama::Model& model;
   const llama::Training& training;
   const llama::Layout& layout;
-  llama::ExecutionTraits hab;
+  llama::MemoryHabits hab;
   Geometry g;
   StateBytes sb;
   int p = 1;                      ///< pipeline ranks
@@ -460,7 +460,7 @@ struct LogitsTerms {
 
 LogitsTerms logits_terms(const LayoutTerms& terms) {
   const Geometry& g = terms.g;
-  const llama::ExecutionTraits& hab = terms.hab;
+  const llama::MemoryHabits& hab = terms.hab;
   const bool all_live = terms.layout.schedule == llama::Schedule::gpipe ||
                         terms.layout.schedule == llama::Schedule::layered;
   const double live = all_live ? static_cast<double>(terms.m) : 1.0;

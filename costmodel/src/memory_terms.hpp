@@ -32,7 +32,8 @@ struct StateBytes {
   double w = 2, g = 4, o = 12;
 };
 
-llama::ExecutionTraits habits_of(const llama::Training& tr);
+/// The memory habits of `tr`'s framework; they do not depend on the layout.
+inline llama::MemoryHabits habits_of(const llama::Training& tr) { return llama::memory_habits(tr); }
 Geometry geometry(const llama::Model& m, const llama::Training& tr, const llama::Layout& l);
 bool unfused_attention(llama::AttentionKernel k) noexcept;
 double layer_saved_full(const llama::Model& m, const llama::Training& tr, const llama::Layout& l, bool drop_s2);

@@ -42,7 +42,7 @@ Shapes shapes(const llama::Training& tr, const llama::Layout& l) {
   s.full = static_cast<double>(tr.seq_len) / std::max(l.cp, 1) * std::max(l.mbs, 1);
   s.t = std::max(l.tp, 1);
   const bool sp = l.sp && l.tp > 1;
-  const llama::ExecutionTraits x = llama::execution_traits(tr, l);
+  const llama::MemoryHabits x = llama::memory_habits(tr);
   const bool megatron = x.megatron;
   s.tokens = sp ? s.full / s.t : s.full;
   s.gd = (sp && megatron) ? s.t : 1.0;

@@ -38,23 +38,7 @@ ExecutionTraits execution_traits(const Training& tr, const Layout& l) {
   x.counts_on_host = tr.moe_counts_on_host();
   x.graphs = tr.cuda_graphs;
 
-  x.sp_saves_shard = x.megatron;
-  x.frees_stage_output = x.megatron;
-  x.fused_adam = x.megatron;
-  x.fused_swiglu = x.megatron;
-  x.fused_norm = tr.fused_rmsnorm;
-  x.fused_loss = tr.fused_cross_entropy;
-  if (tr.framework == Framework::fsdp) {
-    x.frees_logits_before_backward = true;
-    x.saves_quantized_inputs = false;
-    if (tr.torch.compile) {
-      // Inductor fuses RMSNorm and SiLU x up into single kernels (torchtitan compiles each
-      // block, `apply_compile`).
-      x.fused_swiglu = true;
-      x.fused_norm = true;
-      x.saves_unread_outputs = false;
-    }
-  }
+  x.memory = memory_habits(tr);
   return x;
 }
 

@@ -10,6 +10,48 @@
 
 namespace tetra::llama {
 
+/// What a framework keeps in memory: the part of ExecutionTraits the memory model reads, cheap
+/// to compute per estimate since it depends on the Training alone.
+struct MemoryHabits {
+  bool megatron = true;
+  bool deepspeed = false;
+  bool fsdp = false;
+  bool fp8_linears = false;    ///< a low-precision recipe is set
+  bool compiled_loss = false;  ///< Inductor compiles the loss (TorchNative::loss_compiled)
+  /// Megatron-Core keeps the SP shard of a column-parallel GEMM input and re-gathers it in
+  /// backward (`megatron/core/tensor_parallel/layers.py`); a plain F.linear after a gather
+  /// saves the gathered input (Aleph-Alpha/scaling `core/nn/norm/rms_norm.py` gathers after
+  /// the norm, `column_parallel_linear.py` calls F.linear on it).
+  bool sp_saves_shard = true;
+  /// Megatron-Core's `deallocate_output_tensor` frees a stage's output after the send
+  /// (`pipeline_parallel/schedules.py`); other pipeline engines keep it for the backward call.
+  bool frees_stage_output = true;
+  /// A fused multi-tensor Adam (apex / TE, Megatron-Core): no full-size temporaries at the
+  /// step. torch.optim.AdamW (foreach) builds one fp32 temporary the size of the shard, and
+  /// DeepSpeed-style ZeRO (Aleph-Alpha/scaling `core/optimizer/parameter_group.py`
+  /// `step_prequel`) copies the owned gradient partition to fp32 before the step.
+  bool fused_adam = true;
+  /// Megatron-Core's fused SwiGLU (`megatron/core/fusions/fused_bias_swiglu.py`) saves only
+  /// its input and recomputes silu in backward; eager SwiGLU saves gate, up and silu(gate).
+  /// Inductor fuses it too under torch.compile.
+  bool fused_swiglu = true;
+  /// RMSNorm as one kernel that saves its input (and per-row rstd) only.
+  bool fused_norm = true;
+  /// torchtitan's train step drops the bf16 logits before backward (`del pred` in `train.py`
+  /// at 9dec370): the loss holds only its fp32 log-softmax.
+  bool frees_logits_before_backward = false;
+  /// Under torch.compile the block's graph saves what its backward reads (the partitioner of
+  /// `torch/_functorch/partitioners.py`), not every output a checkpoint policy marks.
+  bool saves_unread_outputs = true;
+  /// Transformer Engine saves the quantised FP8 copies of GEMM inputs for backward; torchao's
+  /// Float8 linears save the high-precision input and weight and cast again in backward
+  /// (`torchao/float8/float8_linear.py` matmul_with_hp_or_float8_args).
+  bool saves_quantized_inputs = true;
+  /// A fused cross-entropy kernel (Training::fused_cross_entropy): no fp32 log-softmax of the
+  /// logits is ever materialised.
+  bool fused_loss = false;
+};
+
 struct ExecutionTraits {
   // ---- Framework habits ----
   /// Megatron-Core (fused TE modules, fused SwiGLU, main_grad accumulation in the wgrad GEMM).
@@ -86,40 +128,38 @@ struct ExecutionTraits {
   /// (Training::moe_counts_on_host).
   bool counts_on_host = true;
   CudaGraphs graphs;  ///< what runs inside CUDA graphs (no host time)
-  // ---- What the framework keeps in memory ----
-  /// Megatron-Core keeps the SP shard of a column-parallel GEMM input and re-gathers it in
-  /// backward (`megatron/core/tensor_parallel/layers.py`); a plain F.linear after a gather
-  /// saves the gathered input (Aleph-Alpha/scaling `core/nn/norm/rms_norm.py` gathers after
-  /// the norm, `column_parallel_linear.py` calls F.linear on it).
-  bool sp_saves_shard = true;
-  /// Megatron-Core's `deallocate_output_tensor` frees a stage's output after the send
-  /// (`pipeline_parallel/schedules.py`); other pipeline engines keep it for the backward call.
-  bool frees_stage_output = true;
-  /// A fused multi-tensor Adam (apex / TE, Megatron-Core): no full-size temporaries at the
-  /// step. torch.optim.AdamW (foreach) builds one fp32 temporary the size of the shard, and
-  /// DeepSpeed-style ZeRO (Aleph-Alpha/scaling `core/optimizer/parameter_group.py`
-  /// `step_prequel`) copies the owned gradient partition to fp32 before the step.
-  bool fused_adam = true;
-  /// Megatron-Core's fused SwiGLU (`megatron/core/fusions/fused_bias_swiglu.py`) saves only
-  /// its input and recomputes silu in backward; eager SwiGLU saves gate, up and silu(gate).
-  /// Inductor fuses it too under torch.compile.
-  bool fused_swiglu = true;
-  /// RMSNorm as one kernel that saves its input (and per-row rstd) only.
-  bool fused_norm = true;
-  /// torchtitan's train step drops the bf16 logits before backward (`del pred` in `train.py`
-  /// at 9dec370): the loss holds only its fp32 log-softmax.
-  bool frees_logits_before_backward = false;
-  /// Under torch.compile the block's graph saves what its backward reads (the partitioner of
-  /// `torch/_functorch/partitioners.py`), not every output a checkpoint policy marks.
-  bool saves_unread_outputs = true;
-  /// Transformer Engine saves the quantised FP8 copies of GEMM inputs for backward; torchao's
-  /// Float8 linears save the high-precision input and weight and cast again in backward
-  /// (`torchao/float8/float8_linear.py` matmul_with_hp_or_float8_args).
-  bool saves_quantized_inputs = true;
-  /// A fused cross-entropy kernel (Training::fused_cross_entropy): no fp32 log-softmax of the
-  /// logits is ever materialised.
-  bool fused_loss = false;
+  // ---- What the framework keeps in memory (MemoryHabits) ----
+  MemoryHabits memory;
 };
+
+/// The memory habits of `training`'s framework (they do not depend on the layout). Inline: the
+/// memory model asks for them in every term of every estimate.
+[[nodiscard]] inline MemoryHabits memory_habits(const Training& tr) noexcept {
+  MemoryHabits h;
+  h.megatron = tr.framework == Framework::megatron;
+  h.deepspeed = tr.framework == Framework::deepspeed;
+  h.fsdp = tr.framework == Framework::fsdp;
+  h.fp8_linears = tr.fp8.enabled();
+  h.compiled_loss = tr.torch.loss_compiled();
+  h.sp_saves_shard = h.megatron;
+  h.frees_stage_output = h.megatron;
+  h.fused_adam = h.megatron;
+  h.fused_swiglu = h.megatron;
+  h.fused_norm = tr.fused_rmsnorm;
+  h.fused_loss = tr.fused_cross_entropy;
+  if (h.fsdp) {
+    h.frees_logits_before_backward = true;
+    h.saves_quantized_inputs = false;
+    if (tr.torch.compile) {
+      // Inductor fuses RMSNorm and SiLU x up into single kernels (torchtitan compiles each
+      // block, `apply_compile`).
+      h.fused_swiglu = true;
+      h.fused_norm = true;
+      h.saves_unread_outputs = false;
+    }
+  }
+  return h;
+}
 
 /// The traits of `training` under `layout`.
 [[nodiscard]] ExecutionTraits execution_traits(const Training& training, const Layout& layout);
