@@ -400,7 +400,7 @@ void column_backward(std::vector<Op>& ops, const Dims& d, const ColumnGroup& g, 
 /// and gathers those) and the training precision for the norms.
 double gathered_param_bytes(const Model& m, const Training& tr) {
   const double act = bytes_of(tr.precision);
-  if (!execution_traits(tr, Layout{}).fp8_param_gather) return act;
+  if (!(tr.fp8.param_gather && memory_habits(tr).fp8_linears)) return act;  // ExecutionTraits::fp8_param_gather
   const double layer = static_cast<double>(params_per_layer(m));
   const double norms = 2.0 * static_cast<double>(m.hidden);
   const double linear = std::max(0.0, layer - norms) / std::max(1.0, layer);
@@ -412,9 +412,10 @@ double gathered_param_bytes(const Model& m, const Training& tr) {
 using namespace detail;
 
 bool loss_on_vocab_shards(const Training& training, int tp) noexcept {
-  Layout layout;
-  layout.tp = tp;
-  return execution_traits(training, layout).loss_on_vocab_shards;
+  // As ExecutionTraits::loss_on_vocab_shards, from the layout-free habits: the memory model
+  // asks for every estimate.
+  const MemoryHabits h = memory_habits(training);
+  return h.megatron || (h.fsdp && tp > 1);
 }
 
 double gathered_layer_param_bytes(const Model& model, const Training& training, int tp) {
