@@ -7,6 +7,7 @@
 
 #include <cstdio>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -91,43 +92,24 @@ std::string size_label(double b) {
   return buf;
 }
 
-}  // namespace
-
-int print_preset_costs(const PresetCostOptions& o) {
-  auto cluster_opt = hw::find_cluster_preset(o.cluster);
-  if (!cluster_opt) {
-    std::string names;
-    for (const auto& c : hw::cluster_presets()) names += (names.empty() ? "" : ", ") + c.name;
-    throw UserError(SourceLocation{"--costs"}, "cluster", "unknown cluster preset \"" + o.cluster + "\" (known: " + names + ")");
-  }
-  hw::Cluster cluster = *cluster_opt;
-  cluster.nodes = o.nodes > 0 ? o.nodes : 1;
-  auto model_opt = llama::find_model_preset(o.model);
-  if (!model_opt) {
-    std::string names;
-    for (const auto& m : llama::model_presets()) names += (names.empty() ? "" : ", ") + m.name;
-    throw UserError(SourceLocation{"--model"}, "model", "unknown model preset \"" + o.model + "\" (known: " + names + ")");
-  }
-  const llama::Model model = *model_opt;
-  if (o.seq <= 0) throw UserError(SourceLocation{"--seq"}, "seq", "must be a positive integer");
-  llama::Layout layout;
-  layout.dp = 1;
-  scenarios::apply_layout_string(layout, o.layout, "--layout");
-  llama::Training training;
-  training.seq_len = o.seq;
-  training.global_batch = layout.mbs * layout.dp * std::max(1, layout.pp);
-  if (auto issue = llama::check_layout(model, layout.world(), training, layout)) {
-    throw UserError(SourceLocation{"--layout"}, issue->key, issue->message);
-  }
-
-  const costmodel::Profile profile = costmodel::builtin_profile(cluster);
-  const costmodel::ComputeParams cp = costmodel::make_compute_params(cluster, profile);
-  const costmodel::CommParams mp = costmodel::make_comm_params(cluster, profile);
-  const std::vector<Op> ops = llama::layer_ops(model, training, layout);
-
+/// The op table of one layer: per-op rows and JSON, and the pass totals.
+struct LayerTable {
   nlohmann::json jops = nlohmann::json::array();
   std::vector<std::vector<std::string>> rows;
   double t_fwd = 0, t_bwd = 0, t_comm_fwd = 0, t_comm_bwd = 0, f_fwd = 0, f_bwd = 0;
+};
+
+LayerTable layer_table(const std::vector<Op>& ops, const llama::Layout& layout, const hw::Cluster& cluster,
+                       const costmodel::ComputeParams& cp, const costmodel::CommParams& mp) {
+  LayerTable lt;
+  nlohmann::json& jops = lt.jops;
+  std::vector<std::vector<std::string>>& rows = lt.rows;
+  double& t_fwd = lt.t_fwd;
+  double& t_bwd = lt.t_bwd;
+  double& t_comm_fwd = lt.t_comm_fwd;
+  double& t_comm_bwd = lt.t_comm_bwd;
+  double& f_fwd = lt.f_fwd;
+  double& f_bwd = lt.f_bwd;
   for (const Op& op : ops) {
     const double one = op.is_compute() ? costmodel::op_seconds(op, cp) : costmodel::comm_op_seconds(op, layout, mp);
     const double t = one * op.count;
@@ -170,7 +152,11 @@ int print_preset_costs(const PresetCostOptions& o) {
                     {"tflops", tflops}});
   }
 
-  // Collectives against size.
+  return lt;
+}
+
+/// Collectives against size on 1, 2, 4 and 16 NVLink domains: the text tables and JSON.
+std::pair<nlohmann::json, std::string> collective_tables(const hw::Cluster& cluster, const costmodel::CommParams& mp) {
   const CollectiveKind kinds[] = {CollectiveKind::all_reduce, CollectiveKind::all_gather, CollectiveKind::reduce_scatter};
   const int node_counts[] = {1, 2, 4, 16};  // NVLink domains
   const int domain = cluster.nvlink_domain();
@@ -210,7 +196,12 @@ int print_preset_costs(const PresetCostOptions& o) {
                  std::to_string(domain) + " GPUs per NVLink domain; " + std::to_string(domain) + "g = one domain)\n" + format_table(header, crows);
   }
 
-  // Published figures next to the model at 1 GiB.
+  return {jcoll, coll_text};
+}
+
+/// The published nccl-tests figures of the cluster beside the model at 1 GiB.
+std::pair<nlohmann::json, std::vector<std::vector<std::string>>> published_table(const hw::Cluster& cluster,
+                                                                                 const costmodel::CommParams& mp) {
   nlohmann::json jpub = nlohmann::json::array();
   std::vector<std::vector<std::string>> prow;
   for (const auto& p : costmodel::published_busbw(cluster)) {
@@ -236,6 +227,55 @@ int print_preset_costs(const PresetCostOptions& o) {
                     {"predicted_busbw_gbps", e.busbw_Bps / 1e9},
                     {"source", p.source}});
   }
+
+  return {jpub, prow};
+}
+
+}  // namespace
+
+int print_preset_costs(const PresetCostOptions& o) {
+  auto cluster_opt = hw::find_cluster_preset(o.cluster);
+  if (!cluster_opt) {
+    std::string names;
+    for (const auto& c : hw::cluster_presets()) names += (names.empty() ? "" : ", ") + c.name;
+    throw UserError(SourceLocation{"--costs"}, "cluster", "unknown cluster preset \"" + o.cluster + "\" (known: " + names + ")");
+  }
+  hw::Cluster cluster = *cluster_opt;
+  cluster.nodes = o.nodes > 0 ? o.nodes : 1;
+  auto model_opt = llama::find_model_preset(o.model);
+  if (!model_opt) {
+    std::string names;
+    for (const auto& m : llama::model_presets()) names += (names.empty() ? "" : ", ") + m.name;
+    throw UserError(SourceLocation{"--model"}, "model", "unknown model preset \"" + o.model + "\" (known: " + names + ")");
+  }
+  const llama::Model model = *model_opt;
+  if (o.seq <= 0) throw UserError(SourceLocation{"--seq"}, "seq", "must be a positive integer");
+  llama::Layout layout;
+  layout.dp = 1;
+  scenarios::apply_layout_string(layout, o.layout, "--layout");
+  llama::Training training;
+  training.seq_len = o.seq;
+  training.global_batch = layout.mbs * layout.dp * std::max(1, layout.pp);
+  if (auto issue = llama::check_layout(model, layout.world(), training, layout)) {
+    throw UserError(SourceLocation{"--layout"}, issue->key, issue->message);
+  }
+
+  const costmodel::Profile profile = costmodel::builtin_profile(cluster);
+  const costmodel::ComputeParams cp = costmodel::make_compute_params(cluster, profile);
+  const costmodel::CommParams mp = costmodel::make_comm_params(cluster, profile);
+  const std::vector<Op> ops = llama::layer_ops(model, training, layout);
+
+  const LayerTable lt = layer_table(ops, layout, cluster, cp, mp);
+  const double t_fwd = lt.t_fwd, t_bwd = lt.t_bwd, t_comm_fwd = lt.t_comm_fwd, t_comm_bwd = lt.t_comm_bwd;
+  const double f_fwd = lt.f_fwd, f_bwd = lt.f_bwd;
+  const auto& jops = lt.jops;
+  const auto& rows = lt.rows;
+
+  // Collectives against size.
+  const auto [jcoll, coll_text] = collective_tables(cluster, mp);
+
+  // Published figures next to the model at 1 GiB.
+  const auto [jpub, prow] = published_table(cluster, mp);
 
   const std::string layout_text = scenarios::format_layout(layout);
   if (o.json) {
