@@ -27,76 +27,74 @@ struct MemoryArgs {
   bool json = false;
 };
 
-int run_memory(const MemoryArgs& args) {
-  const scenarios::Scenario sc = scenarios::load_scenario(args.scenario, args.layout, true);
-  costmodel::MemoryOptions options;
-  options.memory_fraction = sc.search.memory_fraction;
-  const costmodel::MemoryReport rep =
-      costmodel::estimate_memory(sc.model, sc.cluster, sc.training, sc.layout, options);
-
-  // Mixture of experts: the expert part of each stage (part of the columns above).
+/// The JSON object of `tetrasim memory --json`.
+nlohmann::json memory_json(const scenarios::Scenario& sc, const costmodel::MemoryOptions& options,
+                           const costmodel::MemoryReport& rep) {
   const bool moe = sc.model.moe.has_value();
-  if (args.json) {
-    nlohmann::json j;
-    j["scenario"] = sc.path;
-    j["model"] = sc.model.name;
-    j["cluster"] = sc.cluster.name;
-    j["gpus"] = sc.cluster.total_gpus();
-    j["layout"] = layout_json(sc.layout);
-    j["micro_batches"] = llama::micro_batches(sc.layout, sc.training);
-    j["capacity_gib"] = gib3(rep.capacity_bytes);
-    j["usable_gib"] = gib3(rep.usable_bytes);
-    j["memory_fraction"] = options.memory_fraction;
-    j["fits"] = rep.fits;
-    j["peak_gib"] = gib3(rep.peak_bytes);
-    j["headroom_gib"] = gib3(rep.headroom_bytes);
-    j["peak_stage"] = rep.peak_stage;
-    nlohmann::json stages = nlohmann::json::array();
-    for (const auto& s : rep.stages) {
-      nlohmann::json st;
-      st["stage"] = s.stage;
-      st["layers"] = s.layers;
-      st["params_gib"] = gib3(s.params_bytes);
-      st["fp8_cache_gib"] = gib3(s.fp8_cache_bytes);
-      st["grads_gib"] = gib3(s.grads_bytes);
-      st["optimizer_gib"] = gib3(s.optimizer_bytes);
-      st["activations_gib"] = gib3(s.activations_bytes);
-      st["buffers_gib"] = gib3(s.buffers_bytes);
-      st["inflight_micro_batches"] = s.inflight;
-      st["allocated_gib"] = gib3(s.allocated_bytes);
-      st["reserved_gib"] = gib3(s.reserved_bytes);
-      // torch.cuda.max_memory_reserved's view: the cache it would release at the limit too.
-      st["torch_reserved_gib"] = gib3(s.torch_reserved_bytes - s.outside_allocator_bytes);
-      st["total_gib"] = gib3(s.reserved_bytes);
-      if (moe) {
-        st["moe_layers"] = s.moe_layers;
-        st["expert_states_gib"] = gib3(s.expert_states_bytes);
-        st["expert_activations_gib"] = gib3(s.expert_activations_bytes);
-        st["dispatch_gib"] = gib3(s.dispatch_bytes);
-      }
-      stages.push_back(std::move(st));
-    }
-    j["stages"] = std::move(stages);
+  nlohmann::json j;
+  j["scenario"] = sc.path;
+  j["model"] = sc.model.name;
+  j["cluster"] = sc.cluster.name;
+  j["gpus"] = sc.cluster.total_gpus();
+  j["layout"] = layout_json(sc.layout);
+  j["micro_batches"] = llama::micro_batches(sc.layout, sc.training);
+  j["capacity_gib"] = gib3(rep.capacity_bytes);
+  j["usable_gib"] = gib3(rep.usable_bytes);
+  j["memory_fraction"] = options.memory_fraction;
+  j["fits"] = rep.fits;
+  j["peak_gib"] = gib3(rep.peak_bytes);
+  j["headroom_gib"] = gib3(rep.headroom_bytes);
+  j["peak_stage"] = rep.peak_stage;
+  nlohmann::json stages = nlohmann::json::array();
+  for (const auto& s : rep.stages) {
+    nlohmann::json st;
+    st["stage"] = s.stage;
+    st["layers"] = s.layers;
+    st["params_gib"] = gib3(s.params_bytes);
+    st["fp8_cache_gib"] = gib3(s.fp8_cache_bytes);
+    st["grads_gib"] = gib3(s.grads_bytes);
+    st["optimizer_gib"] = gib3(s.optimizer_bytes);
+    st["activations_gib"] = gib3(s.activations_bytes);
+    st["buffers_gib"] = gib3(s.buffers_bytes);
+    st["inflight_micro_batches"] = s.inflight;
+    st["allocated_gib"] = gib3(s.allocated_bytes);
+    st["reserved_gib"] = gib3(s.reserved_bytes);
+    // torch.cuda.max_memory_reserved's view: the cache it would release at the limit too.
+    st["torch_reserved_gib"] = gib3(s.torch_reserved_bytes - s.outside_allocator_bytes);
+    st["total_gib"] = gib3(s.reserved_bytes);
     if (moe) {
-      nlohmann::json e;
-      e["num_experts"] = sc.model.moe->num_experts;
-      e["experts_per_token"] = sc.model.moe->experts_per_token;
-      e["moe_layers"] = llama::moe_layer_count(sc.model);
-      e["ep"] = sc.layout.ep;
-      e["etp"] = sc.layout.etp;
-      e["edp"] = sc.layout.edp();
-      e["total_params"] = llama::total_params(sc.model, sc.training.seq_len);
-      e["active_params"] = llama::active_params(sc.model, sc.training.seq_len);
-      e["routing_imbalance"] = sc.training.moe_imbalance;
-      if (sc.training.moe_capacity_factor) {
-        e["capacity_factor"] = *sc.training.moe_capacity_factor;
-        e["pad_to_capacity"] = sc.training.moe_pad_to_capacity;
-      }
-      j["moe"] = std::move(e);
+      st["moe_layers"] = s.moe_layers;
+      st["expert_states_gib"] = gib3(s.expert_states_bytes);
+      st["expert_activations_gib"] = gib3(s.expert_activations_bytes);
+      st["dispatch_gib"] = gib3(s.dispatch_bytes);
     }
-    print_json(j);
-    return 0;
+    stages.push_back(std::move(st));
   }
+  j["stages"] = std::move(stages);
+  if (moe) {
+    nlohmann::json e;
+    e["num_experts"] = sc.model.moe->num_experts;
+    e["experts_per_token"] = sc.model.moe->experts_per_token;
+    e["moe_layers"] = llama::moe_layer_count(sc.model);
+    e["ep"] = sc.layout.ep;
+    e["etp"] = sc.layout.etp;
+    e["edp"] = sc.layout.edp();
+    e["total_params"] = llama::total_params(sc.model, sc.training.seq_len);
+    e["active_params"] = llama::active_params(sc.model, sc.training.seq_len);
+    e["routing_imbalance"] = sc.training.moe_imbalance;
+    if (sc.training.moe_capacity_factor) {
+      e["capacity_factor"] = *sc.training.moe_capacity_factor;
+      e["pad_to_capacity"] = sc.training.moe_pad_to_capacity;
+    }
+    j["moe"] = std::move(e);
+  }
+  return j;
+}
+
+/// The text report of `tetrasim memory`: the run, the per-stage table, the verdict.
+void print_memory_text(const scenarios::Scenario& sc, const costmodel::MemoryOptions& options,
+                       const costmodel::MemoryReport& rep) {
+  const bool moe = sc.model.moe.has_value();
 
   std::cout << "scenario  " << sc.path << '\n'
             << "model     " << sc.model.name << ": " << sc.model.layers << " layers, hidden "
@@ -174,8 +172,22 @@ int run_memory(const MemoryArgs& args) {
   } else {
     std::cout << "fits      yes\n";
   }
+}
+
+int run_memory(const MemoryArgs& args) {
+  const scenarios::Scenario sc = scenarios::load_scenario(args.scenario, args.layout, true);
+  costmodel::MemoryOptions options;
+  options.memory_fraction = sc.search.memory_fraction;
+  const costmodel::MemoryReport rep =
+      costmodel::estimate_memory(sc.model, sc.cluster, sc.training, sc.layout, options);
+  if (args.json) {
+    print_json(memory_json(sc, options, rep));
+  } else {
+    print_memory_text(sc, options, rep);
+  }
   return 0;
 }
+
 
 }  // namespace
 
