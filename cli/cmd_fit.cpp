@@ -61,6 +61,99 @@ costmodel::ErrorBand cv_band(const std::vector<fit::StepCase>& cases, const fit:
 
 std::string signed_percent(double e) { return (e >= 0 ? "+" : "") + fixed(e * 100.0, 1) + " %"; }
 
+/// What `tetrasim fit` found, for its two outputs.
+struct FitOutcome {
+  const std::vector<scenarios::MeasurementRow>& rows;
+  const StepRows& usable;
+  const fit::FitSummary& summary;
+  const std::vector<fit::StepCase>& fitted_cases;
+  const std::vector<double>& zero_fit;
+  const std::vector<fit::StepCase>& held_out;
+  const std::vector<std::size_t>& held_index;
+  const std::vector<double>& held_pred;
+  const Comparison& on_fitted;
+  const std::optional<Comparison>& on_held;
+};
+
+/// The JSON object of `tetrasim fit --json`.
+nlohmann::json fit_json(const FitArgs& args, const FitOutcome& r) {
+  const auto& [rows, usable, summary, fitted_cases, zero_fit, held_out, held_index, held_pred, on_fitted, on_held] = r;
+  const std::vector<double>& fitted_pred = summary.predicted_s;
+  nlohmann::json j;
+  j["file"] = args.csv;
+  j["cluster"] = usable.cluster;
+  j["rows"] = rows.size();
+  j["usable"] = usable.cases.size();
+  nlohmann::json sk = nlohmann::json::array();
+  for (const auto& [id, reason] : usable.skipped) sk.push_back({{"id", id}, {"reason", reason}});
+  j["skipped"] = std::move(sk);
+  j["fitted_rows"] = summary.rows;
+  j["factors"] = factors_json(summary);
+  j["fit"] = {{"rms_error", round_to(summary.rms_error, 6)},
+              {"mape", round_to(summary.mape, 6)},
+              {"iterations", summary.iterations},
+              {"converged", summary.converged}};
+  const costmodel::ErrorBand& b = *summary.band;
+  j["band"] = {{"scheme", summary.band_scheme.empty() ? nlohmann::json(nullptr) : nlohmann::json(summary.band_scheme)},
+               {"rows", b.rows},
+               {"low_quantile", b.low_quantile},
+               {"high_quantile", b.high_quantile},
+               {"low_error", b.available() ? nlohmann::json(b.low_error) : nlohmann::json(nullptr)},
+               {"high_error", b.available() ? nlohmann::json(b.high_error) : nlohmann::json(nullptr)}};
+  j["on_fitted_rows"] = comparison_json(on_fitted, "zero_shot", "fitted");
+  if (on_held) j["on_other_rows"] = comparison_json(*on_held, "zero_shot", "fitted");
+  nlohmann::json per = nlohmann::json::array();
+  for (std::size_t k = 0; k < fitted_cases.size(); ++k) {
+    per.push_back({{"id", fitted_cases[k].id}, {"fitted", true}, {"measured", round_to(fitted_cases[k].measured_s, 6)},
+                   {"zero_shot", round_to(zero_fit[k], 6)}, {"predicted", round_to(fitted_pred[k], 6)}});
+  }
+  for (std::size_t k = 0; k < held_out.size(); ++k) {
+    per.push_back({{"id", held_out[k].id}, {"fitted", false}, {"measured", round_to(held_out[k].measured_s, 6)},
+                   {"zero_shot", round_to(usable.zero_shot_s[held_index[k]], 6)},
+                   {"predicted", round_to(held_pred[k], 6)}});
+  }
+  j["per_row"] = std::move(per);
+  if (!args.out.empty()) j["written"] = args.out;
+  return j;
+}
+
+/// The text report of `tetrasim fit`.
+void print_fit_text(const FitArgs& args, const FitOutcome& r) {
+  const auto& [rows, usable, summary, fitted_cases, zero_fit, held_out, held_index, held_pred, on_fitted, on_held] = r;
+
+  std::cout << "file      " << args.csv << '\n'
+            << "cluster   " << (usable.cluster.empty() ? "-" : usable.cluster) << '\n'
+            << "rows      " << rows.size() << ": " << usable.cases.size() << " usable step times, "
+            << usable.skipped.size() << " skipped\n";
+  print_skip_reasons(usable.skipped);
+  if (args.take > 0) {
+    std::cout << "fitted    " << fitted_cases.size() << " rows chosen to constrain the factors (D-optimal on "
+              << "zero-shot sensitivities):";
+    for (const auto& c : fitted_cases) std::cout << ' ' << c.id;
+    std::cout << '\n';
+  } else {
+    std::cout << "fitted    all " << fitted_cases.size() << " usable rows\n";
+  }
+  std::cout << "fit       RMS error " << percent(summary.rms_error) << ", MAPE " << percent(summary.mape)
+            << " on the fitted rows, " << summary.iterations << " iterations"
+            << (summary.converged ? "" : " (stopped at the iteration limit)") << "\n\n";
+  if (summary.band->available()) {
+    std::cout << "band      " << signed_percent(summary.band->low_error) << " .. "
+              << signed_percent(summary.band->high_error) << " signed step-time error (10th-90th percentile, "
+              << summary.band_scheme << " cross-validation)\n\n";
+  } else {
+    std::cout << "band      none: " << summary.band->rows << " fitted rows, a band needs "
+              << costmodel::kMinBandRows << "\n\n";
+  }
+  std::cout << factors_table(summary) << '\n';
+  std::cout << "on the fitted rows\n" << comparison_table(on_fitted, "zero-shot", "fitted");
+  if (on_held) {
+    std::cout << "\non the " << held_out.size() << " other rows (not fitted)\n"
+              << comparison_table(*on_held, "zero-shot", "fitted");
+  }
+  if (!args.out.empty()) std::cout << "\nwritten   " << args.out << '\n';
+}
+
 int run_fit(const FitArgs& args) {
   if (args.threads < 0) throw UserError(SourceLocation{"--threads"}, "threads", "must be 0 (all cores) or more");
   if (args.take < 0) throw UserError(SourceLocation{"--take"}, "take", "must be a positive number of rows");
@@ -130,77 +223,13 @@ int run_fit(const FitArgs& args) {
     on_held = compare(groups, measured, zero, held_pred);
   }
 
+  const FitOutcome outcome{rows,     usable,     summary,   fitted_cases, zero_fit,
+                           held_out, held_index, held_pred, on_fitted,    on_held};
   if (args.json) {
-    nlohmann::json j;
-    j["file"] = args.csv;
-    j["cluster"] = usable.cluster;
-    j["rows"] = rows.size();
-    j["usable"] = usable.cases.size();
-    nlohmann::json sk = nlohmann::json::array();
-    for (const auto& [id, reason] : usable.skipped) sk.push_back({{"id", id}, {"reason", reason}});
-    j["skipped"] = std::move(sk);
-    j["fitted_rows"] = summary.rows;
-    j["factors"] = factors_json(summary);
-    j["fit"] = {{"rms_error", round_to(summary.rms_error, 6)},
-                {"mape", round_to(summary.mape, 6)},
-                {"iterations", summary.iterations},
-                {"converged", summary.converged}};
-    const costmodel::ErrorBand& b = *summary.band;
-    j["band"] = {{"scheme", summary.band_scheme.empty() ? nlohmann::json(nullptr) : nlohmann::json(summary.band_scheme)},
-                 {"rows", b.rows},
-                 {"low_quantile", b.low_quantile},
-                 {"high_quantile", b.high_quantile},
-                 {"low_error", b.available() ? nlohmann::json(b.low_error) : nlohmann::json(nullptr)},
-                 {"high_error", b.available() ? nlohmann::json(b.high_error) : nlohmann::json(nullptr)}};
-    j["on_fitted_rows"] = comparison_json(on_fitted, "zero_shot", "fitted");
-    if (on_held) j["on_other_rows"] = comparison_json(*on_held, "zero_shot", "fitted");
-    nlohmann::json per = nlohmann::json::array();
-    for (std::size_t k = 0; k < fitted_cases.size(); ++k) {
-      per.push_back({{"id", fitted_cases[k].id}, {"fitted", true}, {"measured", round_to(fitted_cases[k].measured_s, 6)},
-                     {"zero_shot", round_to(zero_fit[k], 6)}, {"predicted", round_to(fitted_pred[k], 6)}});
-    }
-    for (std::size_t k = 0; k < held_out.size(); ++k) {
-      per.push_back({{"id", held_out[k].id}, {"fitted", false}, {"measured", round_to(held_out[k].measured_s, 6)},
-                     {"zero_shot", round_to(usable.zero_shot_s[held_index[k]], 6)},
-                     {"predicted", round_to(held_pred[k], 6)}});
-    }
-    j["per_row"] = std::move(per);
-    if (!args.out.empty()) j["written"] = args.out;
-    print_json(j);
-    return 0;
-  }
-
-  std::cout << "file      " << args.csv << '\n'
-            << "cluster   " << (usable.cluster.empty() ? "-" : usable.cluster) << '\n'
-            << "rows      " << rows.size() << ": " << usable.cases.size() << " usable step times, "
-            << usable.skipped.size() << " skipped\n";
-  print_skip_reasons(usable.skipped);
-  if (args.take > 0) {
-    std::cout << "fitted    " << fitted_cases.size() << " rows chosen to constrain the factors (D-optimal on "
-              << "zero-shot sensitivities):";
-    for (const auto& c : fitted_cases) std::cout << ' ' << c.id;
-    std::cout << '\n';
+    print_json(fit_json(args, outcome));
   } else {
-    std::cout << "fitted    all " << fitted_cases.size() << " usable rows\n";
+    print_fit_text(args, outcome);
   }
-  std::cout << "fit       RMS error " << percent(summary.rms_error) << ", MAPE " << percent(summary.mape)
-            << " on the fitted rows, " << summary.iterations << " iterations"
-            << (summary.converged ? "" : " (stopped at the iteration limit)") << "\n\n";
-  if (summary.band->available()) {
-    std::cout << "band      " << signed_percent(summary.band->low_error) << " .. "
-              << signed_percent(summary.band->high_error) << " signed step-time error (10th-90th percentile, "
-              << summary.band_scheme << " cross-validation)\n\n";
-  } else {
-    std::cout << "band      none: " << summary.band->rows << " fitted rows, a band needs "
-              << costmodel::kMinBandRows << "\n\n";
-  }
-  std::cout << factors_table(summary) << '\n';
-  std::cout << "on the fitted rows\n" << comparison_table(on_fitted, "zero-shot", "fitted");
-  if (on_held) {
-    std::cout << "\non the " << held_out.size() << " other rows (not fitted)\n"
-              << comparison_table(*on_held, "zero-shot", "fitted");
-  }
-  if (!args.out.empty()) std::cout << "\nwritten   " << args.out << '\n';
   return 0;
 }
 
