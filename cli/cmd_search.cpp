@@ -118,6 +118,65 @@ nlohmann::json search_json(const scenarios::Scenario& sc, const search::SearchRe
   return j;
 }
 
+/// The ranked layouts as a text table: a column for each knob the space varies.
+std::string ranked_table(const scenarios::Scenario& sc, const search::SearchResult& res, std::size_t shown,
+                         const costmodel::StepBand& band) {
+  // A precision column when the space compares precisions.
+  const bool by_precision = sc.search.precision.size() > 1;
+  const bool by_compile = sc.search.compile.size() > 1;
+  const bool by_gather = sc.search.fp8_param_gather.size() > 1;  // " pg": FP8 parameter gather
+  const bool by_grads = sc.search.grad_dtype.size() > 1;
+  const bool by_replicas =
+      std::any_of(sc.search.dp_replicate.begin(), sc.search.dp_replicate.end(), [](int r) { return r != 1; });
+  // ep / etp columns when the space varies them on a MoE model.
+  const bool by_expert = sc.model.is_moe() && (sc.search.ep.size() > 1 || sc.search.etp.size() > 1);
+  std::vector<std::vector<std::string>> rows;
+  for (std::size_t i = 0; i < shown; ++i) {
+    const auto& r = res.layouts[i];
+    const auto& l = r.layout;
+    std::string pp = std::to_string(l.pp);
+    if (l.first_stage_layers > 0 || l.last_stage_layers > 0) {
+      pp += " (" + std::to_string(l.first_stage_layers) + "/" + std::to_string(l.last_stage_layers) + ")";
+    }
+    rows.push_back({std::to_string(i + 1), std::to_string(l.tp), std::to_string(l.cp), pp,
+                    std::to_string(l.dp), std::to_string(l.vp), std::to_string(l.mbs),
+                    l.sp ? "on" : "off", llama::to_string(l.recompute),
+                    llama::to_string(l.schedule), fixed(r.step_time_s, 3), interval_text(band, r.step_time_s),
+                    fixed(r.tokens_per_s / 1e6, 3), fixed(r.tflops_per_gpu, 0),
+                    fixed(r.mfu * 100.0, 1), fixed(std::max(0.0, r.bubble_fraction) * 100.0, 1),
+                    fixed(gib(r.peak_bytes), 1)});
+    std::string rc = llama::to_string(l.recompute);
+    if (l.recompute == llama::Recompute::selective_layer) rc += "/" + std::to_string(l.ac_freq);
+    if (l.offload_layers > 0) rc += " off" + std::to_string(l.offload_layers);
+    rows.back()[8] = rc;
+    if (by_grads) rows.back().insert(rows.back().begin() + 10, llama::to_string(r.grad_dtype));
+    if (by_compile) rows.back().insert(rows.back().begin() + 10, r.compile ? "on" : "off");
+    if (by_precision || by_gather) {
+      const bool pg = by_gather && r.fp8.enabled() && r.fp8.param_gather;
+      rows.back().insert(rows.back().begin() + 10, precision_name(r.fp8) + (pg ? " pg" : ""));
+    }
+    if (by_replicas) {
+      rows.back()[4] = std::to_string(l.shard_dp()) + "x" + std::to_string(l.dp_replicate);
+    }
+    if (by_expert) {
+      rows.back().insert(rows.back().begin() + 5, std::to_string(l.etp));
+      rows.back().insert(rows.back().begin() + 5, std::to_string(l.ep));
+    }
+  }
+  std::vector<std::string> header{"rank", "tp", "cp", "pp", "dp", "vp", "mbs", "sp", "recompute",
+                                  "schedule", "step s", "step band", "Mtok/s", "TFLOP/s", "MFU %", "bubble %",
+                                  "peak GiB"};
+  if (by_grads) header.insert(header.begin() + 10, "grads");
+  if (by_compile) header.insert(header.begin() + 10, "compile");
+  if (by_precision || by_gather) header.insert(header.begin() + 10, "precision");
+  if (by_replicas) header[4] = "dp (shard x rep)";
+  if (by_expert) {
+    header.insert(header.begin() + 5, "etp");
+    header.insert(header.begin() + 5, "ep");
+  }
+  return format_table(header, rows);
+}
+
 int run_search(const SearchArgs& args) {
   if (args.threads < 0) {
     throw UserError(SourceLocation{"--threads"}, "threads", "must be 0 (all cores) or more");
@@ -199,60 +258,7 @@ int run_search(const SearchArgs& args) {
     std::cout << "no layout fits the memory budget\n";
     return 0;
   }
-  // A precision column when the space compares precisions.
-  const bool by_precision = sc.search.precision.size() > 1;
-  const bool by_compile = sc.search.compile.size() > 1;
-  const bool by_gather = sc.search.fp8_param_gather.size() > 1;  // " pg": FP8 parameter gather
-  const bool by_grads = sc.search.grad_dtype.size() > 1;
-  const bool by_replicas =
-      std::any_of(sc.search.dp_replicate.begin(), sc.search.dp_replicate.end(), [](int r) { return r != 1; });
-  // ep / etp columns when the space varies them on a MoE model.
-  const bool by_expert = sc.model.is_moe() && (sc.search.ep.size() > 1 || sc.search.etp.size() > 1);
-  std::vector<std::vector<std::string>> rows;
-  for (std::size_t i = 0; i < shown; ++i) {
-    const auto& r = res.layouts[i];
-    const auto& l = r.layout;
-    std::string pp = std::to_string(l.pp);
-    if (l.first_stage_layers > 0 || l.last_stage_layers > 0) {
-      pp += " (" + std::to_string(l.first_stage_layers) + "/" + std::to_string(l.last_stage_layers) + ")";
-    }
-    rows.push_back({std::to_string(i + 1), std::to_string(l.tp), std::to_string(l.cp), pp,
-                    std::to_string(l.dp), std::to_string(l.vp), std::to_string(l.mbs),
-                    l.sp ? "on" : "off", llama::to_string(l.recompute),
-                    llama::to_string(l.schedule), fixed(r.step_time_s, 3), interval_text(band, r.step_time_s),
-                    fixed(r.tokens_per_s / 1e6, 3), fixed(r.tflops_per_gpu, 0),
-                    fixed(r.mfu * 100.0, 1), fixed(std::max(0.0, r.bubble_fraction) * 100.0, 1),
-                    fixed(gib(r.peak_bytes), 1)});
-    std::string rc = llama::to_string(l.recompute);
-    if (l.recompute == llama::Recompute::selective_layer) rc += "/" + std::to_string(l.ac_freq);
-    if (l.offload_layers > 0) rc += " off" + std::to_string(l.offload_layers);
-    rows.back()[8] = rc;
-    if (by_grads) rows.back().insert(rows.back().begin() + 10, llama::to_string(r.grad_dtype));
-    if (by_compile) rows.back().insert(rows.back().begin() + 10, r.compile ? "on" : "off");
-    if (by_precision || by_gather) {
-      const bool pg = by_gather && r.fp8.enabled() && r.fp8.param_gather;
-      rows.back().insert(rows.back().begin() + 10, precision_name(r.fp8) + (pg ? " pg" : ""));
-    }
-    if (by_replicas) {
-      rows.back()[4] = std::to_string(l.shard_dp()) + "x" + std::to_string(l.dp_replicate);
-    }
-    if (by_expert) {
-      rows.back().insert(rows.back().begin() + 5, std::to_string(l.etp));
-      rows.back().insert(rows.back().begin() + 5, std::to_string(l.ep));
-    }
-  }
-  std::vector<std::string> header{"rank", "tp", "cp", "pp", "dp", "vp", "mbs", "sp", "recompute",
-                                  "schedule", "step s", "step band", "Mtok/s", "TFLOP/s", "MFU %", "bubble %",
-                                  "peak GiB"};
-  if (by_grads) header.insert(header.begin() + 10, "grads");
-  if (by_compile) header.insert(header.begin() + 10, "compile");
-  if (by_precision || by_gather) header.insert(header.begin() + 10, "precision");
-  if (by_replicas) header[4] = "dp (shard x rep)";
-  if (by_expert) {
-    header.insert(header.begin() + 5, "etp");
-    header.insert(header.begin() + 5, "ep");
-  }
-  std::cout << format_table(header, rows);
+  std::cout << ranked_table(sc, res, shown, band);
   return 0;
 }
 
