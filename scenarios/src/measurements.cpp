@@ -250,6 +250,150 @@ fit::StepCase step_case(const MeasurementRow& r) {
   return c;
 }
 
+/// The cells of one data row, by column name, with errors at the row's line.
+struct RowCells {
+  const std::map<std::string, std::size_t>& col;
+  const CsvRecord& rec;
+  SourceLocation at;
+
+  [[nodiscard]] std::string cell(const std::string& name) const {
+    auto it = col.find(name);
+    return it == col.end() ? std::string() : trim(rec.fields[it->second]);
+  }
+  [[nodiscard]] bool has(const std::string& name) const { return col.find(name) != col.end(); }
+  [[nodiscard]] int integer(const std::string& name, long long lo, long long hi) const {
+    const std::string s = cell(name);
+    long long v = 0;
+    const char* b = s.data();
+    const char* e = s.data() + s.size();
+    auto res = std::from_chars(b, e, v);
+    if (s.empty() || res.ec != std::errc{} || res.ptr != e) {
+      throw UserError(at, name, "expected an integer, got \"" + s + "\"");
+    }
+    if (v < lo || v > hi) {
+      throw UserError(at, name, "must be between " + std::to_string(lo) + " and " +
+                                    std::to_string(hi) + ", got " + s);
+    }
+    return static_cast<int>(v);
+  }
+};
+
+/// The metric and value cells.
+void read_value(const RowCells& c, MeasurementRow& row) {
+  const SourceLocation& at = c.at;
+  auto cell = [&](const std::string& name) { return c.cell(name); };
+  const std::string metric = cell("metric");
+  const auto m = parse_metric(metric);
+  if (!m) {
+    std::string names;
+    for (Metric x : kMetrics) names += (names.empty() ? "" : ", ") + std::string(to_string(x));
+    throw UserError(at, "metric", "unknown metric \"" + metric + "\" (expected one of: " + names + ")");
+  }
+  row.metric = *m;
+  const std::string value = cell("value");
+  if (row.metric == Metric::outcome) {
+    if (value == "ok") {
+      row.value = 1;
+    } else if (value == "oom") {
+      row.value = 0;
+    } else {
+      throw UserError(at, "value", "an outcome is \"ok\" or \"oom\", got \"" + value + "\"");
+    }
+  } else {
+    double v = 0;
+    const char* b = value.data();
+    const char* e = value.data() + value.size();
+    auto res = std::from_chars(b, e, v);
+    if (value.empty() || res.ec != std::errc{} || res.ptr != e || !std::isfinite(v) || v <= 0) {
+      throw UserError(at, "value", "expected a positive number, got \"" + value + "\"");
+    }
+    row.value = v;
+  }
+
+}
+
+/// The layout cells (a blank one makes the row unpredictable, not malformed) and the pipeline
+/// split they imply.
+void read_layout(const RowCells& c, MeasurementRow& row) {
+  const SourceLocation& at = c.at;
+  auto cell = [&](const std::string& name) { return c.cell(name); };
+  auto has = [&](const std::string& name) { return c.has(name); };
+  auto integer = [&](const std::string& name, long long lo, long long hi) { return c.integer(name, lo, hi); };
+  for (const char* name : {"tp", "cp", "pp", "vp", "mbs", "sp", "recompute"}) {
+    if (has(name) && cell(name).empty() && row.skip_reason.empty()) {
+      row.skip_reason = std::string("layout cell '") + name + "' is blank";
+    }
+  }
+  auto layout_int = [&](const char* name, int fallback) {
+    if (!has(name) || cell(name).empty()) return fallback;
+    return integer(name, 1, 1'000'000);
+  };
+  row.layout.tp = layout_int("tp", 1);
+  row.layout.cp = layout_int("cp", 1);
+  row.layout.pp = layout_int("pp", 1);
+  row.layout.vp = layout_int("vp", 1);
+  row.layout.mbs = layout_int("mbs", 1);
+  // Expert parallelism (MoE rows): a blank or absent cell is 1, as in a dense run; the
+  // published tables give EP and rarely ETP.
+  row.layout.ep = layout_int("ep", 1);
+  row.layout.etp = layout_int("etp", 1);
+  if (has("sp") && !cell("sp").empty()) {
+    const std::string sp = cell("sp");
+    if (sp == "1" || sp == "true") {
+      row.layout.sp = true;
+    } else if (sp == "0" || sp == "false") {
+      row.layout.sp = false;
+    } else {
+      throw UserError(at, "sp", "expected 0 or 1, got \"" + sp + "\"");
+    }
+  }
+  if (has("recompute") && !cell("recompute").empty()) {
+    const std::string rc = cell("recompute");
+    const auto parsed = llama::parse_recompute(rc);
+    if (!parsed) throw UserError(at, "recompute", "expected none, selective or full, got \"" + rc + "\"");
+    row.layout.recompute = *parsed;
+  }
+  // Interleaving is what vp > 1 means in a measurement row.
+  if (row.layout.vp > 1) row.layout.schedule = llama::Schedule::interleaved;
+  // A pipeline that does not divide the layers ran with an uneven split; the CSV has no
+  // columns for it, so the rows take the split tetrasim uses everywhere (llama::uneven_split).
+  if (row.layout.vp == 1) {
+    if (const auto split = llama::uneven_split(row.model.layers, row.layout.pp)) {
+      row.layout.first_stage_layers = split->first_stage_layers;
+      row.layout.last_stage_layers = split->last_stage_layers;
+    }
+  } else if (row.model.is_moe()) {
+    // MoE recipes interleave layer counts that do not divide (DeepSeek-V3's 61 layers,
+    // Qwen3-235B's 94) with Megatron-Core's custom pipeline layouts; the rows take
+    // tetrasim's interleaved uneven split (llama::uneven_chunk_split).
+    if (const auto split = llama::uneven_chunk_split(row.model.layers, row.layout.pp, row.layout.vp)) {
+      row.layout.first_stage_layers = split->first_stage_layers;
+      row.layout.last_stage_layers = split->last_stage_layers;
+    }
+  }
+
+}
+
+/// The row's cluster sized to its GPUs, or the reason it cannot be.
+void size_cluster(MeasurementRow& row, int n_gpus) {
+  // The cluster holds exactly the row's GPUs; on racks larger than one node (NVL72) the job
+  // fills each rack with the same share of it (hw::job_domain).
+  if (n_gpus % row.cluster.gpus_per_node == 0) {
+    row.cluster.nodes = n_gpus / row.cluster.gpus_per_node;
+    if (row.cluster.nvlink_domain() > row.cluster.gpus_per_node) {
+      row.cluster.intra.domain_gpus = hw::job_domain(row.cluster, n_gpus);
+    }
+  } else if (n_gpus < row.cluster.gpus_per_node) {
+    row.cluster.gpus_per_node = n_gpus;
+    row.cluster.nodes = 1;
+  } else if (row.skip_reason.empty()) {
+    row.skip_reason = "n_gpus " + std::to_string(n_gpus) + " is not a multiple of the " +
+                      std::to_string(row.cluster.gpus_per_node) + " GPUs per node of " +
+                      row.cluster.name;
+  }
+
+}
+
 std::vector<MeasurementRow> read_measurements_text(std::string_view text, const std::string& origin) {
   const std::vector<CsvRecord> records = parse_csv(text, origin);
   if (records.empty()) throw UserError(SourceLocation{origin}, "", "empty file (a header row is required)");
@@ -281,26 +425,9 @@ std::vector<MeasurementRow> read_measurements_text(std::string_view text, const 
       throw UserError(at, "", "expected " + std::to_string(head.fields.size()) + " fields like the header, got " +
                                   std::to_string(rec.fields.size()));
     }
-    auto cell = [&](const std::string& name) -> std::string {
-      auto it = col.find(name);
-      return it == col.end() ? std::string() : trim(rec.fields[it->second]);
-    };
-    auto has = [&](const std::string& name) { return col.find(name) != col.end(); };
-    auto integer = [&](const std::string& name, long long lo, long long hi) -> int {
-      const std::string s = cell(name);
-      long long v = 0;
-      const char* b = s.data();
-      const char* e = s.data() + s.size();
-      auto res = std::from_chars(b, e, v);
-      if (s.empty() || res.ec != std::errc{} || res.ptr != e) {
-        throw UserError(at, name, "expected an integer, got \"" + s + "\"");
-      }
-      if (v < lo || v > hi) {
-        throw UserError(at, name, "must be between " + std::to_string(lo) + " and " +
-                                      std::to_string(hi) + ", got " + s);
-      }
-      return static_cast<int>(v);
-    };
+    const RowCells cells{col, rec, at};
+    auto cell = [&](const std::string& name) { return cells.cell(name); };
+    auto integer = [&](const std::string& name, long long lo, long long hi) { return cells.integer(name, lo, hi); };
 
     MeasurementRow row;
     row.line = rec.line;
@@ -317,33 +444,7 @@ std::vector<MeasurementRow> read_measurements_text(std::string_view text, const 
     // kept in the file with the flag and skipped, so the skip list shows it.
     if (const std::string flag = cell("known_issue"); !flag.empty()) row.skip_reason = "known issue: " + flag;
 
-    const std::string metric = cell("metric");
-    const auto m = parse_metric(metric);
-    if (!m) {
-      std::string names;
-      for (Metric x : kMetrics) names += (names.empty() ? "" : ", ") + std::string(to_string(x));
-      throw UserError(at, "metric", "unknown metric \"" + metric + "\" (expected one of: " + names + ")");
-    }
-    row.metric = *m;
-    const std::string value = cell("value");
-    if (row.metric == Metric::outcome) {
-      if (value == "ok") {
-        row.value = 1;
-      } else if (value == "oom") {
-        row.value = 0;
-      } else {
-        throw UserError(at, "value", "an outcome is \"ok\" or \"oom\", got \"" + value + "\"");
-      }
-    } else {
-      double v = 0;
-      const char* b = value.data();
-      const char* e = value.data() + value.size();
-      auto res = std::from_chars(b, e, v);
-      if (value.empty() || res.ec != std::errc{} || res.ptr != e || !std::isfinite(v) || v <= 0) {
-        throw UserError(at, "value", "expected a positive number, got \"" + value + "\"");
-      }
-      row.value = v;
-    }
+    read_value(cells, row);
 
     const std::string model_cell = cell("model");
     const std::string cluster_cell = cell("cluster");
@@ -356,82 +457,16 @@ std::vector<MeasurementRow> read_measurements_text(std::string_view text, const 
     row.training.seq_len = integer("seq_len", 1, 100'000'000);
     row.training.global_batch = integer("gbs", 1, 1'000'000'000);
 
-    // Layout cells; a blank one makes the row unpredictable, not malformed.
-    for (const char* name : {"tp", "cp", "pp", "vp", "mbs", "sp", "recompute"}) {
-      if (has(name) && cell(name).empty() && row.skip_reason.empty()) {
-        row.skip_reason = std::string("layout cell '") + name + "' is blank";
-      }
-    }
-    auto layout_int = [&](const char* name, int fallback) {
-      if (!has(name) || cell(name).empty()) return fallback;
-      return integer(name, 1, 1'000'000);
-    };
-    row.layout.tp = layout_int("tp", 1);
-    row.layout.cp = layout_int("cp", 1);
-    row.layout.pp = layout_int("pp", 1);
-    row.layout.vp = layout_int("vp", 1);
-    row.layout.mbs = layout_int("mbs", 1);
-    // Expert parallelism (MoE rows): a blank or absent cell is 1, as in a dense run; the
-    // published tables give EP and rarely ETP.
-    row.layout.ep = layout_int("ep", 1);
-    row.layout.etp = layout_int("etp", 1);
-    if (has("sp") && !cell("sp").empty()) {
-      const std::string sp = cell("sp");
-      if (sp == "1" || sp == "true") {
-        row.layout.sp = true;
-      } else if (sp == "0" || sp == "false") {
-        row.layout.sp = false;
-      } else {
-        throw UserError(at, "sp", "expected 0 or 1, got \"" + sp + "\"");
-      }
-    }
-    if (has("recompute") && !cell("recompute").empty()) {
-      const std::string rc = cell("recompute");
-      const auto parsed = llama::parse_recompute(rc);
-      if (!parsed) throw UserError(at, "recompute", "expected none, selective or full, got \"" + rc + "\"");
-      row.layout.recompute = *parsed;
-    }
-    // Interleaving is what vp > 1 means in a measurement row.
-    if (row.layout.vp > 1) row.layout.schedule = llama::Schedule::interleaved;
-    // A pipeline that does not divide the layers ran with an uneven split; the CSV has no
-    // columns for it, so the rows take the split tetrasim uses everywhere (llama::uneven_split).
-    if (row.layout.vp == 1) {
-      if (const auto split = llama::uneven_split(row.model.layers, row.layout.pp)) {
-        row.layout.first_stage_layers = split->first_stage_layers;
-        row.layout.last_stage_layers = split->last_stage_layers;
-      }
-    } else if (row.model.is_moe()) {
-      // MoE recipes interleave layer counts that do not divide (DeepSeek-V3's 61 layers,
-      // Qwen3-235B's 94) with Megatron-Core's custom pipeline layouts; the rows take
-      // tetrasim's interleaved uneven split (llama::uneven_chunk_split).
-      if (const auto split = llama::uneven_chunk_split(row.model.layers, row.layout.pp, row.layout.vp)) {
-        row.layout.first_stage_layers = split->first_stage_layers;
-        row.layout.last_stage_layers = split->last_stage_layers;
-      }
-    }
+    read_layout(cells, row);
 
     detail::KeyOrigins origins;
-    if (has("options") && !cell("options").empty()) {
+    if (cells.has("options") && !cell("options").empty()) {
       const Doc doc{origin, fs::path(origin).parent_path(), rec.line, true, "options: "};
       const toml::table opts = detail::parse_key_values(cell("options"), ';', doc);
       detail::apply_option(doc, opts, row.training, row.layout, origins);
     }
 
-    // The cluster holds exactly the row's GPUs; on racks larger than one node (NVL72) the job
-    // fills each rack with the same share of it (hw::job_domain).
-    if (n_gpus % row.cluster.gpus_per_node == 0) {
-      row.cluster.nodes = n_gpus / row.cluster.gpus_per_node;
-      if (row.cluster.nvlink_domain() > row.cluster.gpus_per_node) {
-        row.cluster.intra.domain_gpus = hw::job_domain(row.cluster, n_gpus);
-      }
-    } else if (n_gpus < row.cluster.gpus_per_node) {
-      row.cluster.gpus_per_node = n_gpus;
-      row.cluster.nodes = 1;
-    } else if (row.skip_reason.empty()) {
-      row.skip_reason = "n_gpus " + std::to_string(n_gpus) + " is not a multiple of the " +
-                        std::to_string(row.cluster.gpus_per_node) + " GPUs per node of " +
-                        row.cluster.name;
-    }
+    size_cluster(row, n_gpus);
 
     if (row.skip_reason.empty()) {
       if (auto bad = detail::check_precision(row.cluster.gpu, row.training, origins)) {
