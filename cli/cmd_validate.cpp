@@ -162,6 +162,49 @@ void print_cv(const CvReport& r, const ValidateArgs& args) {
             << format_table({"factor", "min", "max", "status"}, rows);
 }
 
+/// The outcome confusion and the error of each numeric metric over the predicted rows.
+struct ValidationStats {
+  int fit_fit = 0, fit_oom = 0, oom_fit = 0, oom_oom = 0;
+  int outcome_n = 0;
+  double accuracy = 0;
+  std::map<scenarios::Metric, MetricStats> metrics;
+};
+
+ValidationStats validation_stats(const std::vector<RowResult>& done, const std::string& group_by) {
+  ValidationStats v;
+  int& fit_fit = v.fit_fit;
+  int& fit_oom = v.fit_oom;
+  int& oom_fit = v.oom_fit;
+  int& oom_oom = v.oom_oom;
+  // Outcome rows: confusion matrix measured x predicted.
+  for (const auto& r : done) {
+    if (r.row->metric != scenarios::Metric::outcome) continue;
+    const bool measured_ok = r.row->value > 0.5;
+    const bool predicted_ok = r.predicted > 0.5;
+    (measured_ok ? (predicted_ok ? fit_fit : fit_oom) : (predicted_ok ? oom_fit : oom_oom))++;
+  }
+  v.outcome_n = fit_fit + fit_oom + oom_fit + oom_oom;
+  v.accuracy = v.outcome_n > 0 ? static_cast<double>(fit_fit + oom_oom) / v.outcome_n : 0.0;
+
+  // Numeric metrics.
+  for (scenarios::Metric m : scenarios::kMetrics) {
+    if (m == scenarios::Metric::outcome) continue;
+    std::vector<double> errors, measured, predicted;
+    std::vector<std::string> groups;
+    for (const auto& r : done) {
+      if (r.row->metric != m) continue;
+      errors.push_back(ape(r.row->value, r.predicted));
+      measured.push_back(r.row->value);
+      predicted.push_back(r.predicted);
+      groups.push_back(r.row->columns.at(group_by));
+    }
+    if (errors.empty()) continue;
+    v.metrics[m] = MetricStats{summarize(errors), grouped_spearman(groups, measured, predicted)};
+  }
+
+  return v;
+}
+
 int run_validate(const ValidateArgs& args) {
   if (args.threads < 0) throw UserError(SourceLocation{"--threads"}, "threads", "must be 0 (all cores) or more");
   const costmodel::Factors factors = args.fit.empty() ? costmodel::Factors{} : scenarios::read_fitted(args.fit).factors;
@@ -192,34 +235,11 @@ int run_validate(const ValidateArgs& args) {
     done.push_back({&row, p.value});
   }
 
-  // Outcome rows: confusion matrix measured x predicted.
-  int fit_fit = 0, fit_oom = 0, oom_fit = 0, oom_oom = 0;
-  for (const auto& r : done) {
-    if (r.row->metric != scenarios::Metric::outcome) continue;
-    const bool measured_ok = r.row->value > 0.5;
-    const bool predicted_ok = r.predicted > 0.5;
-    (measured_ok ? (predicted_ok ? fit_fit : fit_oom) : (predicted_ok ? oom_fit : oom_oom))++;
-  }
-  const int outcome_n = fit_fit + fit_oom + oom_fit + oom_oom;
-  const double accuracy =
-      outcome_n > 0 ? static_cast<double>(fit_fit + oom_oom) / outcome_n : 0.0;
-
-  // Numeric metrics.
-  std::map<scenarios::Metric, MetricStats> metrics;
-  for (scenarios::Metric m : scenarios::kMetrics) {
-    if (m == scenarios::Metric::outcome) continue;
-    std::vector<double> errors, measured, predicted;
-    std::vector<std::string> groups;
-    for (const auto& r : done) {
-      if (r.row->metric != m) continue;
-      errors.push_back(ape(r.row->value, r.predicted));
-      measured.push_back(r.row->value);
-      predicted.push_back(r.predicted);
-      groups.push_back(r.row->columns.at(args.group_by));
-    }
-    if (errors.empty()) continue;
-    metrics[m] = MetricStats{summarize(errors), grouped_spearman(groups, measured, predicted)};
-  }
+  const ValidationStats stats = validation_stats(done, args.group_by);
+  const int fit_fit = stats.fit_fit, fit_oom = stats.fit_oom, oom_fit = stats.oom_fit, oom_oom = stats.oom_oom;
+  const int outcome_n = stats.outcome_n;
+  const double accuracy = stats.accuracy;
+  const std::map<scenarios::Metric, MetricStats>& metrics = stats.metrics;
 
   if (args.json) {
     nlohmann::json j;
