@@ -123,6 +123,26 @@ void set_meta(costmodel::ProfileMeta& meta, const std::string& key, const std::s
 
 }  // namespace
 
+namespace {
+
+/// A table's header row: known columns, none twice, every required one present.
+void check_header(const Cursor& c, const std::string& table, const std::vector<std::string>& cells) {
+  const auto& known = known_columns().at(table);
+  for (const auto& h : cells) {
+    if (std::find(known.begin(), known.end(), h) == known.end()) {
+      c.fail("[" + table + "]: unknown column '" + h + "'");
+    }
+    if (std::count(cells.begin(), cells.end(), h) > 1) c.fail("[" + table + "]: column '" + h + "' repeated");
+  }
+  for (const auto& k : known) {
+    if (!optional_column(table, k) && std::find(cells.begin(), cells.end(), k) == cells.end()) {
+      c.fail("[" + table + "]: missing column '" + k + "'");
+    }
+  }
+}
+
+}  // namespace
+
 costmodel::Profile parse_tables_csv(std::string_view text, const std::string& origin) {
   costmodel::Profile profile;
   Cursor c{origin};
@@ -149,18 +169,7 @@ costmodel::Profile parse_tables_csv(std::string_view text, const std::string& or
     if (table.empty()) c.fail("a row before any [table] line");
     auto cells = split(line);
     if (want_header) {
-      const auto& known = known_columns().at(table);
-      for (const auto& h : cells) {
-        if (std::find(known.begin(), known.end(), h) == known.end()) {
-          c.fail("[" + table + "]: unknown column '" + h + "'");
-        }
-        if (std::count(cells.begin(), cells.end(), h) > 1) c.fail("[" + table + "]: column '" + h + "' repeated");
-      }
-      for (const auto& k : known) {
-        if (!optional_column(table, k) && std::find(cells.begin(), cells.end(), k) == cells.end()) {
-          c.fail("[" + table + "]: missing column '" + k + "'");
-        }
-      }
+      check_header(c, table, cells);
       header = std::move(cells);
       want_header = false;
       continue;
