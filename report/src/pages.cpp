@@ -133,6 +133,115 @@ class Colours {
 
 // --- plan -----------------------------------------------------------------------------------
 
+/// The plan page's scaling chart: tokens/s against GPU count, one curve per GPU type.
+std::string plan_scaling(const PlanPage& page, Colours& gpu_colours) {
+  std::ostringstream o;
+  // Scaling: tokens/s against GPU count, one curve per GPU type, the band where known.
+  std::vector<double> gx, gy;
+  std::set<double> counts;
+  for (const PlanCandidate& c : page.candidates) {
+    if (!c.fits) continue;
+    gx.push_back(c.gpus);
+    counts.insert(c.gpus);
+    gy.push_back(c.tokens_per_s);
+    if (c.band.present()) gy.push_back(c.tokens_per_s * c.step_time_s / *c.band.step_time_low_s);
+  }
+  Axis ax = detail::fit_axis("GPUs", gx, false, 1.5);
+  if (ax.log && counts.size() <= 12) ax.ticks.assign(counts.begin(), counts.end());
+  Chart scaling("plan-scaling", "Throughput against GPU count, per GPU type", ax,
+                detail::fit_axis("tokens/s", gy, true), 900, 460);
+  bool any_band = false;
+  for (const std::string& g : gpu_colours.names()) {
+    std::vector<const PlanCandidate*> curve;
+    for (const PlanCandidate& c : page.candidates) {
+      if (c.fits && c.gpu == g) curve.push_back(&c);
+    }
+    std::sort(curve.begin(), curve.end(), [](auto* a, auto* b) { return a->gpus < b->gpus; });
+    const std::string& colour = gpu_colours.of(g);
+    // Band: tokens/s at the high and the low step time, where every point of the curve has one.
+    const bool banded = !curve.empty() && std::all_of(curve.begin(), curve.end(), [](auto* c) {
+      return c->band.present() && *c->band.step_time_low_s > 0 && *c->band.step_time_high_s > 0;
+    });
+    if (banded) {
+      any_band = true;
+      scaling.marks() << "<polygon class=\"band\" fill=\"" << colour
+                      << "\" fill-opacity=\"0.18\" stroke=\"none\" points=\"";
+      for (auto* c : curve) {
+        scaling.marks() << scaling.px(c->gpus) << ','
+                        << scaling.py(c->tokens_per_s * c->step_time_s / *c->band.step_time_low_s) << ' ';
+      }
+      for (auto it = curve.rbegin(); it != curve.rend(); ++it) {
+        const PlanCandidate* c = *it;
+        scaling.marks() << scaling.px(c->gpus) << ','
+                        << scaling.py(c->tokens_per_s * c->step_time_s / *c->band.step_time_high_s) << ' ';
+      }
+      scaling.marks() << "\"/>\n";
+    }
+    if (curve.size() > 1) {
+      scaling.marks() << "<polyline fill=\"none\" stroke=\"" << colour << "\" stroke-width=\"2\" points=\"";
+      for (auto* c : curve) scaling.marks() << scaling.px(c->gpus) << ',' << scaling.py(c->tokens_per_s) << ' ';
+      scaling.marks() << "\"/>\n";
+    }
+    for (auto* c : curve) {
+      scaling.marks() << "<circle class=\"point\"" << ref_attr(c->ref) << dv("id", static_cast<double>(c->id))
+                      << dv("gpus", c->gpus) << dv("tokens_per_s", c->tokens_per_s) << " cx=\"" << scaling.px(c->gpus)
+                      << "\" cy=\"" << scaling.py(c->tokens_per_s) << "\" r=\"4.5\" fill=\"" << colour << "\"><title>"
+                      << escape(c->name + " × " + std::to_string(c->gpus) + ": " + grouped(c->tokens_per_s) +
+                                " tokens/s, MFU " + fixed(c->mfu * 100, 1) + " %")
+                      << "</title></circle>\n";
+    }
+  }
+  std::vector<LegendEntry> legend;
+  for (const std::string& g : gpu_colours.names()) legend.push_back({g, gpu_colours.of(g), "dot"});
+  if (any_band) legend.push_back({"step-time band", "#555", "band"});
+  o << "<h2>Scaling</h2>\n<p class=\"note\">Tokens per second of each candidate's best layout against its GPU "
+       "count; one curve per GPU type"
+    << (any_band ? ", shaded between the throughput at the high and the low step time" : "") << ".</p>\n"
+    << scaling.svg(legend);
+  return o.str();
+}
+
+/// The plan page's table of every candidate, by days.
+std::string plan_table(const PlanPage& page) {
+  std::ostringstream o;
+  // Table: every candidate, by days (those without a layout or that never finish last).
+  std::vector<const PlanCandidate*> rows;
+  for (const PlanCandidate& c : page.candidates) rows.push_back(&c);
+  std::stable_sort(rows.begin(), rows.end(), [](auto* a, auto* b) {
+    const double da = a->fits && a->days ? *a->days : HUGE_VAL, db = b->fits && b->days ? *b->days : HUGE_VAL;
+    return da < db;
+  });
+  o << "<h2>Candidates</h2>\n<table id=\"plan-table\">\n<tr><th class=\"text\">candidate</th><th>GPUs</th>"
+       "<th class=\"text\">best layout</th><th>step s</th><th>tokens/s</th><th>MFU %</th><th>days</th>"
+       "<th>GPU-hours</th>"
+    << (page.priced ? "<th>cost</th>" : "") << "<th class=\"text\">front</th>"
+    << (page.deadline_days ? "<th class=\"text\">deadline</th>" : "")
+    << (page.budget ? "<th class=\"text\">budget</th>" : "") << "</tr>\n";
+  for (const PlanCandidate* c : rows) {
+    o << "<tr" << (c->pareto ? " class=\"pareto\"" : "") << ref_attr(c->ref) << dv("id", static_cast<double>(c->id))
+      << "><td class=\"text\">" << escape(c->name) << "</td><td>" << c->gpus << "</td>";
+    if (!c->fits) {
+      o << "<td class=\"text\" colspan=\"" << 7 + (page.priced ? 1 : 0) + (page.deadline_days ? 1 : 0) +
+                                                 (page.budget ? 1 : 0)
+        << "\">no layout fits the memory budget</td></tr>\n";
+      continue;
+    }
+    auto opt = [](const std::optional<double>& v, int digits) { return v ? fixed(*v, digits) : std::string("never"); };
+    o << "<td class=\"text\">" << escape(c->layout) << "</td><td>" << fixed(c->step_time_s, 3) << "</td><td>"
+      << grouped(c->tokens_per_s) << "</td><td>" << fixed(c->mfu * 100, 1) << "</td><td>" << opt(c->days, 1)
+      << "</td><td>" << (c->gpu_hours ? grouped(*c->gpu_hours) : "never") << "</td>";
+    if (page.priced) o << "<td>" << (c->cost ? grouped(*c->cost) : "never") << "</td>";
+    o << "<td class=\"text\">" << (c->pareto ? "yes" : "") << "</td>";
+    auto verdict = [](const std::optional<bool>& b, const char* yes, const char* no) {
+      return b ? std::string(*b ? yes : no) : std::string();
+    };
+    if (page.deadline_days) o << "<td class=\"text\">" << verdict(c->meets_deadline, "meets", "misses") << "</td>";
+    if (page.budget) o << "<td class=\"text\">" << verdict(c->meets_budget, "meets", "over") << "</td>";
+    o << "</tr>\n";
+  }
+  return o.str();
+}
+
 std::string plan_html(const PlanPage& page) {
   std::ostringstream o;
   o << head(page.title) << facts_table(page.facts);
@@ -204,104 +313,9 @@ std::string plan_html(const PlanPage& page) {
     << ". Candidates that never finish are in the table only.</p>\n"
     << front.svg(legend);
 
-  // Scaling: tokens/s against GPU count, one curve per GPU type, the band where known.
-  std::vector<double> gx, gy;
-  std::set<double> counts;
-  for (const PlanCandidate& c : page.candidates) {
-    if (!c.fits) continue;
-    gx.push_back(c.gpus);
-    counts.insert(c.gpus);
-    gy.push_back(c.tokens_per_s);
-    if (c.band.present()) gy.push_back(c.tokens_per_s * c.step_time_s / *c.band.step_time_low_s);
-  }
-  Axis ax = detail::fit_axis("GPUs", gx, false, 1.5);
-  if (ax.log && counts.size() <= 12) ax.ticks.assign(counts.begin(), counts.end());
-  Chart scaling("plan-scaling", "Throughput against GPU count, per GPU type", ax,
-                detail::fit_axis("tokens/s", gy, true), 900, 460);
-  bool any_band = false;
-  for (const std::string& g : gpu_colours.names()) {
-    std::vector<const PlanCandidate*> curve;
-    for (const PlanCandidate& c : page.candidates) {
-      if (c.fits && c.gpu == g) curve.push_back(&c);
-    }
-    std::sort(curve.begin(), curve.end(), [](auto* a, auto* b) { return a->gpus < b->gpus; });
-    const std::string& colour = gpu_colours.of(g);
-    // Band: tokens/s at the high and the low step time, where every point of the curve has one.
-    const bool banded = !curve.empty() && std::all_of(curve.begin(), curve.end(), [](auto* c) {
-      return c->band.present() && *c->band.step_time_low_s > 0 && *c->band.step_time_high_s > 0;
-    });
-    if (banded) {
-      any_band = true;
-      scaling.marks() << "<polygon class=\"band\" fill=\"" << colour
-                      << "\" fill-opacity=\"0.18\" stroke=\"none\" points=\"";
-      for (auto* c : curve) {
-        scaling.marks() << scaling.px(c->gpus) << ','
-                        << scaling.py(c->tokens_per_s * c->step_time_s / *c->band.step_time_low_s) << ' ';
-      }
-      for (auto it = curve.rbegin(); it != curve.rend(); ++it) {
-        const PlanCandidate* c = *it;
-        scaling.marks() << scaling.px(c->gpus) << ','
-                        << scaling.py(c->tokens_per_s * c->step_time_s / *c->band.step_time_high_s) << ' ';
-      }
-      scaling.marks() << "\"/>\n";
-    }
-    if (curve.size() > 1) {
-      scaling.marks() << "<polyline fill=\"none\" stroke=\"" << colour << "\" stroke-width=\"2\" points=\"";
-      for (auto* c : curve) scaling.marks() << scaling.px(c->gpus) << ',' << scaling.py(c->tokens_per_s) << ' ';
-      scaling.marks() << "\"/>\n";
-    }
-    for (auto* c : curve) {
-      scaling.marks() << "<circle class=\"point\"" << ref_attr(c->ref) << dv("id", static_cast<double>(c->id))
-                      << dv("gpus", c->gpus) << dv("tokens_per_s", c->tokens_per_s) << " cx=\"" << scaling.px(c->gpus)
-                      << "\" cy=\"" << scaling.py(c->tokens_per_s) << "\" r=\"4.5\" fill=\"" << colour << "\"><title>"
-                      << escape(c->name + " × " + std::to_string(c->gpus) + ": " + grouped(c->tokens_per_s) +
-                                " tokens/s, MFU " + fixed(c->mfu * 100, 1) + " %")
-                      << "</title></circle>\n";
-    }
-  }
-  legend.clear();
-  for (const std::string& g : gpu_colours.names()) legend.push_back({g, gpu_colours.of(g), "dot"});
-  if (any_band) legend.push_back({"step-time band", "#555", "band"});
-  o << "<h2>Scaling</h2>\n<p class=\"note\">Tokens per second of each candidate's best layout against its GPU "
-       "count; one curve per GPU type"
-    << (any_band ? ", shaded between the throughput at the high and the low step time" : "") << ".</p>\n"
-    << scaling.svg(legend);
+  o << plan_scaling(page, gpu_colours);
 
-  // Table: every candidate, by days (those without a layout or that never finish last).
-  std::vector<const PlanCandidate*> rows;
-  for (const PlanCandidate& c : page.candidates) rows.push_back(&c);
-  std::stable_sort(rows.begin(), rows.end(), [](auto* a, auto* b) {
-    const double da = a->fits && a->days ? *a->days : HUGE_VAL, db = b->fits && b->days ? *b->days : HUGE_VAL;
-    return da < db;
-  });
-  o << "<h2>Candidates</h2>\n<table id=\"plan-table\">\n<tr><th class=\"text\">candidate</th><th>GPUs</th>"
-       "<th class=\"text\">best layout</th><th>step s</th><th>tokens/s</th><th>MFU %</th><th>days</th>"
-       "<th>GPU-hours</th>"
-    << (page.priced ? "<th>cost</th>" : "") << "<th class=\"text\">front</th>"
-    << (page.deadline_days ? "<th class=\"text\">deadline</th>" : "")
-    << (page.budget ? "<th class=\"text\">budget</th>" : "") << "</tr>\n";
-  for (const PlanCandidate* c : rows) {
-    o << "<tr" << (c->pareto ? " class=\"pareto\"" : "") << ref_attr(c->ref) << dv("id", static_cast<double>(c->id))
-      << "><td class=\"text\">" << escape(c->name) << "</td><td>" << c->gpus << "</td>";
-    if (!c->fits) {
-      o << "<td class=\"text\" colspan=\"" << 7 + (page.priced ? 1 : 0) + (page.deadline_days ? 1 : 0) +
-                                                 (page.budget ? 1 : 0)
-        << "\">no layout fits the memory budget</td></tr>\n";
-      continue;
-    }
-    auto opt = [](const std::optional<double>& v, int digits) { return v ? fixed(*v, digits) : std::string("never"); };
-    o << "<td class=\"text\">" << escape(c->layout) << "</td><td>" << fixed(c->step_time_s, 3) << "</td><td>"
-      << grouped(c->tokens_per_s) << "</td><td>" << fixed(c->mfu * 100, 1) << "</td><td>" << opt(c->days, 1)
-      << "</td><td>" << (c->gpu_hours ? grouped(*c->gpu_hours) : "never") << "</td>";
-    if (page.priced) o << "<td>" << (c->cost ? grouped(*c->cost) : "never") << "</td>";
-    o << "<td class=\"text\">" << (c->pareto ? "yes" : "") << "</td>";
-    auto verdict = [](const std::optional<bool>& b, const char* yes, const char* no) {
-      return b ? std::string(*b ? yes : no) : std::string();
-    };
-    if (page.deadline_days) o << "<td class=\"text\">" << verdict(c->meets_deadline, "meets", "misses") << "</td>";
-    if (page.budget) o << "<td class=\"text\">" << verdict(c->meets_budget, "meets", "over") << "</td>";
-    o << "</tr>\n";
-  }
+  o << plan_table(page);
   o << "</table>\n" << tail();
   return o.str();
 }
