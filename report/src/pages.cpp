@@ -394,6 +394,76 @@ std::string search_html(const SearchPage& page) {
 
 // --- simulate -------------------------------------------------------------------------------
 
+/// The simulate page's pipeline timeline: one row per stream of each stage.
+std::string simulate_timeline(const SimulatePage& page) {
+  std::ostringstream o;
+  // Timeline: one row per stream of each stage, slices joined below half a pixel.
+  constexpr double kWidth = 1300, kLane = 13, kLaneGap = 3, kStageGap = 14;
+  // Rows per stage: the compute lane and the lanes with traffic, at least three for the labels.
+  auto rows_of = [](const StageTimeline& st) {
+    std::size_t n = 0;
+    for (std::size_t i = 0; i < st.lanes.size(); ++i) n += (i == 0 || !st.lanes[i].slices.empty()) ? 1 : 0;
+    return std::max<std::size_t>(n, 3);
+  };
+  std::size_t lanes = 0;
+  for (const StageTimeline& st : page.timeline) lanes += rows_of(st);
+  const double plot_h = static_cast<double>(lanes) * (kLane + kLaneGap) +
+                        static_cast<double>(page.timeline.size()) * kStageGap + 8;
+  const bool banded = page.band.present();
+  Axis tx = detail::fit_axis("time in the step, s", {0.0, page.step_time_s}, true);
+  tx.lo = 0;
+  tx.hi = std::max(page.step_time_s, banded ? *page.band.step_time_high_s : 0.0);
+  if (!(tx.hi > 0)) tx.hi = 1;
+  Axis ty{"", 0, plot_h, false, {}, false};
+  Chart tl("simulate-timeline", "One step, per stage and stream", tx, ty, kWidth, plot_h + 36 + 52);
+  tl.set_margins(170, 200);
+  const double gap_s = (tx.hi - tx.lo) / (tl.right() - tl.left()) * 0.5;
+  Colours kinds;
+  double y = tl.top() + 6;
+  for (const StageTimeline& st : page.timeline) {
+    const double stage_top = y;
+    tl.overlay() << "<text class=\"stage-label\"" << ref_attr(st.ref) << dv("busy_s", st.busy_s)
+                 << dv("idle_s", st.idle_s)
+                 << " x=\"8\" y=\"" << y + kLane - 2 << "\">stage " << st.stage << "</text>\n";
+    tl.overlay() << "<text class=\"lane-label\" x=\"8\" y=\"" << y + 2 * kLane + 2 << "\">busy "
+                 << fixed(st.busy_s, 2) << " s</text>\n<text class=\"lane-label\" x=\"8\" y=\"" << y + 3 * kLane + 4
+                 << "\">idle " << fixed(st.idle_s, 2) << " s</text>\n";
+    for (std::size_t li = 0; li < st.lanes.size(); ++li) {
+      const Lane& lane = st.lanes[li];
+      if (li > 0 && lane.slices.empty()) continue;
+      if (li == 0) {  // the compute stream: what no slice covers is bubble
+        tl.marks() << "<rect class=\"bubble\" x=\"" << tl.left() << "\" y=\"" << y << "\" width=\""
+                   << tl.px(page.step_time_s) - tl.left() << "\" height=\"" << kLane
+                   << "\" fill=\"#f3d9d9\"/>\n";
+      }
+      tl.overlay() << "<text class=\"lane-label\" x=\"" << tl.left() - 6 << "\" y=\"" << y + kLane - 3
+                   << "\" text-anchor=\"end\">" << escape(lane.name) << "</text>\n";
+      for (const Slice& s : merge_slices(lane.slices, gap_s)) {
+        const double x0 = tl.px(s.start_s), x1 = tl.px(s.end_s);
+        tl.marks() << "<rect x=\"" << x0 << "\" y=\"" << y << "\" width=\"" << std::max(0.5, x1 - x0) << "\" height=\""
+                   << kLane << "\" fill=\"" << kinds.of(s.kind) << "\"/>\n";
+      }
+      y += kLane + kLaneGap;
+    }
+    y = stage_top + static_cast<double>(rows_of(st)) * (kLane + kLaneGap) + kStageGap;
+  }
+  if (banded) {  // where the step may end
+    const double x0 = tl.px(*page.band.step_time_low_s), x1 = tl.px(*page.band.step_time_high_s);
+    tl.marks() << "<rect class=\"band\" x=\"" << x0 << "\" y=\"" << tl.top() << "\" width=\"" << std::max(1.0, x1 - x0)
+               << "\" height=\"" << tl.bottom() - tl.top() << "\" fill=\"#555\" fill-opacity=\"0.15\"/>\n";
+  }
+  std::vector<LegendEntry> legend;
+  for (const std::string& k : kinds.names()) legend.push_back({k, kinds.of(k), "box"});
+  legend.push_back({"bubble (compute idle)", "#f3d9d9", "box"});
+  if (banded) legend.push_back({"step-time band", "#555", "band"});
+  o << "<h2>Pipeline timeline</h2>\n<p class=\"note\">The simulated step of each pipeline stage: the compute stream "
+       "(forward F, backward B, split backward B/W, optimizer) and each communication stream that carries "
+       "traffic; TP and CP collectives inside a pass are repeated per layer and shown joined. Pale red on the "
+       "compute row is idle time (the pipeline bubble and waits for communication).</p>\n"
+    << tl.svg(legend);
+  return o.str();
+}
+
 std::string simulate_html(const SimulatePage& page) {
   std::ostringstream o;
   o << head(page.title) << facts_table(page.facts);
@@ -464,70 +534,7 @@ std::string simulate_html(const SimulatePage& page) {
     << (page.usable_gib ? dv("usable_gib", *page.usable_gib) : "") << ">\n"
     << mem.svg(legend) << "</div>\n";
 
-  // Timeline: one row per stream of each stage, slices joined below half a pixel.
-  constexpr double kWidth = 1300, kLane = 13, kLaneGap = 3, kStageGap = 14;
-  // Rows per stage: the compute lane and the lanes with traffic, at least three for the labels.
-  auto rows_of = [](const StageTimeline& st) {
-    std::size_t n = 0;
-    for (std::size_t i = 0; i < st.lanes.size(); ++i) n += (i == 0 || !st.lanes[i].slices.empty()) ? 1 : 0;
-    return std::max<std::size_t>(n, 3);
-  };
-  std::size_t lanes = 0;
-  for (const StageTimeline& st : page.timeline) lanes += rows_of(st);
-  const double plot_h = static_cast<double>(lanes) * (kLane + kLaneGap) +
-                        static_cast<double>(page.timeline.size()) * kStageGap + 8;
-  const bool banded = page.band.present();
-  Axis tx = detail::fit_axis("time in the step, s", {0.0, page.step_time_s}, true);
-  tx.lo = 0;
-  tx.hi = std::max(page.step_time_s, banded ? *page.band.step_time_high_s : 0.0);
-  if (!(tx.hi > 0)) tx.hi = 1;
-  Axis ty{"", 0, plot_h, false, {}, false};
-  Chart tl("simulate-timeline", "One step, per stage and stream", tx, ty, kWidth, plot_h + 36 + 52);
-  tl.set_margins(170, 200);
-  const double gap_s = (tx.hi - tx.lo) / (tl.right() - tl.left()) * 0.5;
-  Colours kinds;
-  double y = tl.top() + 6;
-  for (const StageTimeline& st : page.timeline) {
-    const double stage_top = y;
-    tl.overlay() << "<text class=\"stage-label\"" << ref_attr(st.ref) << dv("busy_s", st.busy_s)
-                 << dv("idle_s", st.idle_s)
-                 << " x=\"8\" y=\"" << y + kLane - 2 << "\">stage " << st.stage << "</text>\n";
-    tl.overlay() << "<text class=\"lane-label\" x=\"8\" y=\"" << y + 2 * kLane + 2 << "\">busy "
-                 << fixed(st.busy_s, 2) << " s</text>\n<text class=\"lane-label\" x=\"8\" y=\"" << y + 3 * kLane + 4
-                 << "\">idle " << fixed(st.idle_s, 2) << " s</text>\n";
-    for (std::size_t li = 0; li < st.lanes.size(); ++li) {
-      const Lane& lane = st.lanes[li];
-      if (li > 0 && lane.slices.empty()) continue;
-      if (li == 0) {  // the compute stream: what no slice covers is bubble
-        tl.marks() << "<rect class=\"bubble\" x=\"" << tl.left() << "\" y=\"" << y << "\" width=\""
-                   << tl.px(page.step_time_s) - tl.left() << "\" height=\"" << kLane
-                   << "\" fill=\"#f3d9d9\"/>\n";
-      }
-      tl.overlay() << "<text class=\"lane-label\" x=\"" << tl.left() - 6 << "\" y=\"" << y + kLane - 3
-                   << "\" text-anchor=\"end\">" << escape(lane.name) << "</text>\n";
-      for (const Slice& s : merge_slices(lane.slices, gap_s)) {
-        const double x0 = tl.px(s.start_s), x1 = tl.px(s.end_s);
-        tl.marks() << "<rect x=\"" << x0 << "\" y=\"" << y << "\" width=\"" << std::max(0.5, x1 - x0) << "\" height=\""
-                   << kLane << "\" fill=\"" << kinds.of(s.kind) << "\"/>\n";
-      }
-      y += kLane + kLaneGap;
-    }
-    y = stage_top + static_cast<double>(rows_of(st)) * (kLane + kLaneGap) + kStageGap;
-  }
-  if (banded) {  // where the step may end
-    const double x0 = tl.px(*page.band.step_time_low_s), x1 = tl.px(*page.band.step_time_high_s);
-    tl.marks() << "<rect class=\"band\" x=\"" << x0 << "\" y=\"" << tl.top() << "\" width=\"" << std::max(1.0, x1 - x0)
-               << "\" height=\"" << tl.bottom() - tl.top() << "\" fill=\"#555\" fill-opacity=\"0.15\"/>\n";
-  }
-  legend.clear();
-  for (const std::string& k : kinds.names()) legend.push_back({k, kinds.of(k), "box"});
-  legend.push_back({"bubble (compute idle)", "#f3d9d9", "box"});
-  if (banded) legend.push_back({"step-time band", "#555", "band"});
-  o << "<h2>Pipeline timeline</h2>\n<p class=\"note\">The simulated step of each pipeline stage: the compute stream "
-       "(forward F, backward B, split backward B/W, optimizer) and each communication stream that carries "
-       "traffic; TP and CP collectives inside a pass are repeated per layer and shown joined. Pale red on the "
-       "compute row is idle time (the pipeline bubble and waits for communication).</p>\n"
-    << tl.svg(legend);
+  o << simulate_timeline(page);
   o << tail();
   return o.str();
 }
