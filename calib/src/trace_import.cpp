@@ -358,7 +358,8 @@ struct AttentionCall {
   double seconds = 0;
 };
 
-void import_chrome(const json& doc, TraceImport& out) {
+/// The trace's event array; Kineto's device list fills [meta] (name, SM count).
+const json& chrome_events(const json& doc, TraceImport& out) {
   const json* events = &doc;
   if (doc.is_object()) {
     // Kineto records the devices it saw: name and SM count feed [meta] and the GEMM fit.
@@ -372,9 +373,14 @@ void import_chrome(const json& doc, TraceImport& out) {
     if (it == doc.end() || !it->is_array()) fail(out.profile.meta.source, "no \"traceEvents\" array");
     events = &*it;
   }
-  // CPU ops by External id (Kineto links a kernel to its op through this id).
+  return *events;
+}
+
+/// CPU ops by External id (Kineto links a kernel to its op through this id); the innermost op
+/// wins when several share an id (aten::linear -> aten::addmm).
+std::map<long long, CpuOp> cpu_ops_by_external_id(const json& events) {
   std::map<long long, CpuOp> ops;
-  for (const auto& e : *events) {
+  for (const auto& e : events) {
     if (!e.is_object() || lower(str_field(e, "cat")) != "cpu_op") continue;
     const auto args = e.find("args");
     if (args == e.end() || !args->is_object()) continue;
@@ -385,12 +391,17 @@ void import_chrome(const json& doc, TraceImport& out) {
     op.dims = input_dims(*args);
     op.dtype = first_input_type(*args);
     op.args = *args;
-    // The innermost op wins when several share an id (aten::linear -> aten::addmm).
     ops[id] = std::move(op);
   }
+  return ops;
+}
+
+void import_chrome(const json& doc, TraceImport& out) {
+  const json& events = chrome_events(doc, out);
+  const std::map<long long, CpuOp> ops = cpu_ops_by_external_id(events);
   Accumulator acc;
   std::map<long long, AttentionCall> attention_calls;  // by External id
-  for (const auto& e : *events) {
+  for (const auto& e : events) {
     if (!e.is_object()) continue;
     const auto cat = lower(str_field(e, "cat"));
     const bool kernel = cat == "kernel";
