@@ -1,6 +1,8 @@
 // Kernel times from Chrome / Kineto traces and Nsight Systems JSON exports (trace_import.hpp).
 #include "tetra/calib/trace_import.hpp"
 
+#include "trace_common.hpp"
+
 #include <algorithm>
 #include <cctype>
 #include <climits>
@@ -18,9 +20,7 @@
 #include "tetra/base/error.hpp"
 
 namespace tetra::calib {
-namespace {
-
-using nlohmann::json;
+namespace trace {
 
 /// json::parse without exceptions. nlohmann still throws out_of_range for a number beyond a
 /// double ("1e616") even with exceptions off; that text is invalid too (discarded).
@@ -157,20 +157,9 @@ long long numel(const std::vector<long long>& d) {
   return n;
 }
 
-/// What a launching CPU op says about its kernels.
-struct CpuOp {
-  std::string name;
-  std::vector<std::vector<long long>> dims;
-  std::string dtype;
-  json args;
-};
 
-enum class KernelClass { gemm, attention_fwd, attention_bwd, nccl, memory, other };
 
-struct Classified {
-  KernelClass cls = KernelClass::other;
-  std::string memory_kernel;  // for KernelClass::memory
-};
+
 
 Classified classify(const std::string& kernel_name) {
   const auto n = lower(kernel_name);
@@ -204,13 +193,7 @@ Classified classify(const std::string& kernel_name) {
   return c;
 }
 
-/// Accumulates samples per row key and emits median rows.
-struct Accumulator {
-  std::map<std::tuple<long long, long long, long long>, std::vector<double>> gemm;
-  std::map<std::tuple<int, int, int, int, int, bool, int>, std::vector<double>> attention;
-  std::map<std::pair<std::string, double>, std::vector<double>> memory;
-  std::map<std::tuple<std::string, int, double>, std::vector<double>> collective;
-};
+
 
 /// GEMM (M, N, K) from the launching op's input dims, or false.
 bool gemm_shape(const CpuOp& op, long long& m, long long& n, long long& k) {
@@ -498,299 +481,9 @@ void import_chrome(const json& doc, TraceImport& out) {
   finish(acc, out);
 }
 
-/// The op that an NVTX range message names, in the form PyTorch writes it under
-/// `torch.autograd.profiler.emit_nvtx(record_shapes=True)`:
-///   "aten::mm, seq = 12, op_id = 34, sizes = [[2048, 5120], [5120, 15360]], input_op_ids = [(1,0)]"
-/// (pytorch/pytorch: torch/csrc/profiler/util.cpp, getNvtxStr and shapesToStr: the op name, then
-/// ", seq = N", ", op_id = N", ", sizes = [[d, ...], [], ...]" and ", input_op_ids = [...]", each
-/// only when known; an input without a tensor shape is "[]"). A range without sizes gives the
-/// name alone; sizes that do not parse as a list of lists of non-negative integers give no dims,
-/// like malformed Kineto "Input Dims".
-CpuOp nvtx_op(const std::string& text) {
-  CpuOp op;
-  const auto comma = text.find(", ");
-  op.name = text.substr(0, comma);
-  static const std::string kSizes = ", sizes = [";
-  const auto at = text.find(kSizes);
-  if (at == std::string::npos) return op;
-  std::size_t i = at + kSizes.size();  // just after the outer '['
-  std::vector<std::vector<long long>> dims;
-  auto skip_space = [&] {
-    while (i < text.size() && text[i] == ' ') ++i;
-  };
-  skip_space();
-  if (i < text.size() && text[i] == ']') return op;  // "sizes = []": no inputs
-  while (true) {
-    skip_space();
-    if (i >= text.size() || text[i] != '[') return op;
-    ++i;
-    std::vector<long long> d;
-    skip_space();
-    if (i < text.size() && text[i] == ']') {
-      ++i;
-    } else {
-      while (true) {
-        skip_space();
-        if (i >= text.size() || text[i] < '0' || text[i] > '9') return op;  // negative or not a number
-        long long v = 0;
-        while (i < text.size() && text[i] >= '0' && text[i] <= '9') {
-          v = v * 10 + (text[i] - '0');
-          if (v > 1000000000000000LL) return op;  // beyond any tensor dimension (input_dims uses 1e15)
-          ++i;
-        }
-        d.push_back(v);
-        skip_space();
-        if (i < text.size() && text[i] == ',') {
-          ++i;
-          continue;
-        }
-        if (i < text.size() && text[i] == ']') {
-          ++i;
-          break;
-        }
-        return op;
-      }
-    }
-    dims.push_back(std::move(d));
-    skip_space();
-    if (i < text.size() && text[i] == ',') {
-      ++i;
-      continue;
-    }
-    if (i < text.size() && text[i] == ']') break;
-    return op;
-  }
-  op.dims = std::move(dims);
-  return op;
-}
+}  // namespace trace
 
-/// One NVTX push/pop range on a CPU thread, times in ns.
-struct NvtxRange {
-  long long start = 0;
-  long long end = 0;
-  std::size_t text = 0;  // index into the range texts
-};
-
-/// For each query time (ns) on one thread, the innermost range that encloses it (start <= t <=
-/// end), or npos. Ranges sorted by start (ties: the longer, i.e. outer, first) and swept with a
-/// stack of open ranges: O((R + Q) log) for R ranges and Q queries, no recursion. PyTorch's
-/// push/pop ranges nest; for ranges that overlap without nesting, the latest-started open range
-/// that still encloses the time is taken.
-std::vector<std::size_t> innermost_ranges(std::vector<NvtxRange>& ranges,
-                                          const std::vector<std::pair<long long, std::size_t>>& queries_sorted,
-                                          std::size_t query_count) {
-  constexpr auto npos = static_cast<std::size_t>(-1);
-  std::vector<std::size_t> out(query_count, npos);
-  std::sort(ranges.begin(), ranges.end(), [](const NvtxRange& a, const NvtxRange& b) {
-    return std::tie(a.start, b.end, a.text) < std::tie(b.start, a.end, b.text);
-  });
-  std::vector<const NvtxRange*> open;
-  std::size_t next = 0;
-  for (const auto& [t, q] : queries_sorted) {
-    while (next < ranges.size() && ranges[next].start <= t) {
-      while (!open.empty() && open.back()->end < ranges[next].start) open.pop_back();
-      open.push_back(&ranges[next]);
-      ++next;
-    }
-    while (!open.empty() && open.back()->end < t) open.pop_back();
-    if (!open.empty()) out[q] = open.back()->text;
-  }
-  return out;
-}
-
-/// Nsight Systems JSON export (`nsys export --type json`): one object per line.
-///  - Kernel records: `{"Type": 79, "CudaEvent": {"startNs", "endNs", "correlationId",
-///    "globalPid", "kernel": {"shortName", "demangledName", ...}}}`, names as string ids resolved
-///    through the string table (`{"data": [...]}`, or `{"type": "String", "id", "value"}` lines
-///    with --line-by-line).
-///  - CUDA runtime/driver API calls: `{"TraceProcessEvent": {"startNs", "endNs",
-///    "correlationId", "globalTid", "name"}}`; a launch call and the kernel it launched share
-///    the correlation id.
-///  - NVTX ranges: `{"Type": 59, "NvtxEvent": {"Timestamp", "EndTimestamp", "Text",
-///    "GlobalTid", ...}}`, times in ns.
-/// The JSON export serialises the same records as the documented SQLite tables
-/// CUPTI_ACTIVITY_KIND_KERNEL / CUPTI_ACTIVITY_KIND_RUNTIME (correlationId, start, end,
-/// globalTid/globalPid) and NVTX_EVENTS (start, end, text, textId, globalTid): NVIDIA Nsight
-/// Systems export documentation, "SQLite Export Schema Reference" and the example "Correlate
-/// CUDA kernel launches with CUDA API kernel launches". The JSON member names above are those
-/// seen in published exports; the lower-case SQLite names are accepted as well. A globalTid or
-/// globalPid holds the process id in bits 24..47 (same documentation, "Serialized process and
-/// thread identifiers"), so `id >> 24` names the process.
-/// A kernel belongs to the innermost NVTX range, on the thread of its launch call, that encloses
-/// the start of that call; with PyTorch's emit_nvtx(record_shapes=True) that range names the
-/// aten op and its input sizes (nvtx_op), which give GEMM and attention shapes as in a Kineto
-/// trace. A file without NVTX ranges keeps the name-only classification.
-void import_nsys_lines(std::string_view text, TraceImport& out) {
-  std::map<long long, std::string> strings;
-  struct Kernel {
-    double seconds;
-    long long name_id;
-    std::string name;
-    long long correlation = -1;  // -1: none
-    long long process = -1;      // globalPid >> 24; -1: not given
-  };
-  struct ApiCall {
-    long long process;  // globalTid >> 24
-    long long thread;   // globalTid
-    long long start;
-  };
-  std::vector<Kernel> kernels;
-  std::map<long long, std::vector<ApiCall>> launches;  // correlation id -> calls (one per process)
-  std::map<long long, std::vector<NvtxRange>> ranges;  // globalTid -> its ranges
-  std::vector<std::string> range_texts;
-  std::vector<std::pair<std::size_t, long long>> range_text_ids;  // (text index, string id) to resolve
-  std::size_t pos = 0;
-  int line_no = 0;
-  while (pos < text.size()) {
-    const std::size_t nl = text.find('\n', pos);
-    const auto line = text.substr(pos, nl == std::string_view::npos ? std::string_view::npos : nl - pos);
-    pos = nl == std::string_view::npos ? text.size() : nl + 1;
-    ++line_no;
-    if (line.find_first_not_of(" \t\r") == std::string_view::npos) continue;
-    json obj = parse_quiet(line);
-    if (obj.is_discarded()) {
-      throw UserError(SourceLocation{out.profile.meta.source, line_no, 0}, "", "not a JSON object");
-    }
-    if (!obj.is_object()) continue;
-    if (auto d = obj.find("data"); d != obj.end() && d->is_array()) {  // string table
-      long long i = 0;
-      for (const auto& s : *d) {
-        if (s.is_string()) strings[i] = s.get<std::string>();
-        ++i;
-      }
-    }
-    if (obj.contains("id") && obj.contains("value") && obj["value"].is_string()) {
-      if (long long id = 0; as_int64(obj["id"], id)) strings[id] = obj["value"].get<std::string>();
-    }
-    if (auto nv = obj.find("NvtxEvent"); nv != obj.end() && nv->is_object()) {
-      // A range needs both ends on one thread; marks and domain/category records have no end.
-      NvtxRange r;
-      long long tid = 0;
-      if (int_field(*nv, {"Timestamp", "start"}, r.start) && int_field(*nv, {"EndTimestamp", "end"}, r.end) &&
-          r.end >= r.start && int_field(*nv, {"GlobalTid", "globalTid"}, tid)) {
-        r.text = range_texts.size();
-        std::string t = str_field(*nv, "Text");
-        if (t.empty()) t = str_field(*nv, "text");
-        long long text_id = 0;
-        if (t.empty() && int_field(*nv, {"TextId", "textId"}, text_id)) range_text_ids.emplace_back(r.text, text_id);
-        range_texts.push_back(std::move(t));
-        ranges[tid].push_back(r);
-      }
-      continue;
-    }
-    if (auto tp = obj.find("TraceProcessEvent"); tp != obj.end() && tp->is_object()) {
-      ApiCall call{};
-      long long corr = 0;
-      if (int_field(*tp, {"correlationId"}, corr) && corr != 0 &&
-          int_field(*tp, {"globalTid", "GlobalTid"}, call.thread) && int_field(*tp, {"startNs", "start"}, call.start)) {
-        call.process = call.thread >> 24;
-        auto& v = launches[corr];
-        if (v.size() < 64) v.push_back(call);  // a correlation id repeats only across processes
-      }
-      continue;
-    }
-    auto ev = obj.find("CudaEvent");
-    if (ev == obj.end() || !ev->is_object()) continue;
-    auto k = ev->find("kernel");
-    if (k == ev->end() || !k->is_object()) continue;
-    const double start = field(*ev, "startNs");
-    const double end = field(*ev, "endNs");
-    Kernel rec{(end - start) * 1e-9, -1, {}};
-    for (const char* key : {"demangledName", "shortName", "mangledName"}) {
-      auto it = k->find(key);
-      if (it == k->end()) continue;
-      if (it->is_string() && !std::isfinite(as_number(*it))) {
-        rec.name = it->get<std::string>();
-      } else {
-        as_int64(*it, rec.name_id);
-      }
-      break;
-    }
-    if (long long c = 0; int_field(*ev, {"correlationId"}, c) && c != 0) rec.correlation = c;
-    if (long long p = 0; int_field(*ev, {"globalPid", "GlobalPid"}, p)) rec.process = p >> 24;
-    kernels.push_back(std::move(rec));
-  }
-  for (const auto& [index, id] : range_text_ids) {
-    auto it = strings.find(id);
-    if (it != strings.end()) range_texts[index] = it->second;
-  }
-
-  // The launch call of each kernel, then the innermost range around it, thread by thread.
-  constexpr auto npos = static_cast<std::size_t>(-1);
-  std::vector<std::size_t> kernel_range(kernels.size(), npos);
-  std::vector<char> launch_found(kernels.size(), 0);
-  const bool nvtx = !ranges.empty();
-  if (nvtx) {
-    std::map<long long, std::vector<std::pair<long long, std::size_t>>> queries;  // thread -> (time, kernel)
-    for (std::size_t i = 0; i < kernels.size(); ++i) {
-      auto it = launches.find(kernels[i].correlation);
-      if (kernels[i].correlation < 0 || it == launches.end()) continue;
-      const ApiCall* call = nullptr;
-      for (const auto& c : it->second) {
-        if (kernels[i].process >= 0 ? c.process == kernels[i].process : it->second.size() == 1) {
-          call = &c;
-          break;
-        }
-      }
-      if (call == nullptr) continue;
-      launch_found[i] = 1;
-      queries[call->thread].emplace_back(call->start, i);
-    }
-    for (auto& [thread, q] : queries) {
-      auto rit = ranges.find(thread);
-      if (rit == ranges.end()) continue;
-      std::sort(q.begin(), q.end());
-      std::vector<std::pair<long long, std::size_t>> local(q.size());
-      for (std::size_t j = 0; j < q.size(); ++j) local[j] = {q[j].first, j};
-      const auto found = innermost_ranges(rit->second, local, q.size());
-      for (std::size_t j = 0; j < q.size(); ++j) kernel_range[q[j].second] = found[j];
-    }
-  }
-
-  Accumulator acc;
-  for (std::size_t i = 0; i < kernels.size(); ++i) {
-    auto& k = kernels[i];
-    ++out.kernels;
-    if (!(k.seconds > 0) || !std::isfinite(k.seconds)) {
-      ++out.skipped["no positive duration"];
-      continue;
-    }
-    if (k.name.empty()) {
-      auto it = strings.find(k.name_id);
-      if (it != strings.end()) k.name = it->second;
-    }
-    const auto c = classify(k.name);
-    if (c.cls == KernelClass::nccl) {
-      // Neither form gives the element type or the group size of a collective.
-      ++out.skipped["NCCL kernel (Nsight export carries no message sizes)"];
-      continue;
-    }
-    if (c.cls != KernelClass::gemm && c.cls != KernelClass::attention_fwd &&
-        c.cls != KernelClass::attention_bwd) {
-      ++out.skipped["kernel kind not modelled"];
-      continue;
-    }
-    const std::string kind = c.cls == KernelClass::gemm ? "GEMM kernel " : "attention kernel ";
-    if (!nvtx) {
-      ++out.skipped[kind + "(Nsight export carries no shapes; use a Kineto trace)"];
-      continue;
-    }
-    if (kernel_range[i] == npos) {
-      // Without its launch call (CUDA API tracing off: nsys -t cuda) no range can be found.
-      ++out.skipped[kind + (launch_found[i] != 0 ? "outside any NVTX range of its launching thread"
-                                                 : "without its CUDA launch call in the export")];
-      continue;
-    }
-    // NVTX messages carry no is_causal argument; attention_shape then assumes causal, as it
-    // does for a Kineto op without "Concrete Inputs".
-    const CpuOp op = nvtx_op(range_texts[kernel_range[i]]);
-    const bool used = add_shaped_kernel(c.cls, &op, k.seconds, acc, out);
-    if (used) ++out.used;
-  }
-  finish(acc, out);
-}
-
-}  // namespace
+using namespace trace;
 
 TraceImport import_trace_text(std::string_view text, const std::string& origin) {
   TraceImport out;

@@ -1,0 +1,61 @@
+#pragma once
+// Private to calib: what the Chrome / Kineto reader (trace_import.cpp) and the Nsight Systems
+// reader (nsys_import.cpp) share: JSON field access, the op that launched a kernel, kernel
+// classification and the per-shape accumulator that becomes profile rows.
+
+#include <initializer_list>
+#include <map>
+#include <string>
+#include <string_view>
+#include <tuple>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "tetra/calib/trace_import.hpp"
+
+namespace tetra::calib::trace {
+
+using nlohmann::json;
+
+/// What a launching CPU op says about its kernels.
+struct CpuOp {
+  std::string name;
+  std::vector<std::vector<long long>> dims;
+  std::string dtype;
+  json args;
+};
+
+enum class KernelClass { gemm, attention_fwd, attention_bwd, nccl, memory, other };
+
+struct Classified {
+  KernelClass cls = KernelClass::other;
+  std::string memory_kernel;  // for KernelClass::memory
+};
+
+/// Accumulates samples per row key and emits median rows.
+struct Accumulator {
+  std::map<std::tuple<long long, long long, long long>, std::vector<double>> gemm;
+  std::map<std::tuple<int, int, int, int, int, bool, int>, std::vector<double>> attention;
+  std::map<std::pair<std::string, double>, std::vector<double>> memory;
+  std::map<std::tuple<std::string, int, double>, std::vector<double>> collective;
+};
+
+json parse_quiet(std::string_view text);
+std::string lower(std::string s);
+bool has(const std::string& s, const char* part);
+double as_number(const json& v);
+double field(const json& obj, const char* key);
+bool as_int64(const json& v, long long& out);
+bool int_field(const json& obj, std::initializer_list<const char*> keys, long long& out);
+std::string str_field(const json& obj, const char* key);
+std::vector<std::vector<long long>> input_dims(const json& args);
+Classified classify(const std::string& kernel_name);
+bool attention_shape(const CpuOp& op, costmodel::AttentionRow& r);
+[[noreturn]] void fail(const std::string& origin, const std::string& what);
+void finish(Accumulator& acc, TraceImport& out);
+bool add_shaped_kernel(KernelClass cls, const CpuOp* op, double seconds, Accumulator& acc, TraceImport& out);
+/// Nsight Systems JSON lines (nsys_import.cpp).
+void import_nsys_lines(std::string_view text, TraceImport& out);
+
+}  // namespace tetra::calib::trace
