@@ -134,24 +134,39 @@ std::vector<std::size_t> innermost_ranges(std::vector<NvtxRange>& ranges,
 /// the start of that call; with PyTorch's emit_nvtx(record_shapes=True) that range names the
 /// aten op and its input sizes (nvtx_op), which give GEMM and attention shapes as in a Kineto
 /// trace. A file without NVTX ranges keeps the name-only classification.
-void import_nsys_lines(std::string_view text, TraceImport& out) {
+/// One kernel of an Nsight Systems export.
+struct NsysKernel {
+  double seconds;
+  long long name_id;
+  std::string name;
+  long long correlation = -1;  // -1: none
+  long long process = -1;      // globalPid >> 24; -1: not given
+};
+
+/// One CUDA API call that launched a kernel.
+struct NsysApiCall {
+  long long process;  // globalTid >> 24
+  long long thread;   // globalTid
+  long long start;
+};
+
+/// What the export's lines hold: kernels, their launch calls, NVTX ranges, the string table.
+struct NsysRecords {
   std::map<long long, std::string> strings;
-  struct Kernel {
-    double seconds;
-    long long name_id;
-    std::string name;
-    long long correlation = -1;  // -1: none
-    long long process = -1;      // globalPid >> 24; -1: not given
-  };
-  struct ApiCall {
-    long long process;  // globalTid >> 24
-    long long thread;   // globalTid
-    long long start;
-  };
-  std::vector<Kernel> kernels;
-  std::map<long long, std::vector<ApiCall>> launches;  // correlation id -> calls (one per process)
-  std::map<long long, std::vector<NvtxRange>> ranges;  // globalTid -> its ranges
+  std::vector<NsysKernel> kernels;
+  std::map<long long, std::vector<NsysApiCall>> launches;  // correlation id -> calls (one per process)
+  std::map<long long, std::vector<NvtxRange>> ranges;      // globalTid -> its ranges
   std::vector<std::string> range_texts;
+};
+
+/// Reads the JSON lines of an export; a line that is not JSON is an error at its line.
+NsysRecords read_nsys_records(std::string_view text, TraceImport& out) {
+  NsysRecords rec;
+  auto& strings = rec.strings;
+  auto& kernels = rec.kernels;
+  auto& launches = rec.launches;
+  auto& ranges = rec.ranges;
+  auto& range_texts = rec.range_texts;
   std::vector<std::pair<std::size_t, long long>> range_text_ids;  // (text index, string id) to resolve
   std::size_t pos = 0;
   int line_no = 0;
@@ -193,7 +208,7 @@ void import_nsys_lines(std::string_view text, TraceImport& out) {
       continue;
     }
     if (auto tp = obj.find("TraceProcessEvent"); tp != obj.end() && tp->is_object()) {
-      ApiCall call{};
+      NsysApiCall call{};
       long long corr = 0;
       if (int_field(*tp, {"correlationId"}, corr) && corr != 0 &&
           int_field(*tp, {"globalTid", "GlobalTid"}, call.thread) && int_field(*tp, {"startNs", "start"}, call.start)) {
@@ -209,7 +224,7 @@ void import_nsys_lines(std::string_view text, TraceImport& out) {
     if (k == ev->end() || !k->is_object()) continue;
     const double start = field(*ev, "startNs");
     const double end = field(*ev, "endNs");
-    Kernel rec{(end - start) * 1e-9, -1, {}};
+    NsysKernel rec{(end - start) * 1e-9, -1, {}};
     for (const char* key : {"demangledName", "shortName", "mangledName"}) {
       auto it = k->find(key);
       if (it == k->end()) continue;
@@ -228,18 +243,31 @@ void import_nsys_lines(std::string_view text, TraceImport& out) {
     auto it = strings.find(id);
     if (it != strings.end()) range_texts[index] = it->second;
   }
+  return rec;
+}
 
-  // The launch call of each kernel, then the innermost range around it, thread by thread.
-  constexpr auto npos = static_cast<std::size_t>(-1);
-  std::vector<std::size_t> kernel_range(kernels.size(), npos);
-  std::vector<char> launch_found(kernels.size(), 0);
-  const bool nvtx = !ranges.empty();
-  if (nvtx) {
+/// Which NVTX range encloses each kernel's launch on its thread (npos where none), and whether
+/// its launch call was found.
+struct KernelLinks {
+  std::vector<std::size_t> range;
+  std::vector<char> launch_found;
+};
+
+constexpr auto npos = static_cast<std::size_t>(-1);
+
+KernelLinks link_kernels(NsysRecords& rec) {
+  const auto& kernels = rec.kernels;
+  const auto& launches = rec.launches;
+  auto& ranges = rec.ranges;  // innermost_ranges sorts them
+  KernelLinks links{std::vector<std::size_t>(kernels.size(), npos), std::vector<char>(kernels.size(), 0)};
+  auto& kernel_range = links.range;
+  auto& launch_found = links.launch_found;
+  if (!ranges.empty()) {
     std::map<long long, std::vector<std::pair<long long, std::size_t>>> queries;  // thread -> (time, kernel)
     for (std::size_t i = 0; i < kernels.size(); ++i) {
       auto it = launches.find(kernels[i].correlation);
       if (kernels[i].correlation < 0 || it == launches.end()) continue;
-      const ApiCall* call = nullptr;
+      const NsysApiCall* call = nullptr;
       for (const auto& c : it->second) {
         if (kernels[i].process >= 0 ? c.process == kernels[i].process : it->second.size() == 1) {
           call = &c;
@@ -260,6 +288,19 @@ void import_nsys_lines(std::string_view text, TraceImport& out) {
       for (std::size_t j = 0; j < q.size(); ++j) kernel_range[q[j].second] = found[j];
     }
   }
+  return links;
+}
+
+void import_nsys_lines(std::string_view text, TraceImport& out) {
+  NsysRecords rec = read_nsys_records(text, out);
+  // The launch call of each kernel, then the innermost range around it, thread by thread.
+  const KernelLinks links = link_kernels(rec);
+  auto& kernels = rec.kernels;
+  const auto& strings = rec.strings;
+  const auto& range_texts = rec.range_texts;
+  const auto& kernel_range = links.range;
+  const auto& launch_found = links.launch_found;
+  const bool nvtx = !rec.ranges.empty();
 
   Accumulator acc;
   for (std::size_t i = 0; i < kernels.size(); ++i) {
