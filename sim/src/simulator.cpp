@@ -369,6 +369,36 @@ void Simulator::build_spec(const SimInput& in, const SimOptions& options, const 
 
 }
 
+namespace {
+
+/// Extends the steady state of a step replayed at m2 micro-batches, against the same step at
+/// m1, linearly to m; warm-up, cool-down, DP and optimizer tails stay as simulated.
+void extrapolate_step(const StepOutcome& a, StepOutcome& step, int m1, int m2, int m, llama::Schedule schedule) {
+  const double k = static_cast<double>(m - m2) / static_cast<double>(m2 - m1);
+  auto ext = [k](double x1, double x2) { return x2 + (x2 - x1) * k; };
+  step.step_time_s = ext(a.step_time_s, step.step_time_s);
+  step.pipeline_span_s = ext(a.pipeline_span_s, step.pipeline_span_s);
+  double bubble = 0;
+  const bool all_in_flight = schedule == llama::Schedule::gpipe ||
+                             schedule == llama::Schedule::layered;
+  for (std::size_t r = 0; r < step.stages.size(); ++r) {
+    auto& so = step.stages[r];
+    const auto& sa = a.stages[r];
+    so.busy_s = ext(sa.busy_s, so.busy_s);
+    so.pipeline_busy_s = ext(sa.pipeline_busy_s, so.pipeline_busy_s);
+    so.exposed_pp_s = ext(sa.exposed_pp_s, so.exposed_pp_s);
+    so.idle_s = std::max(0.0, step.step_time_s - so.busy_s);
+    if (all_in_flight) {
+      so.inflight = ext(sa.inflight, so.inflight);
+      so.peak_activation_bytes = ext(sa.peak_activation_bytes, so.peak_activation_bytes);
+    }
+    if (step.pipeline_span_s > 0) bubble += (step.pipeline_span_s - so.pipeline_busy_s) / step.pipeline_span_s;
+  }
+  step.bubble_fraction = step.stages.empty() ? 0 : std::max(0.0, bubble / static_cast<double>(step.stages.size()));
+}
+
+}  // namespace
+
 Result Simulator::run(const SimInput& in, const SimOptions& options) {
   const llama::Model& model = *in.model;
   const hw::Cluster& cluster = *in.cluster;
@@ -405,27 +435,7 @@ Result Simulator::run(const SimInput& in, const SimOptions& options) {
     }
     spec_.m = m2;
     step_ = simulate_step(spec_, graph_, engine_, queue_);
-    const double k = static_cast<double>(m - m2) / static_cast<double>(m2 - m1);
-    auto ext = [k](double x1, double x2) { return x2 + (x2 - x1) * k; };
-    step_.step_time_s = ext(a.step_time_s, step_.step_time_s);
-    step_.pipeline_span_s = ext(a.pipeline_span_s, step_.pipeline_span_s);
-    double bubble = 0;
-    const bool all_in_flight = layout.schedule == llama::Schedule::gpipe ||
-                               layout.schedule == llama::Schedule::layered;
-    for (std::size_t r = 0; r < step_.stages.size(); ++r) {
-      auto& so = step_.stages[r];
-      const auto& sa = a.stages[r];
-      so.busy_s = ext(sa.busy_s, so.busy_s);
-      so.pipeline_busy_s = ext(sa.pipeline_busy_s, so.pipeline_busy_s);
-      so.exposed_pp_s = ext(sa.exposed_pp_s, so.exposed_pp_s);
-      so.idle_s = std::max(0.0, step_.step_time_s - so.busy_s);
-      if (all_in_flight) {
-        so.inflight = ext(sa.inflight, so.inflight);
-        so.peak_activation_bytes = ext(sa.peak_activation_bytes, so.peak_activation_bytes);
-      }
-      if (step_.pipeline_span_s > 0) bubble += (step_.pipeline_span_s - so.pipeline_busy_s) / step_.pipeline_span_s;
-    }
-    step_.bubble_fraction = step_.stages.empty() ? 0 : std::max(0.0, bubble / static_cast<double>(step_.stages.size()));
+    extrapolate_step(a, step_, m1, m2, m, layout.schedule);
     spec_.m = m;
   }
   recorded_ = record;
