@@ -1,22 +1,27 @@
 // Step level: the pipeline task graph of one training step (docs/architecture.md, "Data flow"
-// step 4).
+// step 4). Its bounds without a replay are in step_bounds.cpp.
 
 #include "tetra/sim/step.hpp"
 
 #include <algorithm>
-#include <map>
 #include <string>
+
+#include "step_graph.hpp"
 
 namespace tetra::sim {
 
-namespace {
+using detail::build_step_graph;
+using detail::BuiltStep;
+using detail::kNone;
+using detail::piece_end;
 
-constexpr std::uint32_t kNone = 0xffffffffu;
+namespace {
 
 struct Builder {
   Builder(const StepSpec& s, TaskGraph& graph) : spec(s), g(graph) {}
   const StepSpec& spec;
   TaskGraph& g;
+  int p = 1;  // stages
   int V = 1;  // virtual stages
   // per virtual stage x micro-batch
   std::vector<std::uint32_t> fwd_first, fwd_last, bwd_first, bwd_last, send_fwd, send_bwd, cp_fwd, cp_bwd;
@@ -24,6 +29,11 @@ struct Builder {
   std::uint32_t name_f = 0, name_b = 0, name_bi = 0, name_w = 0, name_sf = 0, name_sb = 0,
                 name_dp = 0, name_opt = 0, name_ag = 0, name_cp = 0;
   std::vector<ScheduleItem> order;
+  // Scratch reused from task to task and stage to stage (no allocation per task).
+  std::vector<std::uint32_t> pieces;       // the pieces of the current pass
+  std::vector<double> fr;                  // their fractions of its duration
+  std::vector<std::uint32_t> compute_seq;  // this stage's compute tasks in stream order
+  std::vector<std::uint32_t> stage_last_compute;  // per stage
 
   [[nodiscard]] std::size_t idx(int vs, int mb) const {
     return static_cast<std::size_t>(vs) * static_cast<std::size_t>(spec.m) + static_cast<std::size_t>(mb);
@@ -31,16 +41,9 @@ struct Builder {
   [[nodiscard]] std::uint32_t link(int stage, int which) const {
     return links[static_cast<std::size_t>(stage) * 4 + static_cast<std::size_t>(which)];
   }
+  /// A transfer's time, none when the spec frees the links.
+  [[nodiscard]] Duration zero_if_free(Duration d) const { return spec.free_links ? Duration{} : d; }
 };
-
-// End of piece k (of n) of a task of `total_ps` split by cumulative fraction `acc`, after the
-// previous piece's end `used`: the last piece takes the rest. Shared by the replay (add_pieces)
-// and its bound, whose DP buckets start at these ends.
-std::int64_t piece_end(std::int64_t total_ps, double acc, std::size_t k, std::size_t n, std::int64_t used) {
-  const std::int64_t upto =
-      k + 1 == n ? total_ps : static_cast<std::int64_t>(static_cast<double>(total_ps) * acc);
-  return std::clamp<std::int64_t>(upto, used, total_ps);
-}
 
 // Adds a chain of pieces on the compute stream of `stage` whose durations split `total` by
 // `fractions`; returns the ids of the pieces.
@@ -85,23 +88,11 @@ std::uint32_t add_transfer(Builder& b, std::uint32_t stream, TaskRole role, int 
   return b.g.add_task(t, {b.link(stage, base), b.link(peer < 0 ? stage : peer, base + 1)});
 }
 
-
-/// Ids the metrics of a replay need, per stage.
-struct BuiltStep {
-  std::vector<std::uint32_t> opt;                         ///< optimizer task
-  std::vector<std::vector<std::uint32_t>> dp_tasks;       ///< DP reductions
-  std::vector<std::vector<std::uint32_t>> cp_tasks;       ///< CP ring transfers
-  std::vector<std::vector<std::uint32_t>> late_gathers;   ///< parameter gathers after the optimizer
-};
-
-/// The task graph of one step (step.hpp) into `g`.
-void build_step_graph(const StepSpec& spec, TaskGraph& g, BuiltStep& built) {
-  g.clear();
-  const int p = std::max(spec.p, 1);
-  const int v = std::max(spec.v, 1);
-  const int m = std::max(spec.m, 1);
-  Builder b(spec, g);
-  b.V = p * v;
+// The frame every task of a step refers to: the ids per (virtual stage, micro-batch), the
+// task names, and each stage's four streams and four links (in stream-id order).
+void start_step_graph(Builder& b, int m) {
+  TaskGraph& g = b.g;
+  const StepSpec& spec = b.spec;
   const std::size_t n_vm = static_cast<std::size_t>(b.V) * static_cast<std::size_t>(m);
   b.fwd_first.assign(n_vm, kNone);
   b.fwd_last.assign(n_vm, kNone);
@@ -122,7 +113,7 @@ void build_step_graph(const StepSpec& spec, TaskGraph& g, BuiltStep& built) {
   b.name_ag = g.intern("dp param gather");
   b.name_cp = g.intern("cp ring traffic");
 
-  for (int r = 0; r < p; ++r) {
+  for (int r = 0; r < b.p; ++r) {
     const std::string s = "stage " + std::to_string(r);
     g.add_stream("compute", r);
     g.add_stream("pp", r);
@@ -133,187 +124,245 @@ void build_step_graph(const StepSpec& spec, TaskGraph& g, BuiltStep& built) {
     b.links.push_back(g.add_link(s + " nvlink tx", spec.free_links));
     b.links.push_back(g.add_link(s + " nvlink rx", spec.free_links));
   }
-  auto zero_if_free = [&](Duration d) { return spec.free_links ? Duration{} : d; };
+}
 
-  std::vector<std::uint32_t> pieces;
-  std::vector<double> fr;  // piece fractions of the current task (reused: no allocation per task)
-  std::vector<std::uint32_t> stage_last_compute(static_cast<std::size_t>(p), kNone);
-  auto& stage_dp_tasks = built.dp_tasks;
-  auto& stage_cp_tasks = built.cp_tasks;
-  auto& stage_late_gathers = built.late_gathers;
-  stage_dp_tasks.assign(static_cast<std::size_t>(p), {});
-  stage_cp_tasks.assign(static_cast<std::size_t>(p), {});
-  stage_late_gathers.assign(static_cast<std::size_t>(p), {});
-  std::vector<std::uint32_t> compute_seq;  // this stage's compute tasks in stream order
+/// One stage while its tasks are added: its spec and streams, where each chunk's first
+/// forward and last gradient-producing pass fall in its order, and its overlapped gathers.
+struct StageFrame {
+  int r = 0;
+  const StageSpec* st = nullptr;
+  std::uint32_t cs = 0, ps = 0, ds = 0, cps = 0;  // compute, PP, DP and CP streams
+  bool has_dp = false;
+  std::vector<int> last_grad_item, first_fwd_item;  // per chunk, an index into b.order
+  std::vector<std::vector<std::uint32_t>> gathers;  // per chunk, in forward order
+};
 
-  for (int r = 0; r < p; ++r) {
-    const StageSpec& st = spec.stages.at(static_cast<std::size_t>(r));
-    const std::uint32_t cs = static_cast<std::uint32_t>(r) * kStepStreams + kStreamCompute;
-    const std::uint32_t ps = static_cast<std::uint32_t>(r) * kStepStreams + kStreamPp;
-    const std::uint32_t ds = static_cast<std::uint32_t>(r) * kStepStreams + kStreamDp;
-    const std::uint32_t cps = static_cast<std::uint32_t>(r) * kStepStreams + kStreamCp;
-    pipeline_order(spec.schedule, p, v, m, r, b.order);
-    // Last backward-producing task of each chunk (where its gradients complete).
-    std::vector<int> last_grad_item(static_cast<std::size_t>(v), -1);
-    std::vector<int> first_fwd_item(static_cast<std::size_t>(v), -1);
-    for (int i = 0; i < static_cast<int>(b.order.size()); ++i) {
-      const auto& it = b.order[static_cast<std::size_t>(i)];
-      const auto c = static_cast<std::size_t>(it.chunk);
-      if (it.pass == StepPass::backward || it.pass == StepPass::backward_weight) last_grad_item[c] = i;
-      if (it.pass == StepPass::forward && first_fwd_item[c] < 0) first_fwd_item[c] = i;
-    }
-    const bool has_dp = !st.buckets.empty();
-    // Parameter all-gathers of this step, overlapped with the first forwards (issued at
-    // the start on the DP stream in forward order).
-    std::vector<std::vector<std::uint32_t>> gathers(static_cast<std::size_t>(v));
-    const bool gather_overlapped = has_dp && spec.overlap_param_gather;
-    if (gather_overlapped) {
-      for (int c = 0; c < v; ++c) {
-        const auto& bk = st.buckets[static_cast<std::size_t>(c)];
-        // Forward order is the reverse of the backward (bucket) order.
-        for (auto it = bk.rbegin(); it != bk.rend(); ++it) {
-          if (it->gather.count_ps() <= 0) continue;
-          gathers[static_cast<std::size_t>(c)].push_back(
-              add_transfer(b, ds, TaskRole::param_gather, r, c, b.name_ag, zero_if_free(it->gather).seconds(),
-                           spec.comm_sm_share, st.dp_inter_node));
-        }
-      }
-    }
-    compute_seq.clear();
-    for (int i = 0; i < static_cast<int>(b.order.size()); ++i) {
-      const auto& it = b.order[static_cast<std::size_t>(i)];
-      const int vs = it.chunk * p + r;
-      const auto c = static_cast<std::size_t>(it.chunk);
-      const ChunkCost& cc = st.chunks.at(c);
-      TaskSpec t;
-      t.stream = cs;
-      t.stage = r;
-      t.micro_batch = it.micro_batch;
-      t.chunk = it.chunk;
-      t.pool = r;
-      t.sm_group = r;
-      fr.assign(1, 1.0);
-      Duration dur;
-      double cp_s = 0;
-      switch (it.pass) {
-        case StepPass::forward:
-          t.role = TaskRole::forward;
-          t.name = b.name_f;
-          dur = cc.forward;
-          cp_s = cc.cp_forward_s;
-          t.alloc_bytes = cc.activation_bytes;
-          if (i == first_fwd_item[c] && !gathers[c].empty()) {
-            fr.assign(gathers[c].size(), 1.0 / static_cast<double>(gathers[c].size()));
-          }
-          break;
-        case StepPass::backward:
-          t.role = TaskRole::backward;
-          t.name = b.name_b;
-          dur = cc.backward;
-          cp_s = cc.cp_backward_s;
-          t.free_bytes = cc.activation_bytes;
-          break;
-        case StepPass::backward_input:
-          t.role = TaskRole::backward_input;
-          t.name = b.name_bi;
-          dur = cc.backward_input;
-          cp_s = cc.cp_backward_input_s;
-          t.free_bytes = cc.activation_bytes * (1.0 - cc.weight_keep_fraction);
-          break;
-        case StepPass::backward_weight:
-          t.role = TaskRole::backward_weight;
-          t.name = b.name_w;
-          dur = cc.backward_weight;
-          t.free_bytes = cc.activation_bytes * cc.weight_keep_fraction;
-          break;
-      }
-      const bool grads_done = i == last_grad_item[c];
-      if (grads_done && has_dp && spec.overlap_grad_reduce) {
-        fr.clear();
-        for (const auto& bk : st.buckets[c]) fr.push_back(bk.params_fraction);
-        if (fr.empty()) fr.push_back(1.0);
-      }
-      // CP ring traffic that crosses nodes runs beside the pass on the NICs, released by what
-      // releases the pass (the previous task on the compute stream here, the incoming PP
-      // transfer below). Inside a node it stays on NVLink, priced at the layer level only.
-      std::uint32_t cp_task = kNone;
-      if (cp_s > 0 && st.cp_inter_node && !spec.free_links) {
-        // Its share of the SMs is already in the pass time.
-        cp_task = add_transfer(b, cps, TaskRole::cp_exchange, r, it.chunk, b.name_cp, cp_s, 0, true,
-                               it.micro_batch);
-        if (!compute_seq.empty()) g.add_dep(compute_seq.back(), cp_task);
-        stage_cp_tasks[static_cast<std::size_t>(r)].push_back(cp_task);
-      }
-      add_pieces(b, t, dur, fr, pieces);
-      const std::uint32_t first = pieces.front();
-      // Blocking PP: this task waits for the sends of the previous task.
-      if (!compute_seq.empty()) g.add_dep(compute_seq.back(), first);
-      compute_seq.push_back(pieces.back());
-      if (it.pass == StepPass::forward && i == first_fwd_item[c]) {
-        const auto& ag = gathers[c];
-        for (std::size_t k = 0; k < ag.size() && k < pieces.size(); ++k) g.add_dep(ag[k], pieces[k]);
-      }
-      // A PP send of this task's output (or input gradient) to `dst` on the pair's link: NVLink
-      // when the boundary after stage `boundary` stays inside a node, else the NICs.
-      auto add_send = [&](TaskRole role, std::uint32_t name, Duration work, int dst, int boundary) {
-        const bool inter = spec.pp_inter_node.empty() ||
-                           spec.pp_inter_node[static_cast<std::size_t>(boundary)] != 0;
-        const auto sid = add_transfer(b, ps, role, r, it.chunk, name, zero_if_free(work).seconds(),
-                                      spec.comm_sm_share, inter, it.micro_batch, dst);
-        g.add_dep(pieces.back(), sid);
-        return sid;
-      };
-      const std::size_t key = b.idx(vs, it.micro_batch);
-      if (it.pass == StepPass::forward) {
-        b.fwd_first[key] = first;
-        b.cp_fwd[key] = cp_task;
-        b.fwd_last[key] = pieces.back();
-        if (vs + 1 < b.V) {
-          b.send_fwd[key] = add_send(TaskRole::send_forward, b.name_sf, spec.pp_forward, (r + 1) % p,
-                                     r);
-        }
-      } else if (it.pass != StepPass::backward_weight) {
-        b.bwd_first[key] = first;
-        b.bwd_last[key] = pieces.back();
-        b.cp_bwd[key] = cp_task;
-        if (vs > 0) {
-          const int dst = (r + p - 1) % p;
-          b.send_bwd[key] = add_send(TaskRole::send_backward, b.name_sb, spec.pp_backward, dst, dst);
-        }
-        // A backward needs its own forward.
-        const auto f = b.fwd_last[key];
-        if (f != kNone) g.add_dep(f, first);
-      } else {
-        const auto bi = b.bwd_last[key];
-        if (bi != kNone) g.add_dep(bi, first);
-      }
-      // DP buckets as the last micro-batch's backward produces them.
-      if (grads_done && has_dp && spec.overlap_grad_reduce) {
-        const auto& bk = st.buckets[c];
-        for (std::size_t k = 0; k < bk.size(); ++k) {
-          const auto id = add_transfer(b, ds, TaskRole::dp_reduce, r, it.chunk, b.name_dp,
-                                       zero_if_free(bk[k].reduce).seconds(), spec.comm_sm_share,
-                                       st.dp_inter_node);
-          g.add_dep(pieces[std::min(k, pieces.size() - 1)], id);
-          stage_dp_tasks[static_cast<std::size_t>(r)].push_back(id);
-        }
-      }
-    }
-    stage_last_compute[static_cast<std::size_t>(r)] = compute_seq.empty() ? kNone : compute_seq.back();
-    if (has_dp && !spec.overlap_grad_reduce) {
-      for (int c = 0; c < v; ++c) {
-        for (const auto& bk : st.buckets[static_cast<std::size_t>(c)]) {
-          const auto id = add_transfer(b, ds, TaskRole::dp_reduce, r, c, b.name_dp,
-                                       zero_if_free(bk.reduce).seconds(), spec.comm_sm_share,
-                                       st.dp_inter_node);
-          if (!compute_seq.empty()) g.add_dep(compute_seq.back(), id);
-          stage_dp_tasks[static_cast<std::size_t>(r)].push_back(id);
-        }
-      }
+// Stage r's frame, with its schedule in b.order.
+StageFrame stage_frame(Builder& b, int r, int v, int m) {
+  StageFrame sf;
+  sf.r = r;
+  sf.st = &b.spec.stages.at(static_cast<std::size_t>(r));
+  sf.cs = static_cast<std::uint32_t>(r) * kStepStreams + kStreamCompute;
+  sf.ps = static_cast<std::uint32_t>(r) * kStepStreams + kStreamPp;
+  sf.ds = static_cast<std::uint32_t>(r) * kStepStreams + kStreamDp;
+  sf.cps = static_cast<std::uint32_t>(r) * kStepStreams + kStreamCp;
+  pipeline_order(b.spec.schedule, b.p, v, m, r, b.order);
+  // Last backward-producing task of each chunk (where its gradients complete).
+  sf.last_grad_item.assign(static_cast<std::size_t>(v), -1);
+  sf.first_fwd_item.assign(static_cast<std::size_t>(v), -1);
+  for (int i = 0; i < static_cast<int>(b.order.size()); ++i) {
+    const auto& it = b.order[static_cast<std::size_t>(i)];
+    const auto c = static_cast<std::size_t>(it.chunk);
+    if (it.pass == StepPass::backward || it.pass == StepPass::backward_weight) sf.last_grad_item[c] = i;
+    if (it.pass == StepPass::forward && sf.first_fwd_item[c] < 0) sf.first_fwd_item[c] = i;
+  }
+  sf.has_dp = !sf.st->buckets.empty();
+  sf.gathers.resize(static_cast<std::size_t>(v));
+  return sf;
+}
+
+// Parameter all-gathers of this step, overlapped with the first forwards (issued at the start
+// on the DP stream in forward order), so before the stage's compute tasks.
+void add_overlapped_gathers(Builder& b, StageFrame& sf, int v) {
+  const StageSpec& st = *sf.st;
+  for (int c = 0; c < v; ++c) {
+    const auto& bk = st.buckets[static_cast<std::size_t>(c)];
+    // Forward order is the reverse of the backward (bucket) order.
+    for (auto it = bk.rbegin(); it != bk.rend(); ++it) {
+      if (it->gather.count_ps() <= 0) continue;
+      sf.gathers[static_cast<std::size_t>(c)].push_back(
+          add_transfer(b, sf.ds, TaskRole::param_gather, sf.r, c, b.name_ag, b.zero_if_free(it->gather).seconds(),
+                       b.spec.comm_sm_share, st.dp_inter_node));
     }
   }
-  // Cross-stage edges: a forward needs the previous virtual stage's activation, a backward
-  // the next virtual stage's gradient.
+}
+
+/// A pass before it is split into pieces: its task, its duration, and the seconds of the CP
+/// ring traffic beside it.
+struct PassTask {
+  TaskSpec task;
+  Duration dur;
+  double cp_s = 0;
+};
+
+// The compute task of schedule item `it` on stage sf.r: role, name, duration, CP seconds and
+// the activation memory it allocates or frees.
+PassTask pass_task(const Builder& b, const StageFrame& sf, const ScheduleItem& it, const ChunkCost& cc) {
+  PassTask pt;
+  TaskSpec& t = pt.task;
+  t.stream = sf.cs;
+  t.stage = sf.r;
+  t.micro_batch = it.micro_batch;
+  t.chunk = it.chunk;
+  t.pool = sf.r;
+  t.sm_group = sf.r;
+  switch (it.pass) {
+    case StepPass::forward:
+      t.role = TaskRole::forward;
+      t.name = b.name_f;
+      pt.dur = cc.forward;
+      pt.cp_s = cc.cp_forward_s;
+      t.alloc_bytes = cc.activation_bytes;
+      break;
+    case StepPass::backward:
+      t.role = TaskRole::backward;
+      t.name = b.name_b;
+      pt.dur = cc.backward;
+      pt.cp_s = cc.cp_backward_s;
+      t.free_bytes = cc.activation_bytes;
+      break;
+    case StepPass::backward_input:
+      t.role = TaskRole::backward_input;
+      t.name = b.name_bi;
+      pt.dur = cc.backward_input;
+      pt.cp_s = cc.cp_backward_input_s;
+      t.free_bytes = cc.activation_bytes * (1.0 - cc.weight_keep_fraction);
+      break;
+    case StepPass::backward_weight:
+      t.role = TaskRole::backward_weight;
+      t.name = b.name_w;
+      pt.dur = cc.backward_weight;
+      t.free_bytes = cc.activation_bytes * cc.weight_keep_fraction;
+      break;
+  }
+  return pt;
+}
+
+// A PP send of the current pass's output (or input gradient) to `dst` on the pair's link:
+// NVLink when the boundary after stage `boundary` stays inside a node, else the NICs.
+std::uint32_t add_send(Builder& b, const StageFrame& sf, const ScheduleItem& it, TaskRole role,
+                       std::uint32_t name, Duration work, int dst, int boundary) {
+  const StepSpec& spec = b.spec;
+  const bool inter = spec.pp_inter_node.empty() || spec.pp_inter_node[static_cast<std::size_t>(boundary)] != 0;
+  const auto sid = add_transfer(b, sf.ps, role, sf.r, it.chunk, name, b.zero_if_free(work).seconds(),
+                                spec.comm_sm_share, inter, it.micro_batch, dst);
+  b.g.add_dep(b.pieces.back(), sid);
+  return sid;
+}
+
+// The current pass's PP send and its edge to the pass it needs on this stage (a backward its
+// forward, a weight-gradient pass its input-gradient pass); records the ids that the
+// cross-stage edges join once every stage is built.
+void wire_pass(Builder& b, const StageFrame& sf, const ScheduleItem& it, std::uint32_t first,
+               std::uint32_t cp_task) {
+  const StepSpec& spec = b.spec;
+  const int p = b.p;
+  const int r = sf.r;
+  const int vs = it.chunk * p + r;
+  const std::size_t key = b.idx(vs, it.micro_batch);
+  if (it.pass == StepPass::forward) {
+    b.fwd_first[key] = first;
+    b.cp_fwd[key] = cp_task;
+    b.fwd_last[key] = b.pieces.back();
+    if (vs + 1 < b.V) {
+      b.send_fwd[key] = add_send(b, sf, it, TaskRole::send_forward, b.name_sf, spec.pp_forward, (r + 1) % p, r);
+    }
+  } else if (it.pass != StepPass::backward_weight) {
+    b.bwd_first[key] = first;
+    b.bwd_last[key] = b.pieces.back();
+    b.cp_bwd[key] = cp_task;
+    if (vs > 0) {
+      const int dst = (r + p - 1) % p;
+      b.send_bwd[key] = add_send(b, sf, it, TaskRole::send_backward, b.name_sb, spec.pp_backward, dst, dst);
+    }
+    // A backward needs its own forward.
+    const auto f = b.fwd_last[key];
+    if (f != kNone) b.g.add_dep(f, first);
+  } else {
+    const auto bi = b.bwd_last[key];
+    if (bi != kNone) b.g.add_dep(bi, first);
+  }
+}
+
+// DP buckets as the last micro-batch's backward produces them: bucket k after piece k of
+// the pass that completes the chunk's gradients.
+void add_overlapped_reduces(Builder& b, BuiltStep& built, const StageFrame& sf, const ScheduleItem& it) {
+  const auto& bk = sf.st->buckets[static_cast<std::size_t>(it.chunk)];
+  for (std::size_t k = 0; k < bk.size(); ++k) {
+    const auto id = add_transfer(b, sf.ds, TaskRole::dp_reduce, sf.r, it.chunk, b.name_dp,
+                                 b.zero_if_free(bk[k].reduce).seconds(), b.spec.comm_sm_share,
+                                 sf.st->dp_inter_node);
+    b.g.add_dep(b.pieces[std::min(k, b.pieces.size() - 1)], id);
+    built.dp_tasks[static_cast<std::size_t>(sf.r)].push_back(id);
+  }
+}
+
+// Schedule item i of stage sf.r: its compute task in pieces (one per overlapped gather it
+// waits for, or per DP bucket it completes), with its CP traffic, PP send and DP reductions.
+void add_pass(Builder& b, BuiltStep& built, const StageFrame& sf, int i) {
+  const StepSpec& spec = b.spec;
+  TaskGraph& g = b.g;
+  const StageSpec& st = *sf.st;
+  const int r = sf.r;
+  const auto& it = b.order[static_cast<std::size_t>(i)];
+  const auto c = static_cast<std::size_t>(it.chunk);
+  const PassTask pt = pass_task(b, sf, it, st.chunks.at(c));
+  auto& fr = b.fr;
+  fr.assign(1, 1.0);
+  const bool first_forward = it.pass == StepPass::forward && i == sf.first_fwd_item[c];
+  if (first_forward && !sf.gathers[c].empty()) {
+    fr.assign(sf.gathers[c].size(), 1.0 / static_cast<double>(sf.gathers[c].size()));
+  }
+  const bool grads_done = i == sf.last_grad_item[c];
+  if (grads_done && sf.has_dp && spec.overlap_grad_reduce) {
+    fr.clear();
+    for (const auto& bk : st.buckets[c]) fr.push_back(bk.params_fraction);
+    if (fr.empty()) fr.push_back(1.0);
+  }
+  auto& compute_seq = b.compute_seq;
+  // CP ring traffic that crosses nodes runs beside the pass on the NICs, released by what
+  // releases the pass (the previous task on the compute stream here, the incoming PP
+  // transfer below). Inside a node it stays on NVLink, priced at the layer level only.
+  std::uint32_t cp_task = kNone;
+  if (pt.cp_s > 0 && st.cp_inter_node && !spec.free_links) {
+    // Its share of the SMs is already in the pass time.
+    cp_task = add_transfer(b, sf.cps, TaskRole::cp_exchange, r, it.chunk, b.name_cp, pt.cp_s, 0, true,
+                           it.micro_batch);
+    if (!compute_seq.empty()) g.add_dep(compute_seq.back(), cp_task);
+    built.cp_tasks[static_cast<std::size_t>(r)].push_back(cp_task);
+  }
+  auto& pieces = b.pieces;
+  add_pieces(b, pt.task, pt.dur, fr, pieces);
+  const std::uint32_t first = pieces.front();
+  // Blocking PP: this task waits for the sends of the previous task.
+  if (!compute_seq.empty()) g.add_dep(compute_seq.back(), first);
+  compute_seq.push_back(pieces.back());
+  if (first_forward) {
+    const auto& ag = sf.gathers[c];
+    for (std::size_t k = 0; k < ag.size() && k < pieces.size(); ++k) g.add_dep(ag[k], pieces[k]);
+  }
+  wire_pass(b, sf, it, first, cp_task);
+  if (grads_done && sf.has_dp && spec.overlap_grad_reduce) add_overlapped_reduces(b, built, sf, it);
+}
+
+// Without overlap, a stage's DP reductions all follow its last compute task.
+void add_trailing_reduces(Builder& b, BuiltStep& built, const StageFrame& sf, int v) {
+  for (int c = 0; c < v; ++c) {
+    for (const auto& bk : sf.st->buckets[static_cast<std::size_t>(c)]) {
+      const auto id = add_transfer(b, sf.ds, TaskRole::dp_reduce, sf.r, c, b.name_dp,
+                                   b.zero_if_free(bk.reduce).seconds(), b.spec.comm_sm_share,
+                                   sf.st->dp_inter_node);
+      if (!b.compute_seq.empty()) b.g.add_dep(b.compute_seq.back(), id);
+      built.dp_tasks[static_cast<std::size_t>(sf.r)].push_back(id);
+    }
+  }
+}
+
+// Stage r's tasks in the order the replay numbers them: the overlapped gathers, then each
+// pass of its schedule with what hangs off it, then the reductions left after the last pass.
+void add_stage(Builder& b, BuiltStep& built, int r, int v, int m) {
+  StageFrame sf = stage_frame(b, r, v, m);
+  if (sf.has_dp && b.spec.overlap_param_gather) add_overlapped_gathers(b, sf, v);
+  b.compute_seq.clear();
+  for (int i = 0; i < static_cast<int>(b.order.size()); ++i) add_pass(b, built, sf, i);
+  b.stage_last_compute[static_cast<std::size_t>(r)] = b.compute_seq.empty() ? kNone : b.compute_seq.back();
+  if (sf.has_dp && !b.spec.overlap_grad_reduce) add_trailing_reduces(b, built, sf, v);
+}
+
+// Cross-stage edges: a forward needs the previous virtual stage's activation, a backward
+// the next virtual stage's gradient.
+void add_cross_stage_edges(Builder& b, int m) {
+  TaskGraph& g = b.g;
   for (int vs = 0; vs < b.V; ++vs) {
     for (int mb = 0; mb < m; ++mb) {
       const auto key = b.idx(vs, mb);
@@ -329,32 +378,40 @@ void build_step_graph(const StepSpec& spec, TaskGraph& g, BuiltStep& built) {
       }
     }
   }
-  // Blocking sends: the sender's next compute task waits for the send to finish.
-  if (spec.pp_blocking) {
-    // The task after each producer on the same compute stream: found through the stream order.
-    std::vector<std::uint32_t> next_on_stream(g.tasks().size(), kNone);
-    std::vector<std::uint32_t> last(static_cast<std::size_t>(p) * kStepStreams, kNone);
-    for (std::uint32_t i = 0; i < g.tasks().size(); ++i) {
-      const auto s = g.tasks()[i].stream;
-      if (s == kNoStream || s % kStepStreams != kStreamCompute) continue;
-      if (last[s] != kNone) next_on_stream[last[s]] = i;
-      last[s] = i;
-    }
-    for (std::size_t k = 0; k < n_vm; ++k) {
-      for (auto sid : {b.send_fwd[k], b.send_bwd[k]}) {
-        if (sid == kNone) continue;
-        const auto producer = (sid == b.send_fwd[k]) ? b.fwd_last[k] : b.bwd_last[k];
-        const auto next = next_on_stream[producer];
-        if (next != kNone) g.add_dep(sid, next);
-      }
+}
+
+// Blocking sends: the sender's next compute task waits for the send to finish.
+void add_blocking_send_edges(Builder& b) {
+  TaskGraph& g = b.g;
+  // The task after each producer on the same compute stream: found through the stream order.
+  std::vector<std::uint32_t> next_on_stream(g.tasks().size(), kNone);
+  std::vector<std::uint32_t> last(static_cast<std::size_t>(b.p) * kStepStreams, kNone);
+  for (std::uint32_t i = 0; i < g.tasks().size(); ++i) {
+    const auto s = g.tasks()[i].stream;
+    if (s == kNoStream || s % kStepStreams != kStreamCompute) continue;
+    if (last[s] != kNone) next_on_stream[last[s]] = i;
+    last[s] = i;
+  }
+  const std::size_t n_vm = b.send_fwd.size();
+  for (std::size_t k = 0; k < n_vm; ++k) {
+    for (auto sid : {b.send_fwd[k], b.send_bwd[k]}) {
+      if (sid == kNone) continue;
+      const auto producer = (sid == b.send_fwd[k]) ? b.fwd_last[k] : b.bwd_last[k];
+      const auto next = next_on_stream[producer];
+      if (next != kNone) g.add_dep(sid, next);
     }
   }
-  // Optimizer: after every stage's gradients are reduced (the gradient-norm all-reduce over
-  // the model-parallel group synchronises the ranks), then the parameter all-gather.
+}
+
+// Optimizer: after every stage's gradients are reduced (the gradient-norm all-reduce over
+// the model-parallel group synchronises the ranks).
+void add_optimizers(Builder& b, BuiltStep& built) {
+  TaskGraph& g = b.g;
+  const int p = b.p;
   auto& opt = built.opt;
   opt.assign(static_cast<std::size_t>(p), 0);
   for (int r = 0; r < p; ++r) {
-    const StageSpec& st = spec.stages[static_cast<std::size_t>(r)];
+    const StageSpec& st = b.spec.stages[static_cast<std::size_t>(r)];
     TaskSpec t;
     t.stream = static_cast<std::uint32_t>(r) * kStepStreams + kStreamCompute;
     t.role = TaskRole::optimizer;
@@ -366,29 +423,55 @@ void build_step_graph(const StepSpec& spec, TaskGraph& g, BuiltStep& built) {
   }
   for (int r = 0; r < p; ++r) {
     for (int q = 0; q < p; ++q) {
-      const auto lc = stage_last_compute[static_cast<std::size_t>(q)];
+      const auto lc = b.stage_last_compute[static_cast<std::size_t>(q)];
       if (lc != kNone) g.add_dep(lc, opt[static_cast<std::size_t>(r)]);
-      for (auto d : stage_dp_tasks[static_cast<std::size_t>(q)]) g.add_dep(d, opt[static_cast<std::size_t>(r)]);
+      for (auto d : built.dp_tasks[static_cast<std::size_t>(q)]) g.add_dep(d, opt[static_cast<std::size_t>(r)]);
     }
   }
-  for (int r = 0; r < p; ++r) {
+}
+
+// Without overlap, the parameter all-gathers follow the optimizer of their stage.
+void add_late_gathers(Builder& b, BuiltStep& built, int v) {
+  const StepSpec& spec = b.spec;
+  for (int r = 0; r < b.p; ++r) {
     const StageSpec& st = spec.stages[static_cast<std::size_t>(r)];
     if (st.buckets.empty() || spec.overlap_param_gather) continue;
     for (int c = 0; c < v; ++c) {
       for (const auto& bk : st.buckets[static_cast<std::size_t>(c)]) {
         if (bk.gather.count_ps() <= 0) continue;
         const auto id = add_transfer(b, static_cast<std::uint32_t>(r) * kStepStreams + kStreamDp,
-                                     TaskRole::param_gather, r, c, b.name_ag, zero_if_free(bk.gather).seconds(),
+                                     TaskRole::param_gather, r, c, b.name_ag, b.zero_if_free(bk.gather).seconds(),
                                      spec.comm_sm_share, st.dp_inter_node);
-        g.add_dep(opt[static_cast<std::size_t>(r)], id);
-        stage_late_gathers[static_cast<std::size_t>(r)].push_back(id);
+        b.g.add_dep(built.opt[static_cast<std::size_t>(r)], id);
+        built.late_gathers[static_cast<std::size_t>(r)].push_back(id);
       }
     }
   }
-
 }
 
 }  // namespace
+
+// Task ids, and with them each stream's task order, follow the order of the calls below: keep
+// it.
+void detail::build_step_graph(const StepSpec& spec, TaskGraph& g, BuiltStep& built) {
+  g.clear();
+  const int p = std::max(spec.p, 1);
+  const int v = std::max(spec.v, 1);
+  const int m = std::max(spec.m, 1);
+  Builder b(spec, g);
+  b.p = p;
+  b.V = p * v;
+  start_step_graph(b, m);
+  b.stage_last_compute.assign(static_cast<std::size_t>(p), kNone);
+  built.dp_tasks.assign(static_cast<std::size_t>(p), {});
+  built.cp_tasks.assign(static_cast<std::size_t>(p), {});
+  built.late_gathers.assign(static_cast<std::size_t>(p), {});
+  for (int r = 0; r < p; ++r) add_stage(b, built, r, v, m);
+  add_cross_stage_edges(b, m);
+  if (spec.pp_blocking) add_blocking_send_edges(b);
+  add_optimizers(b, built);
+  add_late_gathers(b, built, v);
+}
 
 StepOutcome simulate_step(const StepSpec& spec, TaskGraph& g, Engine& engine, EventQueue& queue) {
   const int p = std::max(spec.p, 1);
@@ -479,256 +562,6 @@ StepOutcome simulate_step(const StepSpec& spec) {
   Engine e;
   EventQueue q;
   return simulate_step(spec, g, e, q);
-}
-
-double step_lower_bound(const StepSpec& spec) {
-  const int p = std::max(spec.p, 1);
-  const int v = std::max(spec.v, 1);
-  const int m = std::max(spec.m, 1);
-  const int V = p * v;
-  const bool zb = splits_backward(spec.schedule);
-  auto ps_of = [&](Duration d) { return spec.free_links ? std::int64_t{0} : d.count_ps(); };
-  const std::int64_t pf = ps_of(spec.pp_forward);
-  const std::int64_t pb = ps_of(spec.pp_backward);
-  // Per virtual stage u (chunk u / p of rank u % p): pass times, and the chains of one
-  // micro-batch over the virtual stages.
-  const auto n = static_cast<std::size_t>(V);
-  std::vector<std::int64_t> f(n), b(n), bi(n), w(n), grad(n);
-  for (int u = 0; u < V; ++u) {
-    const ChunkCost& cc = spec.stages.at(static_cast<std::size_t>(u % p)).chunks.at(static_cast<std::size_t>(u / p));
-    const auto uu = static_cast<std::size_t>(u);
-    f[uu] = cc.forward.count_ps();
-    b[uu] = cc.backward.count_ps();
-    bi[uu] = cc.backward_input.count_ps();
-    w[uu] = cc.backward_weight.count_ps();
-    grad[uu] = zb ? bi[uu] : b[uu];  // the pass that sends the input gradient down
-  }
-  std::vector<std::int64_t> f_release(n, 0);  // F on u may start
-  std::vector<std::int64_t> b_tail(n, 0);     // still needed after the B on u ends
-  for (std::size_t u = 1; u < n; ++u) {
-    f_release[u] = f_release[u - 1] + f[u - 1] + pf;
-    b_tail[u] = b_tail[u - 1] + grad[u - 1] + pb;
-  }
-  const std::int64_t forward_end = f_release[n - 1] + f[n - 1];
-  std::vector<std::int64_t> b_release(n, 0);  // B on u may start
-  std::int64_t above = 0;
-  for (std::size_t u = n; u-- > 0;) {
-    b_release[u] = forward_end + above;
-    above += grad[u] + pb;
-  }
-
-  // Every rank's optimizer follows the last compute and DP transfer of all ranks; its late
-  // parameter all-gathers follow it. Each rank's replay below bounds those alone, so a few
-  // ranks suffice: the first, the last two, and the (latest) ones with the most compute and
-  // the most DP work.
-  std::int64_t after = 0, tasks = 0;
-  std::vector<std::int64_t> gathers(static_cast<std::size_t>(p), 0), reduces(static_cast<std::size_t>(p), 0);
-  int heaviest = 0, busiest_dp = 0;
-  std::int64_t most = -1, most_dp = -1;
-  for (int r = 0; r < p; ++r) {
-    const StageSpec& st = spec.stages.at(static_cast<std::size_t>(r));
-    const auto rr = static_cast<std::size_t>(r);
-    for (const auto& bk : st.buckets) {
-      for (const auto& x : bk) {
-        gathers[rr] += ps_of(x.gather);
-        reduces[rr] += ps_of(x.reduce);
-      }
-      tasks += 2 * static_cast<std::int64_t>(bk.size());
-    }
-    const bool has_dp = !st.buckets.empty();
-    after = std::max(after, st.optimizer.count_ps() + (has_dp && !spec.overlap_param_gather ? gathers[rr] : 0));
-    std::int64_t work = 0;
-    for (int c = 0; c < v; ++c) {
-      const auto u = static_cast<std::size_t>(c * p + r);
-      work += f[u] + (zb ? bi[u] + w[u] : b[u]);
-    }
-    // Ties go to the later rank: its forward chain starts later and its backward chain is longer.
-    if (work >= most) most = work, heaviest = r;
-    if (gathers[rr] + reduces[rr] >= most_dp) most_dp = gathers[rr] + reduces[rr], busiest_dp = r;
-  }
-  std::vector<int> ranks{0, std::max(0, p - 2), p - 1, heaviest, busiest_dp};
-  std::sort(ranks.begin(), ranks.end());
-  ranks.erase(std::unique(ranks.begin(), ranks.end()), ranks.end());
-
-  std::int64_t compute_end = 0, dp_end = 0;
-  std::vector<ScheduleItem> order;
-  std::vector<int> last_grad_item;
-  for (const int r : ranks) {
-    const StageSpec& st = spec.stages.at(static_cast<std::size_t>(r));
-    pipeline_order(spec.schedule, p, v, m, r, order);
-    tasks += 2 * static_cast<std::int64_t>(order.size()) + 2;  // tasks, sends, optimizer
-    last_grad_item.assign(static_cast<std::size_t>(v), -1);
-    for (int i = 0; i < static_cast<int>(order.size()); ++i) {
-      const auto& it = order[static_cast<std::size_t>(i)];
-      if (it.pass == StepPass::backward || it.pass == StepPass::backward_weight) {
-        last_grad_item[static_cast<std::size_t>(it.chunk)] = i;
-      }
-    }
-    const bool has_dp = !st.buckets.empty();
-    // The DP stream: the overlapped parameter all-gathers come first.
-    std::int64_t dp = has_dp && spec.overlap_param_gather ? gathers[static_cast<std::size_t>(r)] : 0;
-    std::int64_t t = 0;        // end of the last compute task
-    std::int64_t blocked = 0;  // its blocking send
-    for (int i = 0; i < static_cast<int>(order.size()); ++i) {
-      const auto& it = order[static_cast<std::size_t>(i)];
-      const auto u = static_cast<std::size_t>(it.chunk * p + r);
-      std::int64_t start = t + blocked;
-      std::int64_t dur = 0;
-      blocked = 0;
-      switch (it.pass) {
-        case StepPass::forward:
-          start = std::max(start, f_release[u]);
-          dur = f[u];
-          if (u + 1 < n && spec.pp_blocking) blocked = pf;
-          break;
-        case StepPass::backward:
-        case StepPass::backward_input:
-          start = std::max(start, b_release[u]);
-          dur = it.pass == StepPass::backward ? b[u] : bi[u];
-          compute_end = std::max(compute_end, start + dur + b_tail[u]);
-          if (u > 0 && spec.pp_blocking) blocked = pb;
-          break;
-        case StepPass::backward_weight:
-          dur = w[u];
-          break;
-      }
-      t = start + dur;
-      // DP buckets after their pieces of the task that completes the chunk's gradients
-      // (the piece boundaries of add_pieces).
-      if (has_dp && spec.overlap_grad_reduce && i == last_grad_item[static_cast<std::size_t>(it.chunk)]) {
-        const auto& bk = st.buckets[static_cast<std::size_t>(it.chunk)];
-        double acc = 0;
-        std::int64_t used = 0;
-        for (std::size_t k = 0; k < bk.size(); ++k) {
-          acc += bk[k].params_fraction;
-          const std::int64_t upto = piece_end(dur, acc, k, bk.size(), used);
-          used = upto;
-          dp = std::max(dp, start + upto) + ps_of(bk[k].reduce);
-        }
-      }
-    }
-    compute_end = std::max(compute_end, t);
-    if (has_dp && !spec.overlap_grad_reduce) dp = std::max(dp, t) + reduces[static_cast<std::size_t>(r)];
-    dp_end = std::max(dp_end, dp);
-  }
-  // One picosecond per task and transfer for the rounding of their ends (with the chains
-  // through the other ranks).
-  tasks += 4 * static_cast<std::int64_t>(V);
-  const std::int64_t bound = std::max<std::int64_t>(0, std::max(compute_end, dp_end) + after - tasks);
-  return Duration::ps(bound).seconds() * (1.0 - 1e-9);
-}
-
-double step_upper_bound(const StepSpec& spec, TaskGraph& g) {
-  BuiltStep built;
-  build_step_graph(spec, g, built);
-  const auto& tasks = g.tasks();
-  const auto& task_links = g.task_links();
-  const std::size_t n = tasks.size();
-  const std::size_t n_links = g.link_names().size();
-  auto is_transfer = [&](const TaskSpec& t) { return t.link_count != 0 && t.work_s > 0; };
-  // Transfers that may share a link at once: one per stream that uses it (a stream runs one
-  // task at a time), each transfer without a stream on its own.
-  std::vector<std::vector<std::uint32_t>> link_streams(n_links);
-  std::vector<std::uint32_t> link_loose(n_links, 0);
-  for (const TaskSpec& t : tasks) {
-    if (!is_transfer(t)) continue;
-    for (std::uint32_t k = 0; k < t.link_count; ++k) {
-      const auto l = task_links[t.link_first + k];
-      if (t.stream == kNoStream) {
-        ++link_loose[l];
-      } else if (std::find(link_streams[l].begin(), link_streams[l].end(), t.stream) == link_streams[l].end()) {
-        link_streams[l].push_back(t.stream);
-      }
-    }
-  }
-  // Longest durations: a compute task at full rate (its slowdown is charged below), a transfer
-  // its latency plus its work at 1/k of a link that k transfers share (max-min fairness
-  // gives each flow at least its link's capacity over the flows on it).
-  std::vector<double> dur(n, 0.0);
-  std::map<std::int32_t, double> taken;                         // SM group -> share-seconds
-  std::map<std::int32_t, std::vector<std::uint32_t>> slowed;    // SM group -> compute streams
-  std::map<std::int32_t, std::uint32_t> slowed_loose;
-  for (std::size_t i = 0; i < n; ++i) {
-    const TaskSpec& t = tasks[i];
-    dur[i] = t.duration.seconds();
-    if (is_transfer(t)) {
-      double k = 0;
-      for (std::uint32_t j = 0; j < t.link_count; ++j) {
-        const auto l = task_links[t.link_first + j];
-        if (g.link_unbounded()[l]) continue;
-        k = std::max(k, static_cast<double>(link_streams[l].size() + link_loose[l]));
-      }
-      dur[i] += t.work_s * k;
-    }
-    if (t.sm_group < 0) continue;
-    if (t.sm_share > 0) {
-      taken[t.sm_group] += t.sm_share * dur[i];
-    } else if (!is_transfer(t) && t.duration.count_ps() > 0) {
-      auto& v = slowed[t.sm_group];
-      if (t.stream == kNoStream) {
-        ++slowed_loose[t.sm_group];
-      } else if (std::find(v.begin(), v.end(), t.stream) == v.end()) {
-        v.push_back(t.stream);
-      }
-    }
-  }
-  // A compute task of SM group q running at rate 1 − S(t) (at least 0.05) lasts its duration
-  // plus the integral of min(S, 0.95) over its run: the compute of one stream of the group is
-  // stretched by at most the share-seconds of the group's communication in all.
-  double stretch = 0;
-  for (const auto& [group, share_s] : taken) {
-    const double streams = static_cast<double>(slowed[group].size() + slowed_loose[group]);
-    stretch += share_s * streams;
-  }
-  // Longest path over dependencies and stream order (the engine starts a task when both
-  // allow it, at once), in Kahn order.
-  std::vector<std::uint32_t> indeg(n, 0), succ_first(n + 1, 0), succ;
-  std::vector<std::uint32_t> prev_on_stream(n, kNone), last(g.stream_names().size(), kNone);
-  for (std::uint32_t i = 0; i < n; ++i) {
-    const auto st = tasks[i].stream;
-    if (st == kNoStream) continue;
-    prev_on_stream[i] = last[st];
-    last[st] = i;
-  }
-  for (std::size_t e = 0; e < g.num_deps(); ++e) ++succ_first[g.dep_from()[e] + 1];
-  for (std::uint32_t i = 0; i < n; ++i) {
-    if (prev_on_stream[i] != kNone) ++succ_first[prev_on_stream[i] + 1];
-  }
-  for (std::size_t i = 0; i < n; ++i) succ_first[i + 1] += succ_first[i];
-  succ.resize(succ_first[n]);
-  std::vector<std::uint32_t> fill(succ_first.begin(), succ_first.end() - 1);
-  for (std::size_t e = 0; e < g.num_deps(); ++e) {
-    succ[fill[g.dep_from()[e]]++] = g.dep_to()[e];
-    ++indeg[g.dep_to()[e]];
-  }
-  for (std::uint32_t i = 0; i < n; ++i) {
-    if (prev_on_stream[i] != kNone) {
-      succ[fill[prev_on_stream[i]]++] = i;
-      ++indeg[i];
-    }
-  }
-  std::vector<double> start(n, 0.0);
-  std::vector<std::uint32_t> ready;
-  for (std::uint32_t i = 0; i < n; ++i) {
-    if (indeg[i] == 0) ready.push_back(i);
-  }
-  double makespan = 0;
-  std::size_t seen = 0;
-  while (!ready.empty()) {
-    const auto i = ready.back();
-    ready.pop_back();
-    ++seen;
-    const double end = start[i] + dur[i];
-    makespan = std::max(makespan, end);
-    for (auto k = succ_first[i]; k < succ_first[i + 1]; ++k) {
-      const auto j = succ[k];
-      start[j] = std::max(start[j], end);
-      if (--indeg[j] == 0) ready.push_back(j);
-    }
-  }
-  if (seen != n) g.check_acyclic();  // a cycle is a schedule bug (GraphError)
-  // Margins for the engine's rounding of event times and of its rate arithmetic.
-  return (makespan + stretch) * (1.0 + 1e-6) + static_cast<double>(4 * n) * 1e-12;
 }
 
 }  // namespace tetra::sim
