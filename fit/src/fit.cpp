@@ -97,6 +97,252 @@ void check_cases(const std::vector<StepCase>& cases, std::size_t factors) {
   }
 }
 
+/// What the iteration of fit_factors works on: the parameters, which columns are rate factors
+/// (their slopes come from the simulator) and which is the overhead (its column is exact),
+/// and the measured steps.
+struct Problem {
+  Parameters par;
+  std::vector<Factor> rates;
+  std::vector<Eigen::Index> rate_col;
+  Eigen::Index overhead_col = -1;
+  std::vector<double> measured;
+  Eigen::Index k = 0;  // parameters
+  Eigen::Index n = 0;  // cases
+};
+
+Problem make_problem(const std::vector<StepCase>& cases, const std::vector<Factor>& wanted) {
+  Problem pb;
+  for (const StepCase& c : cases) pb.measured.push_back(c.measured_s);
+  Parameters& par = pb.par;
+  par.factors = wanted;
+  par.overhead_unit = median(pb.measured);
+  for (Factor f : wanted) {
+    par.lower.push_back(par.to_theta(f, bound(f).lower));
+    par.upper.push_back(par.to_theta(f, bound(f).upper));
+  }
+  pb.k = static_cast<Eigen::Index>(par.size());
+  pb.n = static_cast<Eigen::Index>(cases.size());
+  for (Eigen::Index j = 0; j < pb.k; ++j) {
+    if (par.factors[static_cast<std::size_t>(j)] == Factor::step_overhead) {
+      pb.overhead_col = j;
+    } else {
+      pb.rates.push_back(par.factors[static_cast<std::size_t>(j)]);
+      pb.rate_col.push_back(j);
+    }
+  }
+  return pb;
+}
+
+// The start: every factor neutral, inside its bounds.
+Eigen::VectorXd start_theta(const Parameters& par) {
+  const auto k = static_cast<Eigen::Index>(par.size());
+  Eigen::VectorXd theta = Eigen::VectorXd::Zero(k);
+  for (Eigen::Index j = 0; j < k; ++j) {
+    const Factor f = par.factors[static_cast<std::size_t>(j)];
+    theta(j) = std::clamp(par.to_theta(f, Factors::neutral(f)), par.lower[static_cast<std::size_t>(j)],
+                          par.upper[static_cast<std::size_t>(j)]);
+  }
+  return theta;
+}
+
+// Forward differences step inward from an upper bound.
+std::vector<double> diff_steps(const Problem& pb, const Eigen::VectorXd& th) {
+  std::vector<double> step;
+  for (std::size_t r = 0; r < pb.rates.size(); ++r) {
+    const auto j = static_cast<std::size_t>(pb.rate_col[r]);
+    step.push_back(th(pb.rate_col[r]) + kDiffStep > pb.par.upper[j] ? -kDiffStep : kDiffStep);
+  }
+  return step;
+}
+
+double overhead_of(const Problem& pb, const Eigen::VectorXd& th) {
+  return pb.overhead_col >= 0 ? pb.par.to_factors(th).step_overhead_s : 0.0;
+}
+
+// d r_i / d theta_j: the rate columns from the slopes at the step times t, the overhead
+// column exact.
+Eigen::MatrixXd jacobian(const Problem& pb, const std::vector<double>& t, const Eigen::MatrixXd& slopes) {
+  Eigen::MatrixXd jac = Eigen::MatrixXd::Zero(pb.n, pb.k);
+  for (Eigen::Index i = 0; i < pb.n; ++i) {
+    const double m = pb.measured[static_cast<std::size_t>(i)];
+    for (std::size_t r = 0; r < pb.rates.size(); ++r) {
+      jac(i, pb.rate_col[r]) = slopes(i, static_cast<Eigen::Index>(r)) * t[static_cast<std::size_t>(i)] / m;
+    }
+    if (pb.overhead_col >= 0) jac(i, pb.overhead_col) = pb.par.overhead_unit / m;
+  }
+  return jac;
+}
+
+// Unconstrained rate factors stay neutral and out of the iteration.
+std::vector<bool> active_parameters(const Problem& pb, const Eigen::MatrixXd& slopes) {
+  std::vector<bool> active(static_cast<std::size_t>(pb.k), true);
+  for (std::size_t r = 0; r < pb.rates.size(); ++r) {
+    if (slopes.col(static_cast<Eigen::Index>(r)).cwiseAbs().maxCoeff() < kMinShare) {
+      active[static_cast<std::size_t>(pb.rate_col[r])] = false;
+    }
+  }
+  return active;
+}
+
+/// The state of the iteration: the parameters, the step times, slopes, residuals, error and
+/// Jacobian there, the damping, and scratch for trial steps.
+struct FitState {
+  Eigen::VectorXd theta;
+  std::vector<double> t;
+  Eigen::MatrixXd slopes;
+  Eigen::VectorXd res;
+  double cost = 0;
+  Eigen::MatrixXd jac;
+  double lambda = 1e-3;
+  int iterations = 0;
+  bool converged = false;
+  std::vector<double> t_try;
+  Eigen::VectorXd res_try;
+};
+
+constexpr double kBoundTol = 1e-9;
+
+// Free parameters: active, and not pressed against a bound by the gradient.
+std::vector<Eigen::Index> free_parameters(const Problem& pb, const std::vector<bool>& active,
+                                          const Eigen::VectorXd& theta, const Eigen::VectorXd& grad) {
+  std::vector<Eigen::Index> free;
+  for (Eigen::Index j = 0; j < pb.k; ++j) {
+    if (!active[static_cast<std::size_t>(j)]) continue;
+    const bool at_lo = theta(j) <= pb.par.lower[static_cast<std::size_t>(j)] + kBoundTol && grad(j) > 0;
+    const bool at_hi = theta(j) >= pb.par.upper[static_cast<std::size_t>(j)] - kBoundTol && grad(j) < 0;
+    if (!at_lo && !at_hi) free.push_back(j);
+  }
+  return free;
+}
+
+// One Levenberg–Marquardt step over the free parameters: the damping grows tenfold until a
+// projected step lowers the error (at most 16 tries). Returns whether one did; sets
+// s.converged when the fit is done.
+bool damped_step(FitState& s, const Problem& pb, const std::vector<StepCase>& cases, detail::StepModel& model,
+                 const std::vector<Eigen::Index>& free, const Eigen::VectorXd& grad) {
+  const auto nf = static_cast<Eigen::Index>(free.size());
+  Eigen::MatrixXd jf(pb.n, nf);
+  Eigen::VectorXd gf(nf);
+  for (Eigen::Index c = 0; c < nf; ++c) {
+    jf.col(c) = s.jac.col(free[static_cast<std::size_t>(c)]);
+    gf(c) = grad(free[static_cast<std::size_t>(c)]);
+  }
+  const Eigen::MatrixXd normal = jf.transpose() * jf;
+  const double diag_floor = std::max(normal.diagonal().maxCoeff() * 1e-12, 1e-300);
+  for (int attempt = 0; attempt < 16; ++attempt) {
+    Eigen::MatrixXd damped = normal;
+    for (Eigen::Index c = 0; c < nf; ++c) damped(c, c) += s.lambda * std::max(normal(c, c), diag_floor);
+    const Eigen::VectorXd delta = damped.ldlt().solve(-gf);
+    Eigen::VectorXd trial = s.theta;
+    for (Eigen::Index c = 0; c < nf; ++c) {
+      const Eigen::Index j = free[static_cast<std::size_t>(c)];
+      trial(j) = std::clamp(s.theta(j) + delta(c), pb.par.lower[static_cast<std::size_t>(j)],
+                            pb.par.upper[static_cast<std::size_t>(j)]);
+    }
+    if ((trial - s.theta).cwiseAbs().maxCoeff() < 1e-9) {
+      s.converged = true;
+      return false;
+    }
+    model.times(pb.par.to_factors(trial), s.t_try);
+    const double cost_try = residuals(cases, s.t_try, overhead_of(pb, trial), s.res_try);
+    if (cost_try < s.cost) {
+      const double gain = s.cost - cost_try;
+      const double moved = (trial - s.theta).cwiseAbs().maxCoeff();
+      s.theta = trial;
+      s.t.swap(s.t_try);
+      s.res = s.res_try;
+      s.cost = cost_try;
+      s.lambda = std::max(s.lambda * 0.3, 1e-9);
+      ++s.iterations;
+      // Done when the error stops falling (relative 1e-6) or no factor moves by more than
+      // 1e-4 of itself: far below what a prediction can resolve.
+      s.converged = gain <= 1e-6 * (s.cost + 1e-12) || moved < 1e-4;
+      return true;
+    }
+    s.lambda *= 10;
+  }
+  return false;
+}
+
+// Standard errors: the variance of each parameter inside its bounds from the final Jacobian
+// (-1 where none: at a bound, unconstrained, or not identified by the rows).
+Eigen::VectorXd variances(const Problem& pb, const std::vector<bool>& active, const FitState& s) {
+  const Eigen::Index k = pb.k;
+  const Eigen::Index n = pb.n;
+  std::vector<Eigen::Index> estimated;  // inside their bounds: the covariance is theirs
+  for (Eigen::Index j = 0; j < k; ++j) {
+    const auto js = static_cast<std::size_t>(j);
+    if (active[js] && s.theta(j) > pb.par.lower[js] + 1e-6 && s.theta(j) < pb.par.upper[js] - 1e-6) {
+      estimated.push_back(j);
+    }
+  }
+  Eigen::VectorXd variance = Eigen::VectorXd::Constant(k, -1.0);
+  const auto ne = static_cast<Eigen::Index>(estimated.size());
+  if (ne > 0 && n > ne) {
+    Eigen::MatrixXd je(n, ne);
+    for (Eigen::Index c = 0; c < ne; ++c) je.col(c) = s.jac.col(estimated[static_cast<std::size_t>(c)]);
+    const Eigen::SelfAdjointEigenSolver<Eigen::MatrixXd> eig(je.transpose() * je);
+    const double sigma2 = s.res.squaredNorm() / static_cast<double>(n - ne);
+    const Eigen::VectorXd ev = eig.eigenvalues();
+    const double tiny = std::max(ev.cwiseAbs().maxCoeff(), 1e-300) * 1e-12;
+    for (Eigen::Index c = 0; c < ne; ++c) {
+      double v = 0;
+      bool identified = true;
+      for (Eigen::Index e = 0; e < ne; ++e) {
+        const double w = eig.eigenvectors()(c, e);
+        if (ev(e) <= tiny) {
+          if (std::abs(w) > 1e-6) identified = false;
+          continue;
+        }
+        v += w * w / ev(e);
+      }
+      variance(estimated[static_cast<std::size_t>(c)]) = identified ? sigma2 * v : -1.0;
+    }
+  }
+  return variance;
+}
+
+// The report of factor f: value, bounds, status, standard error and share of the steps.
+FactorFit factor_fit(Factor f, const Problem& pb, const std::vector<bool>& active, const FitState& s,
+                     const Eigen::VectorXd& variance, const Factors& fitted) {
+  const Parameters& par = pb.par;
+  const double overhead = fitted.step_overhead_s;
+  FactorFit ff;
+  ff.factor = f;
+  ff.lower = bound(f).lower;
+  ff.upper = bound(f).upper;
+  ff.value = fitted.get(f);
+  const auto it = std::find(par.factors.begin(), par.factors.end(), f);
+  if (it == par.factors.end()) {
+    ff.status = FactorStatus::not_fitted;
+    return ff;
+  }
+  const auto j = static_cast<Eigen::Index>(it - par.factors.begin());
+  const auto js = static_cast<std::size_t>(j);
+  if (!active[js]) {
+    ff.status = FactorStatus::unconstrained;
+  } else {
+    const bool inside = s.theta(j) > par.lower[js] + 1e-6 && s.theta(j) < par.upper[js] - 1e-6;
+    ff.status = inside ? FactorStatus::fitted : FactorStatus::at_bound;
+  }
+  if (variance(j) >= 0) {
+    const double se_theta = std::sqrt(variance(j));
+    ff.std_error = f == Factor::step_overhead ? se_theta * par.overhead_unit : se_theta * ff.value;
+  }
+  double share = 0;
+  for (Eigen::Index i = 0; i < pb.n; ++i) {
+    const double ti = s.t[static_cast<std::size_t>(i)];
+    if (f == Factor::step_overhead) {
+      share += overhead / (ti + overhead);
+    } else {
+      const auto r = static_cast<Eigen::Index>(std::find(pb.rates.begin(), pb.rates.end(), f) - pb.rates.begin());
+      share += std::abs(s.slopes(i, r)) * ti / (ti + overhead);
+    }
+  }
+  ff.share = share / static_cast<double>(pb.n);
+  return ff;
+}
+
 }  // namespace
 
 std::vector<StepPrediction> predict_steps(const std::vector<StepCase>& cases, const Factors& factors,
@@ -122,232 +368,45 @@ FitSummary fit_factors(const std::vector<StepCase>& cases, const FitOptions& opt
   const std::vector<Factor> wanted = requested(options);
   check_cases(cases, wanted.size());
   detail::StepModel model(cases, options.threads);
-
-  std::vector<double> measured;
-  for (const StepCase& c : cases) measured.push_back(c.measured_s);
-  Parameters par;
-  par.factors = wanted;
-  par.overhead_unit = median(measured);
-  for (Factor f : wanted) {
-    par.lower.push_back(par.to_theta(f, bound(f).lower));
-    par.upper.push_back(par.to_theta(f, bound(f).upper));
-  }
-  const auto k = static_cast<Eigen::Index>(par.size());
-  const auto n = static_cast<Eigen::Index>(cases.size());
-
-  // Rate factors whose slopes come from the simulator; the overhead column is exact.
-  std::vector<Factor> rates;
-  std::vector<Eigen::Index> rate_col;
-  Eigen::Index overhead_col = -1;
-  for (Eigen::Index j = 0; j < k; ++j) {
-    if (par.factors[static_cast<std::size_t>(j)] == Factor::step_overhead) {
-      overhead_col = j;
-    } else {
-      rates.push_back(par.factors[static_cast<std::size_t>(j)]);
-      rate_col.push_back(j);
-    }
-  }
-
-  Eigen::VectorXd theta = Eigen::VectorXd::Zero(k);
-  for (Eigen::Index j = 0; j < k; ++j) {
-    const Factor f = par.factors[static_cast<std::size_t>(j)];
-    theta(j) = std::clamp(par.to_theta(f, Factors::neutral(f)), par.lower[static_cast<std::size_t>(j)],
-                          par.upper[static_cast<std::size_t>(j)]);
-  }
-
-  // Forward differences step inward from an upper bound.
-  auto diff_steps = [&](const Eigen::VectorXd& th) {
-    std::vector<double> step;
-    for (std::size_t r = 0; r < rates.size(); ++r) {
-      const auto j = static_cast<std::size_t>(rate_col[r]);
-      step.push_back(th(rate_col[r]) + kDiffStep > par.upper[j] ? -kDiffStep : kDiffStep);
-    }
-    return step;
-  };
-  std::vector<double> t;
-  Eigen::MatrixXd slopes;
-  model.sensitivities(par.to_factors(theta), rates, diff_steps(theta), t, false, slopes);
-
-  // Unconstrained rate factors stay neutral and out of the iteration.
-  std::vector<bool> active(static_cast<std::size_t>(k), true);
-  for (std::size_t r = 0; r < rates.size(); ++r) {
-    if (slopes.col(static_cast<Eigen::Index>(r)).cwiseAbs().maxCoeff() < kMinShare) {
-      active[static_cast<std::size_t>(rate_col[r])] = false;
-    }
-  }
-
-  auto overhead_of = [&](const Eigen::VectorXd& th) {
-    return overhead_col >= 0 ? par.to_factors(th).step_overhead_s : 0.0;
-  };
-  auto jacobian = [&]() {
-    Eigen::MatrixXd jac = Eigen::MatrixXd::Zero(n, k);
-    for (Eigen::Index i = 0; i < n; ++i) {
-      const double m = measured[static_cast<std::size_t>(i)];
-      for (std::size_t r = 0; r < rates.size(); ++r) {
-        jac(i, rate_col[r]) = slopes(i, static_cast<Eigen::Index>(r)) * t[static_cast<std::size_t>(i)] / m;
-      }
-      if (overhead_col >= 0) jac(i, overhead_col) = par.overhead_unit / m;
-    }
-    return jac;
-  };
-
-  Eigen::VectorXd res;
-  double cost = residuals(cases, t, overhead_of(theta), res);
-  Eigen::MatrixXd jac = jacobian();
-  double lambda = 1e-3;
-  int iterations = 0;
-  bool converged = false;
-  std::vector<double> t_try;
-  Eigen::VectorXd res_try;
-  constexpr double kBoundTol = 1e-9;
-  for (int it = 0; it < options.max_iterations && !converged; ++it) {
-    const Eigen::VectorXd grad = jac.transpose() * res;
-    // Free parameters: active, and not pressed against a bound by the gradient.
-    std::vector<Eigen::Index> free;
-    for (Eigen::Index j = 0; j < k; ++j) {
-      if (!active[static_cast<std::size_t>(j)]) continue;
-      const bool at_lo = theta(j) <= par.lower[static_cast<std::size_t>(j)] + kBoundTol && grad(j) > 0;
-      const bool at_hi = theta(j) >= par.upper[static_cast<std::size_t>(j)] - kBoundTol && grad(j) < 0;
-      if (!at_lo && !at_hi) free.push_back(j);
-    }
+  const Problem pb = make_problem(cases, wanted);
+  FitState s;
+  s.theta = start_theta(pb.par);
+  model.sensitivities(pb.par.to_factors(s.theta), pb.rates, diff_steps(pb, s.theta), s.t, false, s.slopes);
+  const std::vector<bool> active = active_parameters(pb, s.slopes);
+  s.cost = residuals(cases, s.t, overhead_of(pb, s.theta), s.res);
+  s.jac = jacobian(pb, s.t, s.slopes);
+  // Projected Levenberg–Marquardt: new slopes (a simulation per rate factor) after each step.
+  for (int it = 0; it < options.max_iterations && !s.converged; ++it) {
+    const Eigen::VectorXd grad = s.jac.transpose() * s.res;
+    const std::vector<Eigen::Index> free = free_parameters(pb, active, s.theta, grad);
     if (free.empty()) {
-      converged = true;
+      s.converged = true;
       break;
     }
-    const auto nf = static_cast<Eigen::Index>(free.size());
-    Eigen::MatrixXd jf(n, nf);
-    Eigen::VectorXd gf(nf);
-    for (Eigen::Index c = 0; c < nf; ++c) {
-      jf.col(c) = jac.col(free[static_cast<std::size_t>(c)]);
-      gf(c) = grad(free[static_cast<std::size_t>(c)]);
-    }
-    const Eigen::MatrixXd normal = jf.transpose() * jf;
-    const double diag_floor = std::max(normal.diagonal().maxCoeff() * 1e-12, 1e-300);
-    bool accepted = false;
-    for (int attempt = 0; attempt < 16; ++attempt) {
-      Eigen::MatrixXd damped = normal;
-      for (Eigen::Index c = 0; c < nf; ++c) damped(c, c) += lambda * std::max(normal(c, c), diag_floor);
-      const Eigen::VectorXd delta = damped.ldlt().solve(-gf);
-      Eigen::VectorXd trial = theta;
-      for (Eigen::Index c = 0; c < nf; ++c) {
-        const Eigen::Index j = free[static_cast<std::size_t>(c)];
-        trial(j) = std::clamp(theta(j) + delta(c), par.lower[static_cast<std::size_t>(j)],
-                              par.upper[static_cast<std::size_t>(j)]);
-      }
-      if ((trial - theta).cwiseAbs().maxCoeff() < 1e-9) {
-        converged = true;
-        break;
-      }
-      model.times(par.to_factors(trial), t_try);
-      const double cost_try = residuals(cases, t_try, overhead_of(trial), res_try);
-      if (cost_try < cost) {
-        const double gain = cost - cost_try;
-        const double moved = (trial - theta).cwiseAbs().maxCoeff();
-        theta = trial;
-        t.swap(t_try);
-        res = res_try;
-        cost = cost_try;
-        lambda = std::max(lambda * 0.3, 1e-9);
-        accepted = true;
-        ++iterations;
-        // Done when the error stops falling (relative 1e-6) or no factor moves by more than
-        // 1e-4 of itself: far below what a prediction can resolve.
-        converged = gain <= 1e-6 * (cost + 1e-12) || moved < 1e-4;
-        break;
-      }
-      lambda *= 10;
-    }
-    if (!accepted) {
-      converged = true;  // no step lowers the error: a (bounded) minimum
+    if (!damped_step(s, pb, cases, model, free, grad)) {
+      s.converged = true;  // no step lowers the error: a (bounded) minimum
       break;
     }
-    if (!converged) {
-      model.sensitivities(par.to_factors(theta), rates, diff_steps(theta), t, true, slopes);
-      jac = jacobian();
+    if (!s.converged) {
+      model.sensitivities(pb.par.to_factors(s.theta), pb.rates, diff_steps(pb, s.theta), s.t, true, s.slopes);
+      s.jac = jacobian(pb, s.t, s.slopes);
     }
   }
 
   // Report: values, status, standard errors from the final Jacobian, shares of the step.
   FitSummary out;
-  out.factors = par.to_factors(theta);
-  out.iterations = iterations;
-  out.converged = converged;
+  out.factors = pb.par.to_factors(s.theta);
+  out.iterations = s.iterations;
+  out.converged = s.converged;
   for (const StepCase& c : cases) out.rows.push_back(c.id);
   const double overhead = out.factors.step_overhead_s;
-  for (double ti : t) out.predicted_s.push_back(ti + overhead);
+  for (double ti : s.t) out.predicted_s.push_back(ti + overhead);
   double abs_sum = 0;
-  for (Eigen::Index i = 0; i < n; ++i) abs_sum += std::abs(res(i));
-  out.rms_error = std::sqrt(res.squaredNorm() / static_cast<double>(n));
-  out.mape = abs_sum / static_cast<double>(n);
-
-  std::vector<Eigen::Index> estimated;  // inside their bounds: the covariance is theirs
-  for (Eigen::Index j = 0; j < k; ++j) {
-    const auto js = static_cast<std::size_t>(j);
-    if (active[js] && theta(j) > par.lower[js] + 1e-6 && theta(j) < par.upper[js] - 1e-6) {
-      estimated.push_back(j);
-    }
-  }
-  Eigen::VectorXd variance = Eigen::VectorXd::Constant(k, -1.0);
-  const auto ne = static_cast<Eigen::Index>(estimated.size());
-  if (ne > 0 && n > ne) {
-    Eigen::MatrixXd je(n, ne);
-    for (Eigen::Index c = 0; c < ne; ++c) je.col(c) = jac.col(estimated[static_cast<std::size_t>(c)]);
-    const Eigen::SelfAdjointEigenSolver<Eigen::MatrixXd> eig(je.transpose() * je);
-    const double sigma2 = res.squaredNorm() / static_cast<double>(n - ne);
-    const Eigen::VectorXd ev = eig.eigenvalues();
-    const double tiny = std::max(ev.cwiseAbs().maxCoeff(), 1e-300) * 1e-12;
-    for (Eigen::Index c = 0; c < ne; ++c) {
-      double v = 0;
-      bool identified = true;
-      for (Eigen::Index e = 0; e < ne; ++e) {
-        const double w = eig.eigenvectors()(c, e);
-        if (ev(e) <= tiny) {
-          if (std::abs(w) > 1e-6) identified = false;
-          continue;
-        }
-        v += w * w / ev(e);
-      }
-      variance(estimated[static_cast<std::size_t>(c)]) = identified ? sigma2 * v : -1.0;
-    }
-  }
-
-  for (Factor f : costmodel::kFactors) {
-    FactorFit ff;
-    ff.factor = f;
-    ff.lower = bound(f).lower;
-    ff.upper = bound(f).upper;
-    ff.value = out.factors.get(f);
-    const auto it = std::find(par.factors.begin(), par.factors.end(), f);
-    if (it == par.factors.end()) {
-      ff.status = FactorStatus::not_fitted;
-      out.per_factor.push_back(ff);
-      continue;
-    }
-    const auto j = static_cast<Eigen::Index>(it - par.factors.begin());
-    const auto js = static_cast<std::size_t>(j);
-    if (!active[js]) {
-      ff.status = FactorStatus::unconstrained;
-    } else {
-      const bool inside = theta(j) > par.lower[js] + 1e-6 && theta(j) < par.upper[js] - 1e-6;
-      ff.status = inside ? FactorStatus::fitted : FactorStatus::at_bound;
-    }
-    if (variance(j) >= 0) {
-      const double se_theta = std::sqrt(variance(j));
-      ff.std_error = f == Factor::step_overhead ? se_theta * par.overhead_unit : se_theta * ff.value;
-    }
-    double share = 0;
-    for (Eigen::Index i = 0; i < n; ++i) {
-      const double ti = t[static_cast<std::size_t>(i)];
-      if (f == Factor::step_overhead) {
-        share += overhead / (ti + overhead);
-      } else {
-        const auto r = static_cast<Eigen::Index>(std::find(rates.begin(), rates.end(), f) - rates.begin());
-        share += std::abs(slopes(i, r)) * ti / (ti + overhead);
-      }
-    }
-    ff.share = share / static_cast<double>(n);
-    out.per_factor.push_back(ff);
-  }
+  for (Eigen::Index i = 0; i < pb.n; ++i) abs_sum += std::abs(s.res(i));
+  out.rms_error = std::sqrt(s.res.squaredNorm() / static_cast<double>(pb.n));
+  out.mape = abs_sum / static_cast<double>(pb.n);
+  const Eigen::VectorXd variance = variances(pb, active, s);
+  for (Factor f : costmodel::kFactors) out.per_factor.push_back(factor_fit(f, pb, active, s, variance, out.factors));
   return out;
 }
 

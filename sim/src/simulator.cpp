@@ -214,16 +214,145 @@ double Simulator::step_upper_bound(const SimInput& in, const SimOptions& options
   return u + in.step_overhead_s;
 }
 
+namespace {
+
+/// Whether a stage's DP x CP gradient group and its CP group span nodes.
+struct GroupsInterNode {
+  bool dp = false;
+  bool cp = false;
+};
+
+// Placement: PP neighbours and the DP x CP gradient group, into the step's links (which PP
+// boundaries cross nodes, the PP transfer times) and the SM share of its DP collectives.
+GroupsInterNode place_step(StepSpec& spec, const SimInput& in, int domain, int p) {
+  const llama::Model& model = *in.model;
+  const llama::Training& training = *in.training;
+  const llama::Layout& layout = in.layout;
+  const costmodel::CommParams& cm = *in.comm;
+  const double sms = std::max(in.compute->sms, 1);
+  const long long pp_stride = costmodel::rank_stride(layout, llama::CommDim::pp);
+  spec.pp_inter_node.assign(static_cast<std::size_t>(p), 1);
+  for (int r = 0; r < p; ++r) {
+    const long long a = static_cast<long long>(r) * pp_stride / domain;
+    const long long b = static_cast<long long>((r + 1) % p) * pp_stride / domain;
+    spec.pp_inter_node[static_cast<std::size_t>(r)] = a != b ? 1 : 0;
+  }
+  const auto dp_place = costmodel::place_group(layout, llama::CommDim::dp_cp, domain);
+  const auto cp_place = costmodel::place_group(layout, llama::CommDim::cp, domain);
+  const auto dp_graph = costmodel::ring_graph(cm.topo, dp_place.ranks_per_node, dp_place.nodes);
+  spec.comm_sm_share = std::min(0.5, std::max(dp_graph.channels, 0) / sms);
+  if (p > 1) {
+    const double bytes = llama::pp_boundary_bytes(model, training, layout);
+    const bool any_inter = std::any_of(spec.pp_inter_node.begin(), spec.pp_inter_node.begin() + (p - 1),
+                                       [](char c) { return c != 0; });
+    spec.pp_forward = Duration::from_seconds(costmodel::p2p_seconds(bytes, !any_inter, cm));
+    spec.pp_backward = spec.pp_forward;
+  }
+  return {dp_place.nodes > 1, cp_place.nodes > 1};
+}
+
+// MoE models: the passes of each chunk summed over its dense and MoE layers (the first
+// layer of virtual stage vs is the sum of the layers of the chunks before it), into `out`.
+void moe_chunk_times(const llama::Model& model, const std::vector<int>& virtual_layers, int V,
+                     const LayerTimes& layer, const LayerTimes& moe_layer, const LayerTimes& head,
+                     std::vector<LayerTimes>& out) {
+  int first = 0;
+  for (int vs = 0; vs < V; ++vs) {
+    const int lc = virtual_layers.at(static_cast<std::size_t>(vs));
+    const int moe_layers = llama::moe_layers_in(model, first, lc);
+    // Multi-token prediction (DeepSeek-V3, Megatron-Core `mtp_num_layers`): each module runs
+    // one more transformer layer, of the kind of the model's last layer, and a second LM head
+    // with its loss after the last layer.
+    const double mtp = vs == V - 1 ? std::max(0, model.mtp_layers) : 0;
+    const bool mtp_moe = llama::is_moe_layer(model, model.layers - 1);
+    const double dense_n = static_cast<double>(lc - moe_layers) + (mtp_moe ? 0.0 : mtp);
+    const double moe_n = static_cast<double>(moe_layers) + (mtp_moe ? mtp : 0.0);
+    out.push_back(blend({{layer, dense_n}, {moe_layer, moe_n}, {head, mtp}}));
+    first += lc;
+  }
+}
+
+/// A stage's DP collectives, one op per bucket and chunk.
+struct DpCollectives {
+  std::vector<llama::Op> reduces, gathers, replica_reduces;
+};
+
+// The DP collectives of stage r split into single buckets of one chunk (each chunk has its
+// own gradient buffer) by role.
+DpCollectives dp_collectives(const SimInput& in, int r, int v, bool moe) {
+  const llama::Model& model = *in.model;
+  const llama::Training& training = *in.training;
+  const llama::Layout& layout = in.layout;
+  auto dp_ops = llama::dp_gradient_ops(model, training, layout, r);
+  if (moe) {
+    // Expert buckets after the dense ones, on the same DP stream (Megatron-Core issues both
+    // buffers' bucket groups from the backward hooks).
+    const auto expert_ops = llama::expert_gradient_ops(model, training, layout, r);
+    dp_ops.insert(dp_ops.end(), expert_ops.begin(), expert_ops.end());
+  }
+  // HSDP's replica all-reduces follow the reduce-scatter of the same bucket on its stream.
+  DpCollectives out;
+  for (const auto& op : dp_ops) {
+    if (op.kind != llama::OpKind::collective) continue;
+    for (int k = 0; k < std::max(op.count, 1); ++k) {
+      llama::Op one = op;
+      one.count = 1;
+      one.bytes = op.bytes / v;
+      if (op.coll == llama::CollectiveKind::all_gather) {
+        out.gathers.push_back(one);
+      } else if (op.dim == llama::CommDim::dp_replicate) {
+        out.replica_reduces.push_back(one);
+      } else if (op.coll == llama::CollectiveKind::reduce_scatter ||
+                 op.coll == llama::CollectiveKind::all_reduce) {
+        out.reduces.push_back(one);
+      }
+    }
+  }
+  return out;
+}
+
+// The DP buckets of one chunk of stage r, priced (none without DP reductions).
+std::vector<BucketCost> dp_buckets(const SimInput& in, int r, int v, bool moe, const OpPricer& price) {
+  DpCollectives dc = dp_collectives(in, r, v, moe);
+  auto& reduces = dc.reduces;
+  const auto& gathers = dc.gathers;
+  const auto& replica_reduces = dc.replica_reduces;
+  std::vector<double> follow_s(reduces.size(), 0.0);
+  if (reduces.empty()) {
+    reduces = replica_reduces;  // HSDP with one rank per shard group: all-reduce only
+    follow_s.assign(reduces.size(), 0.0);
+  } else if (replica_reduces.size() == reduces.size()) {
+    for (std::size_t k = 0; k < reduces.size(); ++k) follow_s[k] = price(replica_reduces[k]);
+  }
+  std::vector<BucketCost> bk;
+  if (reduces.empty()) return bk;
+  double total = 0;
+  for (const auto& op : reduces) total += op.bytes;
+  double gather_total = 0;
+  for (const auto& op : gathers) gather_total += price(op);
+  for (std::size_t k = 0; k < reduces.size(); ++k) {
+    BucketCost b;
+    b.params_fraction = total > 0 ? reduces[k].bytes / total : 1.0 / static_cast<double>(reduces.size());
+    b.reduce = Duration::from_seconds(price(reduces[k]) + follow_s[k]);
+    if (gathers.size() == reduces.size()) {
+      b.gather = Duration::from_seconds(price(gathers[k]));
+    } else {
+      b.gather = Duration::from_seconds(gather_total * b.params_fraction);
+    }
+    bk.push_back(b);
+  }
+  return bk;
+}
+
+}  // namespace
+
 void Simulator::build_spec(const SimInput& in, const SimOptions& options, const OpPricer& price) {
   const llama::Model& model = *in.model;
   const hw::Cluster& cluster = *in.cluster;
   const llama::Training& training = *in.training;
   const llama::Layout& layout = in.layout;
-  const costmodel::ComputeParams& cp = *in.compute;
-  const costmodel::CommParams& cm = *in.comm;
   const bool record = options.record_trace;
   const int domain = cluster.nvlink_domain();  // NVLink peers: a node, or an NVL72 rack
-  const double sms = std::max(cp.sms, 1);
 
   const int p = std::max(layout.pp, 1);
   const int v = std::max(layout.vp, 1);
@@ -248,46 +377,9 @@ void Simulator::build_spec(const SimInput& in, const SimOptions& options, const 
   spec_.overlap_param_gather = traits.overlap_param_gather;
   spec_.record_memory = record;
   chunk_layers_.assign(static_cast<std::size_t>(V), 0);
-
-  // Placement: PP neighbours and the DP x CP gradient group.
-  const long long pp_stride = costmodel::rank_stride(layout, llama::CommDim::pp);
-  spec_.pp_inter_node.assign(static_cast<std::size_t>(p), 1);
-  for (int r = 0; r < p; ++r) {
-    const long long a = static_cast<long long>(r) * pp_stride / domain;
-    const long long b = static_cast<long long>((r + 1) % p) * pp_stride / domain;
-    spec_.pp_inter_node[static_cast<std::size_t>(r)] = a != b ? 1 : 0;
-  }
-  const auto dp_place = costmodel::place_group(layout, llama::CommDim::dp_cp, domain);
-  const auto cp_place = costmodel::place_group(layout, llama::CommDim::cp, domain);
-  const auto dp_graph = costmodel::ring_graph(cm.topo, dp_place.ranks_per_node, dp_place.nodes);
-  spec_.comm_sm_share = std::min(0.5, std::max(dp_graph.channels, 0) / sms);
-  if (p > 1) {
-    const double bytes = llama::pp_boundary_bytes(model, training, layout);
-    const bool any_inter = std::any_of(spec_.pp_inter_node.begin(), spec_.pp_inter_node.begin() + (p - 1),
-                                       [](char c) { return c != 0; });
-    spec_.pp_forward = Duration::from_seconds(costmodel::p2p_seconds(bytes, !any_inter, cm));
-    spec_.pp_backward = spec_.pp_forward;
-  }
-
-  // MoE models: the passes of each chunk summed over its dense and MoE layers (the first
-  // layer of virtual stage vs is the sum of the layers of the chunks before it).
+  const GroupsInterNode inter_node = place_step(spec_, in, domain, p);
   chunk_times_.clear();
-  if (moe_) {
-    int first = 0;
-    for (int vs = 0; vs < V; ++vs) {
-      const int lc = virtual_layers.at(static_cast<std::size_t>(vs));
-      const int moe_layers = llama::moe_layers_in(model, first, lc);
-      // Multi-token prediction (DeepSeek-V3, Megatron-Core `mtp_num_layers`): each module runs
-      // one more transformer layer, of the kind of the model's last layer, and a second LM head
-      // with its loss after the last layer.
-      const double mtp = vs == V - 1 ? std::max(0, model.mtp_layers) : 0;
-      const bool mtp_moe = llama::is_moe_layer(model, model.layers - 1);
-      const double dense_n = static_cast<double>(lc - moe_layers) + (mtp_moe ? 0.0 : mtp);
-      const double moe_n = static_cast<double>(moe_layers) + (mtp_moe ? mtp : 0.0);
-      chunk_times_.push_back(blend({{layer_, dense_n}, {moe_layer_, moe_n}, {head_, mtp}}));
-      first += lc;
-    }
-  }
+  if (moe_) moe_chunk_times(model, virtual_layers, V, layer_, moe_layer_, head_, chunk_times_);
   for (int r = 0; r < p; ++r) {
     StageSpec st;
     for (int c = 0; c < v; ++c) {
@@ -305,68 +397,18 @@ void Simulator::build_spec(const SimInput& in, const SimOptions& options, const 
       cc.cp_backward_input_s = k * lt.backward_input.comm_s[kCp];
       st.chunks.push_back(cc);
     }
-    // DP buckets of the stage (per chunk: each chunk has its own gradient buffer).
-    auto dp_ops = llama::dp_gradient_ops(model, training, layout, r);
-    if (moe_) {
-      // Expert buckets after the dense ones, on the same DP stream (Megatron-Core issues both
-      // buffers' bucket groups from the backward hooks).
-      const auto expert_ops = llama::expert_gradient_ops(model, training, layout, r);
-      dp_ops.insert(dp_ops.end(), expert_ops.begin(), expert_ops.end());
-    }
-    // HSDP's replica all-reduces follow the reduce-scatter of the same bucket on its stream.
-    std::vector<llama::Op> reduces, gathers, replica_reduces;
-    for (const auto& op : dp_ops) {
-      if (op.kind != llama::OpKind::collective) continue;
-      for (int k = 0; k < std::max(op.count, 1); ++k) {
-        llama::Op one = op;
-        one.count = 1;
-        one.bytes = op.bytes / v;
-        if (op.coll == llama::CollectiveKind::all_gather) {
-          gathers.push_back(one);
-        } else if (op.dim == llama::CommDim::dp_replicate) {
-          replica_reduces.push_back(one);
-        } else if (op.coll == llama::CollectiveKind::reduce_scatter ||
-                   op.coll == llama::CollectiveKind::all_reduce) {
-          reduces.push_back(one);
-        }
-      }
-    }
-    std::vector<double> follow_s(reduces.size(), 0.0);
-    if (reduces.empty()) {
-      reduces = replica_reduces;  // HSDP with one rank per shard group: all-reduce only
-      follow_s.assign(reduces.size(), 0.0);
-    } else if (replica_reduces.size() == reduces.size()) {
-      for (std::size_t k = 0; k < reduces.size(); ++k) follow_s[k] = price(replica_reduces[k]);
-    }
-    if (!reduces.empty()) {
-      double total = 0;
-      for (const auto& op : reduces) total += op.bytes;
-      double gather_total = 0;
-      for (const auto& op : gathers) gather_total += price(op);
-      std::vector<BucketCost> bk;
-      for (std::size_t k = 0; k < reduces.size(); ++k) {
-        BucketCost b;
-        b.params_fraction = total > 0 ? reduces[k].bytes / total : 1.0 / static_cast<double>(reduces.size());
-        b.reduce = Duration::from_seconds(price(reduces[k]) + follow_s[k]);
-        if (gathers.size() == reduces.size()) {
-          b.gather = Duration::from_seconds(price(gathers[k]));
-        } else {
-          b.gather = Duration::from_seconds(gather_total * b.params_fraction);
-        }
-        bk.push_back(b);
-      }
-      st.buckets.assign(static_cast<std::size_t>(v), bk);
-    }
+    // The same DP buckets for every chunk of the stage.
+    const std::vector<BucketCost> bk = dp_buckets(in, r, v, moe_, price);
+    if (!bk.empty()) st.buckets.assign(static_cast<std::size_t>(v), bk);
     double opt = 0;
     for (const auto& op : llama::optimizer_ops(model, training, layout, r)) {
       opt += price(op) * std::max(op.count, 1);
     }
     st.optimizer = Duration::from_seconds(opt);
-    st.dp_inter_node = dp_place.nodes > 1;
-    st.cp_inter_node = cp_place.nodes > 1;
+    st.dp_inter_node = inter_node.dp;
+    st.cp_inter_node = inter_node.cp;
     spec_.stages.push_back(std::move(st));
   }
-
 }
 
 namespace {
@@ -395,6 +437,32 @@ void extrapolate_step(const StepOutcome& a, StepOutcome& step, int m1, int m2, i
     if (step.pipeline_span_s > 0) bubble += (step.pipeline_span_s - so.pipeline_busy_s) / step.pipeline_span_s;
   }
   step.bubble_fraction = step.stages.empty() ? 0 : std::max(0.0, bubble / static_cast<double>(step.stages.size()));
+}
+
+// Memory: the memory model at the in-flight counts the timeline found; then each of the p
+// stages' result (rank_layers: the layers of each rank).
+void add_memory_and_stages(Result& res, const SimInput& in, const SimOptions& options, const StepOutcome& step,
+                           const std::vector<int>& rank_layers, int p) {
+  costmodel::MemoryOptions mo;
+  mo.memory_fraction = options.memory_fraction;
+  for (const auto& so : step.stages) mo.inflight.push_back(so.inflight);
+  res.memory = costmodel::estimate_memory(*in.model, *in.cluster, *in.training, in.layout, mo);
+  res.fits = res.memory.fits;
+  res.peak_bytes = res.memory.peak_bytes;
+  for (int r = 0; r < p; ++r) {
+    StageResult sr;
+    sr.stage = r;
+    sr.layers = rank_layers.at(static_cast<std::size_t>(r));
+    const auto& so = step.stages[static_cast<std::size_t>(r)];
+    sr.busy_s = so.busy_s;
+    sr.idle_s = so.idle_s + in.step_overhead_s;
+    sr.inflight = so.inflight;
+    if (static_cast<std::size_t>(r) < res.memory.stages.size()) {
+      const auto& sm = res.memory.stages[static_cast<std::size_t>(r)];
+      sr.peak_bytes = sm.reserved_bytes;
+    }
+    res.stages.push_back(sr);
+  }
 }
 
 }  // namespace
@@ -493,28 +561,8 @@ Result Simulator::run(const SimInput& in, const SimOptions& options) {
     res.exposed.dp = std::max(res.exposed.dp, so.exposed_dp_s);
   }
 
-  // Memory: the memory model at the in-flight counts the timeline found.
-  costmodel::MemoryOptions mo;
-  mo.memory_fraction = options.memory_fraction;
-  for (const auto& so : step_.stages) mo.inflight.push_back(so.inflight);
-  res.memory = costmodel::estimate_memory(model, cluster, training, layout, mo);
-  res.fits = res.memory.fits;
-  res.peak_bytes = res.memory.peak_bytes;
+  add_memory_and_stages(res, in, options, step_, rank_layers, p);
   stage_memory_ = res.memory.stages;
-  for (int r = 0; r < p; ++r) {
-    StageResult sr;
-    sr.stage = r;
-    sr.layers = rank_layers.at(static_cast<std::size_t>(r));
-    const auto& so = step_.stages[static_cast<std::size_t>(r)];
-    sr.busy_s = so.busy_s;
-    sr.idle_s = so.idle_s + in.step_overhead_s;
-    sr.inflight = so.inflight;
-    if (static_cast<std::size_t>(r) < res.memory.stages.size()) {
-      const auto& sm = res.memory.stages[static_cast<std::size_t>(r)];
-      sr.peak_bytes = sm.reserved_bytes;
-    }
-    res.stages.push_back(sr);
-  }
   return res;
 }
 
