@@ -6,6 +6,7 @@
 #include <algorithm>
 
 #include "tetra/ops/ops.hpp"
+#include "tetra/parallel/execution.hpp"
 
 namespace tetra::costmodel::detail {
 

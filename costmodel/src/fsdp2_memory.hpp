@@ -14,7 +14,7 @@ struct Fsdp2States {
   double sharded_params = 0;      ///< fp32 parameter shards (also Adam's master weights)
   double sharded_grads = 0;       ///< fp32 gradient shards
   /// Under pipelining: the stage's unsharded gradients accumulated in the reduce dtype until
-  /// the deferred reduce-scatter (llama::fsdp_defers_gradient_reduction); they take the place
+  /// the deferred reduce-scatter (llama::fsdp_defers_gradient_reduction, parallel/execution.hpp); they take the place
   /// of the shards, which the reduce-scatter produces as it frees them.
   double accumulated_grads = 0;
   double optimizer = 0;           ///< Adam exp_avg + exp_avg_sq of the shards, fp32

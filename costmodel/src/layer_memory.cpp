@@ -17,7 +17,7 @@ namespace tetra::costmodel::memory_terms {
 
 Geometry geometry(const llama::Model& m, const llama::Training& tr, const llama::Layout& l) {
   Geometry g;
-  const llama::MemoryHabits hab = habits_of(tr);
+  const llama::MemoryHabits hab = llama::memory_habits(tr);
   g.s = static_cast<double>(tr.seq_len) / std::max(l.cp, 1);
   g.b = std::max(l.mbs, 1);
   g.h = m.hidden;
@@ -92,14 +92,14 @@ double layer_saved_full(const llama::Model& m, const llama::Training& tr,
     // SwiGLU: up out, gate out, act(gate) (eager; the fused kernel keeps only gate and up),
     // and the product, the FC2 input (F24-code): 4 x 2 f/h eager, 3 x 2 f/h fused; under FP8 the
     // product is saved quantised (q).
-    const double swiglu_saved = habits_of(tr).fused_swiglu ? 4.0 : 6.0;
+    const double swiglu_saved = llama::memory_habits(tr).fused_swiglu ? 4.0 : 6.0;
     inner += (swiglu_saved + (fp8 ? q : 2.0)) * g.f / g.h;
   }
   bytes += inner * sbh / g.t;
   // FlashAttention's per-row log-sum-exp, fp32 (Dao-AILab/flash-attention saves softmax_lse).
   if (!unfused_attention(tr.attention)) bytes += 4.0 * g.a * g.s * g.b / g.t;
   // Unfused RMSNorm (H23).
-  if (!g.gpt && !habits_of(tr).fused_norm) bytes += 2.0 * kUnfusedNormExtra * sbh / g.nd;
+  if (!g.gpt && !llama::memory_habits(tr).fused_norm) bytes += 2.0 * kUnfusedNormExtra * sbh / g.nd;
   // s^2 terms of an unfused attention (K22); selective recompute drops them (K22, MLM).
   if (!drop_s2) bytes += c_s2_saved(tr.attention, g.gpt) * g.a * g.s * g.s * g.b / g.t;
   return bytes;
@@ -118,7 +118,7 @@ double dense_module_savings(const llama::Model& m, const llama::Training& tr, co
   if (llama::recomputes(l, llama::RecomputeModule::layernorm) && !fp8) bytes += 4.0 * sbh / g.gd;
   if (llama::recomputes(l, llama::RecomputeModule::mlp)) {
     const double q = llama::quantized_bytes_per_element(tr.fp8.recipe);
-    const double swiglu_saved = g.gpt ? 4.0 : (habits_of(tr).fused_swiglu ? 4.0 : 6.0);
+    const double swiglu_saved = g.gpt ? 4.0 : (llama::memory_habits(tr).fused_swiglu ? 4.0 : 6.0);
     bytes += (swiglu_saved + (fp8 ? q : 2.0)) * g.f / g.h * sbh / g.t;
   }
   return bytes;
@@ -140,7 +140,7 @@ double layer_transient(const llama::Model& m, const llama::Training& tr, const l
   // s^2 gradients of an unfused attention.
   bytes += c_s2_transient(tr.attention) * g.a * g.s * g.s * g.b / g.t;
   // Unfused RMSNorm forward: fp32 x^2 and fp32 x * rsqrt temporaries (4 + 4).
-  if (!g.gpt && !habits_of(tr).fused_norm) bytes += 8.0 * sbh / g.nd;
+  if (!g.gpt && !llama::memory_habits(tr).fused_norm) bytes += 8.0 * sbh / g.nd;
   // CP ring (TE): double-buffered bf16 K,V blocks (2 x 4 s' b h k/a / t) plus the dK,dV
   // accumulator in fp32 (8 s' b h k/a / t) [derived; accumulator dtype unconfirmed].
   if (l.cp > 1) bytes += 16.0 * sbh * g.kv / g.t;
@@ -153,17 +153,7 @@ StateBytes state_bytes(const llama::Training& tr) {
   StateBytes s;
   s.w = llama::bytes_of(tr.precision);
   s.g = llama::bytes_of(tr.grad_dtype);
-  // exp_avg + exp_avg_sq, fp32 or bf16 under Megatron-Core's precision-aware optimizer
-  // (`optimizer_config.py` exp_avg_dtype / exp_avg_sq_dtype).
-  const double moments = 2.0 * llama::bytes_of(tr.adam_moments_dtype);
-  if (tr.precision == llama::Precision::fp32) {
-    s.o = moments;  // the weights are the master copy (MLM dist_optimizer doc: 16)
-  } else {
-    s.o = 4.0 + moments;  // fp32 master weights + the moments
-    // fp16 with fp16 gradients: Megatron keeps an fp32 copy of the gradients (20 B/param).
-    if (tr.precision == llama::Precision::fp16 && tr.grad_dtype != llama::Precision::fp32)
-      s.o += 4.0;
-  }
+  s.o = llama::memory_habits(tr).optimizer_bytes;
   return s;
 }
 
@@ -223,7 +213,7 @@ double resident_layer_share(const llama::Layout& l, int stage_layers) {
 double fragmentation_share(const llama::Training& tr, const llama::Layout& l,
                            const MemoryOptions& o) noexcept {
   const bool activations_on_nccl = l.tp > 1 || l.cp > 1 || l.pp > 1 || l.ep > 1;
-  const bool flattened_grads_on_nccl = habits_of(tr).deepspeed && l.dp > 1;
+  const bool flattened_grads_on_nccl = llama::memory_habits(tr).deepspeed && l.dp > 1;
   const bool records = (activations_on_nccl || flattened_grads_on_nccl) && !tr.avoid_record_streams;
   return records ? o.fragmentation : 0.0;
 }

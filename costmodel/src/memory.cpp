@@ -87,7 +87,7 @@ namespace {
 namespace detail {
 
 bool saves_fp8_inputs(const llama::Training& training) noexcept {
-  const llama::MemoryHabits x = habits_of(training);
+  const llama::MemoryHabits x = llama::memory_habits(training);
   return x.fp8_linears && x.saves_quantized_inputs;
 }
 
@@ -132,7 +132,7 @@ double activation_bytes_per_layer(const llama::Model& model, const llama::Traini
       double bytes = 2.0 * sbh / g.nd;                                   // block input
       bytes += (2.0 + 2.0 * g.kv + 2.0) * sbh / g.t;                     // wq, wv, SDPA out
       bytes += 2.0 * g.s * g.b * g.f / g.t;                              // w1
-      if (habits_of(training).saves_unread_outputs) bytes += 2.0 * sbh;  // w2 out
+      if (llama::memory_habits(training).saves_unread_outputs) bytes += 2.0 * sbh;  // w2 out
       if (g.sp) bytes += 2.0 * 2.0 * sbh / g.t;                          // wo, w2 RS shards
       if (!unfused_attention(training.attention)) bytes += 4.0 * g.a * g.s * g.b / g.t;
       return bytes;
@@ -256,7 +256,7 @@ LayoutTerms layout_terms(const llama::Model& model, const hw::Cluster& cluster,
       .model = model,
       .training = training,
       .layout = layout,
-      .hab = habits_of(training),
+      .hab = llama::memory_habits(training),
       .g = g,
       .sb = state_bytes(training),
       .p = std::max(layout.pp, 1),

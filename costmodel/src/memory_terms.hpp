@@ -32,8 +32,6 @@ struct StateBytes {
   double w = 2, g = 4, o = 12;
 };
 
-/// The memory habits of `tr`'s framework; they do not depend on the layout.
-inline llama::MemoryHabits habits_of(const llama::Training& tr) { return llama::memory_habits(tr); }
 Geometry geometry(const llama::Model& m, const llama::Training& tr, const llama::Layout& l);
 bool unfused_attention(llama::AttentionKernel k) noexcept;
 double layer_saved_full(const llama::Model& m, const llama::Training& tr, const llama::Layout& l, bool drop_s2);

@@ -4,6 +4,16 @@
 
 namespace tetra::llama {
 
+bool fsdp_keeps_blocks_unsharded(const Training& training, const Layout& layout) noexcept {
+  const int raf = training.torch.reshard_after_forward;
+  return training.framework == Framework::fsdp && training.zero_stage >= 3 &&
+         (raf == 1 || (raf == TorchNative::kReshardDefault && layout.pp > 1));
+}
+
+bool fsdp_defers_gradient_reduction(const Training& training, const Layout& layout) noexcept {
+  return training.framework == Framework::fsdp && training.zero_stage >= 3 && layout.pp > 1;
+}
+
 ExecutionTraits execution_traits(const Training& tr, const Layout& l) {
   ExecutionTraits x;
   const bool sp = l.sp && l.tp > 1;

@@ -43,16 +43,6 @@ constexpr EnumNames<FlexBackend, 2> kFlexBackend = {{
 
 }  // namespace
 
-bool fsdp_keeps_blocks_unsharded(const Training& training, const Layout& layout) noexcept {
-  const int raf = training.torch.reshard_after_forward;
-  return training.framework == Framework::fsdp && training.zero_stage >= 3 &&
-         (raf == 1 || (raf == TorchNative::kReshardDefault && layout.pp > 1));
-}
-
-bool fsdp_defers_gradient_reduction(const Training& training, const Layout& layout) noexcept {
-  return training.framework == Framework::fsdp && training.zero_stage >= 3 && layout.pp > 1;
-}
-
 std::vector<BlockKind> block_kinds(const Layout& layout) {
   if (layout.recompute != Recompute::selective_layer) return {{layout.recompute, 1.0}};
   const double checkpointed = 1.0 / std::max(1, layout.ac_freq);

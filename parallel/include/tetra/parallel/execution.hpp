@@ -50,6 +50,12 @@ struct MemoryHabits {
   /// A fused cross-entropy kernel (Training::fused_cross_entropy): no fp32 log-softmax of the
   /// logits is ever materialised.
   bool fused_loss = false;
+  /// Bytes of optimizer state per parameter besides the weights and gradients: exp_avg and
+  /// exp_avg_sq (fp32, or bf16 under Megatron-Core's precision-aware optimizer,
+  /// `optimizer_config.py` exp_avg_dtype / exp_avg_sq_dtype), an fp32 master copy unless the
+  /// weights are fp32 (Megatron-LM `docs/source/api-guide/dist_optimizer.md`: 12 or 16 B per
+  /// parameter), and an fp32 copy of fp16 gradients (20 B per parameter).
+  double optimizer_bytes = 12;
 };
 
 struct ExecutionTraits {
@@ -147,6 +153,13 @@ struct ExecutionTraits {
   h.fused_swiglu = h.megatron;
   h.fused_norm = tr.fused_rmsnorm;
   h.fused_loss = tr.fused_cross_entropy;
+  const double moments = 2.0 * bytes_of(tr.adam_moments_dtype);
+  if (tr.precision == Precision::fp32) {
+    h.optimizer_bytes = moments;  // the weights are the master copy
+  } else {
+    h.optimizer_bytes = 4.0 + moments;
+    if (tr.precision == Precision::fp16 && tr.grad_dtype != Precision::fp32) h.optimizer_bytes += 4.0;
+  }
   if (h.fsdp) {
     h.frees_logits_before_backward = true;
     h.saves_quantized_inputs = false;
@@ -160,6 +173,19 @@ struct ExecutionTraits {
   }
   return h;
 }
+
+/// Whether FSDP2 keeps every transformer block unsharded from its forward to its backward
+/// (no all-gather before backward): reshard_after_forward = false, or torchtitan's default
+/// under PP. False outside framework fsdp.
+[[nodiscard]] bool fsdp_keeps_blocks_unsharded(const Training& training, const Layout& layout) noexcept;
+
+/// Whether FSDP2 defers its gradient reduction to the end of the step: under PyTorch's
+/// pipelining every micro-batch's backward runs with `set_requires_gradient_sync(False)`, so
+/// the stage accumulates unsharded gradients in the reduce dtype and reduce-scatters them after
+/// its last backward (`torch/distributed/pipelining/stage.py`
+/// `_PipelineStageBase.backward_maybe_with_nosync`, `run_post_backward`). framework fsdp,
+/// zero_stage 3, pp > 1.
+[[nodiscard]] bool fsdp_defers_gradient_reduction(const Training& training, const Layout& layout) noexcept;
 
 /// The traits of `training` under `layout`.
 [[nodiscard]] ExecutionTraits execution_traits(const Training& training, const Layout& layout);

@@ -39,17 +39,4 @@ struct TorchNative {
   static constexpr int kReshardFull = 0;
 };
 
-/// Whether FSDP2 keeps every transformer block unsharded from its forward to its backward
-/// (no all-gather before backward): reshard_after_forward = false, or torchtitan's default
-/// under PP. False outside framework fsdp.
-[[nodiscard]] bool fsdp_keeps_blocks_unsharded(const Training& training, const Layout& layout) noexcept;
-
-/// Whether FSDP2 defers its gradient reduction to the end of the step: under PyTorch's
-/// pipelining every micro-batch's backward runs with `set_requires_gradient_sync(False)`, so
-/// the stage accumulates unsharded gradients in the reduce dtype and reduce-scatters them after
-/// its last backward (`torch/distributed/pipelining/stage.py`
-/// `_PipelineStageBase.backward_maybe_with_nosync`, `run_post_backward`). framework fsdp,
-/// zero_stage 3, pp > 1.
-[[nodiscard]] bool fsdp_defers_gradient_reduction(const Training& training, const Layout& layout) noexcept;
-
 }  // namespace tetra::llama
