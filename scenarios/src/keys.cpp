@@ -2,11 +2,16 @@
 
 #include <array>
 #include <sstream>
+#include <type_traits>
 
 namespace tetra::scenarios {
 
 namespace {
 
+template <class T>
+constexpr std::string_view plain_type() {
+  return std::is_integral_v<T> ? "integer" : "number";
+}
 
 // One row per key. A key added here is accepted by the loader (which still reads its value)
 // and appears in docs/scenario-format.md after `tetrasim keys --markdown`.
@@ -64,33 +69,26 @@ constexpr std::array kKeys = std::to_array<KeyInfo>({
     {"cluster.inter_node", "nic_bandwidth", "quantity", "the preset's", "> 0", "per adapter per direction, e.g. \"400Gb/s\"", ""},
     {"cluster.inter_node", "latency", "quantity", "the preset's", "0..10s", "one network hop", ""},
     // ---- [training] ----
-    {"training", "seq_len", "integer", "4096", "1..100000000", "tokens per sequence", ""},
-    {"training", "global_batch", "integer", "1", "1..1000000000", "sequences per optimizer step", ""},
+    // The plain keys, one row each in parallel/training_keys.def.
+#define TRAINING_SWITCH(name, value, needs, meaning, source) {"training", #name, "boolean", #value, needs, meaning, source},
+#define TRAINING_NUMBER(type, name, value, lowest, highest, meaning, source) \
+  {"training", #name, plain_type<type>(), #value, #lowest ".." #highest, meaning, source},
+#include "tetra/parallel/training_keys.def"
     {"training", "precision", "name", "bf16", "bf16, fp16, fp32, fp8", "weights and activations; fp8 = bf16 with FP8 linears (delayed scaling unless fp8_recipe says)", ""},
     {"training", "grad_dtype", "name", "fp32", "bf16, fp16, fp32", "dtype gradients are accumulated and reduced in", "Megatron-Core `grad_reduce_in_fp32`"},
     {"training", "optimizer", "name", "adam", "adam", "the optimizer", ""},
-    {"training", "zero_stage", "integer", "1", "0..3", "sharding of optimizer states (1), gradients (2) and weights (3) over the data-parallel ranks", "ZeRO (arXiv 1910.02054); Megatron-Core distributed optimizer = 1"},
     {"training", "attention", "name", "flash2", "flash2, flash3, flash1, cudnn, fused, torch", "the attention kernel", "FlashAttention; Transformer Engine `FusedAttention` = cudnn"},
-    {"training", "fused_rmsnorm", "boolean", "true", "", "RMSNorm as one kernel that saves its input only", ""},
-    {"training", "overlap_grad_reduce", "boolean", "true", "", "gradient reduction overlaps the backward", "Megatron-Core `overlap_grad_reduce`"},
-    {"training", "overlap_param_gather", "boolean", "true", "", "the distributed optimizer's parameter all-gather overlaps the forward", "Megatron-Core `overlap_param_gather`"},
     {"training", "framework", "name", "megatron", "megatron, deepspeed, fsdp", "the training stack: Megatron-Core, DeepSpeed, PyTorch FSDP (torchtitan, Composer)", ""},
     {"training", "fp8_recipe", "name", "delayed", "delayed, current, blockwise, mxfp8, nvfp4, tensorwise, rowwise", "FP8 / FP4 scaling recipe; needs precision = \"fp8\" (tensorwise, rowwise: torchao Float8)", "Transformer Engine recipes; torchao float8"},
     {"training", "fp8_param_gather", "boolean", "false", "", "weights are gathered in FP8 with no BF16 copy", "Megatron-Core `fp8_param_gather`"},
-    {"training", "tp_comm_overlap", "boolean", "false", "", "the SP all-gather and reduce-scatter run chunked under their GEMMs", "Megatron-Core `tp_comm_overlap` (TE userbuffers)"},
-    {"training", "expandable_segments", "boolean", "false", "", "`PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True`: fragmentation costs cache, not capacity (docs/memory.md)", "PyTorch `CUDACachingAllocator`"},
     {"training", "compile", "boolean", "false", "", "torch.compile of the blocks (framework fsdp)", "torchtitan `compile`"},
     {"training", "async_tp", "boolean", "false", "", "asynchronous tensor parallelism over symmetric memory (framework fsdp)", "torchtitan `enable_async_tensor_parallel`"},
     {"training", "compile_loss", "boolean", "true", "", "the loss is compiled with the blocks (framework fsdp, with compile)", "torchtitan since December 2024"},
     {"training", "reshard_after_forward", "boolean or integer", "FSDP2's default", "true, false or a group size >= 1", "FSDP2 `reshard_after_forward`", "PyTorch `fully_shard`"},
     {"training", "moe_capacity_factor", "number", "dropless", "0.001..1000", "tokens per expert capped at this multiple of the balanced share", "Megatron-Core `moe_expert_capacity_factor`"},
-    {"training", "moe_pad_to_capacity", "boolean", "false", "needs moe_capacity_factor", "every expert computes exactly its capacity; the counts stay on the device", "Megatron-Core `moe_pad_expert_input_to_capacity`"},
     {"training", "moe_routing_imbalance", "number", "1.04", "1..1000", "tokens of the busiest expert rank over the mean (1.0 for force-balanced runs)", "arXiv 2408.15664 Table 2 (MaxVio)"},
-    {"training", "moe_a2a_overlap", "boolean", "false", "needs ep > 1", "the combined 1F1B schedule hides dispatch and combine under another micro-batch's compute", "Megatron-Core `overlap_moe_expert_parallel_comm`"},
     {"training", "cuda_graph", "list", "none", "attn, mlp, moe, moe_router, moe_preprocess, layer, full_iteration", "what runs inside CUDA graphs (no host time); an array or one string joined by '+'", "Megatron-Core `cuda_graph_scope`"},
     {"training", "adam_moments_dtype", "name", "fp32", "fp32, bf16", "dtype of Adam's two moments (framework megatron)", "Megatron-Core `exp_avg_dtype`, `exp_avg_sq_dtype`"},
-    {"training", "avoid_record_streams", "boolean", "false", "", "`TORCH_NCCL_AVOID_RECORD_STREAMS=1`: collectives do not call record_stream (docs/memory.md)", "PyTorch c10d"},
-    {"training", "fused_cross_entropy", "boolean", "false", "", "the loss is one fused kernel over the bf16 logits", "Megatron-Core `cross_entropy_loss_fusion`; flash-attn `CrossEntropyLoss`"},
     // ---- [layout] ----
     {"layout", "tp", "integer", "1", "1..1000000", "tensor-parallel size", "Megatron-Core `tensor_model_parallel_size`"},
     {"layout", "cp", "integer", "1", "1..1000000", "context-parallel size", "Megatron-Core `context_parallel_size`"},

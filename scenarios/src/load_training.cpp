@@ -53,12 +53,29 @@ std::string plus_joined(const Section& s, const toml::node& n, std::string_view 
   return text;
 }
 
+template <class T>
+T plain_number(const Section& s, const toml::node& n, std::string_view k, double lowest, double highest) {
+  if constexpr (std::is_integral_v<T>) {
+    return static_cast<T>(s.int_value(n, k, static_cast<long long>(lowest), static_cast<long long>(highest)));
+  } else {
+    return s.number(n, k, lowest, highest);
+  }
+}
+
 void set_training_key(const Section& s, std::string_view k, const toml::node& n, llama::Training& t) {
-  if (k == "seq_len") {
-    t.seq_len = s.int_value(n, k, 1, kMaxSeq);
-  } else if (k == "global_batch") {
-    t.global_batch = s.int_value(n, k, 1, kMaxBatch);
-  } else if (k == "precision") {
+  // The plain keys, read within their bounds (parallel/training_keys.def).
+#define TRAINING_SWITCH(name, value, needs, meaning, source) \
+  if (k == #name) {                                           \
+    t.name = s.boolean(n, k);                                 \
+    return;                                                   \
+  }
+#define TRAINING_NUMBER(type, name, value, lowest, highest, meaning, source) \
+  if (k == #name) {                                                           \
+    t.name = plain_number<type>(s, n, k, lowest, highest);                    \
+    return;                                                                   \
+  }
+#include "tetra/parallel/training_keys.def"
+  if (k == "precision") {
     // "fp8": bf16 weights and activations with FP8 linears (parallel/fp8.hpp), delayed scaling
     // unless fp8_recipe names another recipe.
     if (s.string(n, k) == "fp8") {
@@ -81,14 +98,6 @@ void set_training_key(const Section& s, std::string_view k, const toml::node& n,
     t.fp8.recipe = enum_value(s, n, k, llama::parse_fp8_recipe, kFp8Recipe);
   } else if (k == "fp8_param_gather") {
     t.fp8.param_gather = s.boolean(n, k);
-  } else if (k == "tp_comm_overlap") {
-    t.tp_comm_overlap = s.boolean(n, k);
-  } else if (k == "expandable_segments") {
-    t.expandable_segments = s.boolean(n, k);
-  } else if (k == "fused_cross_entropy") {
-    t.fused_cross_entropy = s.boolean(n, k);
-  } else if (k == "avoid_record_streams") {
-    t.avoid_record_streams = s.boolean(n, k);
   } else if (k == "compile") {
     t.torch.compile = s.boolean(n, k);
   } else if (k == "async_tp") {
@@ -111,28 +120,15 @@ void set_training_key(const Section& s, std::string_view k, const toml::node& n,
     }
   } else if (k == "optimizer") {
     t.optimizer = enum_value(s, n, k, llama::parse_optimizer, kOptimizer);
-  } else if (k == "zero_stage") {
-    t.zero_stage = s.int_value(n, k, 0, 3);
   } else if (k == "attention") {
     t.attention = enum_value(s, n, k, llama::parse_attention, kAttention);
-  } else if (k == "fused_rmsnorm") {
-    t.fused_rmsnorm = s.boolean(n, k);
-  } else if (k == "overlap_grad_reduce") {
-    t.overlap_grad_reduce = s.boolean(n, k);
-  } else if (k == "overlap_param_gather") {
-    t.overlap_param_gather = s.boolean(n, k);
   } else if (k == "framework") {
     t.framework = enum_value(s, n, k, llama::parse_framework, kFramework);
   } else if (k == "moe_capacity_factor") {
     // Megatron-Core `moe_expert_capacity_factor`: > 0; absent = dropless.
     t.moe_capacity_factor = s.number(n, k, 1e-3, 1e3);
-  } else if (k == "moe_pad_to_capacity") {
-    // Megatron-Core `moe_pad_expert_input_to_capacity`.
-    t.moe_pad_to_capacity = s.boolean(n, k);
   } else if (k == "moe_routing_imbalance") {
     t.moe_imbalance = s.number(n, k, 1.0, 1e3);
-  } else if (k == "moe_a2a_overlap") {
-    t.moe_a2a_overlap = s.boolean(n, k);
   } else if (k == "cuda_graph") {
     const llama::CudaGraphsParse parsed = llama::parse_cuda_graphs(plus_joined(s, n, k));
     if (!parsed.unknown.empty()) {

@@ -116,8 +116,10 @@ struct Layout {
 inline constexpr double kMoeRoutingImbalance = 1.04;
 
 struct Training {
-  int seq_len = 4096;
-  int global_batch = 1;            ///< sequences per optimizer step
+  // The plain keys (seq_len, global_batch, zero_stage and the switches), one member each.
+#define TRAINING_SWITCH(name, value, needs, meaning, source) bool name = value;
+#define TRAINING_NUMBER(type, name, value, lowest, highest, meaning, source) type name = value;
+#include "tetra/parallel/training_keys.def"
   Precision precision = Precision::bf16;   ///< weights and activations ("fp8" sets fp8 below)
   Fp8Training fp8;                         ///< FP8 / FP4 GEMMs of the linear layers
   Precision grad_dtype = Precision::fp32;  ///< dtype gradients are accumulated and reduced in
@@ -126,27 +128,7 @@ struct Training {
   /// `exp_avg_dtype` = `exp_avg_sq_dtype`): the dtype Adam keeps both moments in; the master
   /// weights stay fp32.
   Precision adam_moments_dtype = Precision::fp32;
-  int zero_stage = 1;              ///< 0..3; 1 = Megatron distributed optimizer over DP x CP
   AttentionKernel attention = AttentionKernel::flash2;
-  bool fused_rmsnorm = true;
-  bool overlap_grad_reduce = true;
-  bool overlap_param_gather = true;
-  /// Megatron-Core `tp_comm_overlap` (TE userbuffers): the SP all-gather and reduce-scatter of
-  /// each linear run chunked under its GEMM instead of blocking before / after it.
-  bool tp_comm_overlap = false;
-  /// PyTorch's caching allocator runs with `PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True`:
-  /// when the device is full it unmaps every free page of its segments and maps them where
-  /// the request needs them, so fragmentation costs cache, not capacity.
-  bool expandable_segments = false;
-  /// TORCH_NCCL_AVOID_RECORD_STREAMS=1: c10d's NCCL collectives keep their tensors alive until
-  /// they complete instead of calling `record_stream` on them, so the caching allocator can
-  /// reuse those blocks at once (costmodel/memory.hpp, fragmentation).
-  bool avoid_record_streams = false;
-  /// The loss is one fused cross-entropy kernel over the bf16 logits that keeps per-row
-  /// statistics only (flash-attn's `CrossEntropyLoss`, llm-foundry's default
-  /// `loss_fn: fused_crossentropy`; Megatron-Core `cross_entropy_loss_fusion`), instead of an
-  /// fp32 log-softmax of every logit.
-  bool fused_cross_entropy = false;
   Framework framework = Framework::megatron;
   /// PyTorch-native options of framework fsdp (torch_native.hpp).
   TorchNative torch;
@@ -154,19 +136,10 @@ struct Training {
   /// (tokens * top_k / experts); tokens above it are dropped (Megatron-Core
   /// `moe_expert_capacity_factor`). Nothing = dropless.
   std::optional<double> moe_capacity_factor;
-  /// Megatron-Core `moe_pad_expert_input_to_capacity`: each expert's input is padded to its
-  /// capacity, so every expert computes exactly the capacity and the token counts never leave
-  /// the device. Needs moe_capacity_factor.
-  bool moe_pad_to_capacity = false;
   /// Routing imbalance: tokens routed to the busiest expert rank over the mean (>= 1). It
   /// scales the expert GEMMs, the dispatch traffic and the expert activations of that rank.
   /// Default: kMoeRoutingImbalance (below). A capacity factor caps it.
   double moe_imbalance = kMoeRoutingImbalance;
-  /// Megatron-Core `overlap_moe_expert_parallel_comm` (Megatron-Bridge `moe_a2a_overlap`): the
-  /// combined 1F1B schedule runs the forward of one micro-batch with the backward of another,
-  /// layer by layer, so each one's expert-parallel dispatch and combine run under the other's
-  /// compute (`megatron/core/pipeline_parallel/combined_1f1b.py`).
-  bool moe_a2a_overlap = false;
   /// What runs inside CUDA graphs (cuda_graph.hpp): their kernels cost the host nothing.
   CudaGraphs cuda_graphs;
 
