@@ -55,20 +55,23 @@ constexpr double kCudaContextBytes = 0.5 * kGiB;
 
 /// NCCL buffers of one connection to one peer on one channel, one per protocol
 /// (NVIDIA/nccl src/include/device.h and src/init.cc defaults):
-///   SIMPLE: NCCL_BUFFSIZE = 4 MiB (docs/userguide/source/env.rst);
+///   SIMPLE: NCCL_BUFFSIZE ([training] nccl_buffsize, 4 MiB by default,
+///           docs/userguide/source/env.rst);
 ///   LL128:  NCCL_LL128_ELEMS_PER_THREAD (120) x NCCL_LL128_MAX_NTHREADS (640) x NCCL_STEPS (8)
 ///           x 8 B = 4,915,200 B;
 ///   LL:     NCCL_LL_LINES_PER_THREAD (8) x NCCL_LL_MAX_NTHREADS (512) x NCCL_STEPS (8)
 ///           x 16 B (one ncclLLFifoLine) = 524,288 B.
-constexpr double kNcclConnectionBytes = 4.0 * kMiB + 120.0 * 640 * 8 * 8 + 8.0 * 512 * 8 * 16;
+constexpr double kNcclLowLatencyBytes = 120.0 * 640 * 8 * 8 + 8.0 * 512 * 8 * 16;
 /// Channels NCCL opens per communicator on an NVSwitch node (16 coll channels, typical of
 /// NCCL's topology search on DGX A100/H100) [assumed], and connections per channel: the ring
 /// predecessor and one tree peer [derived from NCCL's ring + tree connection setup].
 constexpr double kNcclChannels = 16;
 constexpr double kNcclConnectionsPerChannel = 2;
-/// = 16 x 2 x 9.1875 MiB = 294 MiB per communicator (F24-web assumes ~0.5 GB).
-constexpr double kNcclCommunicatorBytes =
-    kNcclChannels * kNcclConnectionsPerChannel * kNcclConnectionBytes;
+/// At the default buffer: 16 x 2 x 9.1875 MiB = 294 MiB per communicator (F24-web assumes
+/// ~0.5 GB).
+double nccl_communicator_bytes(const llama::Training& training) {
+  return kNcclChannels * kNcclConnectionsPerChannel * (training.nccl_buffsize + kNcclLowLatencyBytes);
+}
 
 /// cuBLAS workspace PyTorch allocates per (handle, stream) through its caching allocator
 /// (PT aten/src/ATen/cuda/CublasHandlePool.cpp, default CUBLAS_WORKSPACE_CONFIG):
@@ -271,7 +274,7 @@ LayoutTerms layout_terms(const llama::Model& model, const hw::Cluster& cluster,
       // MoE / MLA per-layer terms (moe_memory.cpp).
       .moe_layer = detail::moe_layer_memory(model, training, layout),
       .attention_delta = detail::attention_saved_delta(model, training, layout),
-      .communication_bytes = communicator_count(model, layout) * kNcclCommunicatorBytes,
+      .communication_bytes = communicator_count(model, layout) * nccl_communicator_bytes(training),
       .runtime_bytes = kCudaContextBytes + cublas_workspace_bytes(cluster.gpu.compute_capability),
       .fragmentation = fragmentation,
       .cache_share = std::max(options.cached_share, fragmentation),
