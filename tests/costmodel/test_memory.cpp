@@ -442,6 +442,12 @@ TEST_SUITE("costmodel") {
     // Communicators PP and DP: 2 x 16 channels x 2 peers x (4 MiB + 4,915,200 + 524,288 B).
     CHECK(r.stages[0].communication_bytes ==
           approx(2.0 * 16 * 2 * (4.0 * 1048576 + 4915200 + 524288)));
+    // NCCL_BUFFSIZE=16 MiB (NVIDIA/nccl docs/userguide/source/env.rst) grows the SIMPLE buffer
+    // of each connection: 2 x 16 x 2 x (16 MiB + 4,915,200 + 524,288 B).
+    llama::Training big = t;
+    big.nccl_buffsize = 16.0 * 1048576;
+    CHECK(estimate_memory(m, c, big, l, opt).stages[0].communication_bytes ==
+          approx(2.0 * 16 * 2 * (16.0 * 1048576 + 4915200 + 524288)));
     // CUDA context 0.5 GiB + Hopper cuBLAS workspace 32 MiB.
     CHECK(r.stages[0].runtime_bytes == approx(0.5 * kGiB + 32.0 * 1048576));
   }

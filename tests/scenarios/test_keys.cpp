@@ -9,6 +9,7 @@
 #include <string>
 
 #include "tetra/base/error.hpp"
+#include "tetra/parallel/layout.hpp"
 #include "tetra/scenarios/keys.hpp"
 #include "tetra/scenarios/scenario.hpp"
 
@@ -56,7 +57,7 @@ TEST_CASE("key table: one row per key, each with a type, a default and a meaning
     CHECK(!k.meaning.empty());
     CHECK(k.meaning.find('|') == std::string_view::npos);  // would split the Markdown row
   }
-  CHECK(key_names("training").size() == 27);
+  CHECK(key_names("training").size() == 28);
   CHECK(key_names("layout").size() == 23);
   CHECK(key_names("search").size() == 19);
   CHECK(key_names("plan").size() == 7);
@@ -107,6 +108,40 @@ TEST_CASE("key table: the names it lists for [training] and [layout] are the nam
     const std::string err = load_error(with_line(k.table, extra + std::string(k.name) + " = \"zzz\"\n"));
     CHECK(err.find("unknown value \"zzz\"") != std::string::npos);
   }
+}
+
+TEST_CASE("key table: each plain [training] key loads into its member at its bounds and is refused beyond them") {
+  // kBase without its own seq_len and global_batch, so each key can be written once.
+  const std::string base =
+      "[model]\npreset = \"llama2-7b\"\n[cluster]\npreset = \"dgx-a100-80gb\"\nnodes = 1\n[training]\n";
+  auto with = [&](std::string_view name, const std::string& value) {
+    std::string text = base + std::string(name) + " = " + value + "\n";
+    if (name != "seq_len") text += "seq_len = 2048\n";
+    if (name != "global_batch") text += "global_batch = 8\n";
+    return text;
+  };
+  auto training_of = [](const std::string& text) { return load_scenario_text(text, "t.toml", {}, false).training; };
+  int rows = 0;
+#define TRAINING_SWITCH(name, value, needs, meaning, source)                                          \
+  {                                                                                                    \
+    CAPTURE(#name);                                                                                    \
+    ++rows;                                                                                            \
+    CHECK(tetra::llama::Training{}.name == (value));                                                   \
+    if (std::string_view(needs).empty()) CHECK(training_of(with(#name, (value) ? "false" : "true")).name == !(value)); \
+    CHECK(load_error(with(#name, "1")).find(#name) != std::string::npos);                              \
+  }
+#define TRAINING_NUMBER(type, name, value, lowest, highest, meaning, source)      \
+  {                                                                                \
+    CAPTURE(#name);                                                                \
+    ++rows;                                                                        \
+    CHECK(tetra::llama::Training{}.name == (value));                               \
+    CHECK(training_of(with(#name, #highest)).name == (highest));                  \
+    const std::string above = std::to_string(static_cast<long long>(highest) + 1); \
+    CHECK(load_error(with(#name, above)).find("t.toml:") == 0);                    \
+    CHECK(load_error(with(#name, above)).find(#name) != std::string::npos);        \
+  }
+#include "tetra/parallel/training_keys.def"
+  CHECK(rows == 13);
 }
 
 }  // TEST_SUITE
