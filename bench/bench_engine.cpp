@@ -42,7 +42,7 @@ BENCHMARK(BM_EventQueue)->Arg(1 << 20);
 // One step graph: 1F1B, p = 16, m = 128, DP buckets, transfers on shared links.
 static void BM_StepGraph(benchmark::State& state) {
   sim::StepSpec spec;
-  spec.schedule = llama::Schedule::one_f_one_b;
+  spec.schedule = parallel::Schedule::one_f_one_b;
   spec.p = 16;
   spec.m = 128;
   spec.pp_forward = sim::Duration::from_seconds(1e-3);
@@ -75,19 +75,19 @@ BENCHMARK(BM_StepGraph)->Unit(benchmark::kMillisecond);
 // One simulate() of a big step: Llama-3.1-405B on 2048 DGX H100 nodes (16,384 GPUs),
 // TP 8, PP 16, interleaved with 4 chunks, DP 128, 16 micro-batches per DP rank.
 static void BM_SimulateBigStep(benchmark::State& state) {
-  llama::Model model = *llama::find_model_preset("llama3.1-405b");
+  model::Model model = *model::find_model_preset("llama3.1-405b");
   hw::Cluster cluster = *hw::find_cluster_preset("dgx-h100");
   cluster.nodes = 2048;
-  llama::Training training;
+  parallel::Training training;
   training.seq_len = 8192;
   training.global_batch = 2048;
-  llama::Layout layout;
+  parallel::Layout layout;
   layout.tp = 8;
   layout.pp = 16;
   layout.dp = 128;
   layout.vp = 4;
   layout.sp = true;
-  layout.schedule = llama::Schedule::interleaved;
+  layout.schedule = parallel::Schedule::interleaved;
   const auto costs = costmodel::cost_params(cluster);
   const sim::SimInput in = sim::sim_input(model, cluster, training, layout, costs);
   sim::Simulator s;

@@ -37,7 +37,7 @@ nlohmann::json memory_json(const scenarios::Scenario& sc, const costmodel::Memor
   j["cluster"] = sc.cluster.name;
   j["gpus"] = sc.cluster.total_gpus();
   j["layout"] = layout_json(sc.layout);
-  j["micro_batches"] = llama::micro_batches(sc.layout, sc.training);
+  j["micro_batches"] = parallel::micro_batches(sc.layout, sc.training);
   j["capacity_gib"] = gib3(rep.capacity_bytes);
   j["usable_gib"] = gib3(rep.usable_bytes);
   j["memory_fraction"] = options.memory_fraction;
@@ -75,12 +75,12 @@ nlohmann::json memory_json(const scenarios::Scenario& sc, const costmodel::Memor
     nlohmann::json e;
     e["num_experts"] = sc.model.moe->num_experts;
     e["experts_per_token"] = sc.model.moe->experts_per_token;
-    e["moe_layers"] = llama::moe_layer_count(sc.model);
+    e["moe_layers"] = model::moe_layer_count(sc.model);
     e["ep"] = sc.layout.ep;
     e["etp"] = sc.layout.etp;
     e["edp"] = sc.layout.edp();
-    e["total_params"] = llama::total_params(sc.model, sc.training.seq_len);
-    e["active_params"] = llama::active_params(sc.model, sc.training.seq_len);
+    e["total_params"] = parallel::total_params(sc.model, sc.training.seq_len);
+    e["active_params"] = parallel::active_params(sc.model, sc.training.seq_len);
     e["routing_imbalance"] = sc.training.moe_imbalance;
     if (sc.training.moe_capacity_factor) {
       e["capacity_factor"] = *sc.training.moe_capacity_factor;
@@ -105,11 +105,11 @@ void print_memory_text(const scenarios::Scenario& sc, const costmodel::MemoryOpt
             << sc.cluster.total_gpus() << " GPUs)\n"
             << "layout    " << scenarios::format_layout(sc.layout) << '\n'
             << "training  seq " << sc.training.seq_len << ", global batch "
-            << sc.training.global_batch << ", " << llama::micro_batches(sc.layout, sc.training)
+            << sc.training.global_batch << ", " << parallel::micro_batches(sc.layout, sc.training)
             << " micro-batches per step, zero_stage " << sc.training.zero_stage << ", "
-            << llama::to_string(sc.training.attention);
+            << to_string(sc.training.attention);
   if (sc.training.fp8.enabled()) {
-    std::cout << ", fp8 " << llama::to_string(sc.training.fp8.recipe)
+    std::cout << ", fp8 " << to_string(sc.training.fp8.recipe)
               << (sc.training.fp8.param_gather ? " (fp8_param_gather)" : "");
   }
   std::cout << "\n\n";
@@ -134,11 +134,13 @@ void print_memory_text(const scenarios::Scenario& sc, const costmodel::MemoryOpt
   }
   std::cout << "memory of one GPU per pipeline stage, GiB\n" << format_table(header, rows) << '\n';
   if (moe) {
-    const llama::Moe& e = *sc.model.moe;
+    const model::Moe& e = *sc.model.moe;
     std::cout << "experts   " << e.num_experts << " routed (top-" << e.experts_per_token << ")"
-              << (e.shared_width() > 0 ? " + shared" : "") << " in " << llama::moe_layer_count(sc.model)
-              << " MoE layers; " << fixed(static_cast<double>(llama::total_params(sc.model, sc.training.seq_len)) / 1e9, 1)
-              << "B parameters, " << fixed(static_cast<double>(llama::active_params(sc.model, sc.training.seq_len)) / 1e9, 1)
+              << (e.shared_width() > 0 ? " + shared" : "") << " in " << model::moe_layer_count(sc.model)
+              << " MoE layers; "
+              << fixed(static_cast<double>(parallel::total_params(sc.model, sc.training.seq_len)) / 1e9, 1)
+              << "B parameters, "
+              << fixed(static_cast<double>(parallel::active_params(sc.model, sc.training.seq_len)) / 1e9, 1)
               << "B active; ep " << sc.layout.ep << ", etp " << sc.layout.etp << ", expert data parallel "
               << sc.layout.edp() << "\n";
     std::vector<std::vector<std::string>> erows;

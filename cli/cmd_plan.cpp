@@ -202,7 +202,7 @@ std::string plan_csv(const plan::PlanInput& in, const plan::Report& rep) {
     const auto& b = r.best;
     const auto& l = b.layout;
     os << ',' << l.tp << ',' << l.cp << ',' << l.pp << ',' << l.dp << ',' << l.vp << ',' << l.mbs << ','
-       << (l.sp ? 1 : 0) << ',' << llama::to_string(l.recompute) << ',' << llama::to_string(l.schedule) << ','
+       << (l.sp ? 1 : 0) << ',' << to_string(l.recompute) << ',' << to_string(l.schedule) << ','
        << l.first_stage_layers << ',' << l.last_stage_layers << ',' << precision_name(b.fp8) << ','
        << b.micro_batches << ',' << opt(b.step_time_s) << ',' << opt(b.tokens_per_s) << ','
        << opt(b.tflops_per_gpu) << ',' << opt(b.mfu) << ',' << opt(b.bubble_fraction) << ','

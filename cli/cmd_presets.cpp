@@ -31,10 +31,10 @@ constexpr int kListedSeqLen = 2048;
 
 nlohmann::json models_json() {
   nlohmann::json out = nlohmann::json::array();
-  for (const auto& m : llama::model_presets()) {
-    const auto params = llama::total_params(m, kListedSeqLen);
+  for (const auto& m : model::model_presets()) {
+    const auto params = parallel::total_params(m, kListedSeqLen);
     out.push_back({{"name", m.name},
-                   {"arch", llama::to_string(m.arch)},
+                   {"arch", to_string(m.arch)},
                    {"layers", m.layers},
                    {"hidden", m.hidden},
                    {"ffn_hidden", m.ffn_hidden},
@@ -47,14 +47,14 @@ nlohmann::json models_json() {
     if (m.head_dim_override > 0) out.back()["head_dim"] = m.head_dim();
     if (m.moe) {
       // Mixture of experts: the expert shape and the parameters one token passes through.
-      const auto active = llama::active_params(m, kListedSeqLen);
+      const auto active = parallel::active_params(m, kListedSeqLen);
       out.back()["moe"] = {{"num_experts", m.moe->num_experts},
                            {"experts_per_token", m.moe->experts_per_token},
                            {"moe_ffn_hidden", m.moe->moe_ffn_hidden},
                            {"shared_ffn_hidden", m.moe->shared_width()},
                            {"first_k_dense", m.moe->first_k_dense},
-                           {"moe_layers", llama::moe_layer_count(m)},
-                           {"router", llama::to_string(m.moe->router)},
+                           {"moe_layers", model::moe_layer_count(m)},
+                           {"router", to_string(m.moe->router)},
                            {"active_params", active},
                            {"active_params_b", static_cast<double>(active) / 1e9}};
     }
@@ -107,12 +107,12 @@ nlohmann::json clusters_json() {
 
 std::string models_table() {
   std::vector<std::vector<std::string>> rows;
-  for (const auto& m : llama::model_presets()) {
-    rows.push_back({m.name, llama::to_string(m.arch), std::to_string(m.layers),
+  for (const auto& m : model::model_presets()) {
+    rows.push_back({m.name, to_string(m.arch), std::to_string(m.layers),
                     std::to_string(m.hidden), std::to_string(m.ffn_hidden),
                     std::to_string(m.heads), std::to_string(m.kv_heads), std::to_string(m.vocab),
                     m.tied_embeddings ? "yes" : "no",
-                    fixed(static_cast<double>(llama::total_params(m, kListedSeqLen)) / 1e9, 2)});
+                    fixed(static_cast<double>(parallel::total_params(m, kListedSeqLen)) / 1e9, 2)});
   }
   return format_table(
       {"model", "arch", "layers", "hidden", "ffn", "heads", "kv_heads", "vocab", "tied", "params B"},

@@ -28,9 +28,9 @@ namespace {
 
 using costmodel::CollectiveEstimate;
 using costmodel::GroupPlacement;
-using llama::CollectiveKind;
-using llama::Op;
-using llama::OpKind;
+using ops::CollectiveKind;
+using ops::Op;
+using ops::OpKind;
 
 /// "ring/Simple" for NCCL's choice, "measured" for a profile row.
 std::string algo_label(const CollectiveEstimate& e) {
@@ -49,11 +49,11 @@ std::string shape_of(const Op& op) {
                     op.attn.heads, op.attn.kv_heads, op.attn.head_dim, op.attn.causal ? "causal" : "full");
       break;
     case OpKind::memory_bound:
-      std::snprintf(buf, sizeof buf, "%s %.2f MiB", llama::to_string(op.mem), op.bytes / 1048576.0);
+      std::snprintf(buf, sizeof buf, "%s %.2f MiB", to_string(op.mem), op.bytes / 1048576.0);
       break;
     case OpKind::collective:
     case OpKind::p2p:
-      std::snprintf(buf, sizeof buf, "%s/%s x%d %.2f MiB", llama::to_string(op.coll), llama::to_string(op.dim),
+      std::snprintf(buf, sizeof buf, "%s/%s x%d %.2f MiB", to_string(op.coll), to_string(op.dim),
                     op.group, op.bytes / 1048576.0);
       break;
   }
@@ -63,10 +63,10 @@ std::string shape_of(const Op& op) {
 const char* pass_label(const Op& op) {
   if (op.recompute) return "recompute";
   switch (op.pass) {
-    case llama::Pass::forward: return "fwd";
-    case llama::Pass::backward_input: return "bwd-input";
-    case llama::Pass::backward_weight: return "bwd-weight";
-    case llama::Pass::optimizer: return "optimizer";
+    case ops::Pass::forward: return "fwd";
+    case ops::Pass::backward_input: return "bwd-input";
+    case ops::Pass::backward_weight: return "bwd-weight";
+    case ops::Pass::optimizer: return "optimizer";
   }
   return "?";
 }
@@ -99,7 +99,7 @@ struct LayerTable {
   double t_fwd = 0, t_bwd = 0, t_comm_fwd = 0, t_comm_bwd = 0, f_fwd = 0, f_bwd = 0;
 };
 
-LayerTable layer_table(const std::vector<Op>& ops, const llama::Layout& layout, const hw::Cluster& cluster,
+LayerTable layer_table(const std::vector<Op>& ops, const parallel::Layout& layout, const hw::Cluster& cluster,
                        const costmodel::ComputeParams& cp, const costmodel::CommParams& mp) {
   LayerTable lt;
   nlohmann::json& jops = lt.jops;
@@ -126,7 +126,7 @@ LayerTable layer_table(const std::vector<Op>& ops, const llama::Layout& layout, 
     }
     if (op.async) note += note.empty() ? "async" : ", async";
     if (op.count > 1) note += (note.empty() ? "x" : ", x") + std::to_string(op.count);
-    const bool fwd = op.pass == llama::Pass::forward && !op.recompute;
+    const bool fwd = op.pass == ops::Pass::forward && !op.recompute;
     if (op.is_compute()) {
       (fwd ? t_fwd : t_bwd) += t;
       (fwd ? f_fwd : f_bwd) += op.recompute ? 0 : flops;
@@ -134,12 +134,12 @@ LayerTable layer_table(const std::vector<Op>& ops, const llama::Layout& layout, 
       (fwd ? t_comm_fwd : t_comm_bwd) += t;
     }
     const double tflops = flops > 0 && t > 0 ? flops / t / 1e12 : 0;
-    rows.push_back({pass_label(op), op.name, llama::to_string(op.kind), shape_of(op),
+    rows.push_back({pass_label(op), op.name, to_string(op.kind), shape_of(op),
                     flops > 0 ? fixed(flops / 1e9, 1) : "", fixed(t * 1e6, 1),
                     tflops > 0 ? fixed(tflops, 0) : "", note});
     jops.push_back({{"pass", pass_label(op)},
                     {"name", op.name},
-                    {"kind", llama::to_string(op.kind)},
+                    {"kind", to_string(op.kind)},
                     {"shape", shape_of(op)},
                     {"m", op.m},
                     {"n", op.n},
@@ -172,7 +172,7 @@ std::pair<nlohmann::json, std::string> collective_tables(const hw::Cluster& clus
         r.push_back(fixed(e.seconds * 1e6, 1));
         r.push_back(fixed(e.busbw_Bps / 1e9, 1));
         r.push_back(algo_label(e));
-        jcoll.push_back({{"op", llama::to_string(k)},
+        jcoll.push_back({{"op", to_string(k)},
                          {"nodes", n},
                          {"ranks", g.ranks},
                          {"bytes", s},
@@ -192,7 +192,7 @@ std::pair<nlohmann::json, std::string> collective_tables(const hw::Cluster& clus
       header.push_back(tag + " busbw");
       header.push_back(tag + " algo");
     }
-    coll_text += std::string("\n") + llama::to_string(k) + " (GB/s busbw per nccl-tests; " +
+    coll_text += std::string("\n") + to_string(k) + " (GB/s busbw per nccl-tests; " +
                  std::to_string(domain) + " GPUs per NVLink domain; " + std::to_string(domain) + "g = one domain)\n" + format_table(header, crows);
   }
 
@@ -212,14 +212,14 @@ std::pair<nlohmann::json, std::vector<std::vector<std::string>>> published_table
     if (algo == "ring") q.allow_nvls = false;
     const CollectiveEstimate e = costmodel::collective(p.op, 1073741824.0, g, q);
     const double mid = (p.busbw_lo_Bps + p.busbw_hi_Bps) / 2;
-    prow.push_back({llama::to_string(p.op), std::to_string(p.ranks), algo.empty() ? "NCCL's choice" : algo,
+    prow.push_back({to_string(p.op), std::to_string(p.ranks), algo.empty() ? "NCCL's choice" : algo,
                     fixed(p.busbw_lo_Bps / 1e9, 0) + (p.busbw_hi_Bps > p.busbw_lo_Bps ? "-" + fixed(p.busbw_hi_Bps / 1e9, 0) : ""),
                     fixed(e.busbw_Bps / 1e9, 1),
                     p.op == CollectiveKind::all_to_all
                         ? std::string("direct")
                         : algo_label(e),
                     fixed((e.busbw_Bps / mid - 1) * 100, 1) + "%", p.source});
-    jpub.push_back({{"op", llama::to_string(p.op)},
+    jpub.push_back({{"op", to_string(p.op)},
                     {"ranks", p.ranks},
                     {"ranks_per_node", p.ranks_per_node},
                     {"algorithm", algo},
@@ -242,28 +242,28 @@ int print_preset_costs(const PresetCostOptions& o) {
   }
   hw::Cluster cluster = *cluster_opt;
   cluster.nodes = o.nodes > 0 ? o.nodes : 1;
-  auto model_opt = llama::find_model_preset(o.model);
+  auto model_opt = model::find_model_preset(o.model);
   if (!model_opt) {
     std::string names;
-    for (const auto& m : llama::model_presets()) names += (names.empty() ? "" : ", ") + m.name;
+    for (const auto& m : model::model_presets()) names += (names.empty() ? "" : ", ") + m.name;
     throw UserError(SourceLocation{"--model"}, "model", "unknown model preset \"" + o.model + "\" (known: " + names + ")");
   }
-  const llama::Model model = *model_opt;
+  const model::Model model = *model_opt;
   if (o.seq <= 0) throw UserError(SourceLocation{"--seq"}, "seq", "must be a positive integer");
-  llama::Layout layout;
+  parallel::Layout layout;
   layout.dp = 1;
   scenarios::apply_layout_string(layout, o.layout, "--layout");
-  llama::Training training;
+  parallel::Training training;
   training.seq_len = o.seq;
   training.global_batch = layout.mbs * layout.dp * std::max(1, layout.pp);
-  if (auto issue = llama::check_layout(model, layout.world(), training, layout)) {
+  if (auto issue = parallel::check_layout(model, layout.world(), training, layout)) {
     throw UserError(SourceLocation{"--layout"}, issue->key, issue->message);
   }
 
   const costmodel::Profile profile = costmodel::builtin_profile(cluster);
   const costmodel::ComputeParams cp = costmodel::make_compute_params(cluster, profile);
   const costmodel::CommParams mp = costmodel::make_comm_params(cluster, profile);
-  const std::vector<Op> ops = llama::layer_ops(model, training, layout);
+  const std::vector<Op> ops = ops::layer_ops(model, training, layout);
 
   const LayerTable lt = layer_table(ops, layout, cluster, cp, mp);
   const double t_fwd = lt.t_fwd, t_bwd = lt.t_bwd, t_comm_fwd = lt.t_comm_fwd, t_comm_bwd = lt.t_comm_bwd;

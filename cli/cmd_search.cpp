@@ -66,7 +66,7 @@ nlohmann::json layout_row(const search::RankedLayout& r, const costmodel::StepBa
   j["estimate_peak_gib"] = gib3(r.estimate_peak_bytes);
   j["precision"] = precision_name(r.fp8);
   if (r.fp8.enabled()) j["fp8_param_gather"] = r.fp8.param_gather;
-  j["grad_dtype"] = llama::to_string(r.grad_dtype);
+  j["grad_dtype"] = to_string(r.grad_dtype);
   j["compile"] = r.compile;
   return j;
 }
@@ -81,13 +81,13 @@ std::string csv_text(const std::vector<search::RankedLayout>& rows, std::size_t 
     const auto& r = rows[i];
     const auto& l = r.layout;
     os << i + 1 << ',' << l.tp << ',' << l.cp << ',' << l.pp << ',' << l.dp << ',' << l.vp << ','
-       << l.mbs << ',' << llama::to_string(l.recompute) << ',' << llama::to_string(l.schedule)
+       << l.mbs << ',' << to_string(l.recompute) << ',' << to_string(l.schedule)
        << ',' << (l.sp ? 1 : 0) << ',' << l.first_stage_layers << ',' << l.last_stage_layers << ','
        << r.micro_batches << ',' << r.step_time_s << ',' << r.tokens_per_s << ','
        << r.tflops_per_gpu << ',' << r.mfu << ',' << r.bubble_fraction << ','
        << fixed(gib(r.peak_bytes), 3) << ',' << fixed(gib(r.estimate_peak_bytes), 3) << ','
        << precision_name(r.fp8) << ',' << l.dp_replicate << ','
-       << (l.recompute == llama::Recompute::selective_layer ? l.ac_freq : 0) << ',' << (r.compile ? 1 : 0)
+       << (l.recompute == parallel::Recompute::selective_layer ? l.ac_freq : 0) << ',' << (r.compile ? 1 : 0)
        << '\n';
   }
   return os.str();
@@ -140,16 +140,16 @@ std::string ranked_table(const scenarios::Scenario& sc, const search::SearchResu
     }
     rows.push_back({std::to_string(i + 1), std::to_string(l.tp), std::to_string(l.cp), pp,
                     std::to_string(l.dp), std::to_string(l.vp), std::to_string(l.mbs),
-                    l.sp ? "on" : "off", llama::to_string(l.recompute),
-                    llama::to_string(l.schedule), fixed(r.step_time_s, 3), interval_text(band, r.step_time_s),
+                    l.sp ? "on" : "off", to_string(l.recompute),
+                    to_string(l.schedule), fixed(r.step_time_s, 3), interval_text(band, r.step_time_s),
                     fixed(r.tokens_per_s / 1e6, 3), fixed(r.tflops_per_gpu, 0),
                     fixed(r.mfu * 100.0, 1), fixed(std::max(0.0, r.bubble_fraction) * 100.0, 1),
                     fixed(gib(r.peak_bytes), 1)});
-    std::string rc = llama::to_string(l.recompute);
-    if (l.recompute == llama::Recompute::selective_layer) rc += "/" + std::to_string(l.ac_freq);
+    std::string rc = to_string(l.recompute);
+    if (l.recompute == parallel::Recompute::selective_layer) rc += "/" + std::to_string(l.ac_freq);
     if (l.offload_layers > 0) rc += " off" + std::to_string(l.offload_layers);
     rows.back()[8] = rc;
-    if (by_grads) rows.back().insert(rows.back().begin() + 10, llama::to_string(r.grad_dtype));
+    if (by_grads) rows.back().insert(rows.back().begin() + 10, to_string(r.grad_dtype));
     if (by_compile) rows.back().insert(rows.back().begin() + 10, r.compile ? "on" : "off");
     if (by_precision || by_gather) {
       const bool pg = by_gather && r.fp8.enabled() && r.fp8.param_gather;

@@ -119,7 +119,7 @@ int run_simulate(const SimulateArgs& args) {
             << sc.cluster.total_gpus() << " GPUs)\n"
             << "layout    tp " << l.tp << ", cp " << l.cp << ", pp " << l.pp << ", dp " << l.dp
             << ", vp " << l.vp << ", mbs " << l.mbs << (l.sp ? ", sp" : "") << ", recompute "
-            << llama::to_string(l.recompute) << ", " << llama::to_string(l.schedule) << ", "
+            << to_string(l.recompute) << ", " << to_string(l.schedule) << ", "
             << r.micro_batches << " micro-batches\n\n";
   std::vector<std::vector<std::string>> rows{
       {"step time", fixed(r.step_time_s, 3) + " s"},

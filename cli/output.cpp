@@ -57,8 +57,8 @@ double round_to(double value, int decimals) {
 
 double gib(double bytes) { return bytes / units::kGiB; }
 
-std::string precision_name(const llama::Fp8Training& fp8) {
-  return fp8.enabled() ? std::string("fp8-") + llama::to_string(fp8.recipe) : "bf16";
+std::string precision_name(const parallel::Fp8Training& fp8) {
+  return fp8.enabled() ? std::string("fp8-") + to_string(fp8.recipe) : "bf16";
 }
 
 double gib3(double bytes) { return round_to(bytes / units::kGiB, 3); }
@@ -79,7 +79,7 @@ nlohmann::json search_counts_json(const search::SearchSummary& s) {
   return j;
 }
 
-nlohmann::json layout_json(const llama::Layout& l) {
+nlohmann::json layout_json(const parallel::Layout& l) {
   nlohmann::json j;
   j["tp"] = l.tp;
   j["cp"] = l.cp;
@@ -88,27 +88,27 @@ nlohmann::json layout_json(const llama::Layout& l) {
   j["vp"] = l.vp;
   j["mbs"] = l.mbs;
   j["sp"] = l.sp;
-  j["recompute"] = llama::to_string(l.recompute);
-  if (l.recompute == llama::Recompute::selective_layer) j["ac_freq"] = l.ac_freq;
+  j["recompute"] = to_string(l.recompute);
+  if (l.recompute == parallel::Recompute::selective_layer) j["ac_freq"] = l.ac_freq;
   if (l.offload_layers > 0) j["offload_layers"] = l.offload_layers;
   if (l.dp_replicate > 1) {
     j["dp_shard"] = l.shard_dp();
     j["dp_replicate"] = l.dp_replicate;
   }
-  j["schedule"] = llama::to_string(l.schedule);
+  j["schedule"] = to_string(l.schedule);
   j["rank_order"] = l.rank_order;
   if (l.first_stage_layers > 0) j["first_stage_layers"] = l.first_stage_layers;
   if (l.last_stage_layers > 0) j["last_stage_layers"] = l.last_stage_layers;
   if (l.ep > 1 || l.etp > 1) {
     j["ep"] = l.ep;
     j["etp"] = l.etp;
-    j["moe_token_dispatcher"] = llama::to_string(l.moe_dispatcher);
-    if (l.moe_dispatcher == llama::MoeDispatcher::flex) j["moe_flex_backend"] = llama::to_string(l.moe_flex_backend);
+    j["moe_token_dispatcher"] = to_string(l.moe_dispatcher);
+    if (l.moe_dispatcher == parallel::MoeDispatcher::flex) j["moe_flex_backend"] = to_string(l.moe_flex_backend);
   }
   return j;
 }
 
-std::string layout_text(const llama::Layout& l, const llama::Fp8Training& fp8, bool compile) {
+std::string layout_text(const parallel::Layout& l, const parallel::Fp8Training& fp8, bool compile) {
   std::string s = "tp" + std::to_string(l.tp) + " cp" + std::to_string(l.cp) + " pp" + std::to_string(l.pp);
   if (l.first_stage_layers > 0 || l.last_stage_layers > 0) {
     s += "(" + std::to_string(l.first_stage_layers) + "/" + std::to_string(l.last_stage_layers) + ")";
@@ -118,10 +118,10 @@ std::string layout_text(const llama::Layout& l, const llama::Fp8Training& fp8, b
   if (l.vp > 1) s += " vp" + std::to_string(l.vp);
   s += " mbs" + std::to_string(l.mbs);
   if (l.tp > 1 && !l.sp) s += " no-sp";
-  if (l.recompute != llama::Recompute::none) s += std::string(" ") + llama::to_string(l.recompute);
-  if (l.recompute == llama::Recompute::selective_layer) s += "/" + std::to_string(l.ac_freq);
+  if (l.recompute != parallel::Recompute::none) s += std::string(" ") + to_string(l.recompute);
+  if (l.recompute == parallel::Recompute::selective_layer) s += "/" + std::to_string(l.ac_freq);
   if (l.offload_layers > 0) s += " offload" + std::to_string(l.offload_layers);
-  s += std::string(" ") + llama::to_string(l.schedule);
+  s += std::string(" ") + to_string(l.schedule);
   if (fp8.enabled()) s += " " + precision_name(fp8);
   if (compile) s += " compiled";
   return s;

@@ -30,7 +30,7 @@ namespace tetra::cli {
 [[nodiscard]] double gib(double bytes);
 
 /// "bf16", or "fp8-<recipe>" for FP8 linears.
-[[nodiscard]] std::string precision_name(const llama::Fp8Training& fp8);
+[[nodiscard]] std::string precision_name(const parallel::Fp8Training& fp8);
 
 /// Bytes as GiB rounded to 1/1000 GiB (about 1 MB).
 [[nodiscard]] double gib3(double bytes);
@@ -40,11 +40,11 @@ namespace tetra::cli {
 [[nodiscard]] nlohmann::json search_counts_json(const search::SearchSummary& s);
 
 /// The [layout] keys of a layout as a JSON object (first/last stage layers when uneven).
-[[nodiscard]] nlohmann::json layout_json(const llama::Layout& layout);
+[[nodiscard]] nlohmann::json layout_json(const parallel::Layout& layout);
 
 /// "tp4 cp8 pp16 dp32 vp4 mbs1 interleaved", with the uneven first/last stage split, the DP
 /// shard x replica split, recompute, the precision and "compiled" when not the default.
-[[nodiscard]] std::string layout_text(const llama::Layout& layout, const llama::Fp8Training& fp8, bool compile);
+[[nodiscard]] std::string layout_text(const parallel::Layout& layout, const parallel::Fp8Training& fp8, bool compile);
 
 /// Prints `j` to stdout, indented by two spaces, with a trailing newline.
 void print_json(const nlohmann::json& j);

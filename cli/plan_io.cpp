@@ -56,7 +56,7 @@ nlohmann::json evaluation_json(const scenarios::PlanScenario& sc, std::size_t in
     const search::RankedLayout& b = *e.best;
     nlohmann::json bj;
     bj["layout"] = scenarios::format_layout(b.layout);
-    bj["fp8_recipe"] = llama::to_string(b.fp8.recipe);
+    bj["fp8_recipe"] = to_string(b.fp8.recipe);
     bj["compile"] = b.compile;
     bj["fp8_param_gather"] = b.fp8.param_gather;
     bj["micro_batches"] = b.micro_batches;
@@ -89,7 +89,7 @@ plan::Evaluation evaluation_from(const nlohmann::json& j) {
     scenarios::apply_layout_string(b.layout, bj.at("layout").get<std::string>(), "shard layout");
     const std::string recipe = bj.at("fp8_recipe").get<std::string>();
     if (recipe != "none") {
-      const auto r = llama::parse_fp8_recipe(recipe);
+      const auto r = parallel::parse_fp8_recipe(recipe);
       if (!r) throw std::invalid_argument("unknown fp8_recipe \"" + recipe + "\"");
       b.fp8.recipe = *r;
     }

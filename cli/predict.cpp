@@ -33,7 +33,7 @@ Prediction predict_memory(const scenarios::MeasurementRow& row) {
 }
 
 // step_time_s / tokens_per_s_per_gpu / mfu from one simulated step (MFU over the model FLOPs of
-// llama::spec_step_flops and the dense bf16 peak).
+// parallel::spec_step_flops and the dense bf16 peak).
 Prediction predict_step(const scenarios::MeasurementRow& row, const costmodel::Factors& factors) {
   costmodel::CostParams costs = costmodel::cost_params(row.cluster);
   costmodel::apply_factors(factors, costs);

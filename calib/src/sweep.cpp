@@ -105,24 +105,24 @@ SweepPlan make_plan(const PlanOptions& options) {
     models.resize(std::min<std::size_t>(models.size(), 1));
   }
   for (const auto& name : models) {
-    const auto model = llama::find_model_preset(name);
+    const auto model = model::find_model_preset(name);
     if (!model) throw UserError("calibrate: unknown model preset '" + name + "'");
     for (int tp : options.tp) {
       if (tp < 1 || model->heads % tp != 0 || model->kv_heads % tp != 0) continue;
       for (int seq : seq_lens) {
-        llama::Training training;
+        parallel::Training training;
         training.seq_len = seq;
         training.global_batch = 1;
-        llama::Layout layout;
+        parallel::Layout layout;
         layout.tp = tp;
         layout.sp = tp > 1;
-        auto ops = llama::layer_ops(*model, training, layout);
-        const auto head = llama::head_ops(*model, training, layout);
+        auto ops = ops::layer_ops(*model, training, layout);
+        const auto head = ops::head_ops(*model, training, layout);
         ops.insert(ops.end(), head.begin(), head.end());
         for (const auto& op : ops) {
-          if (op.kind == llama::OpKind::gemm && op.m > 0 && op.n > 0 && op.k > 0) {
+          if (op.kind == ops::OpKind::gemm && op.m > 0 && op.n > 0 && op.k > 0) {
             gemm.insert(GemmShape{op.m, op.n, op.k});
-          } else if (op.kind == llama::OpKind::attention && op.attn.seq_q == op.attn.seq_kv && op.attn.seq_q > 0) {
+          } else if (op.kind == ops::OpKind::attention && op.attn.seq_q == op.attn.seq_kv && op.attn.seq_q > 0) {
             costmodel::AttentionRow r;
             r.batch = op.attn.batch;
             r.seq = static_cast<int>(op.attn.seq_q);
@@ -130,7 +130,7 @@ SweepPlan make_plan(const PlanOptions& options) {
             r.kv_heads = op.attn.kv_heads;
             r.head_dim = op.attn.head_dim;
             r.causal = op.attn.causal;
-            r.pass = op.pass == llama::Pass::forward ? costmodel::AttentionPass::fwd : costmodel::AttentionPass::bwd;
+            r.pass = op.pass == ops::Pass::forward ? costmodel::AttentionPass::fwd : costmodel::AttentionPass::bwd;
             if (attention_keys.insert(key_of(r)).second) plan.attention.push_back(r);
           }
         }

@@ -62,8 +62,8 @@ namespace tetra::costmodel {
 inline constexpr double kA100SustainedClock = 1305.0 / 1410.0;
 namespace {
 
-using llama::AttentionKernel;
-using llama::CollectiveKind;
+using parallel::AttentionKernel;
+using ops::CollectiveKind;
 
 constexpr double kT = 1e12;
 constexpr double kG = 1e9;

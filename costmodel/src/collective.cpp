@@ -15,8 +15,8 @@
 namespace tetra::costmodel {
 namespace {
 
-using llama::CollectiveKind;
-using llama::CommDim;
+using ops::CollectiveKind;
+using ops::CommDim;
 
 constexpr int kAlgos = 7;
 constexpr int kProtos = 3;
@@ -467,7 +467,7 @@ double p2p_seconds(double bytes, bool same_node, const CommParams& p) noexcept {
 
 namespace {
 
-const char* op_name(CollectiveKind k) { return llama::to_string(k); }
+const char* op_name(CollectiveKind k) { return to_string(k); }
 
 /// What a profile's measured rows and fits say about one collective: `seconds` when a row
 /// pair brackets the size, the largest row lies below it or a fit covers the group; `cap` (the
@@ -588,7 +588,7 @@ CollectiveEstimate collective(CollectiveKind kind, double bytes, const GroupPlac
 }
 
 
-double hierarchical_all_to_all(double bytes, int topk, int experts, llama::FlexBackend backend,
+double hierarchical_all_to_all(double bytes, int topk, int experts, parallel::FlexBackend backend,
                                const GroupPlacement& g, const CommParams& p) noexcept {
   if (g.nodes <= 1 || topk <= 0 || experts <= topk) {
     return collective(CollectiveKind::all_to_all, bytes, g, p).seconds;
@@ -600,7 +600,7 @@ double hierarchical_all_to_all(double bytes, int topk, int experts, llama::FlexB
     none *= std::max(0.0, (experts - per_node - i) / (experts - i));
   }
   const double remote_nodes = (nodes - 1.0) * (1.0 - none);
-  const double efficiency = backend == llama::FlexBackend::hybridep ? p.topo.hybridep_nic_efficiency
+  const double efficiency = backend == parallel::FlexBackend::hybridep ? p.topo.hybridep_nic_efficiency
                                                                      : p.topo.alltoall_nic_efficiency;
   const double nic = efficiency * nic_share_Bps(p.topo);
   const double network =
@@ -609,10 +609,10 @@ double hierarchical_all_to_all(double bytes, int topk, int experts, llama::FlexB
   return std::max(network, collective(CollectiveKind::all_to_all, bytes, node, p).seconds);
 }
 
-double comm_op_seconds(const llama::Op& op, const llama::Layout& layout, const CommParams& p) noexcept {
-  if (op.kind != llama::OpKind::collective && op.kind != llama::OpKind::p2p) return 0;
+double comm_op_seconds(const ops::Op& op, const parallel::Layout& layout, const CommParams& p) noexcept {
+  if (op.kind != ops::OpKind::collective && op.kind != ops::OpKind::p2p) return 0;
   const GroupPlacement g = place_group(layout, op.dim, p.topo.gpus_per_node);
-  if (op.kind == llama::OpKind::p2p) {
+  if (op.kind == ops::OpKind::p2p) {
     return p2p_seconds(op.bytes, g.nodes <= 1, p);
   }
   GroupPlacement gg = g;

@@ -8,18 +8,18 @@
 namespace tetra::costmodel {
 namespace {
 
-using llama::AttentionKernel;
+using parallel::AttentionKernel;
 
 double dbl(long long v) { return static_cast<double>(v); }
 
 /// Bytes per input element of a GEMM in `format` (bf16 training precision).
-double gemm_input_bytes(llama::GemmFormat format) {
+double gemm_input_bytes(parallel::GemmFormat format) {
   switch (format) {
-    case llama::GemmFormat::fp8:
+    case parallel::GemmFormat::fp8:
       return 1.0;
-    case llama::GemmFormat::fp4:
+    case parallel::GemmFormat::fp4:
       return 0.5;
-    case llama::GemmFormat::training:
+    case parallel::GemmFormat::training:
       break;
   }
   return 2.0;
@@ -36,15 +36,15 @@ double lerp_clamped(double x, double x0, double y0, double x1, double y1) {
 
 }  // namespace
 
-double gemm_peak(llama::GemmFormat format, const ComputeParams& p) noexcept {
+double gemm_peak(parallel::GemmFormat format, const ComputeParams& p) noexcept {
   switch (format) {
-    case llama::GemmFormat::fp4:
+    case parallel::GemmFormat::fp4:
       if (p.fp4_gemm_peak_flops > 0) return p.fp4_gemm_peak_flops;
       [[fallthrough]];
-    case llama::GemmFormat::fp8:
+    case parallel::GemmFormat::fp8:
       if (p.fp8_gemm_peak_flops > 0) return p.fp8_gemm_peak_flops;
       [[fallthrough]];
-    case llama::GemmFormat::training:
+    case parallel::GemmFormat::training:
       break;
   }
   return p.gemm_peak_flops;
@@ -89,7 +89,7 @@ GemmEstimate gemm_roofline(const GemmShape& s, const ComputeParams& p) noexcept 
 
 double gemm_seconds(const GemmShape& s, const ComputeParams& p) noexcept {
   const double model = gemm_roofline(s, p).seconds;
-  if (p.gemm_rows.empty() || s.batch != 1 || s.format != llama::GemmFormat::training) return model;
+  if (p.gemm_rows.empty() || s.batch != 1 || s.format != parallel::GemmFormat::training) return model;
   // Rows with the same (n, k): rows are sorted by (n, k, m).
   const GemmRow* lo = nullptr;
   const GemmRow* hi = nullptr;
@@ -126,7 +126,7 @@ double gemm_seconds(const GemmShape& s, const ComputeParams& p) noexcept {
   return row_model > 0 ? model * nearest->seconds / row_model : model;
 }
 
-double attention_kernel_flops(const llama::AttentionShape& a, bool backward) noexcept {
+double attention_kernel_flops(const ops::AttentionShape& a, bool backward) noexcept {
   double f = 4.0 * a.batch * dbl(a.seq_q) * dbl(a.seq_kv) * a.heads * a.head_dim;
   if (a.causal) f /= 2.0;
   return backward ? 2.5 * f : f;  // FlashAttention benchmark convention
@@ -171,7 +171,7 @@ double table_rate_hd(const std::vector<AttentionRate>& rates, AttentionKernel ke
 
 /// Achieved rate from measured rows of the same (head_dim, causal, pass), interpolated in
 /// log(seq); 0 when there are none.
-double measured_rate(const std::vector<AttentionRow>& rows, const llama::AttentionShape& a,
+double measured_rate(const std::vector<AttentionRow>& rows, const ops::AttentionShape& a,
                      bool backward, double seq) {
   const AttentionRow* lo = nullptr;
   const AttentionRow* hi = nullptr;
@@ -182,7 +182,7 @@ double measured_rate(const std::vector<AttentionRow>& rows, const llama::Attenti
     if (r.seq >= seq && (hi == nullptr || r.seq < hi->seq)) hi = &r;
   }
   auto rate = [&](const AttentionRow& r) {
-    llama::AttentionShape s{a.kernel, r.causal, r.batch, r.seq, r.seq, r.heads, r.kv_heads, r.head_dim};
+    ops::AttentionShape s{a.kernel, r.causal, r.batch, r.seq, r.seq, r.heads, r.kv_heads, r.head_dim};
     return attention_kernel_flops(s, backward) / r.seconds;
   };
   if (lo == nullptr && hi == nullptr) return 0;
@@ -193,7 +193,7 @@ double measured_rate(const std::vector<AttentionRow>& rows, const llama::Attenti
 
 }  // namespace
 
-double attention_rate_flops(const llama::AttentionShape& a, bool backward,
+double attention_rate_flops(const ops::AttentionShape& a, bool backward,
                             const ComputeParams& p) noexcept {
   // Effective sequence of a rectangular block (CP ring steps): geometric mean of s_q, s_kv.
   const double seq = std::sqrt(std::max(1.0, dbl(a.seq_q)) * std::max(1.0, dbl(a.seq_kv)));
@@ -240,7 +240,7 @@ double attention_rate_flops(const llama::AttentionShape& a, bool backward,
   return 0;
 }
 
-double attention_seconds(const llama::AttentionShape& a, bool backward,
+double attention_seconds(const ops::AttentionShape& a, bool backward,
                          const ComputeParams& p) noexcept {
   if (a.kernel == AttentionKernel::fused || a.kernel == AttentionKernel::torch) {
     // Unfused: scores = Q·Kᵀ (s_q x s_kv x d) and out = P·V (s_q x d x s_kv) per (batch, head),
@@ -260,8 +260,8 @@ double attention_seconds(const llama::AttentionShape& a, bool backward,
   return flops / rate + p.kernel_launch_s;
 }
 
-double memory_bound_seconds(llama::MemoryKernel kernel, double bytes, const ComputeParams& p) noexcept {
-  const char* name = llama::to_string(kernel);
+double memory_bound_seconds(ops::MemoryKernel kernel, double bytes, const ComputeParams& p) noexcept {
+  const char* name = to_string(kernel);
   const MemoryBoundRow* lo = nullptr;
   const MemoryBoundRow* hi = nullptr;
   for (const MemoryBoundRow& r : p.memory_rows) {
@@ -281,17 +281,17 @@ double memory_bound_seconds(llama::MemoryKernel kernel, double bytes, const Comp
   return bytes / bw + p.kernel_launch_s;
 }
 
-double op_seconds(const llama::Op& op, const ComputeParams& p) noexcept {
+double op_seconds(const ops::Op& op, const ComputeParams& p) noexcept {
   switch (op.kind) {
-    case llama::OpKind::gemm:
+    case ops::OpKind::gemm:
       return gemm_seconds(GemmShape{op.m, op.n, op.k, gemm_input_bytes(op.format), 1, op.format}, p) /
              p.gemm_factor;
-    case llama::OpKind::attention:
-      return attention_seconds(op.attn, op.pass != llama::Pass::forward, p) / p.attention_factor;
-    case llama::OpKind::memory_bound:
+    case ops::OpKind::attention:
+      return attention_seconds(op.attn, op.pass != ops::Pass::forward, p) / p.attention_factor;
+    case ops::OpKind::memory_bound:
       return memory_bound_seconds(op.mem, op.bytes, p) / p.memory_bound_factor;
-    case llama::OpKind::collective:
-    case llama::OpKind::p2p:
+    case ops::OpKind::collective:
+    case ops::OpKind::p2p:
       return 0;
   }
   return 0;

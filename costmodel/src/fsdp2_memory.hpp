@@ -14,8 +14,9 @@ struct Fsdp2States {
   double sharded_params = 0;      ///< fp32 parameter shards (also Adam's master weights)
   double sharded_grads = 0;       ///< fp32 gradient shards
   /// Under pipelining: the stage's unsharded gradients accumulated in the reduce dtype until
-  /// the deferred reduce-scatter (llama::fsdp_defers_gradient_reduction, parallel/execution.hpp); they take the place
-  /// of the shards, which the reduce-scatter produces as it frees them.
+  /// the deferred reduce-scatter (parallel::fsdp_defers_gradient_reduction in
+  /// parallel/execution.hpp); they take the place of the shards, which the reduce-scatter
+  /// produces as it frees them.
   double accumulated_grads = 0;
   double optimizer = 0;           ///< Adam exp_avg + exp_avg_sq of the shards, fp32
   double resident_unsharded = 0;  ///< unsharded parameters held from forward through backward
@@ -26,10 +27,10 @@ struct Fsdp2States {
 
 /// Ranks one parameter is sharded over: the DP ranks of one HSDP replica times CP
 /// (torchtitan's `dp_shard_cp` mesh).
-[[nodiscard]] double fsdp2_shard_ranks(const llama::Layout& layout) noexcept;
+[[nodiscard]] double fsdp2_shard_ranks(const parallel::Layout& layout) noexcept;
 
 /// FSDP2 states of one pipeline rank holding `stage`.
-[[nodiscard]] Fsdp2States fsdp2_states(const llama::Model& model, const llama::Training& training,
-                                       const llama::Layout& layout, const llama::StageParams& stage);
+[[nodiscard]] Fsdp2States fsdp2_states(const model::Model& model, const parallel::Training& training,
+                                       const parallel::Layout& layout, const parallel::StageParams& stage);
 
 }  // namespace tetra::costmodel::detail

@@ -15,9 +15,9 @@ namespace tetra::costmodel::memory_terms {
 
 
 
-Geometry geometry(const llama::Model& m, const llama::Training& tr, const llama::Layout& l) {
+Geometry geometry(const model::Model& m, const parallel::Training& tr, const parallel::Layout& l) {
   Geometry g;
-  const llama::MemoryHabits hab = llama::memory_habits(tr);
+  const parallel::MemoryHabits hab = parallel::memory_habits(tr);
   g.s = static_cast<double>(tr.seq_len) / std::max(l.cp, 1);
   g.b = std::max(l.mbs, 1);
   g.h = m.hidden;
@@ -28,12 +28,12 @@ Geometry geometry(const llama::Model& m, const llama::Training& tr, const llama:
   g.sp = l.sp && l.tp > 1;
   g.nd = g.sp ? g.t : 1.0;
   g.gd = (g.sp && hab.sp_saves_shard) ? g.t : 1.0;
-  g.gpt = m.arch == llama::Arch::gpt;
+  g.gpt = m.arch == model::Arch::gpt;
   return g;
 }
 
-bool unfused_attention(llama::AttentionKernel k) noexcept {
-  return k == llama::AttentionKernel::fused || k == llama::AttentionKernel::torch;
+bool unfused_attention(parallel::AttentionKernel k) noexcept {
+  return k == parallel::AttentionKernel::fused || k == parallel::AttentionKernel::torch;
 }
 
 /// Bytes per element of the per-head s x s tensors saved for backward (K22 Table 2 for gpt;
@@ -42,9 +42,9 @@ bool unfused_attention(llama::AttentionKernel k) noexcept {
 /// unfused softmax in fp32 keeps its fp32 output for the softmax backward plus the bf16 copy
 /// the P.V matmul saves (4 + 2 = 6). gpt adds attention dropout: mask (1) + output (2), which
 /// gives K22's 5 for the fused kernel.
-double c_s2_saved(llama::AttentionKernel k, bool gpt) noexcept {
+double c_s2_saved(parallel::AttentionKernel k, bool gpt) noexcept {
   if (!unfused_attention(k)) return 0.0;
-  const double base = k == llama::AttentionKernel::fused ? 2.0 : 6.0;
+  const double base = k == parallel::AttentionKernel::fused ? 2.0 : 6.0;
   return base + (gpt ? 3.0 : 0.0);
 }
 
@@ -52,9 +52,9 @@ double c_s2_saved(llama::AttentionKernel k, bool gpt) noexcept {
 /// [derived from the autograd pattern]: in backward the probability
 /// gradient and the score gradient (fused: 2 + 2); unfused fp32: bf16 gradient (2), its fp32
 /// copy (4) and the softmax-backward output (4).
-double c_s2_transient(llama::AttentionKernel k) noexcept {
+double c_s2_transient(parallel::AttentionKernel k) noexcept {
   if (!unfused_attention(k)) return 0.0;
-  return k == llama::AttentionKernel::fused ? 4.0 : 10.0;
+  return k == parallel::AttentionKernel::fused ? 4.0 : 10.0;
 }
 
 /// Extra bytes per element per norm that an unfused PyTorch RMSNorm saves beyond the bf16
@@ -68,8 +68,8 @@ constexpr double kUnfusedNormExtra = 6.0;
 /// Saved bytes of one layer for one micro-batch, no recomputation (F24-code's Llama form of
 /// K22's accounting, TP without SP as K22, s^2 terms and unfused RMSNorm as above;
 /// gpt: K22 Table 2 with its dropout masks).
-double layer_saved_full(const llama::Model& m, const llama::Training& tr,
-                        const llama::Layout& l, bool drop_s2) {
+double layer_saved_full(const model::Model& m, const parallel::Training& tr,
+                        const parallel::Layout& l, bool drop_s2) {
   const Geometry g = geometry(m, tr, l);
   const double sbh = g.s * g.b * g.h;
   // Outside the TP region: the two norm inputs (2 + 2), sharded over t only with SP.
@@ -77,7 +77,7 @@ double layer_saved_full(const llama::Model& m, const llama::Training& tr,
   // The two column-parallel GEMM inputs (QKV, gate/up or fc1): 2 + 2. Under FP8, TE saves
   // the column-wise quantised copy its wgrad GEMM reads instead (linear.py keeps
   // `columnwise_usage` only): q + q.
-  const double q = llama::quantized_bytes_per_element(tr.fp8.recipe);
+  const double q = parallel::quantized_bytes_per_element(tr.fp8.recipe);
   const bool fp8 = detail::saves_fp8_inputs(tr);
   bytes += (fp8 ? 2.0 * q : 4.0) * sbh / g.gd;
   // Inside the TP region: Q (2), K and V (4 k/a), attention output (2); under FP8 the
@@ -92,14 +92,14 @@ double layer_saved_full(const llama::Model& m, const llama::Training& tr,
     // SwiGLU: up out, gate out, act(gate) (eager; the fused kernel keeps only gate and up),
     // and the product, the FC2 input (F24-code): 4 x 2 f/h eager, 3 x 2 f/h fused; under FP8 the
     // product is saved quantised (q).
-    const double swiglu_saved = llama::memory_habits(tr).fused_swiglu ? 4.0 : 6.0;
+    const double swiglu_saved = parallel::memory_habits(tr).fused_swiglu ? 4.0 : 6.0;
     inner += (swiglu_saved + (fp8 ? q : 2.0)) * g.f / g.h;
   }
   bytes += inner * sbh / g.t;
   // FlashAttention's per-row log-sum-exp, fp32 (Dao-AILab/flash-attention saves softmax_lse).
   if (!unfused_attention(tr.attention)) bytes += 4.0 * g.a * g.s * g.b / g.t;
   // Unfused RMSNorm (H23).
-  if (!g.gpt && !llama::memory_habits(tr).fused_norm) bytes += 2.0 * kUnfusedNormExtra * sbh / g.nd;
+  if (!g.gpt && !parallel::memory_habits(tr).fused_norm) bytes += 2.0 * kUnfusedNormExtra * sbh / g.nd;
   // s^2 terms of an unfused attention (K22); selective recompute drops them (K22, MLM).
   if (!drop_s2) bytes += c_s2_saved(tr.attention, g.gpt) * g.a * g.s * g.s * g.b / g.t;
   return bytes;
@@ -110,15 +110,15 @@ double layer_saved_full(const llama::Model& m, const llama::Training& tr,
 /// FC1 linears saved as their inputs; under FP8 Transformer Engine saves its own quantised copy
 /// instead, which stays. "mlp" checkpoints the MLP from its input: the SwiGLU (GeLU) tensors and
 /// the FC2 input go.
-double dense_module_savings(const llama::Model& m, const llama::Training& tr, const llama::Layout& l) {
+double dense_module_savings(const model::Model& m, const parallel::Training& tr, const parallel::Layout& l) {
   const Geometry g = geometry(m, tr, l);
   const double sbh = g.s * g.b * g.h;
   const bool fp8 = detail::saves_fp8_inputs(tr);
   double bytes = 0.0;
-  if (llama::recomputes(l, llama::RecomputeModule::layernorm) && !fp8) bytes += 4.0 * sbh / g.gd;
-  if (llama::recomputes(l, llama::RecomputeModule::mlp)) {
-    const double q = llama::quantized_bytes_per_element(tr.fp8.recipe);
-    const double swiglu_saved = g.gpt ? 4.0 : (llama::memory_habits(tr).fused_swiglu ? 4.0 : 6.0);
+  if (parallel::recomputes(l, parallel::RecomputeModule::layernorm) && !fp8) bytes += 4.0 * sbh / g.gd;
+  if (parallel::recomputes(l, parallel::RecomputeModule::mlp)) {
+    const double q = parallel::quantized_bytes_per_element(tr.fp8.recipe);
+    const double swiglu_saved = g.gpt ? 4.0 : (parallel::memory_habits(tr).fused_swiglu ? 4.0 : 6.0);
     bytes += (swiglu_saved + (fp8 ? q : 2.0)) * g.f / g.h * sbh / g.t;
   }
   return bytes;
@@ -126,7 +126,7 @@ double dense_module_savings(const llama::Model& m, const llama::Training& tr, co
 
 /// Working set of one layer beyond what it saves, at the peak of its backward [derived from
 /// the communication pattern of MLM's TP/SP linears and TE's CP ring].
-double layer_transient(const llama::Model& m, const llama::Training& tr, const llama::Layout& l) {
+double layer_transient(const model::Model& m, const parallel::Training& tr, const parallel::Layout& l) {
   const Geometry g = geometry(m, tr, l);
   const double sbh = g.s * g.b * g.h;
   // MLP backward: gradient of the fc1 output (2f gated, f otherwise) and of the activation
@@ -140,7 +140,7 @@ double layer_transient(const llama::Model& m, const llama::Training& tr, const l
   // s^2 gradients of an unfused attention.
   bytes += c_s2_transient(tr.attention) * g.a * g.s * g.s * g.b / g.t;
   // Unfused RMSNorm forward: fp32 x^2 and fp32 x * rsqrt temporaries (4 + 4).
-  if (!g.gpt && !llama::memory_habits(tr).fused_norm) bytes += 8.0 * sbh / g.nd;
+  if (!g.gpt && !parallel::memory_habits(tr).fused_norm) bytes += 8.0 * sbh / g.nd;
   // CP ring (TE): double-buffered bf16 K,V blocks (2 x 4 s' b h k/a / t) plus the dK,dV
   // accumulator in fp32 (8 s' b h k/a / t) [derived; accumulator dtype unconfirmed].
   if (l.cp > 1) bytes += 16.0 * sbh * g.kv / g.t;
@@ -149,16 +149,16 @@ double layer_transient(const llama::Model& m, const llama::Training& tr, const l
 
 
 
-StateBytes state_bytes(const llama::Training& tr) {
+StateBytes state_bytes(const parallel::Training& tr) {
   StateBytes s;
-  s.w = llama::bytes_of(tr.precision);
-  s.g = llama::bytes_of(tr.grad_dtype);
-  s.o = llama::memory_habits(tr).optimizer_bytes;
+  s.w = parallel::bytes_of(tr.precision);
+  s.g = parallel::bytes_of(tr.grad_dtype);
+  s.o = parallel::memory_habits(tr).optimizer_bytes;
   return s;
 }
 
-int micro_batch_count(const llama::Layout& l, const llama::Training& tr) {
-  return std::max(llama::micro_batches(l, tr), 1);
+int micro_batch_count(const parallel::Layout& l, const parallel::Training& tr) {
+  return std::max(parallel::micro_batches(l, tr), 1);
 }
 
 /// ZeRO-2 (FSDP's SHARD_GRAD_OP, Llama 3 §3.3.2): share of a stage's gradients held unsharded
@@ -171,10 +171,10 @@ int micro_batch_count(const llama::Layout& l, const llama::Training& tr) {
 /// backwards back to back (Megatron-Core `schedules.py`, `microbatch_group_size_per_vp_stage`
 /// = pp), so only the chunk in backward and the one being reduce-scattered hold theirs;
 /// otherwise every chunk holds its gradients from its first backward to the step's end.
-double unsharded_gradient_share(const llama::Layout& l, int micro_batches) {
+double unsharded_gradient_share(const parallel::Layout& l, int micro_batches) {
   if (l.pp <= 1) return 0.0;
   const int v = std::max(l.vp, 1);
-  if (v > 1 && l.schedule == llama::Schedule::interleaved && micro_batches <= std::max(l.pp, 1))
+  if (v > 1 && l.schedule == parallel::Schedule::interleaved && micro_batches <= std::max(l.pp, 1))
     return std::min(2, v) / static_cast<double>(v);
   return 1.0;
 }
@@ -186,7 +186,7 @@ double unsharded_gradient_share(const llama::Layout& l, int micro_batches) {
 /// while the next layer runs, and reloads layer i-1's while layer i runs backward: the last
 /// L - N layers stay, and one offloaded layer is on the device at a time besides them (its
 /// copy in flight). The peak is at the start of backward, before any reload.
-double resident_layer_share(const llama::Layout& l, int stage_layers) {
+double resident_layer_share(const parallel::Layout& l, int stage_layers) {
   const double chunk = static_cast<double>(stage_layers) / std::max(l.vp, 1);
   const double offloaded = std::min(static_cast<double>(l.offload_layers), chunk - 1.0);
   return offloaded >= 1.0 ? (chunk - offloaded + 1.0) / chunk : 1.0;
@@ -210,10 +210,10 @@ double resident_layer_share(const llama::Layout& l, int stage_layers) {
 /// allocator has cached beyond what is allocated are whole free segments, which it releases
 /// and retries with at the device's limit (`release_cached_blocks`): they show in
 /// torch.cuda.max_memory_reserved (StageMemory::torch_reserved_bytes) but cost no capacity.
-double fragmentation_share(const llama::Training& tr, const llama::Layout& l,
+double fragmentation_share(const parallel::Training& tr, const parallel::Layout& l,
                            const MemoryOptions& o) noexcept {
   const bool activations_on_nccl = l.tp > 1 || l.cp > 1 || l.pp > 1 || l.ep > 1;
-  const bool flattened_grads_on_nccl = llama::memory_habits(tr).deepspeed && l.dp > 1;
+  const bool flattened_grads_on_nccl = parallel::memory_habits(tr).deepspeed && l.dp > 1;
   const bool records = (activations_on_nccl || flattened_grads_on_nccl) && !tr.avoid_record_streams;
   return records ? o.fragmentation : 0.0;
 }

@@ -69,7 +69,7 @@ constexpr double kNcclChannels = 16;
 constexpr double kNcclConnectionsPerChannel = 2;
 /// At the default buffer: 16 x 2 x 9.1875 MiB = 294 MiB per communicator (F24-web assumes
 /// ~0.5 GB).
-double nccl_communicator_bytes(const llama::Training& training) {
+double nccl_communicator_bytes(const parallel::Training& training) {
   return kNcclChannels * kNcclConnectionsPerChannel * (training.nccl_buffsize + kNcclLowLatencyBytes);
 }
 
@@ -89,8 +89,8 @@ namespace {
 
 namespace detail {
 
-bool saves_fp8_inputs(const llama::Training& training) noexcept {
-  const llama::MemoryHabits x = llama::memory_habits(training);
+bool saves_fp8_inputs(const parallel::Training& training) noexcept {
+  const parallel::MemoryHabits x = parallel::memory_habits(training);
   return x.fp8_linears && x.saves_quantized_inputs;
 }
 
@@ -107,25 +107,25 @@ double reserved_with_activations(const StageMemory& stage, double activation_byt
   return std::min(reserved, std::max(stage.reserved_limit_bytes, allocated));
 }
 
-double activation_bytes_per_layer(const llama::Model& model, const llama::Training& training,
-                                  const llama::Layout& layout) {
+double activation_bytes_per_layer(const model::Model& model, const parallel::Training& training,
+                                  const parallel::Layout& layout) {
   switch (layout.recompute) {
-    case llama::Recompute::none:
+    case parallel::Recompute::none:
       return layer_saved_full(model, training, layout, false);
-    case llama::Recompute::selective: {
+    case parallel::Recompute::selective: {
       // MLM selective recompute: core attention is recomputed, only the s^2 terms go (K22);
       // recompute_modules drop what their parts keep (recompute_modules.hpp).
-      const bool core_attn = llama::recomputes(layout, llama::RecomputeModule::core_attn);
+      const bool core_attn = parallel::recomputes(layout, parallel::RecomputeModule::core_attn);
       return layer_saved_full(model, training, layout, core_attn) - dense_module_savings(model, training, layout);
     }
-    case llama::Recompute::full: {
+    case parallel::Recompute::full: {
       // Only the layer input is stored: 2 s' b h, the SP shard with SP (K22 Table 2).
       const Geometry g = geometry(model, training, layout);
       return 2.0 * g.s * g.b * g.h / g.nd;
     }
-    case llama::Recompute::selective_op: {
+    case parallel::Recompute::selective_op: {
       // torchtitan's per-op policy (`torchtitan/parallelisms/parallelize_llama.py`
-      // `_save_list`, llama::layer_ops): the block input (the SP shard), the outputs of the
+      // `_save_list`, ops::layer_ops): the block input (the SP shard), the outputs of the
       // saved matmuls wq (2 h), wv (2 h k/a) and w1 (2 f) inside the TP region, w2's output
       // (2 h, a partial sum of full width under TP), SDPA's output (2 h) and fp32
       // log-sum-exp, and under SP the reduce-scatter shards after wo and w2 (2 h / t each).
@@ -135,16 +135,16 @@ double activation_bytes_per_layer(const llama::Model& model, const llama::Traini
       double bytes = 2.0 * sbh / g.nd;                                   // block input
       bytes += (2.0 + 2.0 * g.kv + 2.0) * sbh / g.t;                     // wq, wv, SDPA out
       bytes += 2.0 * g.s * g.b * g.f / g.t;                              // w1
-      if (llama::memory_habits(training).saves_unread_outputs) bytes += 2.0 * sbh;  // w2 out
+      if (parallel::memory_habits(training).saves_unread_outputs) bytes += 2.0 * sbh;  // w2 out
       if (g.sp) bytes += 2.0 * 2.0 * sbh / g.t;                          // wo, w2 RS shards
       if (!unfused_attention(training.attention)) bytes += 4.0 * g.a * g.s * g.b / g.t;
       return bytes;
     }
-    case llama::Recompute::selective_layer: {
-      // The checkpointed blocks keep their input, the others everything (llama::block_kinds).
+    case parallel::Recompute::selective_layer: {
+      // The checkpointed blocks keep their input, the others everything (parallel::block_kinds).
       double bytes = 0.0;
-      for (const llama::BlockKind& kind : llama::block_kinds(layout)) {
-        llama::Layout one = layout;
+      for (const parallel::BlockKind& kind : parallel::block_kinds(layout)) {
+        parallel::Layout one = layout;
         one.recompute = kind.recompute;
         bytes += kind.share * activation_bytes_per_layer(model, training, one);
       }
@@ -154,23 +154,23 @@ double activation_bytes_per_layer(const llama::Model& model, const llama::Traini
   return 0.0;
 }
 
-double inflight_micro_batches(const llama::Layout& layout, int micro_batches, int stage) {
+double inflight_micro_batches(const parallel::Layout& layout, int micro_batches, int stage) {
   const double m = std::max(micro_batches, 1);
   const int p = std::max(layout.pp, 1);
   const int r = std::clamp(stage, 0, p - 1);
   switch (layout.schedule) {
-    case llama::Schedule::gpipe:
-    case llama::Schedule::layered:
+    case parallel::Schedule::gpipe:
+    case parallel::Schedule::layered:
       // GPipe: every micro-batch's forward before any backward (N21 section 2.2); layered
       // gradient accumulation keeps all m of a chunk (Lamy-Poirier, arXiv 2106.02679: every
       // micro-batch passes a layer before any passes the next).
       return m;
-    case llama::Schedule::one_f_one_b:
-    case llama::Schedule::zb_h1:
+    case parallel::Schedule::one_f_one_b:
+    case parallel::Schedule::zb_h1:
       // MLM schedules.py: warm-up p - r - 1 (capped at m), peak = warm-up + 1; ZB-H1 equals
       // 1F1B (ZB Table 2).
       return std::min(static_cast<double>(p - r), m);
-    case llama::Schedule::interleaved: {
+    case parallel::Schedule::interleaved: {
       // MLM get_pp_rank_microbatches: min(m v, 2 (p - r - 1) + (v - 1) G + 1) chunk
       // micro-batches with G = p, each L/(p v) layers, i.e. / v stage micro-batches [derived].
       const double v = std::max(layout.vp, 1);
@@ -188,10 +188,10 @@ namespace {
 /// What every pipeline rank of one estimate shares: the inputs, their shapes, and the per-layer
 /// and per-GPU terms that do not depend on the stage.
 struct LayoutTerms {
-  const llama::Model& model;
-  const llama::Training& training;
-  const llama::Layout& layout;
-  llama::MemoryHabits hab;
+  const model::Model& model;
+  const parallel::Training& training;
+  const parallel::Layout& layout;
+  parallel::MemoryHabits hab;
   Geometry g;
   StateBytes sb;
   int p = 1;                      ///< pipeline ranks
@@ -214,12 +214,12 @@ struct LayoutTerms {
 
 /// Working set of one dense layer in backward [derived]: its transients, plus the rebuilt layer
 /// under recomputation.
-double layer_working_bytes(const llama::Model& model, const llama::Training& training,
-                           const llama::Layout& layout) {
+double layer_working_bytes(const model::Model& model, const parallel::Training& training,
+                           const parallel::Layout& layout) {
   double bytes = layer_transient(model, training, layout);
-  if (layout.recompute == llama::Recompute::full ||
-      layout.recompute == llama::Recompute::selective_op ||
-      layout.recompute == llama::Recompute::selective_layer) {
+  if (layout.recompute == parallel::Recompute::full ||
+      layout.recompute == parallel::Recompute::selective_op ||
+      layout.recompute == parallel::Recompute::selective_layer) {
     // The recomputed layer is rebuilt one at a time during backward [derived].
     bytes += layer_saved_full(model, training, layout, false);
   }
@@ -229,7 +229,7 @@ double layer_working_bytes(const llama::Model& model, const llama::Training& tra
 /// Communicators with more than one rank (F24-web counts one per group > 1): TP, CP, PP, DP;
 /// the DP x CP group that the distributed optimizer reduces over when c > 1; the embedding
 /// group of tied embeddings.
-int communicator_count(const llama::Model& model, const llama::Layout& layout) {
+int communicator_count(const model::Model& model, const parallel::Layout& layout) {
   const int p = std::max(layout.pp, 1);
   int communicators = 0;
   communicators += layout.tp > 1 ? 1 : 0;
@@ -248,27 +248,27 @@ int communicator_count(const llama::Model& model, const llama::Layout& layout) {
   return communicators;
 }
 
-LayoutTerms layout_terms(const llama::Model& model, const hw::Cluster& cluster,
-                         const llama::Training& training, const llama::Layout& layout,
+LayoutTerms layout_terms(const model::Model& model, const hw::Cluster& cluster,
+                         const parallel::Training& training, const parallel::Layout& layout,
                          const MemoryOptions& options) {
   const Geometry g = geometry(model, training, layout);
   const double shard = static_cast<double>(std::max(layout.dp, 1)) * std::max(layout.cp, 1);
-  const double layer_params = static_cast<double>(llama::params_per_layer(model));
+  const double layer_params = static_cast<double>(parallel::params_per_layer(model));
   const double fragmentation = fragmentation_share(training, layout, options);
   return LayoutTerms{
       .model = model,
       .training = training,
       .layout = layout,
-      .hab = llama::memory_habits(training),
+      .hab = parallel::memory_habits(training),
       .g = g,
       .sb = state_bytes(training),
       .p = std::max(layout.pp, 1),
       .m = micro_batch_count(layout, training),
       .shard = shard,
       .edp = static_cast<double>(std::max(layout.edp(), 1)),
-      .vocab = static_cast<double>(llama::padded_vocab(model, layout.tp)),
+      .vocab = static_cast<double>(parallel::padded_vocab(model, layout.tp)),
       .linear_per_layer = std::max(0.0, layer_params - 2.0 * g.h) / g.t,
-      .q8 = llama::quantized_bytes_per_element(training.fp8.recipe),
+      .q8 = parallel::quantized_bytes_per_element(training.fp8.recipe),
       .a_layer = activation_bytes_per_layer(model, training, layout),
       .transient_layer = layer_working_bytes(model, training, layout),
       // MoE / MLA per-layer terms (moe_memory.cpp).
@@ -283,9 +283,9 @@ LayoutTerms layout_terms(const llama::Model& model, const hw::Cluster& cluster,
 }
 
 /// MTP modules on this stage whose layer has experts (as the model's last layer).
-int mtp_moe_layers(const LayoutTerms& terms, const llama::StageParams& st) {
-  const llama::Model& model = terms.model;
-  return model.moe.has_value() && llama::is_moe_layer(model, model.layers - 1) ? st.mtp_layers : 0;
+int mtp_moe_layers(const LayoutTerms& terms, const parallel::StageParams& st) {
+  const model::Model& model = terms.model;
+  return model.moe.has_value() && model::is_moe_layer(model, model.layers - 1) ? st.mtp_layers : 0;
 }
 
 /// Weights, gradients and optimizer states of one rank (F24-code, ZeRO), and what FSDP2 adds to the
@@ -338,7 +338,7 @@ ModelStates zero_states(const LayoutTerms& terms, int zero_stage, double phi, do
 ModelStates zero3_states(const LayoutTerms& terms, double phi, double phi_e) {
   const StateBytes& sb = terms.sb;
   const double phi_d = phi - phi_e;
-  const double layer_params = static_cast<double>(llama::params_per_layer(terms.model));
+  const double layer_params = static_cast<double>(parallel::params_per_layer(terms.model));
   const double gathered = 2.0 * layer_params / terms.g.t * sb.w;
   ModelStates s;
   s.params = phi_d * sb.w / terms.shard + phi_e * sb.w / terms.edp + gathered;
@@ -349,7 +349,7 @@ ModelStates zero3_states(const LayoutTerms& terms, double phi, double phi_e) {
 }
 
 /// FSDP2 (fsdp2_memory.cpp).
-ModelStates fsdp2_model_states(const LayoutTerms& terms, const llama::StageParams& st) {
+ModelStates fsdp2_model_states(const LayoutTerms& terms, const parallel::StageParams& st) {
   const detail::Fsdp2States f = detail::fsdp2_states(terms.model, terms.training, terms.layout, st);
   ModelStates s;
   s.params = f.sharded_params + f.resident_unsharded;
@@ -360,7 +360,7 @@ ModelStates fsdp2_model_states(const LayoutTerms& terms, const llama::StageParam
   return s;
 }
 
-ModelStates model_states(const LayoutTerms& terms, const llama::StageParams& st) {
+ModelStates model_states(const LayoutTerms& terms, const parallel::StageParams& st) {
   const double phi = static_cast<double>(st.params);
   const double phi_e = static_cast<double>(st.expert_params);
   const int zero_stage = std::clamp(terms.training.zero_stage, 0, 3);
@@ -371,7 +371,7 @@ ModelStates model_states(const LayoutTerms& terms, const llama::StageParams& st)
 
 /// Linear weights of the stage on this rank: the dense layers', and for MoE layers (and MTP
 /// modules) their own linears, the experts' share included.
-double stage_linear_params(const LayoutTerms& terms, const llama::StageParams& st) {
+double stage_linear_params(const LayoutTerms& terms, const parallel::StageParams& st) {
   if (!terms.model.moe.has_value()) return terms.linear_per_layer * st.layers;
   const int mtp_moe = mtp_moe_layers(terms, st);
   const double moe_linear = detail::moe_layer_linear_params(terms.model, terms.layout);
@@ -386,8 +386,8 @@ double stage_linear_params(const LayoutTerms& terms, const llama::StageParams& s
 /// the parameter itself is the row-wise FP8 copy: the bf16 weights of the linears go (2 -> q
 /// per parameter) and only the column-wise copy is extra. torchao's Float8 linears cast the
 /// weights every forward and keep no cache.
-void add_fp8_weight_copies(const LayoutTerms& terms, const llama::StageParams& st, StageMemory& s) {
-  const llama::Training& training = terms.training;
+void add_fp8_weight_copies(const LayoutTerms& terms, const parallel::StageParams& st, StageMemory& s) {
+  const parallel::Training& training = terms.training;
   if (!terms.hab.fp8_linears || terms.hab.fsdp) return;
   const double linear = stage_linear_params(terms, st);
   const double q8 = terms.q8;
@@ -423,7 +423,7 @@ double stage_inflight(const LayoutTerms& terms, const MemoryOptions& options, in
 }
 
 /// Saved activations of the stage's layers for s.inflight micro-batches.
-void add_layer_activations(const LayoutTerms& terms, const llama::StageParams& st, StageMemory& s) {
+void add_layer_activations(const LayoutTerms& terms, const parallel::StageParams& st, StageMemory& s) {
   const double inflight = s.inflight;
   s.layer_activations_bytes = inflight * st.layers * terms.a_layer;
   if (terms.model.moe.has_value() || terms.model.mla || terms.model.head_dim_override > 0) {
@@ -463,12 +463,12 @@ struct LogitsTerms {
 
 LogitsTerms logits_terms(const LayoutTerms& terms) {
   const Geometry& g = terms.g;
-  const llama::MemoryHabits& hab = terms.hab;
-  const bool all_live = terms.layout.schedule == llama::Schedule::gpipe ||
-                        terms.layout.schedule == llama::Schedule::layered;
+  const parallel::MemoryHabits& hab = terms.hab;
+  const bool all_live = terms.layout.schedule == parallel::Schedule::gpipe ||
+                        terms.layout.schedule == parallel::Schedule::layered;
   const double live = all_live ? static_cast<double>(terms.m) : 1.0;
   LogitsTerms l;
-  if (llama::loss_on_vocab_shards(terms.training, terms.layout.tp)) {
+  if (ops::loss_on_vocab_shards(terms.training, terms.layout.tp)) {
     // MLM cross_entropy.py: fp32 softmax of the local shard held until backward (the bf16
     // logits under a compiled or fused loss), plus the LM-head input shard; bf16 logits /
     // logit gradient transient.
@@ -493,7 +493,7 @@ LogitsTerms logits_terms(const LayoutTerms& terms) {
 
 /// Activations of the stage: its layers, the embedding input and the logits. Returns the
 /// loss backward's working set.
-double add_activations(const LayoutTerms& terms, const llama::StageParams& st, StageMemory& s) {
+double add_activations(const LayoutTerms& terms, const parallel::StageParams& st, StageMemory& s) {
   add_layer_activations(terms, st, s);
   if (st.has_embedding) s.embedding_bytes = embedding_input_bytes(terms, s.inflight);
   LogitsTerms logits;
@@ -509,17 +509,17 @@ double add_activations(const LayoutTerms& terms, const llama::StageParams& st, S
 /// Working set of one layer while it runs: the dense layer's, FSDP2's gathered and reduced
 /// blocks, and a MoE layer's dispatch buffers (s.dispatch_bytes) and expert gradients; under
 /// recompute the rebuilt layer also holds its MoE tensors.
-double layer_working_set(const LayoutTerms& terms, const llama::StageParams& st,
+double layer_working_set(const LayoutTerms& terms, const parallel::StageParams& st,
                          const ModelStates& states, StageMemory& s) {
   double working = terms.transient_layer + states.layer_transient;
   if (st.moe_layers + mtp_moe_layers(terms, st) == 0) return working;
   s.dispatch_bytes = terms.moe_layer.transient;
-  const bool rebuilt = terms.layout.recompute == llama::Recompute::full ||
-                       terms.layout.recompute == llama::Recompute::selective_layer;
+  const bool rebuilt = terms.layout.recompute == parallel::Recompute::full ||
+                       terms.layout.recompute == parallel::Recompute::selective_layer;
   double rebuilt_moe = 0.0;
   if (rebuilt) {
-    llama::Layout none = terms.layout;
-    none.recompute = llama::Recompute::none;
+    parallel::Layout none = terms.layout;
+    none.recompute = parallel::Recompute::none;
     const double saved = detail::moe_layer_memory(terms.model, terms.training, none).saved_delta;
     rebuilt_moe = std::max(saved, 0.0);
   }
@@ -529,7 +529,7 @@ double layer_working_set(const LayoutTerms& terms, const llama::StageParams& st,
 
 /// Optimizer phase (activations freed): fp32 gradient partition of DeepSpeed-style ZeRO and
 /// the foreach-Adam temporary of the shard; FSDP2's own temporary.
-double optimizer_step_extra(const LayoutTerms& terms, const llama::StageParams& st,
+double optimizer_step_extra(const LayoutTerms& terms, const parallel::StageParams& st,
                             const ModelStates& states) {
   if (states.step_temporary) return *states.step_temporary;
   if (terms.hab.fused_adam) return 0.0;
@@ -586,7 +586,7 @@ void add_fragmentation(const LayoutTerms& terms, StageMemory& s) {
 }
 
 /// One pipeline rank: the terms above, in order.
-StageMemory stage_memory(const LayoutTerms& terms, const llama::StageParams& st, double inflight) {
+StageMemory stage_memory(const LayoutTerms& terms, const parallel::StageParams& st, double inflight) {
   StageMemory s;
   s.stage = st.stage;
   s.layers = st.layers;
@@ -609,7 +609,7 @@ StageMemory stage_memory(const LayoutTerms& terms, const llama::StageParams& st,
 
 /// Peak stage and headroom. Stages that all reach the device under expandable segments: the
 /// fullest allocated one.
-void summarize(const llama::Training& training, MemoryReport& report) {
+void summarize(const parallel::Training& training, MemoryReport& report) {
   double peak = -1.0;
   double peak_allocated = -1.0;
   for (const StageMemory& s : report.stages) {
@@ -631,14 +631,14 @@ void summarize(const llama::Training& training, MemoryReport& report) {
 
 }  // namespace
 
-MemoryReport estimate_memory(const llama::Model& model, const hw::Cluster& cluster,
-                             const llama::Training& training, const llama::Layout& layout,
+MemoryReport estimate_memory(const model::Model& model, const hw::Cluster& cluster,
+                             const parallel::Training& training, const parallel::Layout& layout,
                              const MemoryOptions& options) {
   MemoryReport report;
   report.capacity_bytes = cluster.gpu.memory_bytes;
   report.usable_bytes = cluster.gpu.memory_bytes * options.memory_fraction;
   const LayoutTerms terms = layout_terms(model, cluster, training, layout, options);
-  for (const llama::StageParams& st : llama::stage_params(model, layout, training.seq_len))
+  for (const parallel::StageParams& st : parallel::stage_params(model, layout, training.seq_len))
     report.stages.push_back(stage_memory(terms, st, stage_inflight(terms, options, st.stage)));
   summarize(training, report);
   return report;

@@ -32,15 +32,15 @@ struct StateBytes {
   double w = 2, g = 4, o = 12;
 };
 
-Geometry geometry(const llama::Model& m, const llama::Training& tr, const llama::Layout& l);
-bool unfused_attention(llama::AttentionKernel k) noexcept;
-double layer_saved_full(const llama::Model& m, const llama::Training& tr, const llama::Layout& l, bool drop_s2);
-double dense_module_savings(const llama::Model& m, const llama::Training& tr, const llama::Layout& l);
-double layer_transient(const llama::Model& m, const llama::Training& tr, const llama::Layout& l);
-StateBytes state_bytes(const llama::Training& tr);
-int micro_batch_count(const llama::Layout& l, const llama::Training& tr);
-double unsharded_gradient_share(const llama::Layout& l, int micro_batches);
-double resident_layer_share(const llama::Layout& l, int stage_layers);
-double fragmentation_share(const llama::Training& tr, const llama::Layout& l, const MemoryOptions& o) noexcept;
+Geometry geometry(const model::Model& m, const parallel::Training& tr, const parallel::Layout& l);
+bool unfused_attention(parallel::AttentionKernel k) noexcept;
+double layer_saved_full(const model::Model& m, const parallel::Training& tr, const parallel::Layout& l, bool drop_s2);
+double dense_module_savings(const model::Model& m, const parallel::Training& tr, const parallel::Layout& l);
+double layer_transient(const model::Model& m, const parallel::Training& tr, const parallel::Layout& l);
+StateBytes state_bytes(const parallel::Training& tr);
+int micro_batch_count(const parallel::Layout& l, const parallel::Training& tr);
+double unsharded_gradient_share(const parallel::Layout& l, int micro_batches);
+double resident_layer_share(const parallel::Layout& l, int stage_layers);
+double fragmentation_share(const parallel::Training& tr, const parallel::Layout& l, const MemoryOptions& o) noexcept;
 
 }  // namespace tetra::costmodel::memory_terms

@@ -20,10 +20,10 @@ namespace {
 /// with a selective one (Megatron's selective recompute touches core attention only), 0 under
 /// full recompute (only the layer input stays), the non-checkpointed share under
 /// selective_layer.
-double kept_share(const llama::Layout& layout) {
+double kept_share(const parallel::Layout& layout) {
   double kept = 0.0;
-  for (const llama::BlockKind& kind : llama::block_kinds(layout)) {
-    if (kind.recompute != llama::Recompute::full) kept += kind.share;
+  for (const parallel::BlockKind& kind : parallel::block_kinds(layout)) {
+    if (kind.recompute != parallel::Recompute::full) kept += kind.share;
   }
   return kept;
 }
@@ -37,34 +37,34 @@ struct Shapes {
   bool fused_swiglu = true;
 };
 
-Shapes shapes(const llama::Training& tr, const llama::Layout& l) {
+Shapes shapes(const parallel::Training& tr, const parallel::Layout& l) {
   Shapes s;
   s.full = static_cast<double>(tr.seq_len) / std::max(l.cp, 1) * std::max(l.mbs, 1);
   s.t = std::max(l.tp, 1);
   const bool sp = l.sp && l.tp > 1;
-  const llama::MemoryHabits x = llama::memory_habits(tr);
+  const parallel::MemoryHabits x = parallel::memory_habits(tr);
   const bool megatron = x.megatron;
   s.tokens = sp ? s.full / s.t : s.full;
   s.gd = (sp && megatron) ? s.t : 1.0;
-  s.in_bytes = saves_fp8_inputs(tr) ? llama::quantized_bytes_per_element(tr.fp8.recipe) : 2.0;
+  s.in_bytes = saves_fp8_inputs(tr) ? parallel::quantized_bytes_per_element(tr.fp8.recipe) : 2.0;
   s.fused_swiglu = x.fused_swiglu;
   return s;
 }
 
 }  // namespace
 
-double expert_pairs_per_rank(const llama::Model& m, const llama::Training& tr,
-                             const llama::Layout& l) noexcept {
+double expert_pairs_per_rank(const model::Model& m, const parallel::Training& tr,
+                             const parallel::Layout& l) noexcept {
   if (!m.moe) return 0.0;
   const Shapes s = shapes(tr, l);
   return s.tokens * m.moe->experts_per_token * std::max(l.etp, 1) * tr.moe_expert_load();
 }
 
-MoeLayerMemory moe_layer_memory(const llama::Model& m, const llama::Training& tr,
-                                const llama::Layout& l) {
+MoeLayerMemory moe_layer_memory(const model::Model& m, const parallel::Training& tr,
+                                const parallel::Layout& l) {
   MoeLayerMemory out;
   if (!m.moe) return out;
-  const llama::Moe& e = *m.moe;
+  const model::Moe& e = *m.moe;
   const Shapes s = shapes(tr, l);
   const double h = m.hidden;
   const double fe = static_cast<double>(e.moe_ffn_hidden) / std::max(l.etp, 1);
@@ -95,18 +95,18 @@ MoeLayerMemory moe_layer_memory(const llama::Model& m, const llama::Training& tr
   // norm output the router saved; "shared_experts" the shared MLP's tensors but its input;
   // "moe" keeps only the block's input. The dense MLP this layer replaces loses under "mlp"
   // what a dense layer's does (memory.cpp dense_module_savings), so that delta keeps its input.
-  using llama::RecomputeModule;
-  if (llama::recomputes(l, RecomputeModule::moe)) {
+  using parallel::RecomputeModule;
+  if (parallel::recomputes(l, RecomputeModule::moe)) {
     moe = 2.0 * s.tokens * h;
     out.expert_saved = 0.0;
   } else {
-    if (llama::recomputes(l, RecomputeModule::moe_act)) {
+    if (parallel::recomputes(l, RecomputeModule::moe_act)) {
       const double act_out = s.in_bytes * pairs * fe;
       moe -= act_out;
       out.expert_saved -= act_out;
     }
-    if (llama::recomputes(l, RecomputeModule::layernorm)) moe -= 2.0 * s.tokens * h;
-    if (llama::recomputes(l, RecomputeModule::shared_experts) && fs > 0) {
+    if (parallel::recomputes(l, RecomputeModule::layernorm)) moe -= 2.0 * s.tokens * h;
+    if (parallel::recomputes(l, RecomputeModule::shared_experts) && fs > 0) {
       moe -= (swiglu + s.in_bytes) * s.full * fs / s.t;
     }
   }
@@ -115,8 +115,8 @@ MoeLayerMemory moe_layer_memory(const llama::Model& m, const llama::Training& tr
   // Transformer Engine's FP8 the linear keeps its own quantised copy), and "mlp" keeps nothing
   // else.
   const double fc1_input = s.in_bytes * s.full * h / s.gd;
-  double dense_kept = llama::recomputes(l, RecomputeModule::mlp) ? fc1_input : dense_mlp;
-  if (llama::recomputes(l, RecomputeModule::layernorm) && !saves_fp8_inputs(tr)) dense_kept -= fc1_input;
+  double dense_kept = parallel::recomputes(l, RecomputeModule::mlp) ? fc1_input : dense_mlp;
+  if (parallel::recomputes(l, RecomputeModule::layernorm) && !saves_fp8_inputs(tr)) dense_kept -= fc1_input;
   const double kept = kept_share(l);
   out.saved_delta = kept * (moe - dense_kept);
   out.expert_saved *= kept;
@@ -129,7 +129,7 @@ MoeLayerMemory moe_layer_memory(const llama::Model& m, const llama::Training& tr
   return out;
 }
 
-double attention_saved_delta(const llama::Model& m, const llama::Training& tr, const llama::Layout& l) {
+double attention_saved_delta(const model::Model& m, const parallel::Training& tr, const parallel::Layout& l) {
   const Shapes s = shapes(tr, l);
   const double h = m.hidden;
   const double a = std::max(m.heads, 1);
@@ -139,7 +139,7 @@ double attention_saved_delta(const llama::Model& m, const llama::Training& tr, c
   const double gqa_h = (2.0 + 4.0 * kv_share + 2.0) * h;
   double delta = 0.0;
   if (m.mla) {
-    const llama::Mla& q = *m.mla;
+    const model::Mla& q = *m.mla;
     // Latents on the SP shard: the q and kv down-projection outputs saved by their RMSNorms
     // (r_q, r_kv + d_rope), and the normed latents saved by the up projections (r_q, r_kv).
     double latent = 2.0 * (q.kv_lora_rank + q.qk_rope_head_dim) * s.tokens +
@@ -149,7 +149,7 @@ double attention_saved_delta(const llama::Model& m, const llama::Training& tr, c
     double inner = 2.0 * a * (2.0 * q.qk_head_dim() + 2.0 * q.v_head_dim) * s.full / s.t;
     // "mla_up_proj" frees the up projections' outputs, Q, K and V, refilled before the core
     // attention's backward (CheckpointWithoutOutput in multi_latent_attention.py).
-    if (llama::recomputes(l, llama::RecomputeModule::mla_up_proj)) {
+    if (parallel::recomputes(l, parallel::RecomputeModule::mla_up_proj)) {
       inner -= 2.0 * a * (2.0 * q.qk_head_dim() + q.v_head_dim) * s.full / s.t;
     }
     delta = latent + inner - gqa_h * s.full / s.t;
@@ -161,15 +161,15 @@ double attention_saved_delta(const llama::Model& m, const llama::Training& tr, c
   return kept_share(l) * delta;
 }
 
-double moe_layer_linear_params(const llama::Model& m, const llama::Layout& l) {
+double moe_layer_linear_params(const model::Model& m, const parallel::Layout& l) {
   if (!m.moe) return 0.0;
-  const llama::Moe& e = *m.moe;
+  const model::Moe& e = *m.moe;
   int layer = 0;
-  while (layer < m.layers && !llama::is_moe_layer(m, layer)) ++layer;
+  while (layer < m.layers && !model::is_moe_layer(m, layer)) ++layer;
   const double glu = m.gated_mlp() ? 3.0 : 2.0;
   const double experts = static_cast<double>(e.num_experts) * glu * m.hidden * e.moe_ffn_hidden;
   // Everything but the experts, the router (h E) and the two norms (2h), over TP.
-  const double dense = static_cast<double>(llama::layer_params(m, layer)) - experts -
+  const double dense = static_cast<double>(parallel::layer_params(m, layer)) - experts -
                        static_cast<double>(m.hidden) * e.num_experts - 2.0 * m.hidden;
   return dense / std::max(l.tp, 1) + experts / (static_cast<double>(std::max(l.ep, 1)) * std::max(l.etp, 1));
 }

@@ -27,28 +27,28 @@ struct MoeLayerMemory {
 /// Token-expert pairs one GPU's experts process per micro-batch: tokens per rank (s'·b, over
 /// t with SP) × top-k × etp (the ETP group gathers its ranks' tokens) × the routing
 /// imbalance, capped by the capacity factor when one is set.
-[[nodiscard]] double expert_pairs_per_rank(const llama::Model& model, const llama::Training& training,
-                                           const llama::Layout& layout) noexcept;
+[[nodiscard]] double expert_pairs_per_rank(const model::Model& model, const parallel::Training& training,
+                                           const parallel::Layout& layout) noexcept;
 
 /// The MoE layer terms above; zeros for a dense model.
-[[nodiscard]] MoeLayerMemory moe_layer_memory(const llama::Model& model,
-                                              const llama::Training& training,
-                                              const llama::Layout& layout);
+[[nodiscard]] MoeLayerMemory moe_layer_memory(const model::Model& model,
+                                              const parallel::Training& training,
+                                              const parallel::Layout& layout);
 
 /// Saved bytes per layer and micro-batch that the model's attention holds beyond the GQA
 /// tensors memory.cpp counts with q = h: MLA's latents and its own Q/K/V widths, or the wider
 /// Q/K/V/O of an explicit head_dim (Qwen3: 32 x 128 = 4096 on hidden 2048). 0 for a standard
 /// Llama. Recompute as for moe_layer_memory.
-[[nodiscard]] double attention_saved_delta(const llama::Model& model, const llama::Training& training,
-                                           const llama::Layout& layout);
+[[nodiscard]] double attention_saved_delta(const model::Model& model, const parallel::Training& training,
+                                           const parallel::Layout& layout);
 
 /// Whether the linears save their FP8-quantised inputs for backward: Transformer Engine does
 /// under a recipe; torchao's Float8 linears (framework fsdp) save the bf16 ones and cast again
 /// (ExecutionTraits::saves_quantized_inputs).
-[[nodiscard]] bool saves_fp8_inputs(const llama::Training& training) noexcept;
+[[nodiscard]] bool saves_fp8_inputs(const parallel::Training& training) noexcept;
 
 /// Linear weights of one MoE layer on one GPU (the FP8 weight cache's share): the non-expert
 /// linears over tp and the E/ep experts over etp.
-[[nodiscard]] double moe_layer_linear_params(const llama::Model& model, const llama::Layout& layout);
+[[nodiscard]] double moe_layer_linear_params(const model::Model& model, const parallel::Layout& layout);
 
 }  // namespace tetra::costmodel::detail

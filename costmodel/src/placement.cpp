@@ -10,11 +10,11 @@
 
 namespace tetra::costmodel {
 
-using llama::CommDim;
+using ops::CommDim;
 
 namespace {
 
-int dim_size(const llama::Layout& l, std::string_view name) {
+int dim_size(const parallel::Layout& l, std::string_view name) {
   if (name == "tp") return std::max(1, l.tp);
   if (name == "cp") return std::max(1, l.cp);
   if (name == "dp") return std::max(1, l.dp);
@@ -24,7 +24,7 @@ int dim_size(const llama::Layout& l, std::string_view name) {
 
 /// The dimensions of `layout.rank_order`, innermost first; Megatron's "tp-cp-dp-pp" when the
 /// order does not name each of them once.
-std::array<std::string_view, 4> rank_dims(const llama::Layout& layout) {
+std::array<std::string_view, 4> rank_dims(const parallel::Layout& layout) {
   std::array<std::string_view, 4> parsed{};
   int count = 0;
   std::string_view s = layout.rank_order;
@@ -59,7 +59,7 @@ std::string_view dim_name(CommDim dim) {
 
 }  // namespace
 
-long long rank_stride(const llama::Layout& layout, CommDim dim) {
+long long rank_stride(const parallel::Layout& layout, CommDim dim) {
   // Expert groups (Megatron-Core parallel_state.py, expert RankGenerator "tp-ep-dp" over the
   // tp x cp x dp ranks of a stage): expert-TP innermost, then EP, then expert DP.
   if (dim == CommDim::ep) return std::max(1, layout.etp);
@@ -77,7 +77,7 @@ long long rank_stride(const llama::Layout& layout, CommDim dim) {
   return stride;
 }
 
-std::optional<CommDim> straddling_dim(const llama::Layout& layout, int domain) {
+std::optional<CommDim> straddling_dim(const parallel::Layout& layout, int domain) {
   const long long d = std::max(1, domain);
   for (const CommDim dim : {CommDim::tp, CommDim::cp}) {
     const long long n = dim == CommDim::tp ? std::max(1, layout.tp) : std::max(1, layout.cp);
@@ -90,18 +90,18 @@ std::optional<CommDim> straddling_dim(const llama::Layout& layout, int domain) {
   return std::nullopt;
 }
 
-std::optional<llama::LayoutIssue> domain_issue(const llama::Layout& layout, int domain) {
+std::optional<parallel::LayoutIssue> domain_issue(const parallel::Layout& layout, int domain) {
   const auto dim = straddling_dim(layout, domain);
   if (!dim) return std::nullopt;
   const bool tp = *dim == CommDim::tp;
   const long long span = rank_stride(layout, *dim) * (tp ? layout.tp : layout.cp);
-  return llama::LayoutIssue{tp ? "tp" : "cp", "straddles-domain",
+  return parallel::LayoutIssue{tp ? "tp" : "cp", "straddles-domain",
                             std::string(tp ? "tp" : "cp") + "=" + std::to_string(tp ? layout.tp : layout.cp) +
                                 " groups span " + std::to_string(span) + " ranks, which do not tile the NVLink domain of " +
                                 std::to_string(domain) + " GPUs: some groups would straddle two domains"};
 }
 
-GroupPlacement place_group(const llama::Layout& layout, CommDim dim, int gpus_per_node) {
+GroupPlacement place_group(const parallel::Layout& layout, CommDim dim, int gpus_per_node) {
   // Order of dimensions, innermost first (default Megatron order).
   const std::array<std::string_view, 4> order = rank_dims(layout);
   std::array<long long, 4> stride{};

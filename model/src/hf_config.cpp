@@ -37,7 +37,7 @@
 #include "tetra/base/error.hpp"
 #include "tetra/model/presets.hpp"
 
-namespace tetra::llama {
+namespace tetra::model {
 
 namespace {
 
@@ -328,4 +328,4 @@ Model model_from_hf_config(const std::string& path) {
   return model_from_hf_config_text(buf.str(), path);
 }
 
-}  // namespace tetra::llama
+}  // namespace tetra::model

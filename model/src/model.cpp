@@ -1,6 +1,6 @@
 #include "tetra/model/model.hpp"
 
-namespace tetra::llama {
+namespace tetra::model {
 
 const char* to_string(Arch arch) noexcept {
   switch (arch) {
@@ -21,4 +21,4 @@ std::optional<Arch> parse_arch(std::string_view name) noexcept {
   return std::nullopt;
 }
 
-}  // namespace tetra::llama
+}  // namespace tetra::model

@@ -12,7 +12,7 @@
 #include "tetra/base/enum_names.hpp"
 #include "tetra/model/model.hpp"
 
-namespace tetra::llama {
+namespace tetra::model {
 
 namespace {
 
@@ -46,4 +46,4 @@ const char* to_string(Router r) noexcept { return spell(kRouter, r); }
 
 std::optional<Router> parse_router(std::string_view name) noexcept { return lookup(kRouter, name); }
 
-}  // namespace tetra::llama
+}  // namespace tetra::model

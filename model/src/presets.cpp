@@ -15,7 +15,7 @@
 
 #include <array>
 
-namespace tetra::llama {
+namespace tetra::model {
 
 namespace {
 
@@ -139,4 +139,4 @@ std::optional<Model> find_model_preset(std::string_view name) {
   return std::nullopt;
 }
 
-}  // namespace tetra::llama
+}  // namespace tetra::model

@@ -13,7 +13,16 @@
 #include "ops_builders.hpp"
 #include "tetra/model/moe.hpp"
 
-namespace tetra::llama::detail {
+namespace tetra::ops::detail {
+
+using model::Model;
+using model::Moe;
+using parallel::CudaGraphScope;
+using parallel::Fp8Recipe;
+using parallel::Layout;
+using parallel::MoeDispatcher;
+using parallel::RecomputeModule;
+using parallel::Training;
 
 void set_moe_dims(Dims& d, const Model& m, const Training& tr, const Layout& l) {
   if (!m.moe) return;
@@ -441,4 +450,4 @@ void mla_block_backward(std::vector<Op>& ops, const Dims& d, const Training& tr)
   ops.push_back(mem(bi, "input_norm_bwd", norm_kernel(d), norm_bwd_bytes(d)));
 }
 
-}  // namespace tetra::llama::detail
+}  // namespace tetra::ops::detail

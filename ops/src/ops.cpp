@@ -11,7 +11,25 @@
 #include "tetra/parallel/params.hpp"
 #include "ops_builders.hpp"
 
-namespace tetra::llama {
+namespace tetra::ops {
+
+using model::Arch;
+using model::Model;
+using parallel::AttentionKernel;
+using parallel::CudaGraphScope;
+using parallel::Layout;
+using parallel::MemoryHabits;
+using parallel::Recompute;
+using parallel::RecomputeModule;
+using parallel::Training;
+using parallel::bytes_of;
+using parallel::execution_traits;
+using parallel::fsdp_keeps_blocks_unsharded;
+using parallel::memory_habits;
+using parallel::padded_vocab;
+using parallel::params_per_layer;
+using parallel::quantized_bytes_per_element;
+using parallel::recomputed_modules;
 namespace detail {
 
 
@@ -606,4 +624,4 @@ std::vector<Op> head_ops(const Model& model, const Training& training, const Lay
   return ops;
 }
 
-}  // namespace tetra::llama
+}  // namespace tetra::ops

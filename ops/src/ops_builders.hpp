@@ -10,7 +10,7 @@
 #include "tetra/parallel/execution.hpp"
 #include "tetra/ops/ops.hpp"
 
-namespace tetra::llama::detail {
+namespace tetra::ops::detail {
 
 /// Everything the builders need, resolved once per call.
 struct Dims {
@@ -32,7 +32,7 @@ struct Dims {
   /// gpt-oss's biased linears and YaRN RoPE (Arch::gpt_oss).
   bool gpt_oss = false;
   /// How the run executes: framework habits, precision, overlap, host (execution.hpp).
-  ExecutionTraits x;
+  parallel::ExecutionTraits x;
   /// RMSNorm as the eager fp32 chain (llama block, ExecutionTraits::unfused_rmsnorm).
   bool eager_norm = false;
   /// Megatron GPT dropout (attention and hidden, p = 0.1): `--attention-dropout` and
@@ -41,8 +41,8 @@ struct Dims {
   /// GPT linears carry biases (Megatron `--add-bias-linear`, on by default); Llama has none.
   bool bias = false;
   /// Parts of the layer re-run in backward by Megatron-Core's selective recomputation
-  /// (llama::recomputed_modules; core attention alone for a plain `selective`).
-  RecomputeModules recomputed;
+  /// (parallel::recomputed_modules; core attention alone for a plain `selective`).
+  parallel::RecomputeModules recomputed;
   // Multi-head latent attention (Model::mla): attention_block_* run the MLA projections.
   bool mla = false;
   long long q_lora = 0, kv_lora = 0, qk_nope = 0, qk_rope = 0, v_dim = 0;
@@ -58,8 +58,8 @@ struct Dims {
   /// imbalance), and the balanced share (model FLOPs).
   double expert_tokens = 0, expert_tokens_mean = 0;
   double imbalance = 1;
-  MoeDispatcher dispatcher = MoeDispatcher::alltoall;
-  FlexBackend flex_backend = FlexBackend::deepep;
+  parallel::MoeDispatcher dispatcher = parallel::MoeDispatcher::alltoall;
+  parallel::FlexBackend flex_backend = parallel::FlexBackend::deepep;
 };
 
 /// One linear of a column-parallel group: its op names and output width on this rank.
@@ -79,9 +79,9 @@ struct ColumnGroup {
   int count = 0;
 };
 
-Dims dims_of(const Model& m, const Training& tr, const Layout& l);
+Dims dims_of(const model::Model& m, const parallel::Training& tr, const parallel::Layout& l);
 /// Fills the MoE fields of `d` for a MoE layer of `m` (m.moe present).
-void set_moe_dims(Dims& d, const Model& m, const Training& tr, const Layout& l);
+void set_moe_dims(Dims& d, const model::Model& m, const parallel::Training& tr, const parallel::Layout& l);
 
 Op gemm(Pass pass, const char* name, long long m, long long n, long long k);
 Op mem(Pass pass, const char* name, MemoryKernel kernel, double bytes);
@@ -103,17 +103,17 @@ double proj_bias_fwd_bytes(const Dims& d);
 double proj_bias_bwd_bytes(const Dims& d);
 double rope_fwd_per_elem(const Dims& d);
 /// Bytes per parameter the distributed optimizer all-gathers (ops.cpp).
-double gathered_param_bytes(const Model& m, const Training& tr);
+double gathered_param_bytes(const model::Model& m, const parallel::Training& tr);
 double rope_bwd_per_elem(const Dims& d);
 MemoryKernel norm_kernel(const Dims& d);
 /// Megatron-Core's "layernorm" recomputation: the norm's forward again before its consumer's
 /// backward reads the freed output.
 void recompute_norm(std::vector<Op>& ops, const Dims& d, const char* name);
-Op attention(Pass pass, const char* name, const Dims& d, AttentionKernel kernel, bool causal,
+Op attention(Pass pass, const char* name, const Dims& d, parallel::AttentionKernel kernel, bool causal,
              long long seq_q, long long seq_kv, int count);
 Op p2p(Pass pass, const char* name, CommDim dim, double bytes, int count, bool async);
-void attention_forward(std::vector<Op>& ops, const Dims& d, const Training& tr, bool recompute);
-void attention_backward(std::vector<Op>& ops, const Dims& d, const Training& tr);
+void attention_forward(std::vector<Op>& ops, const Dims& d, const parallel::Training& tr, bool recompute);
+void attention_backward(std::vector<Op>& ops, const Dims& d, const parallel::Training& tr);
 void weight_grad(std::vector<Op>& ops, const Dims& d, const char* wname, long long in, long long out,
                  bool linear);
 void input_grad(std::vector<Op>& ops, const Dims& d, const char* dname, long long in, long long out,
@@ -158,8 +158,8 @@ void mlp_block_backward(std::vector<Op>& ops, const Dims& d);
 /// Core attention under PyTorch's context parallelism (framework fsdp, cp > 1): the K/V
 /// all-gather, one SDPA call per CP rank, the fp32 merges, and in backward the fp32 dK/dV
 /// passed around the ring.
-void torch_cp_attention_forward(std::vector<Op>& ops, const Dims& d, AttentionKernel kernel, bool recompute);
-void torch_cp_attention_backward(std::vector<Op>& ops, const Dims& d, AttentionKernel kernel);
+void torch_cp_attention_forward(std::vector<Op>& ops, const Dims& d, parallel::AttentionKernel kernel, bool recompute);
+void torch_cp_attention_backward(std::vector<Op>& ops, const Dims& d, parallel::AttentionKernel kernel);
 
 // moe_ops.cpp
 /// The MoE block of one layer: norm, router, dispatch, grouped expert GEMMs, combine, shared
@@ -171,9 +171,9 @@ void moe_block_backward(std::vector<Op>& ops, const Dims& d);
 void moe_block_host_side(std::vector<Op>& ops, std::size_t from, const Dims& d);
 /// Marks the ops from `from` on as graphed when `scope` is captured (Training::cuda_graphs);
 /// build_layer_ops marks every op of a layer under the `layer` and `full_iteration` scopes.
-void mark_graphed(std::vector<Op>& ops, std::size_t from, const Dims& d, CudaGraphScope scope);
+void mark_graphed(std::vector<Op>& ops, std::size_t from, const Dims& d, parallel::CudaGraphScope scope);
 /// The MLA attention block (DeepSeek-V3) forward and backward.
-void mla_block_forward(std::vector<Op>& ops, const Dims& d, const Training& tr, bool recompute);
-void mla_block_backward(std::vector<Op>& ops, const Dims& d, const Training& tr);
+void mla_block_forward(std::vector<Op>& ops, const Dims& d, const parallel::Training& tr, bool recompute);
+void mla_block_backward(std::vector<Op>& ops, const Dims& d, const parallel::Training& tr);
 
-}  // namespace tetra::llama::detail
+}  // namespace tetra::ops::detail

@@ -7,7 +7,11 @@
 #include "tetra/ops/ops.hpp"
 #include "tetra/parallel/params.hpp"
 
-namespace tetra::llama::detail {
+namespace tetra::ops::detail {
+
+using parallel::AttentionKernel;
+using parallel::Fp8Recipe;
+using parallel::torchao_recipe;
 
 Op gemm(Pass pass, const char* name, long long m, long long n, long long k) {
   Op op;
@@ -259,4 +263,4 @@ MemoryKernel norm_kernel(const Dims& d) {
   return d.llama ? MemoryKernel::rmsnorm : MemoryKernel::layernorm;
 }
 
-}  // namespace tetra::llama::detail
+}  // namespace tetra::ops::detail

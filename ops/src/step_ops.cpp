@@ -6,7 +6,16 @@
 #include "tetra/ops/ops.hpp"
 #include "tetra/parallel/params.hpp"
 
-namespace tetra::llama {
+namespace tetra::ops {
+
+using model::Model;
+using parallel::Layout;
+using parallel::StageParams;
+using parallel::Training;
+using parallel::bytes_of;
+using parallel::execution_traits;
+using parallel::params_per_layer;
+using parallel::stage_params;
 
 using namespace detail;
 
@@ -35,8 +44,8 @@ std::vector<Op> dp_gradient_ops(const Model& model, const Training& training, co
     // group exists, `torch/distributed/_composable/fsdp/_fsdp_collectives.py`).
     const int shard = layout.shard_dp() * std::max(1, layout.cp);
     const int replicas = std::max(1, layout.dp_replicate);
-    const double layer_params = static_cast<double>(params_per_layer(model)) / std::max(1, layout.tp);
-    const double rest = static_cast<double>(sp.params) - layer_params * sp.layers;
+    const double per_layer = static_cast<double>(params_per_layer(model)) / std::max(1, layout.tp);
+    const double rest = static_cast<double>(sp.params) - per_layer * sp.layers;
     auto push = [&](const char* rs_name, const char* ar_name, double params, int count) {
       if (shard > 1) {
         Op rs = coll(Pass::optimizer, rs_name, CollectiveKind::reduce_scatter, dim, shard,
@@ -51,7 +60,7 @@ std::vector<Op> dp_gradient_ops(const Model& model, const Training& training, co
         ops.push_back(ar);
       }
     };
-    push("zero3_grad_rs", "hsdp_grad_ar", layer_params, std::max(1, sp.layers));
+    push("zero3_grad_rs", "hsdp_grad_ar", per_layer, std::max(1, sp.layers));
     if (rest > 0) push("zero3_grad_rs_rest", "hsdp_grad_ar_rest", rest, 1);
     return ops;
   }
@@ -250,4 +259,4 @@ const char* to_string(CommDim d) noexcept {
   return "?";
 }
 
-}  // namespace tetra::llama
+}  // namespace tetra::ops

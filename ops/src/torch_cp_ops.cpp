@@ -11,7 +11,9 @@
 
 #include "ops_builders.hpp"
 
-namespace tetra::llama::detail {
+namespace tetra::ops::detail {
+
+using parallel::AttentionKernel;
 namespace {
 
 /// Elements of one of Q, K, V or the output on this rank: b x heads/t x s' x d (the GQA heads
@@ -90,4 +92,4 @@ void torch_cp_attention_backward(std::vector<Op>& ops, const Dims& d, AttentionK
   ops.push_back(p2p(bi, "cp_dkv", CommDim::cp, 2.0 * 4.0 * elements, steps, overlapped(d)));
 }
 
-}  // namespace tetra::llama::detail
+}  // namespace tetra::ops::detail

@@ -2,7 +2,7 @@
 
 #include "tetra/base/enum_names.hpp"
 
-namespace tetra::llama {
+namespace tetra::parallel {
 namespace {
 
 constexpr EnumNames<CudaGraphScope, 7> kScopes = {{
@@ -26,4 +26,4 @@ CudaGraphsParse parse_cuda_graphs(std::string_view text) {
 
 std::string cuda_graph_scope_names() { return all_spellings(kScopes); }
 
-}  // namespace tetra::llama
+}  // namespace tetra::parallel

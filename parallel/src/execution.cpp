@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-namespace tetra::llama {
+namespace tetra::parallel {
 
 bool fsdp_keeps_blocks_unsharded(const Training& training, const Layout& layout) noexcept {
   const int raf = training.torch.reshard_after_forward;
@@ -52,4 +52,4 @@ ExecutionTraits execution_traits(const Training& tr, const Layout& l) {
   return x;
 }
 
-}  // namespace tetra::llama
+}  // namespace tetra::parallel

@@ -7,7 +7,12 @@
 #include "tetra/model/moe.hpp"
 #include "tetra/parallel/params.hpp"
 
-namespace tetra::llama {
+namespace tetra::parallel {
+
+using model::Mla;
+using model::Model;
+using model::is_moe_layer;
+using model::moe_layer_count;
 
 namespace {
 
@@ -106,4 +111,4 @@ double megatron_flops_per_token(const Model& m, long long seq_len, long long voc
   return seq_len > 0 ? megatron_step_flops(m, seq_len, 1, vocab) / static_cast<double>(seq_len) : 0;
 }
 
-}  // namespace tetra::llama
+}  // namespace tetra::parallel

@@ -10,7 +10,7 @@
 
 #include "tetra/base/enum_names.hpp"
 
-namespace tetra::llama {
+namespace tetra::parallel {
 namespace {
 
 constexpr EnumNames<Fp8Recipe, 8> kRecipes = {{
@@ -93,4 +93,4 @@ std::optional<Fp8Recipe> parse_fp8_recipe(std::string_view name) noexcept {
   return lookup(kRecipes, name);
 }
 
-}  // namespace tetra::llama
+}  // namespace tetra::parallel

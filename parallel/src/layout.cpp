@@ -6,7 +6,7 @@
 
 #include "tetra/base/enum_names.hpp"
 
-namespace tetra::llama {
+namespace tetra::parallel {
 
 namespace {
 
@@ -113,4 +113,4 @@ std::optional<FlexBackend> parse_flex_backend(std::string_view name) noexcept {
   return lookup(kFlexBackend, name);
 }
 
-}  // namespace tetra::llama
+}  // namespace tetra::parallel

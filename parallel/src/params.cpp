@@ -8,7 +8,15 @@
 
 #include "tetra/model/moe.hpp"
 
-namespace tetra::llama {
+namespace tetra::parallel {
+
+using model::Arch;
+using model::Mla;
+using model::Model;
+using model::Moe;
+using model::is_moe_layer;
+using model::moe_layer_count;
+using model::moe_layers_in;
 
 namespace {
 
@@ -325,4 +333,4 @@ std::vector<StageParams> stage_params(const Model& m, const Layout& layout, int 
   return out;
 }
 
-}  // namespace tetra::llama
+}  // namespace tetra::parallel

@@ -5,7 +5,7 @@
 
 #include "tetra/base/enum_names.hpp"
 
-namespace tetra::llama {
+namespace tetra::parallel {
 namespace {
 
 constexpr EnumNames<RecomputeModule, 7> kModules = {{
@@ -38,4 +38,4 @@ RecomputeModulesParse parse_recompute_modules(std::string_view text) {
 
 std::string recompute_module_names() { return all_spellings(kModules); }
 
-}  // namespace tetra::llama
+}  // namespace tetra::parallel

@@ -7,7 +7,10 @@
 #include <array>
 
 
-namespace tetra::llama {
+namespace tetra::parallel {
+
+using model::Model;
+using model::Moe;
 
 namespace {
 
@@ -148,7 +151,7 @@ std::optional<LayoutIssue> check_layout(const Model& model, long long world,
       return issue(key, "uneven-needs-pp", key + " needs pp > 1");
     }
     // The fixed ends hold first/last_stage_layers over all their chunks; every other chunk
-    // holds the common size k (llama::chunk_layers, arXiv 2407.21783 section 3.3.2).
+    // holds the common size k (parallel::chunk_layers, arXiv 2407.21783 section 3.3.2).
     const int v = layout.vp;
     const int fixed = (layout.first_stage_layers > 0 ? 1 : 0) + (layout.last_stage_layers > 0 ? 1 : 0);
     const int middle = layout.pp - fixed;
@@ -499,4 +502,4 @@ std::optional<LayoutIssue> check_torch_native(const Training& training, const La
   return std::nullopt;
 }
 
-}  // namespace tetra::llama
+}  // namespace tetra::parallel

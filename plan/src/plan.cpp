@@ -51,16 +51,16 @@ std::vector<Evaluation> evaluate_all(const PlanInput& in, const std::vector<std:
   return out;
 }
 
-double checkpoint_bytes(const llama::Model& model, const llama::Training& training,
+double checkpoint_bytes(const model::Model& model, const parallel::Training& training,
                         const hw::Cluster& cluster) {
   // One replica on one GPU, no ZeRO, Megatron's habits (the states a checkpoint holds,
   // without FP8 weight caches); only the model states of the report are read.
-  llama::Training t = training;
+  parallel::Training t = training;
   t.zero_stage = 0;
-  t.framework = llama::Framework::megatron;
-  t.fp8 = llama::Fp8Training{};
+  t.framework = parallel::Framework::megatron;
+  t.fp8 = parallel::Fp8Training{};
   t.global_batch = 1;
-  llama::Layout one;
+  parallel::Layout one;
   hw::Cluster single = cluster;
   single.gpus_per_node = 1;
   single.nodes = 1;

@@ -33,7 +33,7 @@ namespace {
 /// The MoE, MLA, head_dim and mtp_layers keys of [model] (model/moe.hpp), over what a preset
 /// or hf_config gave. num_experts makes a model MoE; the other MoE keys need it.
 template <class Blame>
-void load_moe_keys(const Section& s, llama::Model& m, Blame blame) {
+void load_moe_keys(const Section& s, model::Model& m, Blame blame) {
   if (const auto* n = s.get("head_dim")) m.head_dim_override = s.int_value(*n, "head_dim", 1, kMaxWidth);
   if (const auto* n = s.get("mtp_layers")) m.mtp_layers = s.int_value(*n, "mtp_layers", 0, kMaxLayers);
 
@@ -41,14 +41,14 @@ void load_moe_keys(const Section& s, llama::Model& m, Blame blame) {
       "experts_per_token", "moe_ffn_hidden",  "shared_experts", "shared_ffn_hidden",
       "first_k_dense",     "moe_layer_freq",  "interleave_moe_layer_step", "moe_router"};
   if (const auto* n = s.get("num_experts")) {
-    if (!m.moe) m.moe = llama::Moe{};
+    if (!m.moe) m.moe = model::Moe{};
     m.moe->num_experts = s.int_value(*n, "num_experts", 1, kMaxWidth);
   }
   for (std::string_view k : kMoeKeys) {
     const toml::node* n = s.get(k);
     if (n == nullptr) continue;
     if (!m.moe) s.fail_at(*n, k, "needs num_experts (a MoE model)");
-    llama::Moe& e = *m.moe;
+    model::Moe& e = *m.moe;
     if (k == "experts_per_token") e.experts_per_token = s.int_value(*n, k, 1, kMaxWidth);
     else if (k == "moe_ffn_hidden") e.moe_ffn_hidden = s.int_value(*n, k, 1, kMaxWidth);
     else if (k == "shared_experts") e.shared_experts = s.int_value(*n, k, 0, kMaxWidth);
@@ -58,7 +58,7 @@ void load_moe_keys(const Section& s, llama::Model& m, Blame blame) {
     else if (k == "interleave_moe_layer_step") e.interleave_step = s.int_value(*n, k, 1, kMaxLayers);
     else if (k == "moe_router") {
       const std::string name = s.string(*n, k);
-      const auto r = llama::parse_router(name);
+      const auto r = model::parse_router(name);
       if (!r) {
         s.fail_at(*n, k, "unknown value \"" + name +
                              "\" (expected one of: softmax_topk, topk_softmax, sigmoid_topk)");
@@ -67,7 +67,7 @@ void load_moe_keys(const Section& s, llama::Model& m, Blame blame) {
     }
   }
   if (m.moe) {
-    const llama::Moe& e = *m.moe;
+    const model::Moe& e = *m.moe;
     if (e.experts_per_token < 1) {
       s.fail_at(blame("num_experts"), "experts_per_token", "missing (required with num_experts)");
     }
@@ -92,7 +92,7 @@ void load_moe_keys(const Section& s, llama::Model& m, Blame blame) {
                        std::any_of(std::begin(kMlaKeys), std::end(kMlaKeys),
                                    [&](std::string_view k) { return s.get(k) != nullptr; });
   if (any_mla) {
-    llama::Mla a = m.mla.value_or(llama::Mla{});
+    model::Mla a = m.mla.value_or(model::Mla{});
     if (const auto* n = s.get("q_lora_rank")) a.q_lora_rank = s.int_value(*n, "q_lora_rank", 0, kMaxWidth);
     if (const auto* n = s.get("kv_lora_rank")) a.kv_lora_rank = s.int_value(*n, "kv_lora_rank", 1, kMaxWidth);
     if (const auto* n = s.get("qk_nope_head_dim")) a.qk_nope_head_dim = s.int_value(*n, "qk_nope_head_dim", 1, kMaxWidth);
@@ -112,10 +112,10 @@ void load_moe_keys(const Section& s, llama::Model& m, Blame blame) {
 
 }  // namespace
 
-llama::Model load_model(const Doc& doc, const toml::table& table) {
+model::Model load_model(const Doc& doc, const toml::table& table) {
   const Section s{doc, "model", table};
   s.check_keys(key_names("model"));
-  llama::Model m;
+  model::Model m;
   m.name = "custom";
   bool base = false;
   const toml::node* preset = s.get("preset");
@@ -125,7 +125,7 @@ llama::Model load_model(const Doc& doc, const toml::table& table) {
   }
   if (preset != nullptr) {
     const std::string name = s.string(*preset, "preset");
-    const auto found = llama::find_model_preset(name);
+    const auto found = model::find_model_preset(name);
     if (!found) {
       s.fail_at(*preset, "preset",
                 "unknown model preset \"" + name + "\" (built-ins: " + preset_names_models() + ")");
@@ -141,12 +141,12 @@ llama::Model load_model(const Doc& doc, const toml::table& table) {
     if (!fs::is_regular_file(p, ec)) {
       s.fail_at(*hf, "hf_config", "cannot read \"" + p.generic_string() + "\": no such file");
     }
-    m = llama::model_from_hf_config(p.generic_string());
+    m = model::model_from_hf_config(p.generic_string());
     base = true;
   }
   // Explicit keys, beside a preset or alone.
   if (const auto* n = s.get("arch")) {
-    m.arch = enum_value(s, *n, "arch", llama::parse_arch, kArch);
+    m.arch = enum_value(s, *n, "arch", model::parse_arch, kArch);
   }
   struct IntKey {
     std::string_view key;

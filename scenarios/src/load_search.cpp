@@ -51,7 +51,7 @@ std::vector<T> list_of(const Section& s, const toml::node& node, std::string_vie
 }  // namespace
 
 search::SearchSpace load_search(const Doc& doc, const toml::table& table,
-                                const llama::Training& training, const hw::Gpu& gpu) {
+                                const parallel::Training& training, const hw::Gpu& gpu) {
   const Section s{doc, "search", table};
   s.check_keys(key_names("search"));
   search::SearchSpace space;
@@ -76,13 +76,13 @@ search::SearchSpace load_search(const Doc& doc, const toml::table& table,
   if (s.get("mbs")) space.mbs = ints("mbs", kMaxMbs);
   if (s.get("vp")) space.vp = ints("vp", kMaxParallel);
   if (const auto* n = s.get("recompute")) {
-    space.recompute = list_of<llama::Recompute>(s, *n, "recompute", [&](const toml::node& el) {
-      return enum_value(s, el, "recompute", llama::parse_recompute, kRecompute);
+    space.recompute = list_of<parallel::Recompute>(s, *n, "recompute", [&](const toml::node& el) {
+      return enum_value(s, el, "recompute", parallel::parse_recompute, kRecompute);
     });
   }
   if (const auto* n = s.get("schedule")) {
-    space.schedule = list_of<llama::Schedule>(s, *n, "schedule", [&](const toml::node& el) {
-      return enum_value(s, el, "schedule", llama::parse_schedule, kSchedule);
+    space.schedule = list_of<parallel::Schedule>(s, *n, "schedule", [&](const toml::node& el) {
+      return enum_value(s, el, "schedule", parallel::parse_schedule, kSchedule);
     });
   }
   if (const auto* n = s.get("sp")) {
@@ -101,8 +101,8 @@ search::SearchSpace load_search(const Doc& doc, const toml::table& table,
                                            [&](const toml::node& el) { return s.boolean(el, "fp8_param_gather"); });
   }
   if (const auto* n = s.get("grad_dtype")) {
-    space.grad_dtype = list_of<llama::Precision>(s, *n, "grad_dtype", [&](const toml::node& el) {
-      return enum_value(s, el, "grad_dtype", llama::parse_precision, kPrecision);
+    space.grad_dtype = list_of<parallel::Precision>(s, *n, "grad_dtype", [&](const toml::node& el) {
+      return enum_value(s, el, "grad_dtype", parallel::parse_precision, kPrecision);
     });
   }
   if (const auto* n = s.get("compile")) {
@@ -113,18 +113,18 @@ search::SearchSpace load_search(const Doc& doc, const toml::table& table,
   }
   // precision = ["bf16", "fp8"]: "fp8" under [search] fp8_recipe, else the [training] recipe
   // when it trains in FP8, else delayed scaling (TE's default recipe).
-  llama::Fp8Recipe fp8 = training.fp8.enabled() ? training.fp8.recipe : llama::Fp8Recipe::delayed;
+  parallel::Fp8Recipe fp8 = training.fp8.enabled() ? training.fp8.recipe : parallel::Fp8Recipe::delayed;
   if (const auto* n = s.get("fp8_recipe")) {
-    fp8 = enum_value(s, *n, "fp8_recipe", llama::parse_fp8_recipe, kFp8Recipe);
+    fp8 = enum_value(s, *n, "fp8_recipe", parallel::parse_fp8_recipe, kFp8Recipe);
   }
   if (const auto* n = s.get("precision")) {
-    space.precision = list_of<llama::Fp8Recipe>(s, *n, "precision", [&](const toml::node& el) {
+    space.precision = list_of<parallel::Fp8Recipe>(s, *n, "precision", [&](const toml::node& el) {
       const std::string v = s.string(el, "precision");
       if (v != "bf16" && v != "fp8") {
         s.fail_at(el, "precision", "unknown value \"" + v + "\" (expected one of: bf16, fp8)");
       }
-      if (v == "bf16") return llama::Fp8Recipe::none;
-      if (std::string why = llama::recipe_problem(fp8, gpu); !why.empty()) s.fail_at(el, "precision", why);
+      if (v == "bf16") return parallel::Fp8Recipe::none;
+      if (std::string why = parallel::recipe_problem(fp8, gpu); !why.empty()) s.fail_at(el, "precision", why);
       return fp8;
     });
   }

@@ -62,7 +62,7 @@ T plain_number(const Section& s, const toml::node& n, std::string_view k, double
   }
 }
 
-void set_training_key(const Section& s, std::string_view k, const toml::node& n, llama::Training& t) {
+void set_training_key(const Section& s, std::string_view k, const toml::node& n, parallel::Training& t) {
   // The plain keys, read within their bounds (parallel/training_keys.def).
 #define TRAINING_SWITCH(name, value, needs, meaning, source) \
   if (k == #name) {                                           \
@@ -79,23 +79,23 @@ void set_training_key(const Section& s, std::string_view k, const toml::node& n,
     // "fp8": bf16 weights and activations with FP8 linears (parallel/fp8.hpp), delayed scaling
     // unless fp8_recipe names another recipe.
     if (s.string(n, k) == "fp8") {
-      t.precision = llama::Precision::bf16;
-      if (!t.fp8.enabled()) t.fp8.recipe = llama::Fp8Recipe::delayed;
+      t.precision = parallel::Precision::bf16;
+      if (!t.fp8.enabled()) t.fp8.recipe = parallel::Fp8Recipe::delayed;
     } else {
-      const auto p = llama::parse_precision(s.string(n, k));
+      const auto p = parallel::parse_precision(s.string(n, k));
       if (!p) {
         s.fail_at(n, k, "unknown value \"" + s.string(n, k) + "\" (expected one of: " +
                             join(enum_names(kPrecision)) + ", fp8)");
       }
       t.precision = *p;
-      t.fp8.recipe = llama::Fp8Recipe::none;
+      t.fp8.recipe = parallel::Fp8Recipe::none;
     }
   } else if (k == "fp8_recipe") {
     const toml::node* p = s.get("precision");
     if (p != nullptr && p->value<std::string>() != std::optional<std::string>("fp8")) {
       s.fail_at(n, k, "needs precision = \"fp8\" in the same table");
     }
-    t.fp8.recipe = enum_value(s, n, k, llama::parse_fp8_recipe, kFp8Recipe);
+    t.fp8.recipe = enum_value(s, n, k, parallel::parse_fp8_recipe, kFp8Recipe);
   } else if (k == "fp8_param_gather") {
     t.fp8.param_gather = s.boolean(n, k);
   } else if (k == "compile") {
@@ -107,39 +107,39 @@ void set_training_key(const Section& s, std::string_view k, const toml::node& n,
   } else if (k == "reshard_after_forward") {
     // FSDP2 spelling: true, false or the size of the groups the parameters reshard over.
     if (n.is_boolean()) {
-      t.torch.reshard_after_forward = s.boolean(n, k) ? llama::TorchNative::kReshardFull : 1;
+      t.torch.reshard_after_forward = s.boolean(n, k) ? parallel::TorchNative::kReshardFull : 1;
     } else {
       t.torch.reshard_after_forward = s.int_value(n, k, 1, kMaxParallel);
     }
   } else if (k == "grad_dtype") {
-    t.grad_dtype = enum_value(s, n, k, llama::parse_precision, kPrecision);
+    t.grad_dtype = enum_value(s, n, k, parallel::parse_precision, kPrecision);
   } else if (k == "adam_moments_dtype") {
-    t.adam_moments_dtype = enum_value(s, n, k, llama::parse_precision, kPrecision);
-    if (t.adam_moments_dtype == llama::Precision::fp16) {
+    t.adam_moments_dtype = enum_value(s, n, k, parallel::parse_precision, kPrecision);
+    if (t.adam_moments_dtype == parallel::Precision::fp16) {
       s.fail_at(n, k, "Megatron-Core keeps Adam's moments in fp32 or bf16 (got \"fp16\")");
     }
   } else if (k == "optimizer") {
-    t.optimizer = enum_value(s, n, k, llama::parse_optimizer, kOptimizer);
+    t.optimizer = enum_value(s, n, k, parallel::parse_optimizer, kOptimizer);
   } else if (k == "attention") {
-    t.attention = enum_value(s, n, k, llama::parse_attention, kAttention);
+    t.attention = enum_value(s, n, k, parallel::parse_attention, kAttention);
   } else if (k == "framework") {
-    t.framework = enum_value(s, n, k, llama::parse_framework, kFramework);
+    t.framework = enum_value(s, n, k, parallel::parse_framework, kFramework);
   } else if (k == "moe_capacity_factor") {
     // Megatron-Core `moe_expert_capacity_factor`: > 0; absent = dropless.
     t.moe_capacity_factor = s.number(n, k, 1e-3, 1e3);
   } else if (k == "moe_routing_imbalance") {
     t.moe_imbalance = s.number(n, k, 1.0, 1e3);
   } else if (k == "cuda_graph") {
-    const llama::CudaGraphsParse parsed = llama::parse_cuda_graphs(plus_joined(s, n, k));
+    const parallel::CudaGraphsParse parsed = parallel::parse_cuda_graphs(plus_joined(s, n, k));
     if (!parsed.unknown.empty()) {
       s.fail_at(n, k, "unknown scope \"" + parsed.unknown + "\" (expected none or some of: " +
-                          llama::cuda_graph_scope_names() + ", joined by '+')");
+                          parallel::cuda_graph_scope_names() + ", joined by '+')");
     }
     t.cuda_graphs = parsed.graphs;
   }
 }
 
-void set_layout_key(const Section& s, std::string_view k, const toml::node& n, llama::Layout& l) {
+void set_layout_key(const Section& s, std::string_view k, const toml::node& n, parallel::Layout& l) {
   if (k == "tp") {
     l.tp = s.int_value(n, k, 1, kMaxParallel);
   } else if (k == "cp") {
@@ -159,13 +159,13 @@ void set_layout_key(const Section& s, std::string_view k, const toml::node& n, l
   } else if (k == "sp") {
     l.sp = s.boolean(n, k);
   } else if (k == "recompute") {
-    l.recompute = enum_value(s, n, k, llama::parse_recompute, kRecompute);
+    l.recompute = enum_value(s, n, k, parallel::parse_recompute, kRecompute);
   } else if (k == "ac_freq") {
     l.ac_freq = s.int_value(n, k, 1, kMaxLayers);
   } else if (k == "offload_layers") {
     l.offload_layers = s.int_value(n, k, 0, kMaxLayers);
   } else if (k == "schedule") {
-    l.schedule = enum_value(s, n, k, llama::parse_schedule, kSchedule);
+    l.schedule = enum_value(s, n, k, parallel::parse_schedule, kSchedule);
   } else if (k == "rank_order") {
     const std::string order = s.string(n, k);
     if (const std::string why = rank_order_problem(order); !why.empty()) s.fail_at(n, k, why);
@@ -183,18 +183,18 @@ void set_layout_key(const Section& s, std::string_view k, const toml::node& n, l
   } else if (k == "etp") {
     l.etp = s.int_value(n, k, 1, kMaxParallel);
   } else if (k == "moe_token_dispatcher") {
-    l.moe_dispatcher = enum_value(s, n, k, llama::parse_moe_dispatcher, kDispatcher);
+    l.moe_dispatcher = enum_value(s, n, k, parallel::parse_moe_dispatcher, kDispatcher);
   } else if (k == "moe_flex_backend") {
-    l.moe_flex_backend = enum_value(s, n, k, llama::parse_flex_backend, kFlexBackend);
+    l.moe_flex_backend = enum_value(s, n, k, parallel::parse_flex_backend, kFlexBackend);
   } else if (k == "recompute_modules") {
     // An empty array is Megatron-Core's default list, core attention.
     const std::string text = plus_joined(s, n, k);
     l.recompute_modules = {};
     if (text.empty()) return;
-    const llama::RecomputeModulesParse parsed = llama::parse_recompute_modules(text);
+    const parallel::RecomputeModulesParse parsed = parallel::parse_recompute_modules(text);
     if (!parsed.unknown.empty()) {
       s.fail_at(n, k, "unknown module \"" + parsed.unknown + "\" (expected some of: " +
-                          llama::recompute_module_names() + ", joined by '+')");
+                          parallel::recompute_module_names() + ", joined by '+')");
     }
     l.recompute_modules = parsed.modules;
   }
@@ -206,7 +206,7 @@ bool is_in(const std::vector<std::string_view>& keys, std::string_view k) {
 
 }  // namespace
 
-void apply_training(const Doc& doc, const toml::table& table, llama::Training& training,
+void apply_training(const Doc& doc, const toml::table& table, parallel::Training& training,
                     KeyOrigins& origins) {
   const Section s{doc, "training", table};
   s.check_keys(training_keys());
@@ -218,7 +218,7 @@ void apply_training(const Doc& doc, const toml::table& table, llama::Training& t
   }
 }
 
-void apply_layout(const Doc& doc, const toml::table& table, llama::Layout& layout,
+void apply_layout(const Doc& doc, const toml::table& table, parallel::Layout& layout,
                   KeyOrigins& origins) {
   const Section s{doc, "layout", table};
   s.check_keys(layout_keys());
@@ -230,8 +230,8 @@ void apply_layout(const Doc& doc, const toml::table& table, llama::Layout& layou
   }
 }
 
-void apply_option(const Doc& doc, const toml::table& table, llama::Training& training,
-                  llama::Layout& layout, KeyOrigins& origins) {
+void apply_option(const Doc& doc, const toml::table& table, parallel::Training& training,
+                  parallel::Layout& layout, KeyOrigins& origins) {
   std::vector<std::string_view> known = training_keys();
   known.insert(known.end(), layout_keys().begin(), layout_keys().end());
   const Section s{doc, "options", table};
@@ -247,14 +247,14 @@ void apply_option(const Doc& doc, const toml::table& table, llama::Training& tra
   }
 }
 
-std::optional<llama::LayoutIssue> check_precision(const hw::Gpu& gpu, const llama::Training& training,
+std::optional<parallel::LayoutIssue> check_precision(const hw::Gpu& gpu, const parallel::Training& training,
                                                  const KeyOrigins& origins) {
   const bool recipe_given = origins.find("fp8_recipe") != origins.end();
   if (training.fp8.param_gather && !training.fp8.enabled()) {
-    return llama::LayoutIssue{"fp8_param_gather", "fp8-needs-fp8", "needs precision = \"fp8\""};
+    return parallel::LayoutIssue{"fp8_param_gather", "fp8-needs-fp8", "needs precision = \"fp8\""};
   }
-  if (std::string why = llama::recipe_problem(training.fp8.recipe, gpu); !why.empty()) {
-    return llama::LayoutIssue{recipe_given ? "fp8_recipe" : "precision", "fp8-recipe-gpu", std::move(why)};
+  if (std::string why = parallel::recipe_problem(training.fp8.recipe, gpu); !why.empty()) {
+    return parallel::LayoutIssue{recipe_given ? "fp8_recipe" : "precision", "fp8-recipe-gpu", std::move(why)};
   }
   return std::nullopt;
 }
@@ -285,20 +285,20 @@ namespace {
 /// layers plus one per counted end split evenly into pp·vp virtual stages of k, and the first
 /// (last) virtual stage builds k − 1 transformer layers. As first/last_stage_layers: the end
 /// rank holds vp·k − 1 layers, k in each chunk but the outermost.
-std::optional<llama::LayoutIssue> resolve_split_accounting(const llama::Model& model,
-                                                           llama::Layout& layout) {
+std::optional<parallel::LayoutIssue> resolve_split_accounting(const model::Model& model,
+                                                           parallel::Layout& layout) {
   const int ends = (layout.embedding_in_split ? 1 : 0) + (layout.loss_in_split ? 1 : 0);
   if (ends == 0 || layout.pp < 2) return std::nullopt;
   const std::string key = layout.embedding_in_split ? "account_for_embedding_in_pipeline_split"
                                                     : "account_for_loss_in_pipeline_split";
   if (layout.first_stage_layers > 0 || layout.last_stage_layers > 0) {
-    return llama::LayoutIssue{key, "split-accounting",
+    return parallel::LayoutIssue{key, "split-accounting",
                               "cannot be combined with first_stage_layers/last_stage_layers"};
   }
   const long long chunks = static_cast<long long>(layout.pp) * std::max(layout.vp, 1);
   const long long total = static_cast<long long>(model.layers) + ends;
   if (total % chunks != 0) {
-    return llama::LayoutIssue{
+    return parallel::LayoutIssue{
         key, "split-accounting",
         "layers=" + std::to_string(model.layers) + " plus " + std::to_string(ends) +
             " counted end(s) = " + std::to_string(total) + " must split evenly into pp*vp = " +
@@ -313,13 +313,13 @@ std::optional<llama::LayoutIssue> resolve_split_accounting(const llama::Model& m
 
 }  // namespace
 
-std::optional<llama::LayoutIssue> resolve_layout(const llama::Model& model, long long world,
-                                                 int nvlink_domain, const llama::Training& training,
-                                                 llama::Layout& layout, bool dp_given) {
+std::optional<parallel::LayoutIssue> resolve_layout(const model::Model& model, long long world,
+                                                 int nvlink_domain, const parallel::Training& training,
+                                                 parallel::Layout& layout, bool dp_given) {
   if (!dp_given) {
     const long long inner = static_cast<long long>(layout.tp) * layout.cp * layout.pp;
     if (inner <= 0 || world % inner != 0) {
-      return llama::LayoutIssue{
+      return parallel::LayoutIssue{
           "", "world-size",
           "tp*cp*pp = " + std::to_string(layout.tp) + "*" + std::to_string(layout.cp) + "*" +
               std::to_string(layout.pp) + " = " + std::to_string(inner) + " does not divide the " +
@@ -328,10 +328,10 @@ std::optional<llama::LayoutIssue> resolve_layout(const llama::Model& model, long
     layout.dp = static_cast<int>(world / inner);
   }
   if (std::string why = rank_order_problem(layout.rank_order); !why.empty()) {
-    return llama::LayoutIssue{"rank_order", "rank-order", why};
+    return parallel::LayoutIssue{"rank_order", "rank-order", why};
   }
   if (auto issue = resolve_split_accounting(model, layout)) return issue;
-  if (auto issue = llama::check_layout(model, world, training, layout)) return issue;
+  if (auto issue = parallel::check_layout(model, world, training, layout)) return issue;
   return costmodel::domain_issue(layout, nvlink_domain);
 }
 

@@ -67,24 +67,24 @@ struct KeyOrigin {
 using KeyOrigins = std::map<std::string, KeyOrigin, std::less<>>;
 
 /// The [model] table: preset / hf_config / explicit keys, validated shape.
-[[nodiscard]] llama::Model load_model(const Doc& doc, const toml::table& table);
+[[nodiscard]] model::Model load_model(const Doc& doc, const toml::table& table);
 /// The [cluster] table and its gpu / intra_node / inter_node sub-tables. `profile` is returned
 /// resolved against doc.dir in Cluster::profile_path and not read here.
 [[nodiscard]] hw::Cluster load_cluster(const Doc& doc, const toml::table& table);
 /// [training] keys over `training`.
-void apply_training(const Doc& doc, const toml::table& table, llama::Training& training,
+void apply_training(const Doc& doc, const toml::table& table, parallel::Training& training,
                     KeyOrigins& origins);
 /// [layout] keys over `layout`; records which keys were set (so dp can be derived).
-void apply_layout(const Doc& doc, const toml::table& table, llama::Layout& layout,
+void apply_layout(const Doc& doc, const toml::table& table, parallel::Layout& layout,
                   KeyOrigins& origins);
 /// Applies one key that may be a [training] or a [layout] key (CSV options).
-void apply_option(const Doc& doc, const toml::table& table, llama::Training& training,
-                  llama::Layout& layout, KeyOrigins& origins);
+void apply_option(const Doc& doc, const toml::table& table, parallel::Training& training,
+                  parallel::Layout& layout, KeyOrigins& origins);
 /// The [search] table.
 /// The [search] table; `precision` entries resolve against the [training] FP8 recipe and are
 /// checked against the GPU.
 [[nodiscard]] search::SearchSpace load_search(const Doc& doc, const toml::table& table,
-                                              const llama::Training& training, const hw::Gpu& gpu);
+                                              const parallel::Training& training, const hw::Gpu& gpu);
 
 /// One [[plan.candidate]] table, read but not yet sized to its GPU counts.
 struct CandidateEntry {
@@ -123,17 +123,17 @@ struct PlanTable {
 [[nodiscard]] std::string rank_order_problem(std::string_view order);
 
 /// Derives dp from the world size when it was not given, then checks rank_order, every rule
-/// of llama::check_layout and the placement of TP / CP groups on NVLink domains of
+/// of parallel::check_layout and the placement of TP / CP groups on NVLink domains of
 /// `nvlink_domain` GPUs. An issue with an empty key blames the [layout] table as a whole.
-[[nodiscard]] std::optional<llama::LayoutIssue> resolve_layout(const llama::Model& model,
+[[nodiscard]] std::optional<parallel::LayoutIssue> resolve_layout(const model::Model& model,
                                                                long long world, int nvlink_domain,
-                                                               const llama::Training& training,
-                                                               llama::Layout& layout, bool dp_given);
+                                                               const parallel::Training& training,
+                                                               parallel::Layout& layout, bool dp_given);
 
 /// An FP8 setting the cluster's GPU cannot run (a recipe without its tensor cores,
 /// fp8_param_gather without FP8), blamed on the key that asked for it.
-[[nodiscard]] std::optional<llama::LayoutIssue> check_precision(const hw::Gpu& gpu,
-                                                               const llama::Training& training,
+[[nodiscard]] std::optional<parallel::LayoutIssue> check_precision(const hw::Gpu& gpu,
+                                                               const parallel::Training& training,
                                                                const KeyOrigins& origins);
 
 /// Names of the [layout] keys, in the order docs/scenario-format.md lists them.

@@ -132,11 +132,11 @@ class Resolver {
  public:
   explicit Resolver(fs::path dir) : dir_(std::move(dir)) {}
 
-  llama::Model model(const std::string& cell, const SourceLocation& at) {
+  model::Model model(const std::string& cell, const SourceLocation& at) {
     if (auto it = models_.find(cell); it != models_.end()) return it->second;
-    llama::Model m;
+    model::Model m;
     if (!looks_like_path(cell)) {
-      if (auto p = llama::find_model_preset(cell)) {
+      if (auto p = model::find_model_preset(cell)) {
         m = *p;
         return models_.emplace(cell, m).first->second;
       }
@@ -144,7 +144,7 @@ class Resolver {
     const fs::path path = resolve(cell);
     if (!is_file(path)) {
       std::string names;
-      for (const auto& p : llama::model_presets()) names += (names.empty() ? "" : ", ") + p.name;
+      for (const auto& p : model::model_presets()) names += (names.empty() ? "" : ", ") + p.name;
       throw UserError(at, "model",
                       "\"" + cell + "\" is neither a built-in model (" + names +
                           ") nor a TOML file relative to the CSV");
@@ -213,7 +213,7 @@ class Resolver {
   }
 
   fs::path dir_;
-  std::map<std::string, llama::Model> models_;
+  std::map<std::string, model::Model> models_;
   std::map<std::string, hw::Cluster> clusters_;
 };
 
@@ -229,7 +229,7 @@ double measured_step_seconds(const MeasurementRow& r) noexcept {
       return static_cast<double>(r.training.global_batch) * static_cast<double>(r.training.seq_len) /
              (r.value * world);
     case Metric::mfu: {
-      const double flops = llama::spec_step_flops(r.model, r.training, r.layout);
+      const double flops = parallel::spec_step_flops(r.model, r.training, r.layout);
       const double peak = r.cluster.gpu.bf16_peak_flops;
       return peak > 0 ? flops / (r.value * peak * world) : 0;
     }
@@ -349,24 +349,24 @@ void read_layout(const RowCells& c, MeasurementRow& row) {
   }
   if (has("recompute") && !cell("recompute").empty()) {
     const std::string rc = cell("recompute");
-    const auto parsed = llama::parse_recompute(rc);
+    const auto parsed = parallel::parse_recompute(rc);
     if (!parsed) throw UserError(at, "recompute", "expected none, selective or full, got \"" + rc + "\"");
     row.layout.recompute = *parsed;
   }
   // Interleaving is what vp > 1 means in a measurement row.
-  if (row.layout.vp > 1) row.layout.schedule = llama::Schedule::interleaved;
+  if (row.layout.vp > 1) row.layout.schedule = parallel::Schedule::interleaved;
   // A pipeline that does not divide the layers ran with an uneven split; the CSV has no
-  // columns for it, so the rows take the split tetrasim uses everywhere (llama::uneven_split).
+  // columns for it, so the rows take the split tetrasim uses everywhere (parallel::uneven_split).
   if (row.layout.vp == 1) {
-    if (const auto split = llama::uneven_split(row.model.layers, row.layout.pp)) {
+    if (const auto split = parallel::uneven_split(row.model.layers, row.layout.pp)) {
       row.layout.first_stage_layers = split->first_stage_layers;
       row.layout.last_stage_layers = split->last_stage_layers;
     }
   } else if (row.model.is_moe()) {
     // MoE recipes interleave layer counts that do not divide (DeepSeek-V3's 61 layers,
     // Qwen3-235B's 94) with Megatron-Core's custom pipeline layouts; the rows take
-    // tetrasim's interleaved uneven split (llama::uneven_chunk_split).
-    if (const auto split = llama::uneven_chunk_split(row.model.layers, row.layout.pp, row.layout.vp)) {
+    // tetrasim's interleaved uneven split (parallel::uneven_chunk_split).
+    if (const auto split = parallel::uneven_chunk_split(row.model.layers, row.layout.pp, row.layout.vp)) {
       row.layout.first_stage_layers = split->first_stage_layers;
       row.layout.last_stage_layers = split->last_stage_layers;
     }

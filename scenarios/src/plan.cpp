@@ -121,8 +121,8 @@ PlanScenario load_plan_scenario_text(std::string_view toml_text, const std::stri
     if (const auto bad = detail::check_precision(e.cluster.gpu, sc.training, origins)) {
       throw UserError(e.cluster_at, e.cluster_key, e.name + ": " + bad->message + " (asked by [training])");
     }
-    for (const llama::Fp8Recipe r : sc.search.precision) {
-      if (std::string why = llama::recipe_problem(r, e.cluster.gpu); !why.empty()) {
+    for (const parallel::Fp8Recipe r : sc.search.precision) {
+      if (std::string why = parallel::recipe_problem(r, e.cluster.gpu); !why.empty()) {
         throw UserError(e.cluster_at, e.cluster_key, e.name + ": " + why + " (asked by [search].precision)");
       }
     }

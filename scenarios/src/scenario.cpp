@@ -36,7 +36,7 @@ void check_top_level(const Doc& doc, const toml::table& root) {
 /// Turns a broken layout rule into an error at the position of the key it blames.
 [[noreturn]] void fail_issue(const Doc& doc, const toml::table* layout_table,
                              const toml::table* training_table, const KeyOrigins& origins,
-                             const llama::LayoutIssue& issue) {
+                             const parallel::LayoutIssue& issue) {
   if (auto it = origins.find(issue.key); it != origins.end()) {
     throw UserError(it->second.where, it->second.name, issue.message);
   }
@@ -84,34 +84,34 @@ costmodel::Profile detail::load_profile_file(const std::string& path, int cluste
   return profile;
 }
 
-void apply_layout_string(llama::Layout& layout, std::string_view text, const std::string& origin) {
+void apply_layout_string(parallel::Layout& layout, std::string_view text, const std::string& origin) {
   const Doc doc{origin, fs::current_path(), 0, true, ""};
   const toml::table table = detail::parse_key_values(text, ',', doc);
   KeyOrigins origins;
   detail::apply_layout(doc, table, layout, origins);
 }
 
-std::string format_layout(const llama::Layout& l) {
+std::string format_layout(const parallel::Layout& l) {
   std::ostringstream os;
   os << "tp=" << l.tp << ",cp=" << l.cp << ",pp=" << l.pp << ",dp=" << l.dp << ",vp=" << l.vp
      << ",mbs=" << l.mbs << ",sp=" << (l.sp ? "true" : "false")
-     << ",recompute=" << llama::to_string(l.recompute);
-  if (l.recompute == llama::Recompute::selective_layer) os << ",ac_freq=" << l.ac_freq;
+     << ",recompute=" << to_string(l.recompute);
+  if (l.recompute == parallel::Recompute::selective_layer) os << ",ac_freq=" << l.ac_freq;
   if (l.offload_layers > 0) os << ",offload_layers=" << l.offload_layers;
   if (!l.recompute_modules.empty()) {
-    os << ",recompute_modules=" << llama::format_recompute_modules(l.recompute_modules);
+    os << ",recompute_modules=" << parallel::format_recompute_modules(l.recompute_modules);
   }
   if (l.dp_replicate > 1) os << ",dp_replicate=" << l.dp_replicate;
-  os << ",schedule=" << llama::to_string(l.schedule) << ",rank_order=" << l.rank_order;
+  os << ",schedule=" << to_string(l.schedule) << ",rank_order=" << l.rank_order;
   if (l.first_stage_layers > 0) os << ",first_stage_layers=" << l.first_stage_layers;
   if (l.last_stage_layers > 0) os << ",last_stage_layers=" << l.last_stage_layers;
   if (l.ep > 1) os << ",ep=" << l.ep;
   if (l.etp > 1) os << ",etp=" << l.etp;
-  if (l.moe_dispatcher != llama::MoeDispatcher::alltoall) {
-    os << ",moe_token_dispatcher=" << llama::to_string(l.moe_dispatcher);
+  if (l.moe_dispatcher != parallel::MoeDispatcher::alltoall) {
+    os << ",moe_token_dispatcher=" << to_string(l.moe_dispatcher);
   }
-  if (l.moe_flex_backend != llama::FlexBackend::deepep) {
-    os << ",moe_flex_backend=" << llama::to_string(l.moe_flex_backend);
+  if (l.moe_flex_backend != parallel::FlexBackend::deepep) {
+    os << ",moe_flex_backend=" << to_string(l.moe_flex_backend);
   }
   return os.str();
 }

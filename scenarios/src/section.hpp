@@ -175,29 +175,29 @@ E enum_value(const Section& s, const toml::node& node, std::string_view k, Parse
   return *e;
 }
 
-inline constexpr std::initializer_list<llama::Recompute> kRecompute{
-    llama::Recompute::none, llama::Recompute::selective, llama::Recompute::full,
-    llama::Recompute::selective_op, llama::Recompute::selective_layer};
-inline constexpr std::initializer_list<llama::Schedule> kSchedule{
-    llama::Schedule::gpipe, llama::Schedule::one_f_one_b, llama::Schedule::interleaved,
-    llama::Schedule::zb_h1, llama::Schedule::layered};
-inline constexpr std::initializer_list<llama::AttentionKernel> kAttention{
-    llama::AttentionKernel::flash2, llama::AttentionKernel::flash3, llama::AttentionKernel::flash1,
-    llama::AttentionKernel::cudnn, llama::AttentionKernel::fused, llama::AttentionKernel::torch};
-inline constexpr std::initializer_list<llama::Precision> kPrecision{
-    llama::Precision::bf16, llama::Precision::fp16, llama::Precision::fp32};
-inline constexpr std::initializer_list<llama::Fp8Recipe> kFp8Recipe{
-    llama::Fp8Recipe::delayed, llama::Fp8Recipe::current, llama::Fp8Recipe::blockwise,
-    llama::Fp8Recipe::mxfp8, llama::Fp8Recipe::nvfp4, llama::Fp8Recipe::tensorwise,
-    llama::Fp8Recipe::rowwise};
-inline constexpr std::initializer_list<llama::Framework> kFramework{
-    llama::Framework::megatron, llama::Framework::deepspeed, llama::Framework::fsdp};
-inline constexpr std::initializer_list<llama::Optimizer> kOptimizer{llama::Optimizer::adam};
-inline constexpr std::initializer_list<llama::MoeDispatcher> kDispatcher{
-    llama::MoeDispatcher::alltoall, llama::MoeDispatcher::allgather, llama::MoeDispatcher::flex};
-inline constexpr std::initializer_list<llama::FlexBackend> kFlexBackend{llama::FlexBackend::deepep,
-                                                                  llama::FlexBackend::hybridep};
-inline constexpr std::initializer_list<llama::Arch> kArch{llama::Arch::llama, llama::Arch::gpt, llama::Arch::gpt_oss};
+inline constexpr std::initializer_list<parallel::Recompute> kRecompute{
+    parallel::Recompute::none, parallel::Recompute::selective, parallel::Recompute::full,
+    parallel::Recompute::selective_op, parallel::Recompute::selective_layer};
+inline constexpr std::initializer_list<parallel::Schedule> kSchedule{
+    parallel::Schedule::gpipe, parallel::Schedule::one_f_one_b, parallel::Schedule::interleaved,
+    parallel::Schedule::zb_h1, parallel::Schedule::layered};
+inline constexpr std::initializer_list<parallel::AttentionKernel> kAttention{
+    parallel::AttentionKernel::flash2, parallel::AttentionKernel::flash3, parallel::AttentionKernel::flash1,
+    parallel::AttentionKernel::cudnn, parallel::AttentionKernel::fused, parallel::AttentionKernel::torch};
+inline constexpr std::initializer_list<parallel::Precision> kPrecision{
+    parallel::Precision::bf16, parallel::Precision::fp16, parallel::Precision::fp32};
+inline constexpr std::initializer_list<parallel::Fp8Recipe> kFp8Recipe{
+    parallel::Fp8Recipe::delayed, parallel::Fp8Recipe::current, parallel::Fp8Recipe::blockwise,
+    parallel::Fp8Recipe::mxfp8, parallel::Fp8Recipe::nvfp4, parallel::Fp8Recipe::tensorwise,
+    parallel::Fp8Recipe::rowwise};
+inline constexpr std::initializer_list<parallel::Framework> kFramework{
+    parallel::Framework::megatron, parallel::Framework::deepspeed, parallel::Framework::fsdp};
+inline constexpr std::initializer_list<parallel::Optimizer> kOptimizer{parallel::Optimizer::adam};
+inline constexpr std::initializer_list<parallel::MoeDispatcher> kDispatcher{
+    parallel::MoeDispatcher::alltoall, parallel::MoeDispatcher::allgather, parallel::MoeDispatcher::flex};
+inline constexpr std::initializer_list<parallel::FlexBackend> kFlexBackend{parallel::FlexBackend::deepep,
+                                                                  parallel::FlexBackend::hybridep};
+inline constexpr std::initializer_list<model::Arch> kArch{model::Arch::llama, model::Arch::gpt, model::Arch::gpt_oss};
 inline constexpr std::initializer_list<hw::IntraKind> kIntraKind{
     hw::IntraKind::nvswitch, hw::IntraKind::nvlink_mesh, hw::IntraKind::pcie};
 
@@ -220,7 +220,7 @@ inline constexpr double kMaxLatency = 10.0;             // seconds
 
 inline std::string preset_names_models() {
   std::vector<std::string> names;
-  for (const auto& m : llama::model_presets()) names.push_back(m.name);
+  for (const auto& m : model::model_presets()) names.push_back(m.name);
   return join(names);
 }
 inline std::string preset_names_clusters() {

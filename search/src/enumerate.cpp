@@ -20,7 +20,7 @@ std::vector<int> pp_values(const SearchSpace& space, int layers) {
   return out;
 }
 
-std::string layout_key(const llama::Layout& l) {
+std::string layout_key(const parallel::Layout& l) {
   // Fixed-width numbers so that the string order equals the numeric order.
   auto num = [](int v) {
     std::string s = std::to_string(v);
@@ -41,9 +41,9 @@ std::string layout_key(const llama::Layout& l) {
   return k;
 }
 
-Enumeration enumerate_layouts(const llama::Model& model, long long world,
-                              const llama::Training& training, const SearchSpace& space,
-                              const llama::Layout& base, int nvlink_domain) {
+Enumeration enumerate_layouts(const model::Model& model, long long world,
+                              const parallel::Training& training, const SearchSpace& space,
+                              const parallel::Layout& base, int nvlink_domain) {
   const std::vector<int> pps = pp_values(space, model.layers);
   auto require = [](bool nonempty, const char* key) {
     if (!nonempty) {
@@ -75,9 +75,9 @@ Enumeration enumerate_layouts(const llama::Model& model, long long world,
   const std::vector<bool> sp_single{false};
 
   Enumeration out;
-  auto consider = [&](const llama::Layout& l) {
+  auto consider = [&](const parallel::Layout& l) {
     ++out.enumerated;
-    auto issue = llama::check_layout(model, world, training, l);
+    auto issue = parallel::check_layout(model, world, training, l);
     if (!issue && nvlink_domain > 0) issue = costmodel::domain_issue(l, nvlink_domain);
     if (issue) {
       ++out.invalid;
@@ -88,12 +88,12 @@ Enumeration enumerate_layouts(const llama::Model& model, long long world,
   };
   // The knobs of one (tp, cp, pp, vp, mbs, recompute) cell: checkpoint frequency, HSDP
   // replicas, schedule and sp.
-  const std::vector<int> one_ac_freq{llama::Layout{}.ac_freq};
-  auto cell = [&](llama::Layout l, const std::vector<bool>& sps) {
-    const bool per_layer = l.recompute == llama::Recompute::selective_layer;
+  const std::vector<int> one_ac_freq{parallel::Layout{}.ac_freq};
+  auto cell = [&](parallel::Layout l, const std::vector<bool>& sps) {
+    const bool per_layer = l.recompute == parallel::Recompute::selective_layer;
     for (const int ac_freq : per_layer ? space.ac_freq : one_ac_freq) {
       for (const int replicas : space.dp_replicate) {
-        for (const llama::Schedule sched : space.schedule) {
+        for (const parallel::Schedule sched : space.schedule) {
           for (const bool sp : sps) {
             for (const int ep : eps) {
               for (const int etp : etps) {
@@ -115,7 +115,7 @@ Enumeration enumerate_layouts(const llama::Model& model, long long world,
   const std::vector<int> offloads =
       space.offload_layers.empty() ? std::vector<int>{base.offload_layers} : space.offload_layers;
   const std::vector<int> no_offload{0};
-  llama::Layout l = base;
+  parallel::Layout l = base;
   l.dp_shard = 0;  // derived from dp and dp_replicate
   for (const int tp : space.tp) {
     const std::vector<bool>& sps = tp > 1 ? sp_multi : sp_single;
@@ -125,9 +125,9 @@ Enumeration enumerate_layouts(const llama::Model& model, long long world,
         const long long dp = cells > 0 && world % cells == 0 ? world / cells
                                                              : std::max(1LL, cells > 0 ? world / cells : 1LL);
         for (const int vp : space.vp) {
-          const auto split = llama::uneven_chunk_split(model.layers, pp, vp);
+          const auto split = parallel::uneven_chunk_split(model.layers, pp, vp);
           for (const int mbs : space.mbs) {
-            for (const llama::Recompute rc : space.recompute) {
+            for (const parallel::Recompute rc : space.recompute) {
               l.tp = tp;
               l.cp = cp;
               l.pp = pp;
@@ -137,8 +137,8 @@ Enumeration enumerate_layouts(const llama::Model& model, long long world,
               l.recompute = rc;
               // The base's recompute modules belong to selective recompute, its offloaded
               // layers to a layout Megatron-Core can offload (no pipeline, no recompute).
-              l.recompute_modules = rc == llama::Recompute::selective ? base.recompute_modules
-                                                                      : llama::RecomputeModules{};
+              l.recompute_modules = rc == parallel::Recompute::selective ? base.recompute_modules
+                                                                      : parallel::RecomputeModules{};
               // The base's own split at its pp and vp; elsewhere an uneven split where the
               // layers do not divide into pp·vp chunks and the split exists; otherwise the even
               // split is tried and "layers-divide" rejects what does not divide.
@@ -147,7 +147,7 @@ Enumeration enumerate_layouts(const llama::Model& model, long long world,
               l.first_stage_layers = base_split ? base.first_stage_layers : split ? split->first_stage_layers : 0;
               l.last_stage_layers = base_split ? base.last_stage_layers : split ? split->last_stage_layers : 0;
               // Offloading where Megatron-Core allows it; elsewhere the cell once, without.
-              const bool can_offload = pp == 1 && rc == llama::Recompute::none;
+              const bool can_offload = pp == 1 && rc == parallel::Recompute::none;
               for (const int off : can_offload ? offloads : no_offload) {
                 l.offload_layers = off;
                 cell(l, sps);

@@ -35,13 +35,13 @@ namespace {
 /// value `apply` refuses (returns false for) does not apply to that training, which is kept
 /// once as it is.
 template <class Value, class Apply>
-std::vector<llama::Training> vary(const std::vector<llama::Training>& in, const std::vector<Value>& values,
+std::vector<parallel::Training> vary(const std::vector<parallel::Training>& in, const std::vector<Value>& values,
                                   Apply apply) {
   if (values.empty()) return in;
-  std::vector<llama::Training> out;
-  for (const llama::Training& t : in) {
+  std::vector<parallel::Training> out;
+  for (const parallel::Training& t : in) {
     for (const Value& v : values) {
-      llama::Training c = t;
+      parallel::Training c = t;
       if (!apply(c, v)) {
         out.push_back(t);
         break;
@@ -54,26 +54,26 @@ std::vector<llama::Training> vary(const std::vector<llama::Training>& in, const 
 
 /// The trainings the space asks for: the scenario's own, or one per listed precision, compile
 /// setting, FP8 parameter gather and gradient dtype.
-std::vector<llama::Training> training_variants(const llama::Training& training,
+std::vector<parallel::Training> training_variants(const parallel::Training& training,
                                                const SearchSpace& space) {
-  std::vector<llama::Training> out{training};
-  out = vary(out, space.precision, [](llama::Training& t, llama::Fp8Recipe r) {
+  std::vector<parallel::Training> out{training};
+  out = vary(out, space.precision, [](parallel::Training& t, parallel::Fp8Recipe r) {
     t.fp8.recipe = r;
-    if (r == llama::Fp8Recipe::none) t.fp8.param_gather = false;
+    if (r == parallel::Fp8Recipe::none) t.fp8.param_gather = false;
     return true;
   });
-  out = vary(out, space.compile, [](llama::Training& t, bool compile) {
+  out = vary(out, space.compile, [](parallel::Training& t, bool compile) {
     t.torch.compile = compile;
     // Async TP needs compile (check_torch_native): it goes with it.
     if (!compile) t.torch.async_tp = false;
     return true;
   });
   // FP8 parameter gather on the FP8 variants only.
-  out = vary(out, space.fp8_param_gather, [](llama::Training& t, bool gather) {
+  out = vary(out, space.fp8_param_gather, [](parallel::Training& t, bool gather) {
     t.fp8.param_gather = gather;
     return t.fp8.enabled();
   });
-  return vary(out, space.grad_dtype, [](llama::Training& t, llama::Precision p) {
+  return vary(out, space.grad_dtype, [](parallel::Training& t, parallel::Precision p) {
     t.grad_dtype = p;
     return true;
   });
@@ -87,9 +87,9 @@ struct Candidates {
   std::vector<std::size_t> survivors;  ///< indices into en.valid within the budget
 };
 
-Candidates enumerate_and_prune(const SearchInput& in, const llama::Training& training, int threads,
+Candidates enumerate_and_prune(const SearchInput& in, const parallel::Training& training, int threads,
                                SearchSummary& sum) {
-  const llama::Model& model = *in.model;
+  const model::Model& model = *in.model;
   const hw::Cluster& cluster = *in.cluster;
   const SearchSpace& space = *in.space;
   Candidates out;
@@ -130,7 +130,7 @@ Candidates enumerate_and_prune(const SearchInput& in, const llama::Training& tra
 }
 
 /// The ranked row of one simulated layout.
-RankedLayout ranked(const llama::Layout& layout, const llama::Training& training, const sim::Result& r,
+RankedLayout ranked(const parallel::Layout& layout, const parallel::Training& training, const sim::Result& r,
                     double estimate) {
   RankedLayout rl;
   rl.layout = layout;
@@ -150,9 +150,9 @@ RankedLayout ranked(const llama::Layout& layout, const llama::Training& training
 }
 
 /// Steps 1-4 of the search for one training variant, added to `out`.
-void search_training(const SearchInput& in, const llama::Training& training,
+void search_training(const SearchInput& in, const parallel::Training& training,
                       const SearchOptions& options, SearchResult& out) {
-  const llama::Model& model = *in.model;
+  const model::Model& model = *in.model;
   const hw::Cluster& cluster = *in.cluster;
   const SearchSpace& space = *in.space;
   const int threads = resolve_threads(options.threads);
@@ -172,7 +172,7 @@ void search_training(const SearchInput& in, const llama::Training& training,
   parallel_for(
       survivors.size(), threads,
       [&](int worker, std::size_t k) {
-        const llama::Layout& layout = cand.en.valid[survivors[k]];
+        const parallel::Layout& layout = cand.en.valid[survivors[k]];
         const sim::Result r = sims[static_cast<std::size_t>(worker)].run(
             sim::sim_input(model, cluster, training, layout, costs), sim_options);
         simulated[k] = ranked(layout, training, r, cand.estimate[survivors[k]]);
@@ -209,16 +209,16 @@ struct WaveItem {
 }  // namespace
 
 BestResult find_best(const SearchInput& in, const SearchOptions& options) {
-  const llama::Model& model = *in.model;
+  const model::Model& model = *in.model;
   const hw::Cluster& cluster = *in.cluster;
   const SearchSpace& space = *in.space;
   const int threads = resolve_threads(options.threads);
   BestResult out;
   SearchSummary& sum = out.summary;
-  const std::vector<llama::Training> trainings = training_variants(*in.training, space);
+  const std::vector<parallel::Training> trainings = training_variants(*in.training, space);
   std::vector<Candidates> cands;
   cands.reserve(trainings.size());
-  for (const llama::Training& t : trainings) cands.push_back(enumerate_and_prune(in, t, threads, sum));
+  for (const parallel::Training& t : trainings) cands.push_back(enumerate_and_prune(in, t, threads, sum));
 
   costmodel::CostParams costs = costmodel::cost_params(cluster, in.profile);
   costmodel::apply_factors(in.factors, costs);
@@ -242,7 +242,7 @@ BestResult find_best(const SearchInput& in, const SearchOptions& options) {
   for (std::size_t pr = 0; pr < cands.size(); ++pr) {
     for (const std::size_t i : cands[pr].survivors) {
       Bounded b{pr, i, false, 0.0, 0.0};
-      b.extrapolated = llama::micro_batches(cands[pr].en.valid[i], trainings[pr]) > sim::kMaxSimulatedMicroBatches;
+      b.extrapolated = parallel::micro_batches(cands[pr].en.valid[i], trainings[pr]) > sim::kMaxSimulatedMicroBatches;
       all.push_back(b);
     }
   }
@@ -330,7 +330,7 @@ BestResult find_best(const SearchInput& in, const SearchOptions& options) {
 
 SearchResult run_search(const SearchInput& in, const SearchOptions& options) {
   SearchResult out;
-  for (const llama::Training& t : training_variants(*in.training, *in.space)) {
+  for (const parallel::Training& t : training_variants(*in.training, *in.space)) {
     search_training(in, t, options, out);
   }
   std::sort(out.layouts.begin(), out.layouts.end(), ranks_before);

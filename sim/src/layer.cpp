@@ -7,16 +7,16 @@
 
 namespace tetra::sim {
 
-CommAxis axis_of(llama::CommDim dim) noexcept {
+CommAxis axis_of(ops::CommDim dim) noexcept {
   switch (dim) {
-    case llama::CommDim::tp: return CommAxis::tp;
-    case llama::CommDim::cp: return CommAxis::cp;
-    case llama::CommDim::pp: return CommAxis::pp;
-    case llama::CommDim::dp:
-    case llama::CommDim::dp_cp:
-    case llama::CommDim::dp_replicate:
-    case llama::CommDim::expert_dp: return CommAxis::dp;
-    case llama::CommDim::ep: return CommAxis::ep;
+    case ops::CommDim::tp: return CommAxis::tp;
+    case ops::CommDim::cp: return CommAxis::cp;
+    case ops::CommDim::pp: return CommAxis::pp;
+    case ops::CommDim::dp:
+    case ops::CommDim::dp_cp:
+    case ops::CommDim::dp_replicate:
+    case ops::CommDim::expert_dp: return CommAxis::dp;
+    case ops::CommDim::ep: return CommAxis::ep;
   }
   return CommAxis::tp;
 }
@@ -28,7 +28,7 @@ constexpr std::uint32_t kCompute = 0;
 constexpr std::uint32_t kHost = 1 + kCommAxes;
 }  // namespace
 
-PassTime replay_pass(const std::vector<const llama::Op*>& ops, const std::vector<double>& seconds,
+PassTime replay_pass(const std::vector<const ops::Op*>& ops, const std::vector<double>& seconds,
                      bool record, TaskGraph& g, Engine& engine, EventQueue& queue,
                      double comm_sm_share, HostCost host) {
   g.clear();
@@ -41,7 +41,7 @@ PassTime replay_pass(const std::vector<const llama::Op*>& ops, const std::vector
   // Host issue times enter the replay only after a sync (HostCost).
   double host_total = 0;
   bool host_chained = false;
-  for (const llama::Op* op : ops) {
+  for (const ops::Op* op : ops) {
     if (!op->graphed) host_total += host.kernel_s * std::max(op->count, 1) * op->host_kernels;
     host_chained = host_chained || (op->host_sync && host.kernel_s > 0);
   }
@@ -55,7 +55,7 @@ PassTime replay_pass(const std::vector<const llama::Op*>& ops, const std::vector
   std::vector<bool> paired;  // per task: covered by the co-scheduled pass (Op::paired)
   Duration paired_busy;      // their total duration
   // The host issuing `reps` repetitions of `op` before the GPU may run them (host_chained only).
-  auto add_issue = [&](const llama::Op& op, int reps, std::uint32_t gpu_task) {
+  auto add_issue = [&](const ops::Op& op, int reps, std::uint32_t gpu_task) {
     if (!host_chained) return;
     TaskSpec h;
     h.stream = kHost;
@@ -68,7 +68,7 @@ PassTime replay_pass(const std::vector<const llama::Op*>& ops, const std::vector
     if (op.host_sync && last_compute != kNone) g.add_dep(last_compute, id);
     g.add_dep(id, gpu_task);
   };
-  auto add_compute = [&](const llama::Op& op, double s, int reps) {
+  auto add_compute = [&](const ops::Op& op, double s, int reps) {
     TaskSpec t;
     t.stream = kCompute;
     t.sm_group = 0;
@@ -86,7 +86,7 @@ PassTime replay_pass(const std::vector<const llama::Op*>& ops, const std::vector
     last_compute = id;
     out.compute_s += s;
   };
-  auto add_comm = [&](const llama::Op& op, double s, std::uint32_t index, int reps) {
+  auto add_comm = [&](const ops::Op& op, double s, std::uint32_t index, int reps) {
     TaskSpec t;
     t.stream = 1 + static_cast<std::uint32_t>(axis_of(op.dim));
     t.sm_group = 0;
@@ -107,14 +107,14 @@ PassTime replay_pass(const std::vector<const llama::Op*>& ops, const std::vector
     }
   };
   for (std::size_t i = 0; i < ops.size(); ++i) {
-    const llama::Op& op = *ops[i];
+    const ops::Op& op = *ops[i];
     const double s = seconds[i];
-    const bool ring = op.kind == llama::OpKind::p2p && op.async && op.count > 1 &&
+    const bool ring = op.kind == ops::OpKind::p2p && op.async && op.count > 1 &&
                       i + 1 < ops.size() && ops[i + 1]->is_compute() &&
                       ops[i + 1]->count == op.count;
     if (ring) {
       // CP ring: exchange i overlaps attention step i; step i+1 needs exchange i.
-      const llama::Op& next = *ops[i + 1];
+      const ops::Op& next = *ops[i + 1];
       for (int r = 0; r < op.count; ++r) {
         add_comm(op, s, static_cast<std::uint32_t>(i), 1);
         add_compute(next, seconds[i + 1], 1);
@@ -222,16 +222,16 @@ PassTime replay_pass(const std::vector<const llama::Op*>& ops, const std::vector
   return out;
 }
 
-LayerTimes replay_layer(const std::vector<llama::Op>& ops, const OpPricer& price, bool record,
+LayerTimes replay_layer(const std::vector<ops::Op>& ops, const OpPricer& price, bool record,
                         double comm_sm_share, HostCost host) {
   TaskGraph g;
   Engine e;
   EventQueue q;
   std::vector<double> secs(ops.size());
   for (std::size_t i = 0; i < ops.size(); ++i) {
-    secs[i] = ops[i].pass == llama::Pass::optimizer ? 0.0 : price(ops[i]);
+    secs[i] = ops[i].pass == ops::Pass::optimizer ? 0.0 : price(ops[i]);
   }
-  std::vector<const llama::Op*> list;
+  std::vector<const ops::Op*> list;
   std::vector<double> s;
   auto run = [&](auto&& keep) {
     list.clear();
@@ -244,17 +244,17 @@ LayerTimes replay_layer(const std::vector<llama::Op>& ops, const OpPricer& price
     }
     return replay_pass(list, s, record, g, e, q, comm_sm_share, host);
   };
-  using llama::Pass;
+  using ops::Pass;
   LayerTimes lt;
-  lt.forward = run([](const llama::Op& o) { return o.pass == Pass::forward && !o.recompute; });
-  lt.backward = run([](const llama::Op& o) {
+  lt.forward = run([](const ops::Op& o) { return o.pass == Pass::forward && !o.recompute; });
+  lt.backward = run([](const ops::Op& o) {
     return (o.pass == Pass::forward && o.recompute) || o.pass == Pass::backward_input ||
            o.pass == Pass::backward_weight;
   });
-  lt.backward_input = run([](const llama::Op& o) {
+  lt.backward_input = run([](const ops::Op& o) {
     return (o.pass == Pass::forward && o.recompute) || o.pass == Pass::backward_input;
   });
-  lt.backward_weight = run([](const llama::Op& o) { return o.pass == Pass::backward_weight; });
+  lt.backward_weight = run([](const ops::Op& o) { return o.pass == Pass::backward_weight; });
   return lt;
 }
 

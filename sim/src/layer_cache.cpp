@@ -9,7 +9,7 @@
 
 namespace tetra::sim {
 
-LayerKey layer_key(const llama::Training& training, const llama::Layout& layout,
+LayerKey layer_key(const parallel::Training& training, const parallel::Layout& layout,
                    int nvlink_domain) {
   LayerKey k;
   k.tp = layout.tp;
@@ -17,18 +17,18 @@ LayerKey layer_key(const llama::Training& training, const llama::Layout& layout,
   k.mbs = layout.mbs;
   k.sp = layout.sp;
   k.recompute = layout.recompute;
-  k.recomputed = llama::recomputed_modules(layout).bits;
-  k.ac_freq = layout.recompute == llama::Recompute::selective_layer ? layout.ac_freq : 0;
+  k.recomputed = parallel::recomputed_modules(layout).bits;
+  k.ac_freq = layout.recompute == parallel::Recompute::selective_layer ? layout.ac_freq : 0;
   const int dpc = layout.shard_dp() * std::max(1, layout.cp);
-  // llama::layer_ops adds per-layer parameter all-gathers over the shard group (DP×CP, or one
+  // ops::layer_ops adds per-layer parameter all-gathers over the shard group (DP×CP, or one
   // HSDP replica of it) only under ZeRO-3.
   k.dp_cp = training.zero_stage >= 3 && dpc > 1 ? dpc : 0;
-  k.blocks_kept_unsharded = llama::fsdp_keeps_blocks_unsharded(training, layout);
-  const llama::ExecutionTraits x = llama::execution_traits(training, layout);
+  k.blocks_kept_unsharded = parallel::fsdp_keeps_blocks_unsharded(training, layout);
+  const parallel::ExecutionTraits x = parallel::execution_traits(training, layout);
   k.micro_batches = x.cached_weight_casts || x.eager ? x.micro_batches : 0;
   const int gpn = std::max(nvlink_domain, 1);
-  const auto tp = costmodel::place_group(layout, llama::CommDim::tp, gpn);
-  const auto cp = costmodel::place_group(layout, llama::CommDim::cp, gpn);
+  const auto tp = costmodel::place_group(layout, ops::CommDim::tp, gpn);
+  const auto cp = costmodel::place_group(layout, ops::CommDim::cp, gpn);
   k.tp_ranks = tp.ranks;
   k.tp_per_node = tp.ranks_per_node;
   k.tp_nodes = tp.nodes;
@@ -36,7 +36,7 @@ LayerKey layer_key(const llama::Training& training, const llama::Layout& layout,
   k.cp_per_node = cp.ranks_per_node;
   k.cp_nodes = cp.nodes;
   if (k.dp_cp > 0) {
-    const auto dc = costmodel::place_group(layout, llama::CommDim::dp_cp, gpn);
+    const auto dc = costmodel::place_group(layout, ops::CommDim::dp_cp, gpn);
     k.dpcp_ranks = dc.ranks;
     k.dpcp_per_node = dc.ranks_per_node;
     k.dpcp_nodes = dc.nodes;
@@ -46,7 +46,7 @@ LayerKey layer_key(const llama::Training& training, const llama::Layout& layout,
   k.dispatcher = layout.moe_dispatcher;
   k.flex_backend = layout.moe_flex_backend;
   if (layout.ep > 1) {
-    const auto ep = costmodel::place_group(layout, llama::CommDim::ep, gpn);
+    const auto ep = costmodel::place_group(layout, ops::CommDim::ep, gpn);
     k.ep_per_node = ep.ranks_per_node;
     k.ep_nodes = ep.nodes;
   }

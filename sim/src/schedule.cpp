@@ -18,8 +18,8 @@ const char* to_string(StepPass p) noexcept {
   return "?";
 }
 
-bool splits_backward(llama::Schedule schedule) noexcept {
-  return schedule == llama::Schedule::zb_h1;
+bool splits_backward(parallel::Schedule schedule) noexcept {
+  return schedule == parallel::Schedule::zb_h1;
 }
 
 int interleaved_warmup(int p, int v, int m, int rank, int group) noexcept {
@@ -110,25 +110,25 @@ void layered(int v, int m, std::vector<ScheduleItem>& out) {
 
 }  // namespace
 
-void pipeline_order(llama::Schedule schedule, int p, int v, int m, int rank,
+void pipeline_order(parallel::Schedule schedule, int p, int v, int m, int rank,
                     std::vector<ScheduleItem>& out) {
   out.clear();
   switch (schedule) {
-    case llama::Schedule::gpipe: gpipe(m, out); break;
-    case llama::Schedule::one_f_one_b: one_f_one_b(p, m, rank, out); break;
-    case llama::Schedule::zb_h1: zb_h1(p, m, rank, out); break;
-    case llama::Schedule::interleaved:
+    case parallel::Schedule::gpipe: gpipe(m, out); break;
+    case parallel::Schedule::one_f_one_b: one_f_one_b(p, m, rank, out); break;
+    case parallel::Schedule::zb_h1: zb_h1(p, m, rank, out); break;
+    case parallel::Schedule::interleaved:
       if (v > 1) {
         interleaved(p, v, m, rank, out);
       } else {
         one_f_one_b(p, m, rank, out);
       }
       break;
-    case llama::Schedule::layered: layered(v, m, out); break;
+    case parallel::Schedule::layered: layered(v, m, out); break;
   }
 }
 
-std::vector<ScheduleItem> pipeline_order(llama::Schedule schedule, int p, int v, int m, int rank) {
+std::vector<ScheduleItem> pipeline_order(parallel::Schedule schedule, int p, int v, int m, int rank) {
   std::vector<ScheduleItem> out;
   pipeline_order(schedule, p, v, m, rank, out);
   return out;

@@ -17,8 +17,8 @@
 
 namespace tetra::sim {
 
-SimInput sim_input(const llama::Model& model, const hw::Cluster& cluster, const llama::Training& training,
-                   const llama::Layout& layout, const costmodel::CostParams& costs) {
+SimInput sim_input(const model::Model& model, const hw::Cluster& cluster, const parallel::Training& training,
+                   const parallel::Layout& layout, const costmodel::CostParams& costs) {
   SimInput in;
   in.model = &model;
   in.cluster = &cluster;
@@ -73,8 +73,8 @@ OpPricer Simulator::pricer(const SimInput& in) {
   comm_memo_.clear();
   const costmodel::ComputeParams* cp = in.compute;
   const costmodel::CommParams* cm = in.comm;
-  const llama::Layout* layout = &in.layout;
-  return [this, cp, cm, layout](const llama::Op& op) {
+  const parallel::Layout* layout = &in.layout;
+  return [this, cp, cm, layout](const ops::Op& op) {
     if (op.is_compute()) return costmodel::op_seconds(op, *cp);
     for (const auto& c : comm_memo_) {
       if (c.kind == op.kind && c.coll == op.coll && c.dim == op.dim && c.group == op.group &&
@@ -89,10 +89,10 @@ OpPricer Simulator::pricer(const SimInput& in) {
 }
 
 void Simulator::price_layers(const SimInput& in, const SimOptions& options, const OpPricer& price) {
-  const llama::Model& model = *in.model;
+  const model::Model& model = *in.model;
   const hw::Cluster& cluster = *in.cluster;
-  const llama::Training& training = *in.training;
-  const llama::Layout& layout = in.layout;
+  const parallel::Training& training = *in.training;
+  const parallel::Layout& layout = in.layout;
   const bool record = options.record_trace;
   // SM sharing: NCCL runs one thread block per channel on the SMs of the GPU
   // (`NVIDIA/nccl: src/enqueue.cc`, one CTA per channel), so compute overlapped with a
@@ -119,10 +119,10 @@ void Simulator::price_layers(const SimInput& in, const SimOptions& options, cons
     // kind is replayed on its own and summed per chunk in build_spec.
     auto replay_kinds = [&](bool moe) {
       std::vector<std::pair<LayerTimes, double>> kinds;
-      for (const llama::BlockKind& kind : llama::block_kinds(layout)) {
-        llama::Layout one = layout;
+      for (const parallel::BlockKind& kind : parallel::block_kinds(layout)) {
+        parallel::Layout one = layout;
         one.recompute = kind.recompute;
-        const auto ops = moe ? llama::moe_layer_ops(model, training, one) : llama::layer_ops(model, training, one);
+        const auto ops = moe ? ops::moe_layer_ops(model, training, one) : ops::layer_ops(model, training, one);
         kinds.emplace_back(replay_layer(ops, price, record, intra_share, host), kind.share);
       }
       return blend(kinds);
@@ -131,8 +131,8 @@ void Simulator::price_layers(const SimInput& in, const SimOptions& options, cons
     moe_layer_ = moe_ ? replay_kinds(true) : layer_;
     // The embedding and the head run once per micro-batch beside many layers: the host,
     // ahead of the GPU there, issues their few kernels on slack the layers left it.
-    embedding_ = replay_layer(llama::embedding_ops(model, training, layout), price, record, intra_share);
-    head_ = replay_layer(llama::head_ops(model, training, layout), price, record, intra_share);
+    embedding_ = replay_layer(ops::embedding_ops(model, training, layout), price, record, intra_share);
+    head_ = replay_layer(ops::head_ops(model, training, layout), price, record, intra_share);
     if (cache != nullptr) cache->insert(key, LayerTables{layer_, embedding_, head_, moe_layer_});
   }
 }
@@ -151,8 +151,8 @@ double Simulator::step_estimate(const SimInput& in, const SimOptions& options) {
   return sim::step_lower_bound(spec_) + in.step_overhead_s;
 }
 
-std::pair<int, int> Simulator::extrapolation_sizes(llama::Schedule schedule, int p) noexcept {
-  const int unit = schedule == llama::Schedule::interleaved ? p : 1;
+std::pair<int, int> Simulator::extrapolation_sizes(parallel::Schedule schedule, int p) noexcept {
+  const int unit = schedule == parallel::Schedule::interleaved ? p : 1;
   const int m2 = std::max(unit, (kMaxSimulatedMicroBatches / unit) * unit);
   const int m1 = std::max(unit, (m2 / 2 / unit) * unit);
   return {m1, m2};
@@ -164,9 +164,9 @@ bool Simulator::Kept::matches(const SimInput& in) const {
 }
 
 double Simulator::step_lower_bound(const SimInput& in, const SimOptions& options, double enough) {
-  const llama::Layout& layout = in.layout;
+  const parallel::Layout& layout = in.layout;
   const int p = std::max(layout.pp, 1);
-  const int m = std::max(llama::micro_batches(layout, *in.training), 1);
+  const int m = std::max(parallel::micro_batches(layout, *in.training), 1);
   prepare_untraced(in, options);
   if (m <= kMaxSimulatedMicroBatches) return sim::step_lower_bound(spec_) + in.step_overhead_s;
   // run() extrapolates from replays of m1 < m2 micro-batches: s = s2 + (s2 − s1)·k, k ≥ 0.
@@ -193,9 +193,9 @@ double Simulator::step_lower_bound(const SimInput& in, const SimOptions& options
 }
 
 double Simulator::step_upper_bound(const SimInput& in, const SimOptions& options) {
-  const llama::Layout& layout = in.layout;
+  const parallel::Layout& layout = in.layout;
   const int p = std::max(layout.pp, 1);
-  const int m = std::max(llama::micro_batches(layout, *in.training), 1);
+  const int m = std::max(parallel::micro_batches(layout, *in.training), 1);
   prepare_untraced(in, options);
   double u = 0;
   if (m <= kMaxSimulatedMicroBatches) {
@@ -225,24 +225,24 @@ struct GroupsInterNode {
 // Placement: PP neighbours and the DP x CP gradient group, into the step's links (which PP
 // boundaries cross nodes, the PP transfer times) and the SM share of its DP collectives.
 GroupsInterNode place_step(StepSpec& spec, const SimInput& in, int domain, int p) {
-  const llama::Model& model = *in.model;
-  const llama::Training& training = *in.training;
-  const llama::Layout& layout = in.layout;
+  const model::Model& model = *in.model;
+  const parallel::Training& training = *in.training;
+  const parallel::Layout& layout = in.layout;
   const costmodel::CommParams& cm = *in.comm;
   const double sms = std::max(in.compute->sms, 1);
-  const long long pp_stride = costmodel::rank_stride(layout, llama::CommDim::pp);
+  const long long pp_stride = costmodel::rank_stride(layout, ops::CommDim::pp);
   spec.pp_inter_node.assign(static_cast<std::size_t>(p), 1);
   for (int r = 0; r < p; ++r) {
     const long long a = static_cast<long long>(r) * pp_stride / domain;
     const long long b = static_cast<long long>((r + 1) % p) * pp_stride / domain;
     spec.pp_inter_node[static_cast<std::size_t>(r)] = a != b ? 1 : 0;
   }
-  const auto dp_place = costmodel::place_group(layout, llama::CommDim::dp_cp, domain);
-  const auto cp_place = costmodel::place_group(layout, llama::CommDim::cp, domain);
+  const auto dp_place = costmodel::place_group(layout, ops::CommDim::dp_cp, domain);
+  const auto cp_place = costmodel::place_group(layout, ops::CommDim::cp, domain);
   const auto dp_graph = costmodel::ring_graph(cm.topo, dp_place.ranks_per_node, dp_place.nodes);
   spec.comm_sm_share = std::min(0.5, std::max(dp_graph.channels, 0) / sms);
   if (p > 1) {
-    const double bytes = llama::pp_boundary_bytes(model, training, layout);
+    const double bytes = ops::pp_boundary_bytes(model, training, layout);
     const bool any_inter = std::any_of(spec.pp_inter_node.begin(), spec.pp_inter_node.begin() + (p - 1),
                                        [](char c) { return c != 0; });
     spec.pp_forward = Duration::from_seconds(costmodel::p2p_seconds(bytes, !any_inter, cm));
@@ -253,18 +253,18 @@ GroupsInterNode place_step(StepSpec& spec, const SimInput& in, int domain, int p
 
 // MoE models: the passes of each chunk summed over its dense and MoE layers (the first
 // layer of virtual stage vs is the sum of the layers of the chunks before it), into `out`.
-void moe_chunk_times(const llama::Model& model, const std::vector<int>& virtual_layers, int V,
+void moe_chunk_times(const model::Model& model, const std::vector<int>& virtual_layers, int V,
                      const LayerTimes& layer, const LayerTimes& moe_layer, const LayerTimes& head,
                      std::vector<LayerTimes>& out) {
   int first = 0;
   for (int vs = 0; vs < V; ++vs) {
     const int lc = virtual_layers.at(static_cast<std::size_t>(vs));
-    const int moe_layers = llama::moe_layers_in(model, first, lc);
+    const int moe_layers = model::moe_layers_in(model, first, lc);
     // Multi-token prediction (DeepSeek-V3, Megatron-Core `mtp_num_layers`): each module runs
     // one more transformer layer, of the kind of the model's last layer, and a second LM head
     // with its loss after the last layer.
     const double mtp = vs == V - 1 ? std::max(0, model.mtp_layers) : 0;
-    const bool mtp_moe = llama::is_moe_layer(model, model.layers - 1);
+    const bool mtp_moe = model::is_moe_layer(model, model.layers - 1);
     const double dense_n = static_cast<double>(lc - moe_layers) + (mtp_moe ? 0.0 : mtp);
     const double moe_n = static_cast<double>(moe_layers) + (mtp_moe ? mtp : 0.0);
     out.push_back(blend({{layer, dense_n}, {moe_layer, moe_n}, {head, mtp}}));
@@ -274,36 +274,36 @@ void moe_chunk_times(const llama::Model& model, const std::vector<int>& virtual_
 
 /// A stage's DP collectives, one op per bucket and chunk.
 struct DpCollectives {
-  std::vector<llama::Op> reduces, gathers, replica_reduces;
+  std::vector<ops::Op> reduces, gathers, replica_reduces;
 };
 
 // The DP collectives of stage r split into single buckets of one chunk (each chunk has its
 // own gradient buffer) by role.
 DpCollectives dp_collectives(const SimInput& in, int r, int v, bool moe) {
-  const llama::Model& model = *in.model;
-  const llama::Training& training = *in.training;
-  const llama::Layout& layout = in.layout;
-  auto dp_ops = llama::dp_gradient_ops(model, training, layout, r);
+  const model::Model& model = *in.model;
+  const parallel::Training& training = *in.training;
+  const parallel::Layout& layout = in.layout;
+  auto dp_ops = ops::dp_gradient_ops(model, training, layout, r);
   if (moe) {
     // Expert buckets after the dense ones, on the same DP stream (Megatron-Core issues both
     // buffers' bucket groups from the backward hooks).
-    const auto expert_ops = llama::expert_gradient_ops(model, training, layout, r);
+    const auto expert_ops = ops::expert_gradient_ops(model, training, layout, r);
     dp_ops.insert(dp_ops.end(), expert_ops.begin(), expert_ops.end());
   }
   // HSDP's replica all-reduces follow the reduce-scatter of the same bucket on its stream.
   DpCollectives out;
   for (const auto& op : dp_ops) {
-    if (op.kind != llama::OpKind::collective) continue;
+    if (op.kind != ops::OpKind::collective) continue;
     for (int k = 0; k < std::max(op.count, 1); ++k) {
-      llama::Op one = op;
+      ops::Op one = op;
       one.count = 1;
       one.bytes = op.bytes / v;
-      if (op.coll == llama::CollectiveKind::all_gather) {
+      if (op.coll == ops::CollectiveKind::all_gather) {
         out.gathers.push_back(one);
-      } else if (op.dim == llama::CommDim::dp_replicate) {
+      } else if (op.dim == ops::CommDim::dp_replicate) {
         out.replica_reduces.push_back(one);
-      } else if (op.coll == llama::CollectiveKind::reduce_scatter ||
-                 op.coll == llama::CollectiveKind::all_reduce) {
+      } else if (op.coll == ops::CollectiveKind::reduce_scatter ||
+                 op.coll == ops::CollectiveKind::all_reduce) {
         out.reduces.push_back(one);
       }
     }
@@ -347,22 +347,22 @@ std::vector<BucketCost> dp_buckets(const SimInput& in, int r, int v, bool moe, c
 }  // namespace
 
 void Simulator::build_spec(const SimInput& in, const SimOptions& options, const OpPricer& price) {
-  const llama::Model& model = *in.model;
+  const model::Model& model = *in.model;
   const hw::Cluster& cluster = *in.cluster;
-  const llama::Training& training = *in.training;
-  const llama::Layout& layout = in.layout;
+  const parallel::Training& training = *in.training;
+  const parallel::Layout& layout = in.layout;
   const bool record = options.record_trace;
   const int domain = cluster.nvlink_domain();  // NVLink peers: a node, or an NVL72 rack
 
   const int p = std::max(layout.pp, 1);
   const int v = std::max(layout.vp, 1);
-  const int m = std::max(llama::micro_batches(layout, training), 1);
+  const int m = std::max(parallel::micro_batches(layout, training), 1);
   const int V = p * v;
   p_ = p;
   v_ = v;
   // Layers per model chunk (virtual-stage order); uneven ends may leave the first or the last
-  // chunk with the embedding or the head only (llama::chunk_layers, arXiv 2407.21783 §3.3.2).
-  const auto virtual_layers = llama::chunk_layers(model, layout);
+  // chunk with the embedding or the head only (parallel::chunk_layers, arXiv 2407.21783 §3.3.2).
+  const auto virtual_layers = parallel::chunk_layers(model, layout);
   const double act_layer = costmodel::activation_bytes_per_layer(model, training, layout);
 
   spec_ = StepSpec{};
@@ -370,9 +370,9 @@ void Simulator::build_spec(const SimInput& in, const SimOptions& options, const 
   spec_.p = p;
   spec_.v = v;
   spec_.m = m;
-  // What overlaps the framework allows (llama::ExecutionTraits; the DeepSpeed-style trainer
-  // reduces on the compute stream, llama::dp_gradient_ops).
-  const llama::ExecutionTraits traits = llama::execution_traits(training, layout);
+  // What overlaps the framework allows (parallel::ExecutionTraits; the DeepSpeed-style trainer
+  // reduces on the compute stream, ops::dp_gradient_ops).
+  const parallel::ExecutionTraits traits = parallel::execution_traits(training, layout);
   spec_.overlap_grad_reduce = traits.overlap_grad_reduce;
   spec_.overlap_param_gather = traits.overlap_param_gather;
   spec_.record_memory = record;
@@ -401,7 +401,7 @@ void Simulator::build_spec(const SimInput& in, const SimOptions& options, const 
     const std::vector<BucketCost> bk = dp_buckets(in, r, v, moe_, price);
     if (!bk.empty()) st.buckets.assign(static_cast<std::size_t>(v), bk);
     double opt = 0;
-    for (const auto& op : llama::optimizer_ops(model, training, layout, r)) {
+    for (const auto& op : ops::optimizer_ops(model, training, layout, r)) {
       opt += price(op) * std::max(op.count, 1);
     }
     st.optimizer = Duration::from_seconds(opt);
@@ -415,14 +415,14 @@ namespace {
 
 /// Extends the steady state of a step replayed at m2 micro-batches, against the same step at
 /// m1, linearly to m; warm-up, cool-down, DP and optimizer tails stay as simulated.
-void extrapolate_step(const StepOutcome& a, StepOutcome& step, int m1, int m2, int m, llama::Schedule schedule) {
+void extrapolate_step(const StepOutcome& a, StepOutcome& step, int m1, int m2, int m, parallel::Schedule schedule) {
   const double k = static_cast<double>(m - m2) / static_cast<double>(m2 - m1);
   auto ext = [k](double x1, double x2) { return x2 + (x2 - x1) * k; };
   step.step_time_s = ext(a.step_time_s, step.step_time_s);
   step.pipeline_span_s = ext(a.pipeline_span_s, step.pipeline_span_s);
   double bubble = 0;
-  const bool all_in_flight = schedule == llama::Schedule::gpipe ||
-                             schedule == llama::Schedule::layered;
+  const bool all_in_flight = schedule == parallel::Schedule::gpipe ||
+                             schedule == parallel::Schedule::layered;
   for (std::size_t r = 0; r < step.stages.size(); ++r) {
     auto& so = step.stages[r];
     const auto& sa = a.stages[r];
@@ -468,10 +468,10 @@ void add_memory_and_stages(Result& res, const SimInput& in, const SimOptions& op
 }  // namespace
 
 Result Simulator::run(const SimInput& in, const SimOptions& options) {
-  const llama::Model& model = *in.model;
+  const model::Model& model = *in.model;
   const hw::Cluster& cluster = *in.cluster;
-  const llama::Training& training = *in.training;
-  const llama::Layout& layout = in.layout;
+  const parallel::Training& training = *in.training;
+  const parallel::Layout& layout = in.layout;
   const bool record = options.record_trace;
 
   // A first replay kept by step_lower_bound serves only the run that directly follows it.
@@ -484,7 +484,7 @@ Result Simulator::run(const SimInput& in, const SimOptions& options) {
   const int v = v_;
   const int m = spec_.m;
   const int V = p * v;
-  const auto rank_layers = llama::stage_layers(model, layout);
+  const auto rank_layers = parallel::stage_layers(model, layout);
   const bool zb = splits_backward(layout.schedule);
 
   if (m <= kMaxSimulatedMicroBatches) {
@@ -519,7 +519,7 @@ Result Simulator::run(const SimInput& in, const SimOptions& options) {
   const double tokens = static_cast<double>(training.global_batch) * training.seq_len;
   res.tokens_per_s = res.step_time_s > 0 ? tokens / res.step_time_s : 0;
   res.tokens_per_s_per_gpu = world > 0 ? res.tokens_per_s / world : 0;
-  res.model_flops = llama::spec_step_flops(model, training, layout);
+  res.model_flops = parallel::spec_step_flops(model, training, layout);
   if (res.step_time_s > 0 && world > 0) {
     const double per_gpu = res.model_flops / res.step_time_s / world;
     res.tflops_per_gpu = per_gpu / 1e12;

@@ -51,8 +51,8 @@ double attention_model_over_measured(const costmodel::Profile& p, const hw::Clus
   const auto params = costmodel::make_compute_params(cluster, costmodel::builtin_profile(cluster));
   double sum_model = 0, sum_meas = 0;
   for (const auto& r : p.attention) {
-    llama::AttentionShape a;
-    a.kernel = llama::AttentionKernel::cudnn;
+    ops::AttentionShape a;
+    a.kernel = parallel::AttentionKernel::cudnn;
     a.causal = r.causal;
     a.batch = r.batch;
     a.seq_q = a.seq_kv = r.seq;
@@ -155,8 +155,8 @@ TEST_SUITE("calib") {
     int calls = 0;
     for (const auto& row : doc.at("attention")) {
       if (row.at("head_dim") != row.at("head_dim_v")) continue;
-      llama::AttentionShape a;
-      a.kernel = llama::AttentionKernel::cudnn;
+      ops::AttentionShape a;
+      a.kernel = parallel::AttentionKernel::cudnn;
       a.batch = row.at("batch");
       a.seq_q = a.seq_kv = row.at("seq");
       a.heads = row.at("heads");

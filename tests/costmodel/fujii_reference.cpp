@@ -11,13 +11,13 @@ namespace {
 
 /// Parameters of the first stage on one GPU, as theoretical_memory_usage.py (v0.9.0-abci):
 /// ((P_layers - h)/p + h V)/t, plus the head when p = 1.
-double first_stage_params(const llama::Model& model, const llama::Layout& layout) {
+double first_stage_params(const model::Model& model, const parallel::Layout& layout) {
   const int p = std::max(layout.pp, 1);
   const double t = std::max(layout.tp, 1);
   const double h = model.hidden;
-  const double vocab = static_cast<double>(llama::padded_vocab(model, layout.tp));
+  const double vocab = static_cast<double>(parallel::padded_vocab(model, layout.tp));
   const double p_layers =
-      static_cast<double>(model.layers) * static_cast<double>(llama::params_per_layer(model)) + h;
+      static_cast<double>(model.layers) * static_cast<double>(parallel::params_per_layer(model)) + h;
   double phi = ((p_layers - h) / p + h * vocab) / t;
   if (!model.tied_embeddings && p == 1) phi += h * vocab / t + h;
   return phi;
@@ -25,16 +25,16 @@ double first_stage_params(const llama::Model& model, const llama::Layout& layout
 
 /// Weights, gradients and optimizer states in bytes per parameter, as the physics model
 /// counts them: fp32 master weights and Adam moments (fp32 gradients copy under fp16).
-void set_model_states(double phi, const llama::Training& training, const llama::Layout& layout,
+void set_model_states(double phi, const parallel::Training& training, const parallel::Layout& layout,
                       costmodel::StageMemory& s) {
-  const double w = llama::bytes_of(training.precision);
-  const double g = llama::bytes_of(training.grad_dtype);
-  const double moments = 2.0 * llama::bytes_of(training.adam_moments_dtype);
+  const double w = parallel::bytes_of(training.precision);
+  const double g = parallel::bytes_of(training.grad_dtype);
+  const double moments = 2.0 * parallel::bytes_of(training.adam_moments_dtype);
   double o = moments;
-  if (training.precision != llama::Precision::fp32) {
+  if (training.precision != parallel::Precision::fp32) {
     o = 4.0 + moments;
-    const bool fp16_grads = training.precision == llama::Precision::fp16 &&
-                            training.grad_dtype != llama::Precision::fp32;
+    const bool fp16_grads = training.precision == parallel::Precision::fp16 &&
+                            training.grad_dtype != parallel::Precision::fp32;
     if (fp16_grads) o += 4.0;
   }
   // ZeRO-1 shards the optimizer states over DP x CP, ZeRO-2 the gradients too, ZeRO-3 all.
@@ -47,9 +47,9 @@ void set_model_states(double phi, const llama::Training& training, const llama::
 
 }  // namespace
 
-costmodel::StageMemory fujii_first_stage(const llama::Model& model, const llama::Training& training,
-                                         const llama::Layout& layout) {
-  const llama::StageParams first = llama::stage_params(model, layout, training.seq_len).front();
+costmodel::StageMemory fujii_first_stage(const model::Model& model, const parallel::Training& training,
+                                         const parallel::Layout& layout) {
+  const parallel::StageParams first = parallel::stage_params(model, layout, training.seq_len).front();
   const int p = std::max(layout.pp, 1);
   const double s_local = static_cast<double>(training.seq_len) / std::max(layout.cp, 1);
   const double b = std::max(layout.mbs, 1);
@@ -58,7 +58,7 @@ costmodel::StageMemory fujii_first_stage(const llama::Model& model, const llama:
   const int kv_heads = model.kv_heads > 0 ? model.kv_heads : model.heads;
   const double kv = static_cast<double>(kv_heads) / std::max(model.heads, 1);
   const double t = std::max(layout.tp, 1);
-  const double vocab = static_cast<double>(llama::padded_vocab(model, layout.tp));
+  const double vocab = static_cast<double>(parallel::padded_vocab(model, layout.tp));
 
   costmodel::StageMemory s;
   s.stage = first.stage;

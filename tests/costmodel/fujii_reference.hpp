@@ -18,8 +18,8 @@ namespace tetra::test {
 /// s' b h (12 + 4 k/a + 8 h_ffn/h) / t per layer for p in-flight micro-batches,
 /// A_embed_in = 8 s' b h p / t, the p = 1 head term, and no buffers or fragmentation.
 /// F24-code models dense models without FP8 weights or activation offloading.
-[[nodiscard]] costmodel::StageMemory fujii_first_stage(const llama::Model& model,
-                                                       const llama::Training& training,
-                                                       const llama::Layout& layout);
+[[nodiscard]] costmodel::StageMemory fujii_first_stage(const model::Model& model,
+                                                       const parallel::Training& training,
+                                                       const parallel::Layout& layout);
 
 }  // namespace tetra::test

@@ -12,7 +12,7 @@
 using tetra::test::approx;
 using namespace tetra;
 using namespace tetra::costmodel;
-using llama::CollectiveKind;
+using ops::CollectiveKind;
 
 namespace {
 
@@ -198,17 +198,17 @@ TEST_SUITE("costmodel") {
     // all-to-all sends S x 24/32 = 805.3 MB: 21.67 ms, plus the launch.
     const CommParams h = params("dgx-h100");
     const GroupPlacement g{32, 8, 4};
-    const double flex = hierarchical_all_to_all(kGiB, 8, 256, llama::FlexBackend::deepep, g, h);
+    const double flex = hierarchical_all_to_all(kGiB, 8, 256, parallel::FlexBackend::deepep, g, h);
     CHECK(flex == approx(9.814e-3).epsilon(0.002));
     CHECK(collective(CollectiveKind::all_to_all, kGiB, g, h).seconds == approx(21.69e-3).epsilon(0.002));
     // One node: the plain all-to-all.
     const GroupPlacement node{8, 8, 1};
-    CHECK(hierarchical_all_to_all(kGiB, 8, 256, llama::FlexBackend::deepep, node, h) ==
+    CHECK(hierarchical_all_to_all(kGiB, 8, 256, parallel::FlexBackend::deepep, node, h) ==
           approx(collective(CollectiveKind::all_to_all, kGiB, node, h).seconds));
     // Qwen3-30B-A3B routing (128 experts, top-8) over 2 nodes: P0 = 0.0030959, so nearly every
     // token crosses once: S/8 x 0.99690 / 37.16 GB/s = 3.600 ms, plus 15.9 us of launch.
     const GroupPlacement two{16, 8, 2};
-    CHECK(hierarchical_all_to_all(kGiB, 8, 128, llama::FlexBackend::deepep, two, h) ==
+    CHECK(hierarchical_all_to_all(kGiB, 8, 128, parallel::FlexBackend::deepep, two, h) ==
           approx(3.616e-3).epsilon(0.002));
   }
 
@@ -222,78 +222,78 @@ TEST_SUITE("costmodel") {
     const CommParams h = params("dgx-h100");
     const GroupPlacement two{16, 8, 2};
     const double s = 4096.0 * 8 * 2048 * 2;
-    const double hybrid = hierarchical_all_to_all(s, 8, 128, llama::FlexBackend::hybridep, two, h);
+    const double hybrid = hierarchical_all_to_all(s, 8, 128, parallel::FlexBackend::hybridep, two, h);
     CHECK(hybrid == approx(671.7e-6).epsilon(0.002));
     CHECK(64 * 48 * 4 * hybrid == approx(8.254).epsilon(0.002));
     // Inside one node both backends are the plain all-to-all.
     const GroupPlacement node{8, 8, 1};
-    CHECK(hierarchical_all_to_all(s, 8, 128, llama::FlexBackend::hybridep, node, h) ==
+    CHECK(hierarchical_all_to_all(s, 8, 128, parallel::FlexBackend::hybridep, node, h) ==
           approx(collective(CollectiveKind::all_to_all, s, node, h).seconds));
   }
 
   TEST_CASE("Group placement follows rank_order (innermost first)") {
-    llama::Layout l;
+    parallel::Layout l;
     l.tp = 8;
     l.dp = 4;
-    GroupPlacement g = place_group(l, llama::CommDim::tp, 8);
+    GroupPlacement g = place_group(l, ops::CommDim::tp, 8);
     CHECK(g.ranks == 8);
     CHECK(g.ranks_per_node == 8);
     CHECK(g.nodes == 1);
-    g = place_group(l, llama::CommDim::dp, 8);  // stride 8: one rank per node
+    g = place_group(l, ops::CommDim::dp, 8);  // stride 8: one rank per node
     CHECK(g.ranks == 4);
     CHECK(g.ranks_per_node == 1);
     CHECK(g.nodes == 4);
     l.tp = 2;
     l.cp = 2;
     l.dp = 4;
-    g = place_group(l, llama::CommDim::dp_cp, 8);  // ranks {0,2,4,6} on node 0 of 8
+    g = place_group(l, ops::CommDim::dp_cp, 8);  // ranks {0,2,4,6} on node 0 of 8
     CHECK(g.ranks == 8);
     CHECK(g.ranks_per_node == 4);
     CHECK(g.nodes == 2);
     l.rank_order = "dp-tp-cp-pp";  // DP innermost: the 4 DP ranks share a node
-    g = place_group(l, llama::CommDim::dp, 8);
+    g = place_group(l, ops::CommDim::dp, 8);
     CHECK(g.ranks_per_node == 4);
     l.pp = 2;
     l.rank_order = "tp-cp-dp-pp";  // PP stride 16 >= 8: neighbours on different nodes
-    g = place_group(l, llama::CommDim::pp, 8);
+    g = place_group(l, ops::CommDim::pp, 8);
     CHECK(g.nodes == 2);
   }
 
   TEST_CASE("HSDP replicas are the outer factor of the DP dimension") {
     // torchtitan's mesh (dp_replicate, dp_shard, cp, tp): 16 DP ranks as 4 replicas of 4
     // shards put replicas 4 ranks apart: {0, 4} on node 0, {8, 12} on node 1.
-    llama::Layout l;
+    parallel::Layout l;
     l.dp = 16;
     l.dp_replicate = 4;
-    GroupPlacement g = place_group(l, llama::CommDim::dp_replicate, 8);
+    GroupPlacement g = place_group(l, ops::CommDim::dp_replicate, 8);
     CHECK(g.ranks == 4);
     CHECK(g.ranks_per_node == 2);
     CHECK(g.nodes == 2);
     l.dp_replicate = 2;  // 8 apart: one per node
-    g = place_group(l, llama::CommDim::dp_replicate, 8);
+    g = place_group(l, ops::CommDim::dp_replicate, 8);
     CHECK(g.ranks == 2);
     CHECK(g.ranks_per_node == 1);
     CHECK(g.nodes == 2);
   }
 
   TEST_CASE("Rank strides follow rank_order; an invalid order falls back to Megatron's") {
-    llama::Layout l;
+    parallel::Layout l;
     l.tp = 8;
     l.cp = 2;
     l.dp = 4;
     l.pp = 2;
     // tp-cp-dp-pp: tp 1, cp 8, dp 8·2 = 16, pp 16·4 = 64; dp_cp starts at the inner one, cp.
-    CHECK(rank_stride(l, llama::CommDim::tp) == 1);
-    CHECK(rank_stride(l, llama::CommDim::cp) == 8);
-    CHECK(rank_stride(l, llama::CommDim::dp) == 16);
-    CHECK(rank_stride(l, llama::CommDim::pp) == 64);
-    CHECK(rank_stride(l, llama::CommDim::dp_cp) == 8);
+    CHECK(rank_stride(l, ops::CommDim::tp) == 1);
+    CHECK(rank_stride(l, ops::CommDim::cp) == 8);
+    CHECK(rank_stride(l, ops::CommDim::dp) == 16);
+    CHECK(rank_stride(l, ops::CommDim::pp) == 64);
+    CHECK(rank_stride(l, ops::CommDim::dp_cp) == 8);
     l.rank_order = "tp-dp-cp-pp";  // dp 8, cp 8·4 = 32
-    CHECK(rank_stride(l, llama::CommDim::dp) == 8);
-    CHECK(rank_stride(l, llama::CommDim::cp) == 32);
-    CHECK(rank_stride(l, llama::CommDim::dp_cp) == 8);
+    CHECK(rank_stride(l, ops::CommDim::dp) == 8);
+    CHECK(rank_stride(l, ops::CommDim::cp) == 32);
+    CHECK(rank_stride(l, ops::CommDim::dp_cp) == 8);
     l.rank_order = "tp-tp-dp-pp";  // names tp twice: the default order
-    CHECK(rank_stride(l, llama::CommDim::pp) == 64);
+    CHECK(rank_stride(l, ops::CommDim::pp) == 64);
   }
 
   TEST_CASE("Measured collective rows override the model") {
@@ -383,13 +383,13 @@ TEST_SUITE("costmodel") {
     hw::Cluster rack = cluster("gb200-nvl72");
     rack.nodes = 18;
     const CommParams p = make_comm_params(rack, builtin_profile(rack));
-    llama::Layout l;
+    parallel::Layout l;
     l.tp = 4;
     l.cp = 2;
     l.dp = 9;
     l.pp = 1;
     // Every group stays in the 72-GPU domain although it spans several 4-GPU trays.
-    for (const auto dim : {llama::CommDim::tp, llama::CommDim::cp, llama::CommDim::dp_cp}) {
+    for (const auto dim : {ops::CommDim::tp, ops::CommDim::cp, ops::CommDim::dp_cp}) {
       const GroupPlacement g = place_group(l, dim, rack.nvlink_domain());
       CHECK(g.nodes == 1);
       CHECK(g.ranks_per_node == g.ranks);
@@ -400,7 +400,7 @@ TEST_SUITE("costmodel") {
     // 3.4 us NVLink = 18.6 us (tuning.cc v2.30.7). NVLS (4 heads at 90 GB/s, efficiency 0.74,
     // x 3/4 x 3/4) gives 150 GB/s and loses.
     const double bytes = 64.0 * 1024 * 1024;
-    const GroupPlacement tp = place_group(l, llama::CommDim::tp, rack.nvlink_domain());
+    const GroupPlacement tp = place_group(l, ops::CommDim::tp, rack.nvlink_domain());
     const CollectiveEstimate ag = collective(CollectiveKind::all_gather, bytes, tp, p);
     CHECK(ag.algo == NcclAlgo::ring);
     CHECK(ag.proto == NcclProto::simple);
@@ -408,7 +408,7 @@ TEST_SUITE("costmodel") {
     // The DP x CP gradient all-reduce over 18 ranks on NVLink: NVLS, 16 heads at 40 GB/s x 0.74
     // x 15/16 x 2 = 55.5 per channel, 888 GB/s bus, x n/nsteps = 18/34 algorithm bandwidth;
     // latency 25 us (NVLS Simple on NVLink).
-    const GroupPlacement dp = place_group(l, llama::CommDim::dp_cp, rack.nvlink_domain());
+    const GroupPlacement dp = place_group(l, ops::CommDim::dp_cp, rack.nvlink_domain());
     const CollectiveEstimate ar = collective(CollectiveKind::all_reduce, kGiB, dp, p);
     CHECK(ar.algo == NcclAlgo::nvls);
     CHECK(ar.seconds == approx(25e-6 + kGiB / (888e9 * 18.0 / 34.0)).epsilon(1e-9));
@@ -417,7 +417,7 @@ TEST_SUITE("costmodel") {
     hw::Cluster trays = rack;
     trays.intra.domain_gpus = 4;
     const CommParams q = make_comm_params(trays, builtin_profile(trays));
-    const GroupPlacement dp4 = place_group(l, llama::CommDim::dp_cp, trays.nvlink_domain());
+    const GroupPlacement dp4 = place_group(l, ops::CommDim::dp_cp, trays.nvlink_domain());
     CHECK(dp4.nodes > 1);
     CHECK(collective(CollectiveKind::all_reduce, kGiB, dp4, q).seconds > 3 * ar.seconds);
   }
@@ -433,17 +433,17 @@ TEST_SUITE("costmodel") {
   }
 
   TEST_CASE("TP / CP groups that straddle NVLink domains are named") {
-    llama::Layout l;
+    parallel::Layout l;
     l.tp = 16;
     l.cp = 1;
     l.dp = 9;
     l.pp = 1;
     // 72 = 4.5 x 16: the fifth TP group spans ranks 64..79 across two racks.
-    CHECK(straddling_dim(l, 72) == llama::CommDim::tp);
+    CHECK(straddling_dim(l, 72) == ops::CommDim::tp);
     CHECK_FALSE(straddling_dim(l, 64));
     l.tp = 8;
     l.cp = 2;  // TP x CP block of 16 on a 72-GPU domain
-    CHECK(straddling_dim(l, 72) == llama::CommDim::cp);
+    CHECK(straddling_dim(l, 72) == ops::CommDim::cp);
     const auto issue = domain_issue(l, 72);
     REQUIRE(issue);
     CHECK(issue->key == "cp");

@@ -61,16 +61,16 @@ TEST_SUITE("costmodel") {
     p.hbm_Bps = 1e18;  // no memory bound
     // 8192^3: 64 x 64 = 4096 tiles -> ceil(4096/132) = 32 waves; one tile 2*128*128*8192 =
     // 268,435,456 FLOP at 1402.6e12/132 FLOP/s per SM = 25.2628 us -> 808.41 us.
-    GemmShape fp8{8192, 8192, 8192, 1.0, 1, llama::GemmFormat::fp8};
+    GemmShape fp8{8192, 8192, 8192, 1.0, 1, parallel::GemmFormat::fp8};
     CHECK(gemm_roofline(fp8, p).seconds == approx(32 * 268435456.0 / (1402.6e12 / 132)));
     CHECK(gemm_roofline(fp8, p).seconds == approx(808.41e-6).epsilon(1e-4));
-    GemmShape bf16{8192, 8192, 8192, 2.0, 1, llama::GemmFormat::training};
+    GemmShape bf16{8192, 8192, 8192, 2.0, 1, parallel::GemmFormat::training};
     CHECK(gemm_roofline(bf16, p).seconds / gemm_roofline(fp8, p).seconds ==
           approx(1402.6 / 794.5));
     // FP4 on a GPU without FP4 rates falls back to FP8, FP8 without FP8 to the bf16 rate.
-    CHECK(gemm_peak(llama::GemmFormat::fp4, p) == 1402.6e12);
+    CHECK(gemm_peak(parallel::GemmFormat::fp4, p) == 1402.6e12);
     p.fp8_gemm_peak_flops = 0;
-    CHECK(gemm_peak(llama::GemmFormat::fp8, p) == 794.5e12);
+    CHECK(gemm_peak(parallel::GemmFormat::fp8, p) == 794.5e12);
   }
 
   TEST_CASE("Built-in FP8 rates: sustained on Hopper, scaled with a calibrated bf16 rate (MAMF)") {
@@ -132,7 +132,7 @@ TEST_SUITE("costmodel") {
     // an H100 sustains at 700 W, 1377.3 / 1402.6 = 0.981962 (Azure ND H100 v5 FP8 16384^3 after
     // 10,000 warm-up iterations over the FP8 MAMF): 302.444 TFLOP/s.
     // f = 4*1*8192^2*64*128/2 = 1.09951e12 FLOP.
-    llama::AttentionShape a{llama::AttentionKernel::flash2, true, 1, 8192, 8192, 64, 8, 128};
+    ops::AttentionShape a{parallel::AttentionKernel::flash2, true, 1, 8192, 8192, 64, 8, 128};
     CHECK(attention_kernel_flops(a, false) == approx(1.09951e12).epsilon(1e-5));
     // forward: 1.09951e12 / 302.444e12 = 3.63542 ms (+ 2 us launch); backward 2.5x the FLOPs.
     CHECK(attention_seconds(a, false, p) == approx(3.63542e-3 + 2e-6).epsilon(1e-4));
@@ -143,7 +143,7 @@ TEST_SUITE("costmodel") {
     CHECK(attention_rate_flops(a, false, p) == approx(280.97e12 * 0.981962).epsilon(1e-4));
     // A100 has no FlashAttention-3: flash3 runs at the FA2 rate (hd 128 causal 8k: 182).
     const ComputeParams pa = builtin_params("dgx-a100-80gb");
-    a.kernel = llama::AttentionKernel::flash3;
+    a.kernel = parallel::AttentionKernel::flash3;
     a.seq_q = a.seq_kv = 8192;
     CHECK(attention_rate_flops(a, false, pa) == approx(182e12));
     // H100 FA3 forward, hd 128 causal 8k: 602 TFLOP/s x 0.981962 = 591.14.
@@ -151,7 +151,7 @@ TEST_SUITE("costmodel") {
     // cuDNN's fused attention (Transformer Engine's choice on Hopper) at the FA3 rates: forward
     // 591.14; backward 1.5 x the FA2 fwd+bwd rate 302.444 = 453.67 TFLOP/s, under the forward.
     // On the A100 (no FA3 table) at FA2's 182.
-    a.kernel = llama::AttentionKernel::cudnn;
+    a.kernel = parallel::AttentionKernel::cudnn;
     CHECK(attention_rate_flops(a, false, p) == approx(602e12 * 1377.3 / 1402.6));
     CHECK(attention_rate_flops(a, true, p) == approx(1.5 * 308e12 * 1377.3 / 1402.6));
     CHECK(attention_rate_flops(a, false, pa) == approx(182e12));
@@ -159,7 +159,7 @@ TEST_SUITE("costmodel") {
 
   TEST_CASE("Unfused attention is priced as GEMMs over the full s^2") {
     const ComputeParams p = builtin_params("dgx-h100");
-    llama::AttentionShape a{llama::AttentionKernel::torch, true, 1, 4096, 4096, 32, 8, 128};
+    ops::AttentionShape a{parallel::AttentionKernel::torch, true, 1, 4096, 4096, 32, 8, 128};
     const double t = attention_seconds(a, false, p);
     const double qk = gemm_roofline(GemmShape{4096, 4096, 128, 2, 32}, p).seconds;
     const double pv = gemm_roofline(GemmShape{4096, 128, 4096, 2, 32}, p).seconds;
@@ -170,15 +170,15 @@ TEST_SUITE("costmodel") {
   TEST_CASE("Memory-bound kernels: bytes / achieved HBM + launch") {
     const ComputeParams h = builtin_params("dgx-h100");
     // 1 GB at 0.9 x 3.35 TB/s = 3.015 TB/s -> 331.67 us, + 2 us launch.
-    CHECK(memory_bound_seconds(llama::MemoryKernel::rmsnorm, 1e9, h) == approx(333.67e-6).epsilon(1e-4));
+    CHECK(memory_bound_seconds(ops::MemoryKernel::rmsnorm, 1e9, h) == approx(333.67e-6).epsilon(1e-4));
     // A100 80GB: gpu-stream triad 1794 GB/s -> 557.41 us + 2 us.
     const ComputeParams a = builtin_params("dgx-a100-80gb");
-    CHECK(memory_bound_seconds(llama::MemoryKernel::adam, 1e9, a) == approx(559.41e-6).epsilon(1e-4));
+    CHECK(memory_bound_seconds(ops::MemoryKernel::adam, 1e9, a) == approx(559.41e-6).epsilon(1e-4));
     // Measured rows of the kernel win: 1 MB 10 us, 100 MB 100 us -> 10 MB at 31.623 us (log-log).
     ComputeParams m = h;
     m.memory_rows = {MemoryBoundRow{"swiglu", 1e6, 10e-6}, MemoryBoundRow{"swiglu", 1e8, 100e-6}};
-    CHECK(memory_bound_seconds(llama::MemoryKernel::swiglu, 1e7, m) == approx(31.623e-6).epsilon(1e-4));
-    CHECK(memory_bound_seconds(llama::MemoryKernel::rope, 1e9, m) == approx(333.67e-6).epsilon(1e-4));
+    CHECK(memory_bound_seconds(ops::MemoryKernel::swiglu, 1e7, m) == approx(31.623e-6).epsilon(1e-4));
+    CHECK(memory_bound_seconds(ops::MemoryKernel::rope, 1e9, m) == approx(333.67e-6).epsilon(1e-4));
   }
 }
 

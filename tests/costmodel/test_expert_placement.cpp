@@ -14,31 +14,31 @@ using namespace tetra;
 
 TEST_SUITE("costmodel") {
   TEST_CASE("expert placement: EP and expert-DP groups of a small example") {
-    llama::Layout l;
+    parallel::Layout l;
     l.tp = 2;
     l.dp = 8;
     l.ep = 4;
     l.etp = 2;
     REQUIRE(l.edp() == 2);  // tp*dp/(ep*etp) = 16/8
-    CHECK(costmodel::rank_stride(l, llama::CommDim::ep) == 2);
-    CHECK(costmodel::rank_stride(l, llama::CommDim::expert_dp) == 8);
+    CHECK(costmodel::rank_stride(l, ops::CommDim::ep) == 2);
+    CHECK(costmodel::rank_stride(l, ops::CommDim::expert_dp) == 8);
     // 4-GPU nodes: {0, 2} on node 0, {4, 6} on node 1.
-    const auto ep4 = costmodel::place_group(l, llama::CommDim::ep, 4);
+    const auto ep4 = costmodel::place_group(l, ops::CommDim::ep, 4);
     CHECK(ep4.ranks == 4);
     CHECK(ep4.ranks_per_node == 2);
     CHECK(ep4.nodes == 2);
     // 8-GPU nodes: the whole group {0, 2, 4, 6} on one node.
-    const auto ep8 = costmodel::place_group(l, llama::CommDim::ep, 8);
+    const auto ep8 = costmodel::place_group(l, ops::CommDim::ep, 8);
     CHECK(ep8.ranks_per_node == 4);
     CHECK(ep8.nodes == 1);
     // Expert DP {0, 8}: two nodes of 8.
-    const auto edp = costmodel::place_group(l, llama::CommDim::expert_dp, 8);
+    const auto edp = costmodel::place_group(l, ops::CommDim::expert_dp, 8);
     CHECK(edp.ranks == 2);
     CHECK(edp.ranks_per_node == 1);
     CHECK(edp.nodes == 2);
     // etp = 1: EP ranks are neighbours {0, 1, 2, 3}.
     l.etp = 1;
-    const auto ep_dense = costmodel::place_group(l, llama::CommDim::ep, 4);
+    const auto ep_dense = costmodel::place_group(l, ops::CommDim::ep, 4);
     CHECK(ep_dense.ranks_per_node == 4);
     CHECK(ep_dense.nodes == 1);
   }
@@ -52,8 +52,8 @@ TEST_SUITE("costmodel") {
     p.topo.nic_GBps = 50;
     p.topo.nics_per_node = 8;
     const double bytes = 64.0 * 1024 * 1024;
-    const auto inside = costmodel::collective(llama::CollectiveKind::all_to_all, bytes, {8, 8, 1}, p);
-    const auto across = costmodel::collective(llama::CollectiveKind::all_to_all, bytes, {16, 8, 2}, p);
+    const auto inside = costmodel::collective(ops::CollectiveKind::all_to_all, bytes, {8, 8, 1}, p);
+    const auto across = costmodel::collective(ops::CollectiveKind::all_to_all, bytes, {16, 8, 2}, p);
     CHECK(across.seconds > inside.seconds);
     // Across: busbw = min(0.8 * 450, 50 * (16-1)/(16-8)) = 93.75 GB/s; time ~ S (15/16) / busbw.
     CHECK(across.seconds == approx(bytes * 15.0 / 16.0 / 93.75e9).epsilon(0.05));

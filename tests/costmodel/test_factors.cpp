@@ -14,7 +14,7 @@
 using tetra::test::approx;
 using namespace tetra;
 using namespace tetra::costmodel;
-using llama::CollectiveKind;
+using ops::CollectiveKind;
 
 namespace {
 
@@ -51,27 +51,27 @@ TEST_SUITE("costmodel") {
     apply_factors(f, a);
     // Memory-bound, A100 80GB: 1 GB at the gpu-stream triad 1794 GB/s = 557.41 us + 2 us
     // launch = 559.41 us (test_compute.cpp); at half the speed 1118.82 us.
-    llama::Op adam;
-    adam.kind = llama::OpKind::memory_bound;
-    adam.mem = llama::MemoryKernel::adam;
+    ops::Op adam;
+    adam.kind = ops::OpKind::memory_bound;
+    adam.mem = ops::MemoryKernel::adam;
     adam.bytes = 1e9;
     CHECK(op_seconds(adam, a.compute) == approx(1118.82e-6).epsilon(1e-4));
     // GEMM: the roofline over 0.8.
-    llama::Op gemm;
-    gemm.kind = llama::OpKind::gemm;
+    ops::Op gemm;
+    gemm.kind = ops::OpKind::gemm;
     gemm.m = 8192;
     gemm.n = 8192;
     gemm.k = 8192;
     CHECK(op_seconds(gemm, a.compute) ==
           approx(gemm_seconds(GemmShape{8192, 8192, 8192, 2, 1}, a.compute) / 0.8));
     // Attention: FA2 on A100 over 1.25.
-    llama::Op attn;
-    attn.kind = llama::OpKind::attention;
-    attn.attn = llama::AttentionShape{llama::AttentionKernel::flash2, true, 1, 4096, 4096, 32, 8, 128};
+    ops::Op attn;
+    attn.kind = ops::OpKind::attention;
+    attn.attn = ops::AttentionShape{parallel::AttentionKernel::flash2, true, 1, 4096, 4096, 32, 8, 128};
     CHECK(op_seconds(attn, a.compute) == approx(attention_seconds(attn.attn, false, a.compute) / 1.25));
     // Communication ops take no compute time, whatever the factors.
-    llama::Op ar;
-    ar.kind = llama::OpKind::collective;
+    ops::Op ar;
+    ar.kind = ops::OpKind::collective;
     CHECK(op_seconds(ar, a.compute) == 0.0);
   }
 
@@ -111,9 +111,9 @@ TEST_SUITE("costmodel") {
     const GroupPlacement g{64, 8, 8};
     CHECK(collective(CollectiveKind::all_reduce, 1e9, g, a.comm).seconds ==
           collective(CollectiveKind::all_reduce, 1e9, g, plain.comm).seconds);
-    llama::Op norm;
-    norm.kind = llama::OpKind::memory_bound;
-    norm.mem = llama::MemoryKernel::rmsnorm;
+    ops::Op norm;
+    norm.kind = ops::OpKind::memory_bound;
+    norm.mem = ops::MemoryKernel::rmsnorm;
     norm.bytes = 1e8;
     CHECK(op_seconds(norm, a.compute) == op_seconds(norm, plain.compute));
   }

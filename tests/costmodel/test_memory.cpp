@@ -26,8 +26,8 @@ namespace {
 
 constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 
-llama::Model model(const char* name) {
-  auto m = llama::find_model_preset(name);
+model::Model preset_model(const char* name) {
+  auto m = model::find_model_preset(name);
   REQUIRE(m);
   return *m;
 }
@@ -46,8 +46,8 @@ struct Vector {
   double states_gib, activations_gib;
 };
 
-llama::Layout vector_layout(const Vector& v) {
-  llama::Layout l;
+parallel::Layout vector_layout(const Vector& v) {
+  parallel::Layout l;
   l.tp = v.tp;
   l.cp = v.cp;
   l.pp = v.pp;
@@ -57,13 +57,13 @@ llama::Layout vector_layout(const Vector& v) {
   return l;
 }
 
-llama::Training vector_training(const Vector& v, const llama::Layout& l) {
-  llama::Training t;
+parallel::Training vector_training(const Vector& v, const parallel::Layout& l) {
+  parallel::Training t;
   t.seq_len = 8192;
   t.global_batch = 64 * v.mbs * l.dp;  // plenty of micro-batches; F24 never discounts by m
-  t.grad_dtype = llama::Precision::fp32;
+  t.grad_dtype = parallel::Precision::fp32;
   t.zero_stage = 1;
-  t.attention = llama::AttentionKernel::flash2;
+  t.attention = parallel::AttentionKernel::flash2;
   return t;
 }
 
@@ -80,24 +80,24 @@ double states(const costmodel::StageMemory& s) {
 }
 
 /// Llama-3.1-8B cut to two blocks, for FSDP2 terms small enough to check by hand.
-llama::Model two_block_8b() {
-  llama::Model m = model("llama3.1-8b");
+model::Model two_block_8b() {
+  model::Model m = preset_model("llama3.1-8b");
   m.layers = 2;
   return m;
 }
 
 /// torchtitan's training of the FSDP2 tests: seq 8192, 8 sequences, FSDP2 (zero_stage 3).
-llama::Training fsdp2_training() {
-  llama::Training t;
+parallel::Training fsdp2_training() {
+  parallel::Training t;
   t.seq_len = 8192;
   t.global_batch = 8;
   t.zero_stage = 3;
-  t.framework = llama::Framework::fsdp;
+  t.framework = parallel::Framework::fsdp;
   return t;
 }
 
-llama::Layout simple_layout(int tp, int pp, int dp, int mbs) {
-  llama::Layout l;
+parallel::Layout simple_layout(int tp, int pp, int dp, int mbs) {
+  parallel::Layout l;
   l.tp = tp;
   l.pp = pp;
   l.dp = dp;
@@ -109,13 +109,13 @@ llama::Layout simple_layout(int tp, int pp, int dp, int mbs) {
 
 TEST_SUITE("costmodel") {
   TEST_CASE("memory: F24 test vectors reproduced exactly by the F24-code reference") {
-    const llama::Model m = model("llama3.1-8b");
+    const model::Model m = preset_model("llama3.1-8b");
     for (const Vector& v : kVectors) {
       CAPTURE(v.tp);
       CAPTURE(v.cp);
       CAPTURE(v.pp);
       CAPTURE(v.mbs);
-      const llama::Layout l = vector_layout(v);
+      const parallel::Layout l = vector_layout(v);
       const costmodel::StageMemory s0 = test::fujii_first_stage(m, vector_training(v, l), l);
       // e.g. (2,1,1,1): Phi = ((6,979,588,096 - 4096) + 525,336,576)/2 + 525,336,576/2 + 4096
       //   = 4,015,132,672; bytes/param 2 + 4 + 12/2 = 12 -> 48,181,592,064 B = 44.8726 GiB.
@@ -130,14 +130,14 @@ TEST_SUITE("costmodel") {
 
   TEST_CASE("memory: physics mode within 0.5% of F24 on model states, activation deltas "
             "explained term by term") {
-    const llama::Model m = model("llama3.1-8b");
+    const model::Model m = preset_model("llama3.1-8b");
     const hw::Cluster c = cluster("dgx-h100");
     for (const Vector& v : kVectors) {
       CAPTURE(v.tp);
       CAPTURE(v.cp);
       CAPTURE(v.pp);
-      const llama::Layout l = vector_layout(v);
-      const llama::Training t = vector_training(v, l);
+      const parallel::Layout l = vector_layout(v);
+      const parallel::Training t = vector_training(v, l);
       const auto phys = estimate_memory(m, c, t, l).stages.front();
       const auto ref = test::fujii_first_stage(m, t, l);
       // Explicit per-stage form (norm weights replicated over TP) vs the final-code variant:
@@ -172,11 +172,11 @@ TEST_SUITE("costmodel") {
 
   TEST_CASE("memory: Llama-3.1-8B per-layer activation, coefficient 41 eager, 34 with "
             "Megatron-Core's fused SwiGLU (F24-code)") {
-    const llama::Model m = model("llama3.1-8b");
-    llama::Training t;
+    const model::Model m = preset_model("llama3.1-8b");
+    parallel::Training t;
     t.seq_len = 8192;
-    t.framework = llama::Framework::fsdp;
-    const llama::Layout l = simple_layout(1, 1, 1, 1);
+    t.framework = parallel::Framework::fsdp;
+    const parallel::Layout l = simple_layout(1, 1, 1, 1);
     // Eager SwiGLU: s b h (12 + 4*8/32 + 8*14336/4096) = 8192*4096*41 = 1,375,731,712 B =
     // 1.28125 GiB, plus the fp32 log-sum-exp 4*32*8192 = 1,048,576 B that F24-code omits.
     CHECK(costmodel::activation_bytes_per_layer(m, t, l) == approx(1375731712.0 + 1048576.0));
@@ -184,23 +184,23 @@ TEST_SUITE("costmodel") {
           approx(1.28125));
     // Megatron-Core (`megatron/core/fusions/fused_bias_swiglu.py`): silu(gate) is not kept,
     // 41 - 2*3.5 = 34: 8192*4096*34 = 1,140,850,688 B = 1.0625 GiB.
-    t.framework = llama::Framework::megatron;
+    t.framework = parallel::Framework::megatron;
     CHECK(costmodel::activation_bytes_per_layer(m, t, l) == approx(1140850688.0 + 1048576.0));
   }
 
   TEST_CASE("memory: FP8 saves the linears' inputs quantised and caches FP8 weights "
             "(TE linear.py, is_first_microbatch)") {
-    const llama::Model m = model("llama3.1-8b");
+    const model::Model m = preset_model("llama3.1-8b");
     const hw::Cluster c = cluster("dgx-h100");
-    llama::Training t;
+    parallel::Training t;
     t.seq_len = 8192;
     t.global_batch = 8;
-    llama::Layout l = simple_layout(1, 1, 1, 1);
+    parallel::Layout l = simple_layout(1, 1, 1, 1);
     const double sbh = 8192.0 * 4096.0, lse = 4.0 * 32 * 8192;
     // bf16: 34 s b h (coefficient test). FP8: norm inputs 4, QKV / FC1 inputs 1 + 1, Q 2,
     // K V 4 k/a = 1, attention output 2 plus its FP8 copy 1, gate/up 4 f/h and the FC2 input
     // 1 f/h: 4 + 2 + 6 + 5 * 3.5 = 29.5.
-    t.fp8.recipe = llama::Fp8Recipe::delayed;
+    t.fp8.recipe = parallel::Fp8Recipe::delayed;
     CHECK(costmodel::activation_bytes_per_layer(m, t, l) == approx(29.5 * sbh + lse));
     // Weight cache: the linears of a layer, 4096*6144 + 4096^2 + 3*4096*14336 = 218,103,808
     // parameters, 32 layers = 6,979,321,856, row-wise + column-wise FP8 = 2 bytes each.
@@ -212,17 +212,17 @@ TEST_SUITE("costmodel") {
     CHECK(gathered.fp8_cache_bytes == approx(6979321856.0));
     CHECK(fp8.params_bytes - gathered.params_bytes == approx(6979321856.0));
     // MXFP8 adds a scale byte per 32 elements.
-    t.fp8 = {llama::Fp8Recipe::mxfp8, false};
+    t.fp8 = {parallel::Fp8Recipe::mxfp8, false};
     CHECK(estimate_memory(m, c, t, l).stages.front().fp8_cache_bytes ==
           approx(2.0 * (1.0 + 1.0 / 32.0) * 6979321856.0));
   }
 
   TEST_CASE("memory: full recompute stores 0.0625 GiB per layer (K22 Table 2)") {
-    const llama::Model m = model("llama3.1-8b");
-    llama::Training t;
+    const model::Model m = preset_model("llama3.1-8b");
+    parallel::Training t;
     t.seq_len = 8192;
-    llama::Layout l = simple_layout(1, 1, 1, 1);
-    l.recompute = llama::Recompute::full;
+    parallel::Layout l = simple_layout(1, 1, 1, 1);
+    l.recompute = parallel::Recompute::full;
     // 2 s b h = 2*8192*4096 = 67,108,864 B = 0.0625 GiB.
     CHECK(costmodel::activation_bytes_per_layer(m, t, l) / kGiB == approx(0.0625));
     // With SP at t = 4 the stored input is the sequence shard: 0.0625/4 GiB.
@@ -232,10 +232,10 @@ TEST_SUITE("costmodel") {
   }
 
   TEST_CASE("memory: TP without SP keeps the norm and GEMM inputs whole (K22)") {
-    const llama::Model m = model("llama3.1-8b");
-    llama::Training t;
+    const model::Model m = preset_model("llama3.1-8b");
+    parallel::Training t;
     t.seq_len = 8192;
-    llama::Layout l = simple_layout(2, 1, 1, 1);
+    parallel::Layout l = simple_layout(2, 1, 1, 1);
     // s b h [8 + (4 + 4*0.25 + 6*3.5)/2] = 8192*4096*21 = 704,643,072 B, + LSE 4*32*8192/2
     // (fused SwiGLU: 6 f/h, see the coefficient test).
     CHECK(costmodel::activation_bytes_per_layer(m, t, l) == approx(704643072.0 + 524288.0));
@@ -245,23 +245,23 @@ TEST_SUITE("costmodel") {
   }
 
   TEST_CASE("memory: s^2 terms of unfused attention, dropped by selective recompute (K22)") {
-    const llama::Model m = model("llama3.1-8b");
-    llama::Training t;
+    const model::Model m = preset_model("llama3.1-8b");
+    parallel::Training t;
     t.seq_len = 8192;
-    const llama::Layout l = simple_layout(1, 1, 1, 1);
+    const parallel::Layout l = simple_layout(1, 1, 1, 1);
     const double flash = costmodel::activation_bytes_per_layer(m, t, l) - 1048576.0;  // no LSE
-    t.attention = llama::AttentionKernel::torch;
+    t.attention = parallel::AttentionKernel::torch;
     // torch (fp32 softmax): 6 a s^2 b = 6*32*8192^2 = 12,884,901,888 B = 12 GiB.
     CHECK(costmodel::activation_bytes_per_layer(m, t, l) - flash == approx(12.0 * kGiB));
-    t.attention = llama::AttentionKernel::fused;
+    t.attention = parallel::AttentionKernel::fused;
     // fused scale-mask-softmax: 2 a s^2 b = 4 GiB.
     CHECK(costmodel::activation_bytes_per_layer(m, t, l) - flash == approx(4.0 * kGiB));
-    llama::Layout sel = l;
-    sel.recompute = llama::Recompute::selective;
+    parallel::Layout sel = l;
+    sel.recompute = parallel::Recompute::selective;
     CHECK(costmodel::activation_bytes_per_layer(m, t, sel) == approx(flash));
     // gpt with attention dropout: K22's 5 a s^2 b for the fused kernel.
-    llama::Model g = m;
-    g.arch = llama::Arch::gpt;
+    model::Model g = m;
+    g.arch = model::Arch::gpt;
     g.kv_heads = g.heads;
     g.ffn_hidden = 4 * g.hidden;
     const double gpt_fused = costmodel::activation_bytes_per_layer(g, t, l);
@@ -270,10 +270,10 @@ TEST_SUITE("costmodel") {
   }
 
   TEST_CASE("memory: unfused RMSNorm adds 6 bytes per element per norm (H23)") {
-    const llama::Model m = model("llama3.1-8b");
-    llama::Training t;
+    const model::Model m = preset_model("llama3.1-8b");
+    parallel::Training t;
     t.seq_len = 8192;
-    const llama::Layout l = simple_layout(1, 1, 1, 1);
+    const parallel::Layout l = simple_layout(1, 1, 1, 1);
     const double fused = costmodel::activation_bytes_per_layer(m, t, l);
     t.fused_rmsnorm = false;
     // fp32 input copy (4) + bf16 input (2) + bf16 normalized (2) - bf16 input of the fused
@@ -282,28 +282,28 @@ TEST_SUITE("costmodel") {
   }
 
   TEST_CASE("memory: CP divides the sequence (F24-code, TE)") {
-    const llama::Model m = model("llama3.1-8b");
-    llama::Training t;
+    const model::Model m = preset_model("llama3.1-8b");
+    parallel::Training t;
     t.seq_len = 8192;
-    llama::Layout l = simple_layout(1, 1, 1, 1);
+    parallel::Layout l = simple_layout(1, 1, 1, 1);
     const double one = costmodel::activation_bytes_per_layer(m, t, l);
     l.cp = 4;
     CHECK(costmodel::activation_bytes_per_layer(m, t, l) == approx(one / 4.0));
   }
 
   TEST_CASE("memory: in-flight micro-batches per schedule (N21, MLM schedules.py, ZB)") {
-    llama::Layout l = simple_layout(1, 4, 1, 1);
+    parallel::Layout l = simple_layout(1, 4, 1, 1);
     // 1F1B: min(p - r, m).
     CHECK(costmodel::inflight_micro_batches(l, 8, 0) == 4.0);
     CHECK(costmodel::inflight_micro_batches(l, 8, 3) == 1.0);
     CHECK(costmodel::inflight_micro_batches(l, 2, 0) == 2.0);
-    l.schedule = llama::Schedule::gpipe;
+    l.schedule = parallel::Schedule::gpipe;
     CHECK(costmodel::inflight_micro_batches(l, 8, 3) == 8.0);
-    l.schedule = llama::Schedule::zb_h1;
+    l.schedule = parallel::Schedule::zb_h1;
     CHECK(costmodel::inflight_micro_batches(l, 8, 1) == 3.0);
     // Interleaved, v = 2, G = p = 4: stage 0 min(16, 2*3 + 1*4 + 1) = 11 chunks = 5.5 stage
     // micro-batches = p (1 + (p-1)/(p v)) = 4 * 1.375.
-    l.schedule = llama::Schedule::interleaved;
+    l.schedule = parallel::Schedule::interleaved;
     l.vp = 2;
     CHECK(costmodel::inflight_micro_batches(l, 8, 0) == approx(5.5));
     // The last rank: 2*0 + 4 + 1 = 5 chunks = 2.5.
@@ -311,12 +311,12 @@ TEST_SUITE("costmodel") {
   }
 
   TEST_CASE("memory: every stage is reported; first holds the embedding, last the head") {
-    const llama::Model m = model("llama3.1-70b");
+    const model::Model m = preset_model("llama3.1-70b");
     const hw::Cluster c = cluster("dgx-h100");
-    llama::Training t;
+    parallel::Training t;
     t.seq_len = 8192;
     t.global_batch = 128;
-    const llama::Layout l = simple_layout(8, 4, 2, 1);
+    const parallel::Layout l = simple_layout(8, 4, 2, 1);
     const MemoryReport r = estimate_memory(m, c, t, l);
     REQUIRE(r.stages.size() == 4);
     for (int i = 0; i < 4; ++i) CHECK(r.stages[static_cast<std::size_t>(i)].stage == i);
@@ -344,9 +344,9 @@ TEST_SUITE("costmodel") {
   }
 
   TEST_CASE("memory: monotone in micro-batch size, falling with ZeRO stage") {
-    const llama::Model m = model("llama3.1-8b");
+    const model::Model m = preset_model("llama3.1-8b");
     const hw::Cluster c = cluster("dgx-h100");
-    llama::Training t;
+    parallel::Training t;
     t.seq_len = 4096;
     t.global_batch = 256;
     double prev = 0;
@@ -355,7 +355,7 @@ TEST_SUITE("costmodel") {
       CHECK(r.peak_bytes > prev);
       prev = r.peak_bytes;
     }
-    const llama::Layout l = simple_layout(1, 1, 8, 1);
+    const parallel::Layout l = simple_layout(1, 1, 8, 1);
     double last = 1e30;
     for (int z : {0, 1, 2, 3}) {
       t.zero_stage = z;
@@ -366,14 +366,14 @@ TEST_SUITE("costmodel") {
   }
 
   TEST_CASE("memory: bytes per parameter by precision and ZeRO stage (F24-code, MLM, ZeRO)") {
-    const llama::Model m = model("llama3.1-8b");
+    const model::Model m = preset_model("llama3.1-8b");
     const hw::Cluster c = cluster("dgx-h100");
-    llama::Training t;
+    parallel::Training t;
     t.seq_len = 4096;
     t.global_batch = 64;
-    const llama::Layout l = simple_layout(1, 1, 8, 1);
-    const double phi = static_cast<double>(llama::stage_params(m, l, t.seq_len)[0].params);
-    auto per_param = [&](const llama::Training& tr) {
+    const parallel::Layout l = simple_layout(1, 1, 8, 1);
+    const double phi = static_cast<double>(parallel::stage_params(m, l, t.seq_len)[0].params);
+    auto per_param = [&](const parallel::Training& tr) {
       const auto s = estimate_memory(m, c, tr, l).stages.front();
       return (s.params_bytes + s.grads_bytes + s.optimizer_bytes) / phi;
     };
@@ -383,17 +383,17 @@ TEST_SUITE("costmodel") {
     CHECK(per_param(t) == approx(6.0 + 12.0 / 8));  // 2 + 4 + 12/d
     t.zero_stage = 2;
     CHECK(per_param(t) == approx(2.0 + 16.0 / 8));  // 2 + (4 + 12)/d
-    t.grad_dtype = llama::Precision::bf16;
+    t.grad_dtype = parallel::Precision::bf16;
     t.zero_stage = 1;
     CHECK(per_param(t) == approx(4.0 + 12.0 / 8));
-    t.precision = llama::Precision::fp16;
-    t.grad_dtype = llama::Precision::fp16;
+    t.precision = parallel::Precision::fp16;
+    t.grad_dtype = parallel::Precision::fp16;
     t.zero_stage = 0;
     CHECK(per_param(t) == approx(20.0));           // MLM dist_optimizer doc
     t.zero_stage = 1;
     CHECK(per_param(t) == approx(4.0 + 16.0 / 8));
-    t.precision = llama::Precision::fp32;
-    t.grad_dtype = llama::Precision::fp32;
+    t.precision = parallel::Precision::fp32;
+    t.grad_dtype = parallel::Precision::fp32;
     t.zero_stage = 0;
     CHECK(per_param(t) == approx(16.0));
     t.zero_stage = 1;
@@ -401,23 +401,23 @@ TEST_SUITE("costmodel") {
   }
 
   TEST_CASE("memory: Megatron vs gathered-logits loss on the last stage (MLM cross_entropy.py)") {
-    const llama::Model m = model("llama3.1-8b");
+    const model::Model m = preset_model("llama3.1-8b");
     const hw::Cluster c = cluster("dgx-h100");
-    llama::Training t;
+    parallel::Training t;
     t.seq_len = 4096;
     t.global_batch = 64;
-    const llama::Layout l = simple_layout(2, 2, 2, 1);
+    const parallel::Layout l = simple_layout(2, 2, 2, 1);
     const double s = 4096, V = 128256;
     const auto meg = estimate_memory(m, c, t, l).stages.back();
     // fp32 softmax of the local shard 4 s b V / t + LM-head input 2 s b h (no SP: not / t).
     CHECK(meg.logits_bytes == approx(4.0 * s * V / 2 + 2.0 * s * 4096));
-    t.framework = llama::Framework::deepspeed;
+    t.framework = parallel::Framework::deepspeed;
     const auto ds = estimate_memory(m, c, t, l).stages.back();
     // bf16 gathered logits (2) + fp32 log-softmax (4) over the full vocabulary.
     CHECK(ds.logits_bytes == approx(6.0 * s * V));
     // torchtitan (framework fsdp) runs the loss on vocabulary shards whenever there is TP
     // (loss parallel, apply_tp in parallelize_llama.py): the sharded form, as Megatron.
-    t.framework = llama::Framework::fsdp;
+    t.framework = parallel::Framework::fsdp;
     const auto tt = estimate_memory(m, c, t, l).stages.back();
     CHECK(tt.logits_bytes == approx(4.0 * s * V / 2 + 2.0 * s * 4096));
     // Without TP it is F.cross_entropy on the full logits, and torchtitan's train step drops
@@ -427,12 +427,12 @@ TEST_SUITE("costmodel") {
   }
 
   TEST_CASE("memory: simulator in-flight override and buffers") {
-    const llama::Model m = model("llama3.1-8b");
+    const model::Model m = preset_model("llama3.1-8b");
     const hw::Cluster c = cluster("dgx-h100");
-    llama::Training t;
+    parallel::Training t;
     t.seq_len = 4096;
     t.global_batch = 64;
-    const llama::Layout l = simple_layout(1, 2, 4, 1);
+    const parallel::Layout l = simple_layout(1, 2, 4, 1);
     MemoryOptions opt;
     opt.inflight = {1.0, 1.0};
     const auto r = estimate_memory(m, c, t, l, opt);
@@ -444,7 +444,7 @@ TEST_SUITE("costmodel") {
           approx(2.0 * 16 * 2 * (4.0 * 1048576 + 4915200 + 524288)));
     // NCCL_BUFFSIZE=16 MiB (NVIDIA/nccl docs/userguide/source/env.rst) grows the SIMPLE buffer
     // of each connection: 2 x 16 x 2 x (16 MiB + 4,915,200 + 524,288 B).
-    llama::Training big = t;
+    parallel::Training big = t;
     big.nccl_buffsize = 16.0 * 1048576;
     CHECK(estimate_memory(m, c, big, l, opt).stages[0].communication_bytes ==
           approx(2.0 * 16 * 2 * (16.0 * 1048576 + 4915200 + 524288)));
@@ -456,12 +456,12 @@ TEST_SUITE("costmodel") {
 TEST_SUITE("costmodel") {
   TEST_CASE("memory: torchtitan per-op selective checkpointing keeps the saved matmul outputs") {
     // torchtitan/parallelisms/parallelize_llama.py @9dec370 `_save_list`: block input, wq, wv,
-    // w1 and w2 outputs, SDPA output and log-sum-exp (llama::layer_ops for the order).
-    const llama::Model m = model("llama3.1-8b");
-    llama::Training t;
+    // w1 and w2 outputs, SDPA output and log-sum-exp (ops::layer_ops for the order).
+    const model::Model m = preset_model("llama3.1-8b");
+    parallel::Training t;
     t.seq_len = 8192;
-    llama::Layout l = simple_layout(1, 1, 1, 2);
-    l.recompute = llama::Recompute::selective_op;
+    parallel::Layout l = simple_layout(1, 1, 1, 2);
+    l.recompute = parallel::Recompute::selective_op;
     // s b = 16384, h = 4096, f = 14336, 32 heads, k/a = 0.25:
     // s b h (2 + 2 + 0.5 + 2 + 2) + 2 s b f + 4 * 32 * s b
     // = 67,108,864 * 8.5 + 469,762,048 + 2,097,152 = 1,042,284,544 B.
@@ -482,25 +482,25 @@ TEST_SUITE("costmodel") {
     // (@9dec370: the last block keeps its parameters). One block: 4096^2 (wq) + 2 * 4096 * 1024
     // (wk, wv) + 4096^2 (wo) + 3 * 4096 * 14336 + 2 * 4096 (norms) = 218,112,000 parameters;
     // root: 2 * 128,256 * 4096 + 4096 = 1,050,677,248; stage: 1,486,901,248.
-    const llama::Model m = two_block_8b();
+    const model::Model m = two_block_8b();
     const hw::Cluster c = cluster("dgx-h100");
-    const llama::Training t = fsdp2_training();
-    const llama::Layout l = simple_layout(1, 1, 8, 1);
+    const parallel::Training t = fsdp2_training();
+    const parallel::Layout l = simple_layout(1, 1, 8, 1);
     auto params_at = [&](int reshard) {
-      llama::Training tr = t;
+      parallel::Training tr = t;
       tr.torch.reshard_after_forward = reshard;
       return estimate_memory(m, c, tr, l).stages[0];
     };
     // Shards: fp32 parameters 4 * 1,486,901,248 / 8 = 743,450,624, fp32 gradients the same,
     // Adam moments 8 * 1,486,901,248 / 8. Root unsharded in bf16: 2,101,354,496.
-    const auto full = params_at(llama::TorchNative::kReshardFull);
+    const auto full = params_at(parallel::TorchNative::kReshardFull);
     CHECK(full.params_bytes == approx(743450624.0 + 2101354496.0));
     CHECK(full.grads_bytes == approx(743450624.0));
     CHECK(full.optimizer_bytes == approx(1486901248.0));
     // false: both blocks stay gathered, + 2 * 436,224,000.
     CHECK(params_at(1).params_bytes == approx(743450624.0 + 2101354496.0 + 872448000.0));
     // torchtitan's default: the last block only.
-    CHECK(params_at(llama::TorchNative::kReshardDefault).params_bytes ==
+    CHECK(params_at(parallel::TorchNative::kReshardDefault).params_bytes ==
           approx(743450624.0 + 2101354496.0 + 436224000.0));
     // reshard over groups of 4: each block leaves a quarter, 2 * 436,224,000 / 4.
     CHECK(params_at(4).params_bytes == approx(743450624.0 + 2101354496.0 + 218112000.0));
@@ -511,12 +511,12 @@ TEST_SUITE("costmodel") {
 
   TEST_CASE("memory: torch.compile drops the output torchtitan's per-op policy saves but no backward reads") {
     // Under compile the partitioner keeps what the backward reads: w2's output (2 s b h) goes.
-    const llama::Model m = model("llama3.1-8b");
-    llama::Training t;
+    const model::Model m = preset_model("llama3.1-8b");
+    parallel::Training t;
     t.seq_len = 8192;
-    t.framework = llama::Framework::fsdp;
-    llama::Layout l = simple_layout(1, 1, 1, 2);
-    l.recompute = llama::Recompute::selective_op;
+    t.framework = parallel::Framework::fsdp;
+    parallel::Layout l = simple_layout(1, 1, 1, 2);
+    l.recompute = parallel::Recompute::selective_op;
     const double eager = costmodel::activation_bytes_per_layer(m, t, l);
     t.torch.compile = true;
     // s b h = 16384 * 4096 = 67,108,864 elements; 2 bytes each.
@@ -527,16 +527,16 @@ TEST_SUITE("costmodel") {
     // torchtitan parallelize_llama.py @820504e: ptd_checkpoint_wrapper wraps the blocks with
     // _count % ac_freq == 0; the others save everything. Llama-3.1-8B, s = 8192, b = 2, no TP:
     // a checkpointed block keeps its input, 2 s b h = 2 * 16384 * 4096 = 134,217,728 B.
-    const llama::Model m = model("llama3.1-8b");
-    llama::Training t;
+    const model::Model m = preset_model("llama3.1-8b");
+    parallel::Training t;
     t.seq_len = 8192;
-    t.framework = llama::Framework::fsdp;
-    llama::Layout l = simple_layout(1, 1, 1, 2);
-    l.recompute = llama::Recompute::full;
+    t.framework = parallel::Framework::fsdp;
+    parallel::Layout l = simple_layout(1, 1, 1, 2);
+    l.recompute = parallel::Recompute::full;
     CHECK(costmodel::activation_bytes_per_layer(m, t, l) == approx(134217728.0));
-    l.recompute = llama::Recompute::none;
+    l.recompute = parallel::Recompute::none;
     const double whole = costmodel::activation_bytes_per_layer(m, t, l);
-    l.recompute = llama::Recompute::selective_layer;
+    l.recompute = parallel::Recompute::selective_layer;
     l.ac_freq = 2;  // one block in two checkpointed
     CHECK(costmodel::activation_bytes_per_layer(m, t, l) == approx(0.5 * whole + 0.5 * 134217728.0));
     l.ac_freq = 4;
@@ -550,14 +550,14 @@ TEST_SUITE("costmodel") {
     // train.py @4d88a8a44; commented out @9dec370). Llama-3.1-8B, s b = 4096, V = 128,256,
     // no TP: eager holds the fp32 log-softmax 4 s b V = 2,101,346,304 B; compiled the bf16
     // logits 2 s b V = 1,050,673,152 B.
-    const llama::Model m = model("llama3.1-8b");
+    const model::Model m = preset_model("llama3.1-8b");
     const hw::Cluster c = cluster("dgx-h100");
-    llama::Training t;
+    parallel::Training t;
     t.seq_len = 4096;
     t.global_batch = 64;
-    t.framework = llama::Framework::fsdp;
+    t.framework = parallel::Framework::fsdp;
     t.zero_stage = 3;
-    const llama::Layout l = simple_layout(1, 2, 4, 1);
+    const parallel::Layout l = simple_layout(1, 2, 4, 1);
     CHECK(estimate_memory(m, c, t, l).stages.back().logits_bytes == approx(2101346304.0));
     t.torch.compile = true;
     CHECK(estimate_memory(m, c, t, l).stages.back().logits_bytes == approx(1050673152.0));
@@ -571,9 +571,9 @@ TEST_SUITE("costmodel") {
     // to_accumulated_grad_if_needed keeps the unsharded gradient in the reduce dtype (fp32).
     // Two-block Llama-3.1-8B over pp = 2: stage 0 holds the embedding, 128,256 * 4096 =
     // 525,336,576, and one block, 218,112,000: 743,448,576 parameters, 4 B each.
-    const llama::Model m = two_block_8b();
+    const model::Model m = two_block_8b();
     const hw::Cluster c = cluster("dgx-h100");
-    const llama::Training t = fsdp2_training();
+    const parallel::Training t = fsdp2_training();
     const auto s0 = estimate_memory(m, c, t, simple_layout(1, 2, 4, 1)).stages[0];
     CHECK(s0.grads_bytes == approx(4.0 * 743448576.0));
     // Without PP the gradients are fp32 shards over the 8 ranks: 4 * 1,486,901,248 / 8.
@@ -585,23 +585,23 @@ TEST_SUITE("costmodel") {
   /// 7 / 8 ... 8 / 7 layers, VP 8, DP 128, sequence 8192, 16 micro-batches of one sequence.
   /// A model on a cluster with its training and layout.
   struct Setting {
-    llama::Model m;
+    model::Model m;
     hw::Cluster c;
-    llama::Training t;
-    llama::Layout l;
+    parallel::Training t;
+    parallel::Layout l;
   };
 
   Setting llama3_grid() {
-    Setting g{model("llama3.1-405b"), cluster("dgx-h100"), {}, {}};
+    Setting g{preset_model("llama3.1-405b"), cluster("dgx-h100"), {}, {}};
     g.t.seq_len = 8192;
     g.t.global_batch = 2048;
-    g.t.grad_dtype = llama::Precision::fp32;
+    g.t.grad_dtype = parallel::Precision::fp32;
     g.l.tp = 8;
     g.l.pp = 16;
     g.l.vp = 8;
     g.l.dp = 128;
     g.l.sp = true;
-    g.l.schedule = llama::Schedule::interleaved;
+    g.l.schedule = parallel::Schedule::interleaved;
     g.l.first_stage_layers = 7;
     g.l.last_stage_layers = 7;
     return g;
@@ -628,7 +628,7 @@ TEST_SUITE("costmodel") {
     // 1F1B: one chunk per stage, accumulated from its first backward to the last.
     g.t.global_batch = 2048;
     g.l.vp = 1;
-    g.l.schedule = llama::Schedule::one_f_one_b;
+    g.l.schedule = parallel::Schedule::one_f_one_b;
     CHECK(estimate_memory(g.m, g.c, g.t, g.l).stages[1].grads_bytes ==
           approx(4.0 * phi / 128 + 4.0 * phi));
   }
@@ -659,7 +659,7 @@ TEST_SUITE("costmodel") {
     CHECK(costmodel::reserved_with_activations(e1, 0.0) ==
           approx(costmodel::reserved_with_activations(p1, 0.0)));
     // Where the cache fits under the device, the setting changes nothing.
-    g.l.recompute = llama::Recompute::full;
+    g.l.recompute = parallel::Recompute::full;
     const auto full = estimate_memory(g.m, g.c, g.t, g.l).stages[1];
     CHECK(full.fragmentation_bytes ==
           approx(0.31 * (full.activations_bytes + full.transient_bytes)));
@@ -668,7 +668,7 @@ TEST_SUITE("costmodel") {
   /// Llama-3.1-8B on 8 GPUs at seq 8192, data parallel only: the setting of the memory knobs
   /// below.
   Setting data_parallel_8b() {
-    Setting g{model("llama3.1-8b"), cluster("dgx-h100"), {}, {}};
+    Setting g{preset_model("llama3.1-8b"), cluster("dgx-h100"), {}, {}};
     g.t.seq_len = 8192;
     g.t.global_batch = 8;
     g.l.dp = 8;
@@ -699,7 +699,7 @@ TEST_SUITE("costmodel") {
     // sharded over DP 8 by the distributed optimizer.
     Setting g = data_parallel_8b();
     const auto fp32 = estimate_memory(g.m, g.c, g.t, g.l).stages[0];
-    g.t.adam_moments_dtype = llama::Precision::bf16;
+    g.t.adam_moments_dtype = parallel::Precision::bf16;
     const auto bf16 = estimate_memory(g.m, g.c, g.t, g.l).stages[0];
     CHECK(bf16.optimizer_bytes == approx(fp32.optimizer_bytes * 8.0 / 12.0));
     // 8,030,261,248 parameters x 8 B / 8 ranks = 8,030,261,248 B = 7.4787 GiB.
@@ -712,7 +712,7 @@ TEST_SUITE("costmodel") {
     // vocabulary sharding, s = 8192, b = 1, V = 128,256: held 2 s V = 2,101,346,304 B
     // (1.957 GiB), the backward's transient the same again.
     Setting g = data_parallel_8b();
-    g.t.framework = llama::Framework::fsdp;
+    g.t.framework = parallel::Framework::fsdp;
     g.t.zero_stage = 3;
     g.t.fused_cross_entropy = true;
     const auto s = estimate_memory(g.m, g.c, g.t, g.l).stages[0];
@@ -728,7 +728,7 @@ TEST_SUITE("costmodel") {
     // TORCH_NCCL_AVOID_RECORD_STREAMS=1; the caching allocator then holds their blocks until the
     // collective's event completes. Data parallelism alone never communicates activations.
     Setting g = data_parallel_8b();
-    g.l.recompute = llama::Recompute::full;  // a layout that fits, so the cache is not cut
+    g.l.recompute = parallel::Recompute::full;  // a layout that fits, so the cache is not cut
     const auto dp = estimate_memory(g.m, g.c, g.t, g.l).stages[0];
     REQUIRE(dp.allocated_bytes < g.c.gpu.memory_bytes);
     CHECK(dp.fragmentation_bytes == 0.0);
@@ -753,10 +753,11 @@ TEST_SUITE("costmodel") {
     // 3 x 4096 x 14,336 = 218,103,808; current scaling 1 B each: 2 x 218,103,808 B = 0.40625 GiB.
     Setting g = data_parallel_8b();
     g.t.zero_stage = 3;
-    g.t.fp8.recipe = llama::Fp8Recipe::current;
+    g.t.fp8.recipe = parallel::Fp8Recipe::current;
     g.t.fp8.param_gather = true;
     const auto s = estimate_memory(g.m, g.c, g.t, g.l).stages[0];
-    CHECK(s.fp8_cache_bytes == approx(2.0 * 218103808 * llama::quantized_bytes_per_element(llama::Fp8Recipe::current)));
+    const double q = parallel::quantized_bytes_per_element(parallel::Fp8Recipe::current);
+    CHECK(s.fp8_cache_bytes == approx(2.0 * 218103808 * q));
     CHECK(s.fp8_cache_bytes / kGiB == approx(0.40625).epsilon(1e-3));
   }
 }

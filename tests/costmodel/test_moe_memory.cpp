@@ -15,17 +15,17 @@ using namespace tetra;
 namespace {
 
 struct Setup {
-  llama::Model model;
+  model::Model model;
   hw::Cluster cluster;
-  llama::Training training;
-  llama::Layout layout;
+  parallel::Training training;
+  parallel::Layout layout;
 };
 
 /// Qwen3-30B-A3B on 2 DGX H100 nodes: tp 1, pp 1, dp 16, ep 8 -> edp = 16/8 = 2; bf16 weights,
 /// fp32 gradients, distributed optimizer (zero_stage 1), seq 4096, mbs 1, force-balanced routing.
 Setup qwen_ep8() {
   Setup s;
-  s.model = *llama::find_model_preset("qwen3-30b-a3b");
+  s.model = *model::find_model_preset("qwen3-30b-a3b");
   s.cluster = *hw::find_cluster_preset("dgx-h100");
   s.cluster.nodes = 2;
   s.training.seq_len = 4096;
@@ -85,18 +85,18 @@ TEST_SUITE("costmodel") {
     CHECK(padded.expert_activations_bytes == approx(1.25 * 48.0 * 419'430'400.0));
     s.training.moe_pad_to_capacity = false;
     // Full recompute keeps only the layer inputs.
-    s.layout.recompute = llama::Recompute::full;
+    s.layout.recompute = parallel::Recompute::full;
     const costmodel::StageMemory full = costmodel::estimate_memory(s.model, s.cluster, s.training, s.layout).stages[0];
     CHECK(full.expert_activations_bytes == 0);
   }
 
   TEST_CASE("a dense model has no expert part") {
-    auto m = *llama::find_model_preset("llama3.1-8b");
+    auto m = *model::find_model_preset("llama3.1-8b");
     auto c = *hw::find_cluster_preset("dgx-h100");
-    llama::Training t;
+    parallel::Training t;
     t.seq_len = 8192;
     t.global_batch = 64;
-    llama::Layout l;
+    parallel::Layout l;
     l.tp = 8;
     l.sp = true;
     const costmodel::StageMemory st = costmodel::estimate_memory(m, c, t, l).stages[0];
@@ -112,18 +112,18 @@ TEST_SUITE("costmodel") {
     // output-discarding checkpointing. Qwen3-30B-A3B as above, bf16: P = 32,768 routed pairs.
     Setup s = qwen_ep8();
     const costmodel::StageMemory base = costmodel::estimate_memory(s.model, s.cluster, s.training, s.layout).stages[0];
-    s.layout.recompute = llama::Recompute::selective;
-    s.layout.recompute_modules.add(llama::RecomputeModule::moe_act);
+    s.layout.recompute = parallel::Recompute::selective;
+    s.layout.recompute_modules.add(parallel::RecomputeModule::moe_act);
     const costmodel::StageMemory act = costmodel::estimate_memory(s.model, s.cluster, s.training, s.layout).stages[0];
     // The experts' FC2 input, 2 B x P x f_e = 2 x 32,768 x 768 = 50,331,648 bytes per layer.
     CHECK(base.expert_activations_bytes - act.expert_activations_bytes == approx(48.0 * 50'331'648.0));
     // "layernorm" frees the two norm outputs, which the QKV linear and the router saved: 2 x 2 B
     // x 4096 x 2048 = 33,554,432 bytes per layer, 48 layers, one micro-batch in flight.
-    llama::Layout ln = s.layout;
+    parallel::Layout ln = s.layout;
     ln.recompute_modules = {};
-    ln.recompute_modules.add(llama::RecomputeModule::layernorm);
+    ln.recompute_modules.add(parallel::RecomputeModule::layernorm);
     const costmodel::StageMemory norm = costmodel::estimate_memory(s.model, s.cluster, s.training, ln).stages[0];
-    llama::Layout sel = s.layout;
+    parallel::Layout sel = s.layout;
     sel.recompute_modules = {};
     const costmodel::StageMemory plain = costmodel::estimate_memory(s.model, s.cluster, s.training, sel).stages[0];
     CHECK(plain.activations_bytes - norm.activations_bytes == approx(48.0 * 33'554'432.0));

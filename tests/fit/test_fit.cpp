@@ -26,30 +26,30 @@ namespace {
 
 /// Steps of Llama-2-7B on DGX A100 nodes under a spread of layouts; the cases point into it.
 struct Rows {
-  llama::Model model;
+  model::Model model;
   std::deque<hw::Cluster> clusters;
-  std::deque<llama::Training> trainings;
+  std::deque<parallel::Training> trainings;
   std::vector<fit::StepCase> cases;
 
-  Rows() { model = *llama::find_model_preset("llama2-7b"); }
+  Rows() { model = *model::find_model_preset("llama2-7b"); }
 
-  void add(int nodes, int tp, int pp, int mbs, llama::Recompute rc, int seq, bool fused_norm = true) {
+  void add(int nodes, int tp, int pp, int mbs, parallel::Recompute rc, int seq, bool fused_norm = true) {
     hw::Cluster c = *hw::find_cluster_preset("dgx-a100-80gb");
     c.nodes = nodes;
     clusters.push_back(c);
-    llama::Training t;
+    parallel::Training t;
     t.seq_len = seq;
     t.global_batch = 64;
     t.fused_rmsnorm = fused_norm;
     trainings.push_back(t);
-    llama::Layout l;
+    parallel::Layout l;
     l.tp = tp;
     l.pp = pp;
     l.dp = 8 * nodes / (tp * pp);
     l.mbs = mbs;
     l.sp = tp > 1;
     l.recompute = rc;
-    REQUIRE_FALSE(llama::check_layout(model, 8LL * nodes, t, l));
+    REQUIRE_FALSE(parallel::check_layout(model, 8LL * nodes, t, l));
     fit::StepCase s;
     s.id = "row" + std::to_string(cases.size());
     s.group = nodes == 1 ? "one node" : "nodes";
@@ -71,7 +71,7 @@ struct Rows {
 };
 
 Rows spread() {
-  using llama::Recompute;
+  using parallel::Recompute;
   Rows r;
   r.add(2, 1, 1, 1, Recompute::none, 2048);
   r.add(2, 2, 1, 2, Recompute::none, 2048, false);
@@ -92,7 +92,7 @@ Rows spread() {
 
 /// Single-node layouts only: nothing crosses a NIC.
 Rows one_node() {
-  using llama::Recompute;
+  using parallel::Recompute;
   Rows r;
   r.add(1, 8, 1, 2, Recompute::none, 8192, false);
   r.add(1, 4, 2, 1, Recompute::full, 4096);

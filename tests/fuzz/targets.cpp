@@ -72,7 +72,7 @@ void check_models(const scenarios::Scenario& sc) {
       die("stage memory", std::to_string(st.reserved_bytes));
     }
   }
-  const double steps = static_cast<double>(llama::micro_batches(sc.layout, sc.training)) * sc.layout.pp *
+  const double steps = static_cast<double>(parallel::micro_batches(sc.layout, sc.training)) * sc.layout.pp *
                        sc.layout.vp;
   const long long chunks = static_cast<long long>(sc.layout.pp) * sc.layout.vp;
   const long long inner = static_cast<long long>(sc.layout.tp) * sc.layout.cp;
@@ -95,10 +95,10 @@ void scenario(std::string_view input) {
 
 void layout(std::string_view input) {
   guarded([&] {
-    llama::Layout l;
+    parallel::Layout l;
     scenarios::apply_layout_string(l, input, "--layout");
     const std::string text = scenarios::format_layout(l);
-    llama::Layout back;
+    parallel::Layout back;
     scenarios::apply_layout_string(back, text, "format_layout");
     if (scenarios::format_layout(back) != text) die("format_layout round trip", text);
   });
@@ -106,7 +106,7 @@ void layout(std::string_view input) {
 }
 
 void hf_config(std::string_view input) {
-  guarded([&] { (void)llama::model_from_hf_config_text(input, "config.json"); });
+  guarded([&] { (void)model::model_from_hf_config_text(input, "config.json"); });
 }
 
 void measurements(std::string_view input) {

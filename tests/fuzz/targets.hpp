@@ -20,7 +20,7 @@ void scenario(std::string_view input);
 /// --layout strings: apply_layout_string, format_layout round trip, and the override applied
 /// to a fixed valid scenario.
 void layout(std::string_view input);
-/// Hugging Face config.json (llama::model_from_hf_config_text).
+/// Hugging Face config.json (model::model_from_hf_config_text).
 void hf_config(std::string_view input);
 /// Measurement CSV (scenarios::read_measurements_text).
 void measurements(std::string_view input);

@@ -8,7 +8,8 @@
 #include "tetra/parallel/params.hpp"
 #include "tetra/model/presets.hpp"
 
-using namespace tetra::llama;
+using namespace tetra::model;
+using namespace tetra::parallel;
 
 namespace {
 

@@ -15,7 +15,8 @@
 #include "tetra/parallel/validate.hpp"
 
 using tetra::test::approx;
-using namespace tetra::llama;
+using namespace tetra::model;
+using namespace tetra::parallel;
 
 namespace {
 

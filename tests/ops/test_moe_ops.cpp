@@ -1,4 +1,4 @@
-// The MoE layer's op list (llama::moe_layer_ops): dispatch / combine volume and the grouped
+// The MoE layer's op list (ops::moe_layer_ops): dispatch / combine volume and the grouped
 // expert GEMMs, checked against numbers worked out by hand from the formulas of Megatron-Core's
 // MoEAlltoAllTokenDispatcher (each rank sends its tokens' top-k copies over the EP group) and
 // TEGroupedMLP (one GEMM per local expert at its routed rows).
@@ -15,7 +15,9 @@
 #include "tetra/ops/ops.hpp"
 
 using tetra::test::approx;
-using namespace tetra::llama;
+using namespace tetra::model;
+using namespace tetra::parallel;
+using namespace tetra::ops;
 
 namespace {
 

@@ -7,7 +7,8 @@
 #include "tetra/model/presets.hpp"
 
 using tetra::test::approx;
-using namespace tetra::llama;
+using namespace tetra::model;
+using namespace tetra::parallel;
 
 TEST_SUITE("llama") {
   TEST_CASE("Megatron FLOPs per token, Llama-3.1-8B at s = 8192 (num_floating_point_operations)") {

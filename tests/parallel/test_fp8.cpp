@@ -15,7 +15,9 @@
 #include "tetra/model/presets.hpp"
 
 using tetra::test::approx;
-using namespace tetra::llama;
+using namespace tetra::model;
+using namespace tetra::parallel;
+using namespace tetra::ops;
 
 namespace {
 

@@ -9,7 +9,8 @@
 #include "tetra/parallel/params.hpp"
 #include "tetra/model/presets.hpp"
 
-using namespace tetra::llama;
+using namespace tetra::model;
+using namespace tetra::parallel;
 
 namespace {
 Model preset(const char* name) {
@@ -213,34 +214,34 @@ TEST_SUITE("llama") {
 TEST_CASE("uneven_split follows the Megatron first/last rule") {
   // Llama 3 405B: 126 layers on 16 stages -> middle ranks ceil(126/16) = 8 each,
   // the ends share 126 - 14*8 = 14 -> 7 and 7 (arXiv 2407.21783 section 3.3.2).
-  const auto s405 = tetra::llama::uneven_split(126, 16);
+  const auto s405 = tetra::parallel::uneven_split(126, 16);
   REQUIRE(s405.has_value());
   CHECK(s405->first_stage_layers == 7);
   CHECK(s405->last_stage_layers == 7);
   // 60 layers on 8 stages: k = 8, rest 60 - 6*8 = 12 -> 6 and 6.
-  const auto s60 = tetra::llama::uneven_split(60, 8);
+  const auto s60 = tetra::parallel::uneven_split(60, 8);
   REQUIRE(s60.has_value());
   CHECK(s60->first_stage_layers == 6);
   CHECK(s60->last_stage_layers == 6);
   // 60 on 16: k = 4, rest 60 - 14*4 = 4 -> 2 and 2.
-  CHECK(tetra::llama::uneven_split(60, 16)->first_stage_layers == 2);
+  CHECK(tetra::parallel::uneven_split(60, 16)->first_stage_layers == 2);
   // Divisible counts and single stages need no split.
-  CHECK_FALSE(tetra::llama::uneven_split(80, 8).has_value());
-  CHECK_FALSE(tetra::llama::uneven_split(7, 1).has_value());
+  CHECK_FALSE(tetra::parallel::uneven_split(80, 8).has_value());
+  CHECK_FALSE(tetra::parallel::uneven_split(7, 1).has_value());
   // The split always sums back to the layer count through stage_layers.
-  tetra::llama::Model m;
+  tetra::model::Model m;
   m.layers = 126;
-  tetra::llama::Layout l;
+  tetra::parallel::Layout l;
   l.pp = 16;
   l.first_stage_layers = s405->first_stage_layers;
   l.last_stage_layers = s405->last_stage_layers;
   int sum = 0;
-  for (int n : tetra::llama::stage_layers(m, l)) sum += n;
+  for (int n : tetra::parallel::stage_layers(m, l)) sum += n;
   CHECK(sum == 126);
 }
 
 TEST_CASE("uneven_chunk_split: every chunk k = ceil(L/(pp vp)), the end chunks share the rest") {
-  using tetra::llama::uneven_chunk_split;
+  using tetra::parallel::uneven_chunk_split;
   // Llama 3 405B, pp 16, vp 8 (arXiv 2407.21783 section 3.3.2): 128 chunks, k = ceil(126/128)
   // = 1, rest 126 - 126*1 = 0 -> first and last chunk 0 layers (embedding / head only);
   // the end ranks hold 7*1 + 0 = 7 each.
@@ -270,7 +271,8 @@ TEST_CASE("uneven_chunk_split: every chunk k = ceil(L/(pp vp)), the end chunks s
 }
 
 TEST_CASE("chunk_layers: per (rank, chunk) in virtual-stage order, stage_layers sums them") {
-  using namespace tetra::llama;
+  using namespace tetra::model;
+using namespace tetra::parallel;
   Model m;
   m.layers = 126;
   Layout l;

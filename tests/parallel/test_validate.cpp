@@ -5,7 +5,8 @@
 #include "tetra/model/presets.hpp"
 #include "tetra/parallel/validate.hpp"
 
-using namespace tetra::llama;
+using namespace tetra::model;
+using namespace tetra::parallel;
 
 namespace {
 
@@ -175,7 +176,7 @@ TEST_SUITE("llama") {
     c.layout.first_stage_layers = 6;
     c.layout.last_stage_layers = 0;  // 120 over 15 = 8
     CHECK_FALSE(c.check());
-    // vp > 1: the end ranks' other chunks hold k = middle layers / vp (llama::chunk_layers,
+    // vp > 1: the end ranks' other chunks hold k = middle layers / vp (parallel::chunk_layers,
     // arXiv 2407.21783 section 3.3.2). first 6, rest 120 over 15 ranks x 2 chunks -> k = 4;
     // rank 0 = chunk 0 (6 - 4 = 2) + chunk 1 (4).
     c.layout.vp = 2;

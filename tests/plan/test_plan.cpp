@@ -87,11 +87,11 @@ TEST_SUITE("plan") {
   TEST_CASE("checkpoint bytes are weights and Adam states, 14 B per parameter in BF16") {
     // memory model (Megatron-LM docs/user-guide/features/dist_optimizer.md): 2 B bf16 weights
     // + 12 B fp32 master and moments.
-    const llama::Model m = *llama::find_model_preset("llama3.1-405b");
-    llama::Training t;
+    const model::Model m = *model::find_model_preset("llama3.1-405b");
+    parallel::Training t;
     t.seq_len = 8192;
     t.global_batch = 2048;
-    const double params = static_cast<double>(llama::total_params(m, t.seq_len));
+    const double params = static_cast<double>(parallel::total_params(m, t.seq_len));
     CHECK(plan::checkpoint_bytes(m, t, *hw::find_cluster_preset("dgx-h100")) == approx(14.0 * params));
     CHECK(14.0 * params == approx(5.682e12).epsilon(1e-3));
   }
@@ -116,8 +116,8 @@ TEST_SUITE("plan") {
   }
 
   TEST_CASE("days, GPU-hours and cost of one candidate by hand") {
-    const llama::Model model = *llama::find_model_preset("llama3.1-8b");
-    llama::Training training;
+    const model::Model model = *model::find_model_preset("llama3.1-8b");
+    parallel::Training training;
     training.seq_len = 8192;
     training.global_batch = 128;
     plan::PlanInput in;
@@ -169,8 +169,8 @@ TEST_SUITE("plan") {
   }
 
   TEST_CASE("ranking, Pareto front, deadline and budget over several candidates") {
-    const llama::Model model = *llama::find_model_preset("llama3.1-8b");
-    llama::Training training;
+    const model::Model model = *model::find_model_preset("llama3.1-8b");
+    parallel::Training training;
     training.seq_len = 8192;
     training.global_batch = 128;
     plan::PlanInput in;

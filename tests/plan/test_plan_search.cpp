@@ -102,7 +102,7 @@ TEST_SUITE("plan") {
       CHECK(e.summary.pruned_by_memory == full.summary.pruned_by_memory);
       CHECK(e.summary.simulated + e.skipped_by_bound == full.summary.simulated);
       skipped += e.skipped_by_bound;
-      if (llama::micro_batches(a.layout, sc.training) > sim::kMaxSimulatedMicroBatches) ++extrapolated_best;
+      if (parallel::micro_batches(a.layout, sc.training) > sim::kMaxSimulatedMicroBatches) ++extrapolated_best;
       // The same layouts simulated for every thread count.
       const plan::Evaluation e3 = plan::evaluate(in, i, three);
       CHECK(e3.summary.simulated == e.summary.simulated);
@@ -117,8 +117,8 @@ TEST_SUITE("plan") {
     std::size_t checked = 0, extrapolated = 0;
     for (const plan::Candidate& c : sc.candidates) {
       const costmodel::CostParams costs = costmodel::cost_params(c.cluster);
-      for (const llama::Fp8Recipe recipe : sc.search.precision) {
-        llama::Training t = sc.training;
+      for (const parallel::Fp8Recipe recipe : sc.search.precision) {
+        parallel::Training t = sc.training;
         t.fp8.recipe = recipe;
         const search::Enumeration en = search::enumerate_layouts(sc.model, c.cluster.total_gpus(), t, sc.search,
                                                                  sc.base, c.cluster.nvlink_domain());

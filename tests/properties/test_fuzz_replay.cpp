@@ -67,7 +67,7 @@ TEST_CASE("fuzz regression: a JSON number beyond a double is a located UserError
   // Found by fuzz_hf_config and fuzz_trace: nlohmann::json throws out_of_range (406), not
   // parse_error, for "1e999", and the readers let it escape.
   try {
-    (void)tetra::llama::model_from_hf_config_text("{\"num_hidden_layers\": 2,\n \"hidden_size\": 1e999}",
+    (void)tetra::model::model_from_hf_config_text("{\"num_hidden_layers\": 2,\n \"hidden_size\": 1e999}",
                                                   "config.json");
     FAIL("accepted");
   } catch (const tetra::UserError& e) {

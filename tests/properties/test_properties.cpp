@@ -31,10 +31,10 @@ constexpr std::uint64_t kSeed = 0x7e7a5157ull;
 
 /// One generated, valid scenario.
 struct Case {
-  llama::Model model;
+  model::Model model;
   hw::Cluster cluster;
-  llama::Training training;
-  llama::Layout layout;
+  parallel::Training training;
+  parallel::Layout layout;
 
   [[nodiscard]] std::string describe() const {
     const auto& l = layout;
@@ -42,7 +42,7 @@ struct Case {
            " seq " + std::to_string(training.seq_len) + " gbs " + std::to_string(training.global_batch) +
            " tp" + std::to_string(l.tp) + " cp" + std::to_string(l.cp) + " pp" + std::to_string(l.pp) +
            " dp" + std::to_string(l.dp) + " vp" + std::to_string(l.vp) + " mbs" + std::to_string(l.mbs) +
-           (l.sp ? " sp" : "") + " " + llama::to_string(l.recompute) + " " + llama::to_string(l.schedule);
+           (l.sp ? " sp" : "") + " " + to_string(l.recompute) + " " + to_string(l.schedule);
   }
 };
 
@@ -51,7 +51,7 @@ const T& pick(std::mt19937_64& rng, const std::vector<T>& items) {
   return items[std::uniform_int_distribution<std::size_t>(0, items.size() - 1)(rng)];
 }
 
-/// Draws `count` valid scenarios (llama::check_layout passes) over small models and clusters
+/// Draws `count` valid scenarios (parallel::check_layout passes) over small models and clusters
 /// so that each simulation stays cheap.
 std::vector<Case> generate(std::size_t count, std::uint64_t seed) {
   std::mt19937_64 rng(seed);
@@ -61,14 +61,14 @@ std::vector<Case> generate(std::size_t count, std::uint64_t seed) {
   const std::vector<int> pows{1, 2, 4, 8};
   const std::vector<int> seqs{1024, 2048, 4096};
   const std::vector<int> batches{8, 16, 32, 64};
-  const std::vector<llama::Recompute> recomputes{llama::Recompute::none, llama::Recompute::selective,
-                                                 llama::Recompute::full};
-  const std::vector<llama::Schedule> schedules{llama::Schedule::one_f_one_b, llama::Schedule::interleaved,
-                                               llama::Schedule::zb_h1, llama::Schedule::gpipe};
+  const std::vector<parallel::Recompute> recomputes{parallel::Recompute::none, parallel::Recompute::selective,
+                                                 parallel::Recompute::full};
+  const std::vector<parallel::Schedule> schedules{parallel::Schedule::one_f_one_b, parallel::Schedule::interleaved,
+                                               parallel::Schedule::zb_h1, parallel::Schedule::gpipe};
   std::vector<Case> out;
   for (int attempt = 0; attempt < 200000 && out.size() < count; ++attempt) {
     Case c;
-    c.model = *llama::find_model_preset(pick(rng, models));
+    c.model = *model::find_model_preset(pick(rng, models));
     c.cluster = *hw::find_cluster_preset(pick(rng, clusters));
     c.cluster.nodes = pick(rng, nodes);
     c.training.seq_len = pick(rng, seqs);
@@ -82,13 +82,13 @@ std::vector<Case> generate(std::size_t count, std::uint64_t seed) {
     l.mbs = pick(rng, std::vector<int>{1, 1, 2, 4});
     l.sp = l.tp > 1 && (rng() & 1) != 0;
     l.recompute = pick(rng, recomputes);
-    l.schedule = l.vp > 1 ? llama::Schedule::interleaved : pick(rng, schedules);
-    if (l.vp == 1 && l.schedule == llama::Schedule::interleaved) l.schedule = llama::Schedule::one_f_one_b;
+    l.schedule = l.vp > 1 ? parallel::Schedule::interleaved : pick(rng, schedules);
+    if (l.vp == 1 && l.schedule == parallel::Schedule::interleaved) l.schedule = parallel::Schedule::one_f_one_b;
     const long long world = c.cluster.total_gpus();
     const long long inner = static_cast<long long>(l.tp) * l.cp * l.pp;
     if (world % inner != 0) continue;
     l.dp = static_cast<int>(world / inner);
-    if (llama::check_layout(c.model, world, c.training, l)) continue;
+    if (parallel::check_layout(c.model, world, c.training, l)) continue;
     out.push_back(c);
   }
   return out;
@@ -127,7 +127,7 @@ TEST_CASE("memory never falls when the micro-batch size grows") {
   for (const Case& c : generate(150, kSeed + 1)) {
     Case bigger = c;
     bigger.layout.mbs = c.layout.mbs * 2;
-    if (llama::check_layout(bigger.model, bigger.cluster.total_gpus(), bigger.training, bigger.layout)) continue;
+    if (parallel::check_layout(bigger.model, bigger.cluster.total_gpus(), bigger.training, bigger.layout)) continue;
     // Same number of in-flight micro-batches on both sides: only the micro-batch size changes.
     const auto base = memory_of(c);
     costmodel::MemoryOptions same;
@@ -176,7 +176,7 @@ TEST_CASE("step time is never below the compute lower bound (MFU <= 1)") {
   for (const Case& c : generate(25, kSeed + 3)) {
     CAPTURE(c.describe());
     const sim::Result r = simulate(c);
-    const double flops = llama::megatron_step_flops(c.model, c.training.seq_len, c.training.global_batch);
+    const double flops = parallel::megatron_step_flops(c.model, c.training.seq_len, c.training.global_batch);
     const double bound_s = flops / (static_cast<double>(c.cluster.total_gpus()) * c.cluster.gpu.bf16_peak_flops);
     CAPTURE(r.step_time_s);
     CAPTURE(bound_s);

@@ -126,7 +126,7 @@ TEST_CASE("key table: each plain [training] key loads into its member at its bou
   {                                                                                                    \
     CAPTURE(#name);                                                                                    \
     ++rows;                                                                                            \
-    CHECK(tetra::llama::Training{}.name == (value));                                                   \
+    CHECK(tetra::parallel::Training{}.name == (value));                                                   \
     if (std::string_view(needs).empty()) CHECK(training_of(with(#name, (value) ? "false" : "true")).name == !(value)); \
     CHECK(load_error(with(#name, "1")).find(#name) != std::string::npos);                              \
   }
@@ -134,7 +134,7 @@ TEST_CASE("key table: each plain [training] key loads into its member at its bou
   {                                                                                \
     CAPTURE(#name);                                                                \
     ++rows;                                                                        \
-    CHECK(tetra::llama::Training{}.name == (value));                               \
+    CHECK(tetra::parallel::Training{}.name == (value));                               \
     CHECK(training_of(with(#name, #highest)).name == (highest));                  \
     const std::string above = std::to_string(static_cast<long long>(highest) + 1); \
     CHECK(load_error(with(#name, above)).find("t.toml:") == 0);                    \

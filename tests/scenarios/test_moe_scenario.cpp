@@ -68,7 +68,7 @@ TEST_SUITE("scenarios") {
     CHECK(sc.layout.ep == 8);
     CHECK(sc.layout.etp == 1);
     CHECK(sc.layout.edp() == 2);  // tp*cp*dp / (ep*etp) = 16 / 8
-    CHECK(sc.layout.moe_dispatcher == tetra::llama::MoeDispatcher::allgather);
+    CHECK(sc.layout.moe_dispatcher == tetra::parallel::MoeDispatcher::allgather);
     REQUIRE(sc.training.moe_capacity_factor);
     CHECK(*sc.training.moe_capacity_factor == approx(1.25));
     CHECK(sc.training.moe_imbalance == approx(1.1));
@@ -89,9 +89,9 @@ TEST_SUITE("scenarios") {
     REQUIRE(custom.model.moe);
     REQUIRE(custom.model.mla);
     CHECK(custom.model.moe->shared_width() == 512);
-    CHECK(custom.model.moe->router == tetra::llama::Router::sigmoid_topk);
-    CHECK_FALSE(tetra::llama::is_moe_layer(custom.model, 0));
-    CHECK(tetra::llama::is_moe_layer(custom.model, 1));
+    CHECK(custom.model.moe->router == tetra::model::Router::sigmoid_topk);
+    CHECK_FALSE(tetra::model::is_moe_layer(custom.model, 0));
+    CHECK(tetra::model::is_moe_layer(custom.model, 1));
     CHECK(custom.model.mla->qk_head_dim() == 96);
   }
 
@@ -128,8 +128,8 @@ TEST_SUITE("scenarios") {
     // The flex dispatcher's backend (moe_flex_dispatcher_backend): HybridEP loads; on another
     // dispatcher it would do nothing, so it is refused; an unknown backend names the known ones.
     const Scenario hybrid = load(kMoe + "moe_token_dispatcher = \"flex\"\nmoe_flex_backend = \"hybridep\"\n");
-    CHECK(hybrid.layout.moe_flex_backend == tetra::llama::FlexBackend::hybridep);
-    CHECK(load(kMoe).layout.moe_flex_backend == tetra::llama::FlexBackend::deepep);
+    CHECK(hybrid.layout.moe_flex_backend == tetra::parallel::FlexBackend::hybridep);
+    CHECK(load(kMoe).layout.moe_flex_backend == tetra::parallel::FlexBackend::deepep);
     CHECK(error_of(kMoe + "moe_flex_backend = \"hybridep\"\n") ==
           "t.toml:17:20: [layout].moe_flex_backend: moe_flex_backend=\"hybridep\" needs "
           "moe_token_dispatcher = \"flex\"");
@@ -181,9 +181,9 @@ TEST_SUITE("scenarios") {
       // Every row carries its recipe's recomputation (none or Megatron-Core's selective with
       // its recompute_modules).
       CHECK(r.skip_reason.find("recompute") == std::string::npos);
-      CHECK((r.layout.recompute == tetra::llama::Recompute::none ||
-             r.layout.recompute == tetra::llama::Recompute::selective));
-      if (r.layout.recompute == tetra::llama::Recompute::selective) ++selective;
+      CHECK((r.layout.recompute == tetra::parallel::Recompute::none ||
+             r.layout.recompute == tetra::parallel::Recompute::selective));
+      if (r.layout.recompute == tetra::parallel::Recompute::selective) ++selective;
     }
     CHECK(balanced == 124);
     // 25.09's "(tokendrop)" rows ran with Megatron-Core's capacity factor 1.0, padded to capacity
@@ -208,7 +208,7 @@ TEST_SUITE("scenarios") {
     CHECK(rows[0].model.mla);
     CHECK(rows[0].model.moe->first_k_dense == 3);
     CHECK(rows[0].model.mtp_layers == 1);
-    CHECK(rows[0].layout.recompute == tetra::llama::Recompute::none);
+    CHECK(rows[0].layout.recompute == tetra::parallel::Recompute::none);
     // The recipe's pipeline_model_parallel_layout "Et*4|(t*4|)*14tmL" over pp 2 x vp 8: the
     // first rank holds virtual stages 0, 2, ..., 14 (4 layers each) = 32, the last 1, ..., 15
     // = 7 x 4 + 1 = 29.
@@ -216,15 +216,15 @@ TEST_SUITE("scenarios") {
     CHECK(rows[0].layout.first_stage_layers == 32);
     CHECK(rows[0].layout.last_stage_layers == 29);
     // mbr-26.08-dsv3-gb200-256-mxfp8 recomputes MLA's up projections.
-    CHECK(rows[1].layout.recompute_modules.has(tetra::llama::RecomputeModule::mla_up_proj));
+    CHECK(rows[1].layout.recompute_modules.has(tetra::parallel::RecomputeModule::mla_up_proj));
     // Each row dispatches as its note records from the recipe: 87 with HybridEP, 3 with DeepEP
     // (the flex dispatcher's two backends), 48 with the all-to-all.
     int hybridep = 0, deepep = 0;
     for (const auto& r : rows) {
       CAPTURE(r.id);
       const std::string& note = r.columns.at("note");
-      const bool flex = r.layout.moe_dispatcher == tetra::llama::MoeDispatcher::flex;
-      const bool hybrid = flex && r.layout.moe_flex_backend == tetra::llama::FlexBackend::hybridep;
+      const bool flex = r.layout.moe_dispatcher == tetra::parallel::MoeDispatcher::flex;
+      const bool hybrid = flex && r.layout.moe_flex_backend == tetra::parallel::FlexBackend::hybridep;
       CHECK(hybrid == (note.find("dispatcher flex with hybridep") != std::string::npos));
       CHECK((flex && !hybrid) == (note.find("dispatcher flex with deepep") != std::string::npos));
       hybridep += hybrid ? 1 : 0;

@@ -125,8 +125,8 @@ tp = 8
   CHECK(sc.cluster.inter.nic_bandwidth_Bps == approx(100e9 / 8));
   CHECK(sc.cluster.gpus_per_node == 8);
   CHECK(sc.training.zero_stage == 0);
-  CHECK(sc.training.attention == tetra::llama::AttentionKernel::fused);
-  CHECK(sc.training.precision == tetra::llama::Precision::fp16);
+  CHECK(sc.training.attention == tetra::parallel::AttentionKernel::fused);
+  CHECK(sc.training.precision == tetra::parallel::Precision::fp16);
   CHECK(sc.layout.dp == 2);
 }
 
@@ -160,7 +160,7 @@ global_batch = 8
 [layout]
 tp = 1
 )");
-  CHECK(sc.model.arch == tetra::llama::Arch::gpt);
+  CHECK(sc.model.arch == tetra::model::Arch::gpt);
   CHECK(sc.model.kv_heads == 16);  // defaults to heads
   CHECK(sc.model.tied_embeddings);
   CHECK(sc.cluster.intra.kind == tetra::hw::IntraKind::pcie);
@@ -346,8 +346,8 @@ TEST_CASE("--layout overrides the file and names itself in errors") {
   CHECK(sc.layout.dp == 8);
   CHECK(sc.layout.mbs == 2);
   CHECK(sc.layout.sp);
-  CHECK(sc.layout.recompute == tetra::llama::Recompute::selective);
-  CHECK(sc.layout.schedule == tetra::llama::Schedule::gpipe);
+  CHECK(sc.layout.recompute == tetra::parallel::Recompute::selective);
+  CHECK(sc.layout.schedule == tetra::parallel::Schedule::gpipe);
 
   CHECK(error_of([] { (void)load(kBase, "tp=two"); }) == "--layout: tp: expected an integer, got a string");
   CHECK(error_of([] { (void)load(kBase, "tq=2"); }).rfind("--layout: tq: unknown key", 0) == 0);
@@ -360,41 +360,41 @@ TEST_CASE("--layout overrides the file and names itself in errors") {
 }
 
 TEST_CASE("layout strings round-trip") {
-  tetra::llama::Layout l;
+  tetra::parallel::Layout l;
   apply_layout_string(l, " tp = 2 , cp=2,pp=4,vp=2,mbs=1,sp=true,recompute=full,schedule=interleaved,"
                          "rank_order=tp-dp-cp-pp,dp=3", "--layout");
   CHECK(l.tp == 2);
   CHECK(l.cp == 2);
   CHECK(l.dp == 3);
-  CHECK(l.schedule == tetra::llama::Schedule::interleaved);
+  CHECK(l.schedule == tetra::parallel::Schedule::interleaved);
   CHECK(l.rank_order == "tp-dp-cp-pp");
   const std::string text = format_layout(l);
   CHECK(text == "tp=2,cp=2,pp=4,dp=3,vp=2,mbs=1,sp=true,recompute=full,schedule=interleaved,"
                 "rank_order=tp-dp-cp-pp");
-  tetra::llama::Layout back;
+  tetra::parallel::Layout back;
   apply_layout_string(back, text, "x");
   CHECK(format_layout(back) == text);
   // The PyTorch-native knobs travel too (plan shards carry layouts as these strings).
   apply_layout_string(l, "recompute=selective_layer,ac_freq=4,dp_replicate=3", "--layout");
   const std::string torch = format_layout(l);
   CHECK(torch.find(",ac_freq=4,dp_replicate=3,") != std::string::npos);
-  tetra::llama::Layout back2;
+  tetra::parallel::Layout back2;
   apply_layout_string(back2, torch, "x");
   CHECK(back2 == l);
   CHECK(error_of([] {
-          tetra::llama::Layout x;
+          tetra::parallel::Layout x;
           apply_layout_string(x, "sp=yes", "--layout");
         }) == "--layout: sp: expected true or false, got a string");
   // Megatron-Core's recompute_modules, joined by '+' in this form.
   apply_layout_string(l, "recompute=selective,recompute_modules=layernorm+moe_act", "--layout");
   const std::string modules = format_layout(l);
   CHECK(modules.find(",recompute=selective,recompute_modules=moe_act+layernorm,") != std::string::npos);
-  tetra::llama::Layout back3;
+  tetra::parallel::Layout back3;
   apply_layout_string(back3, modules, "x");
   CHECK(back3.recompute_modules == l.recompute_modules);
-  CHECK(back3.recompute == tetra::llama::Recompute::selective);
+  CHECK(back3.recompute == tetra::parallel::Recompute::selective);
   const std::string bad = error_of([] {
-    tetra::llama::Layout x;
+    tetra::parallel::Layout x;
     apply_layout_string(x, "recompute_modules=moe_act+attention", "--layout");
   });
   CHECK(bad.find("recompute_modules: unknown module \"attention\"") != std::string::npos);
@@ -403,7 +403,7 @@ TEST_CASE("layout strings round-trip") {
 TEST_CASE("[layout] recompute_modules: a TOML array of Megatron-Core's module names") {
   // kBase ends inside its [layout] table.
   const auto sc = load(kBase + "recompute = \"selective\"\nrecompute_modules = [\"layernorm\"]\n");
-  CHECK(sc.layout.recompute_modules.has(tetra::llama::RecomputeModule::layernorm));
+  CHECK(sc.layout.recompute_modules.has(tetra::parallel::RecomputeModule::layernorm));
   const std::string bad = error_of([] {
     (void)load(kBase + "recompute = \"full\"\nrecompute_modules = [\"layernorm\"]\n");
   });
@@ -472,8 +472,8 @@ TEST_CASE("measurement rows resolve into model, cluster, training and layout") {
   CHECK(rows[0].cluster.nodes == 2);
   CHECK(rows[0].layout.dp == 4);
   CHECK(rows[0].layout.sp);
-  CHECK(rows[0].layout.recompute == tetra::llama::Recompute::selective);
-  CHECK(rows[0].training.attention == tetra::llama::AttentionKernel::flash1);
+  CHECK(rows[0].layout.recompute == tetra::parallel::Recompute::selective);
+  CHECK(rows[0].training.attention == tetra::parallel::AttentionKernel::flash1);
   CHECK(rows[0].training.zero_stage == 0);
   CHECK(rows[0].training.global_batch == 64);
   CHECK(rows[0].columns.at("note") == "a, note");
@@ -482,7 +482,7 @@ TEST_CASE("measurement rows resolve into model, cluster, training and layout") {
   CHECK(rows[3].value == 1);
   CHECK(rows[3].cluster.gpus_per_node == 4);  // less than one node
   CHECK(rows[3].cluster.nodes == 1);
-  CHECK(rows[4].layout.schedule == tetra::llama::Schedule::interleaved);
+  CHECK(rows[4].layout.schedule == tetra::parallel::Schedule::interleaved);
   CHECK(rows[4].skip_reason.empty());
 }
 
@@ -576,12 +576,12 @@ TEST_CASE("loader: cuda_graph takes Megatron-Core's scopes, as an array or joine
   text.replace(text.find("global_batch = 256"), 18,
                "global_batch = 256\ncuda_graph = [\"attn\", \"moe_router\"]");
   const Scenario s = load(text);
-  CHECK(s.training.cuda_graphs.has(tetra::llama::CudaGraphScope::attn));
-  CHECK(s.training.cuda_graphs.has(tetra::llama::CudaGraphScope::moe_router));
-  CHECK_FALSE(s.training.cuda_graphs.has(tetra::llama::CudaGraphScope::moe));
+  CHECK(s.training.cuda_graphs.has(tetra::parallel::CudaGraphScope::attn));
+  CHECK(s.training.cuda_graphs.has(tetra::parallel::CudaGraphScope::moe_router));
+  CHECK_FALSE(s.training.cuda_graphs.has(tetra::parallel::CudaGraphScope::moe));
   text = kBase;
   text.replace(text.find("global_batch = 256"), 18, "global_batch = 256\ncuda_graph = \"full_iteration\"");
-  CHECK(load(text).training.cuda_graphs.has(tetra::llama::CudaGraphScope::full_iteration));
+  CHECK(load(text).training.cuda_graphs.has(tetra::parallel::CudaGraphScope::full_iteration));
   text = kBase;
   text.replace(text.find("global_batch = 256"), 18, "global_batch = 256\ncuda_graph = \"attn+router\"");
   CHECK(error_of([&] { (void)load(text); })

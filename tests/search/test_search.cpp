@@ -27,8 +27,8 @@ namespace {
 
 /// A small Llama: 12 layers, hidden 1024, 8 heads, 4 KV heads (so tp = 8 breaks
 /// tp-divides-heads), FFN 4096.
-llama::Model small_model() {
-  llama::Model m;
+model::Model small_model() {
+  model::Model m;
   m.name = "small";
   m.layers = 12;
   m.hidden = 1024;
@@ -46,8 +46,8 @@ hw::Cluster one_node() {
   return *c;
 }
 
-llama::Training small_training() {
-  llama::Training t;
+parallel::Training small_training() {
+  parallel::Training t;
   t.seq_len = 2048;
   t.global_batch = 16;
   return t;
@@ -63,8 +63,8 @@ search::SearchSpace small_space() {
   s.pp_divisors = false;
   s.vp = {1, 2};
   s.mbs = {1, 4};
-  s.recompute = {llama::Recompute::none};
-  s.schedule = {llama::Schedule::one_f_one_b, llama::Schedule::interleaved};
+  s.recompute = {parallel::Recompute::none};
+  s.schedule = {parallel::Schedule::one_f_one_b, parallel::Schedule::interleaved};
   s.sp = {true};
   return s;
 }
@@ -143,25 +143,25 @@ TEST_SUITE("search") {
     CHECK_FALSE(search::uneven_split(5, 4));
   }
 
-  TEST_CASE("uneven splits pass the layout rules and llama::stage_layers agrees") {
-    const auto m = llama::find_model_preset("llama3.1-405b");
+  TEST_CASE("uneven splits pass the layout rules and parallel::stage_layers agrees") {
+    const auto m = model::find_model_preset("llama3.1-405b");
     REQUIRE(m);
-    llama::Training t;
+    parallel::Training t;
     t.seq_len = 8192;
     t.global_batch = 2048;
     for (const int pp : {4, 8, 16, 32}) {
       CAPTURE(pp);
       const auto s = search::uneven_split(m->layers, pp);
       REQUIRE(s);
-      llama::Layout l;
+      parallel::Layout l;
       l.tp = 8;
       l.pp = pp;
       l.dp = 16384 / (8 * pp);
       l.sp = true;
       l.first_stage_layers = s->first_stage_layers;
       l.last_stage_layers = s->last_stage_layers;
-      CHECK_FALSE(llama::check_layout(*m, 16384, t, l));
-      const auto layers = llama::stage_layers(*m, l);
+      CHECK_FALSE(parallel::check_layout(*m, 16384, t, l));
+      const auto layers = parallel::stage_layers(*m, l);
       CHECK(layers.front() == s->first_stage_layers);
       CHECK(layers.back() == s->last_stage_layers);
       int total = 0;
@@ -218,11 +218,11 @@ TEST_SUITE("search") {
     space.pp = {1};
     space.vp = {1};
     space.mbs = {1};
-    space.schedule = {llama::Schedule::one_f_one_b};
+    space.schedule = {parallel::Schedule::one_f_one_b};
     space.ep = {1, 2, 4, 8, 16};
     space.etp = {1, 2};
-    llama::Model moe = small_model();
-    llama::Moe e;
+    model::Model moe = small_model();
+    model::Moe e;
     e.num_experts = 8;
     e.experts_per_token = 2;
     e.moe_ffn_hidden = 512;
@@ -252,7 +252,7 @@ TEST_SUITE("search") {
     space.pp = {1};
     space.vp = {1};
     space.mbs = {1};
-    space.schedule = {llama::Schedule::one_f_one_b};
+    space.schedule = {parallel::Schedule::one_f_one_b};
     space.sp = {true, false};
     const auto en = search::enumerate_layouts(small_model(), 8, small_training(), space);
     // tp 1: one candidate (sp off); tp 2: sp on and off → 3 candidates, all valid.
@@ -261,9 +261,9 @@ TEST_SUITE("search") {
   }
 
   TEST_CASE("uneven pp in the enumeration: 405B at pp 16 takes the 7/8/.../8/7 split") {
-    const auto m = llama::find_model_preset("llama3.1-405b");
+    const auto m = model::find_model_preset("llama3.1-405b");
     REQUIRE(m);
-    llama::Training t;
+    parallel::Training t;
     t.seq_len = 8192;
     t.global_batch = 2048;
     search::SearchSpace s;
@@ -273,8 +273,8 @@ TEST_SUITE("search") {
     s.pp_divisors = false;
     s.vp = {1, 2};
     s.mbs = {1};
-    s.recompute = {llama::Recompute::none};
-    s.schedule = {llama::Schedule::one_f_one_b, llama::Schedule::interleaved};
+    s.recompute = {parallel::Recompute::none};
+    s.schedule = {parallel::Schedule::one_f_one_b, parallel::Schedule::interleaved};
     const auto en = search::enumerate_layouts(*m, 16384, t, s);
     // vp 1 + 1f1b: valid with first = last = 7; vp 1 + interleaved: interleaved-needs-vp;
     // vp 2: 16·2 = 32 does not divide 126 → uneven_chunk_split: k = 4, rest 126 − 30·4 = 6 →
@@ -289,19 +289,19 @@ TEST_SUITE("search") {
     }
     CHECK(en.valid[0].vp == 1);
     CHECK(en.valid[1].vp == 2);
-    CHECK(en.valid[1].schedule == llama::Schedule::interleaved);
+    CHECK(en.valid[1].schedule == parallel::Schedule::interleaved);
     CHECK(en.invalid_by_rule.count("layers-divide") == 0);
     CHECK(en.invalid_by_rule.at("vp-needs-interleaved") == 1);
     CHECK(en.invalid_by_rule.at("interleaved-needs-vp") == 1);
     // Llama 3's layout (arXiv 2407.21783 §3.3.2): vp 8 → k = 1, the first and the last chunk
     // embedding / head only, end ranks 7 / 7.
     s.vp = {8};
-    s.schedule = {llama::Schedule::interleaved};
+    s.schedule = {parallel::Schedule::interleaved};
     const auto v8 = search::enumerate_layouts(*m, 16384, t, s);
     REQUIRE(v8.valid.size() == 1);
     CHECK(v8.valid[0].first_stage_layers == 7);
     CHECK(v8.valid[0].last_stage_layers == 7);
-    CHECK(llama::chunk_layers(*m, v8.valid[0]).front() == 0);
+    CHECK(parallel::chunk_layers(*m, v8.valid[0]).front() == 0);
   }
 
   TEST_CASE("an empty list is a user error") {
@@ -330,7 +330,7 @@ TEST_SUITE("search") {
     CHECK(v[3].layout.tp == 1);
     CHECK_FALSE(search::ranks_before(v[1], v[1]));
     // The key orders numbers numerically (tp 10 after tp 9).
-    llama::Layout a, b;
+    parallel::Layout a, b;
     a.tp = 9;
     b.tp = 10;
     CHECK(search::layout_key(a) < search::layout_key(b));
@@ -449,7 +449,7 @@ TEST_SUITE("search") {
     CHECK(en.enumerated == 12960);
     CHECK(en.invalid + en.valid.size() == en.enumerated);
     // 126 = 2·3²·7: pp·vp divides it only at pp ≤ 2 (vp ≤ 2); elsewhere the candidate takes
-    // llama::uneven_chunk_split. Left without a split (layers-divide): pp 1 with vp 4 or 8
+    // parallel::uneven_chunk_split. Left without a split (layers-divide): pp 1 with vp 4 or 8
     // (no pipeline to split over) and pp 32 with vp 8 (256 chunks, k = 1, rest 126 − 254 < 0),
     // 3 (pp, vp) pairs × 540 = 1620 candidates, of which batch-divides rejects first
     // every mbs·dp that does not divide 2048.
@@ -475,8 +475,8 @@ TEST_SUITE("search") {
       CHECK(l.vp * l.pp <= 128);
       CHECK(l.world() == 16384);
       llama3 = llama3 || (l.tp == 8 && l.cp == 1 && l.pp == 16 && l.vp == 8 && l.mbs == 1 &&
-                          l.schedule == llama::Schedule::interleaved &&
-                          l.recompute == llama::Recompute::none);
+                          l.schedule == parallel::Schedule::interleaved &&
+                          l.recompute == parallel::Recompute::none);
     }
     // Llama 3's layout (TP 8, CP 1, PP 16, interleaved) is now in the space.
     CHECK(llama3);
@@ -494,7 +494,7 @@ TEST_SUITE("search") {
     CHECK(bf16 > 0);
     // The same layout runs faster with FP8 GEMMs (1402.6 vs 794.5 TFLOP/s achievable).
     REQUIRE_FALSE(res.layouts.empty());
-    CHECK(res.layouts.front().fp8.recipe == llama::Fp8Recipe::current);
+    CHECK(res.layouts.front().fp8.recipe == parallel::Fp8Recipe::current);
     // Enumeration counts both precisions.
     const auto en = search::enumerate_layouts(sc.model, sc.cluster.total_gpus(), sc.training,
                                               sc.search, sc.layout);
@@ -510,7 +510,7 @@ TEST_SUITE("search") {
     // dtypes: 6. Layouts: pp 1 with 0 and 8 offloaded layers, pp 2 without: 3. All fit.
     CHECK(res.summary.enumerated == 6 * 3);
     REQUIRE(res.layouts.size() == 18);
-    std::set<std::tuple<bool, bool, llama::Precision, int>> seen;
+    std::set<std::tuple<bool, bool, parallel::Precision, int>> seen;
     for (const auto& r : res.layouts) {
       CHECK((r.fp8.enabled() || !r.fp8.param_gather));
       CHECK((r.layout.offload_layers == 0 || r.layout.pp == 1));
@@ -564,7 +564,7 @@ compile = [true, false]
     for (const auto& r : res.layouts) {
       (r.compile ? compiled : eager) = true;
       hsdp = hsdp || r.layout.dp_replicate == 2;
-      every4 = every4 || (r.layout.recompute == llama::Recompute::selective_layer && r.layout.ac_freq == 4);
+      every4 = every4 || (r.layout.recompute == parallel::Recompute::selective_layer && r.layout.ac_freq == 4);
     }
     CHECK(compiled);
     CHECK(eager);
@@ -601,8 +601,8 @@ precision = ["bf16", "fp8"]
 
 TEST_SUITE("search") {
   TEST_CASE("NVL72 racks: TP x CP blocks that straddle a 72-GPU domain are rejected by rule") {
-    llama::Model m = *llama::find_model_preset("llama3.1-70b");
-    llama::Training t;
+    model::Model m = *model::find_model_preset("llama3.1-70b");
+    parallel::Training t;
     t.seq_len = 8192;
     t.global_batch = 144;
     search::SearchSpace s;
@@ -612,8 +612,8 @@ TEST_SUITE("search") {
     s.pp_divisors = false;
     s.vp = {1};
     s.mbs = {1};
-    s.recompute = {llama::Recompute::none};
-    s.schedule = {llama::Schedule::one_f_one_b};
+    s.recompute = {parallel::Recompute::none};
+    s.schedule = {parallel::Schedule::one_f_one_b};
     s.sp = {true};
     // 144 GPUs = two full racks. TP 8 x CP 2 blocks of 16 straddle (72 = 4.5 x 16); TP 4 x
     // CP 1 / 2 and TP 8 x CP 1 tile the rack; TP 16 breaks tp-divides-heads (8 KV heads) first.

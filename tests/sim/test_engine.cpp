@@ -255,17 +255,17 @@ TEST_SUITE("sim") {
     // exchanges sit on the critical path: 1 + 0.5 + 2 + 0.8 = 4.3 ms. Paired (Megatron-Core
     // combined 1F1B, combined_1f1b.py) the other micro-batch's compute covers them: the pass
     // takes its own compute, 3 ms, or, when the exchanges outlast it (2 x 2.5 ms), 5 ms.
-    using tetra::llama::Op;
+    using tetra::ops::Op;
     auto ops_with = [](double exchange_ms, bool paired) {
       std::vector<Op> ops(4);
-      for (std::size_t i = 0; i < ops.size(); ++i) ops[i].pass = tetra::llama::Pass::forward;
-      ops[0].kind = ops[2].kind = tetra::llama::OpKind::gemm;
+      for (std::size_t i = 0; i < ops.size(); ++i) ops[i].pass = tetra::ops::Pass::forward;
+      ops[0].kind = ops[2].kind = tetra::ops::OpKind::gemm;
       ops[0].flops = 1e-3;
       ops[2].flops = 2e-3;
       for (std::size_t i : {1u, 3u}) {
-        ops[i].kind = tetra::llama::OpKind::collective;
-        ops[i].coll = tetra::llama::CollectiveKind::all_to_all;
-        ops[i].dim = tetra::llama::CommDim::ep;
+        ops[i].kind = tetra::ops::OpKind::collective;
+        ops[i].coll = tetra::ops::CollectiveKind::all_to_all;
+        ops[i].dim = tetra::ops::CommDim::ep;
         ops[i].paired = paired;
       }
       ops[1].bytes = exchange_ms == 0 ? 0.5e-3 : exchange_ms * 1e-3;
@@ -285,11 +285,11 @@ TEST_SUITE("sim") {
   TEST_CASE("layer replay: the host issues every kernel, and after a sync the GPU waits for it") {
     // Hand-computed (sim/layer.hpp HostCost): four compute ops of 4, 1, 1 and 1 ms; the host
     // takes 1 ms per kernel and a 0.5 ms round trip at a sync.
-    using tetra::llama::Op;
+    using tetra::ops::Op;
     auto ops_with = [](bool sync) {
       std::vector<Op> ops(4);
       for (Op& op : ops) {
-        op.kind = tetra::llama::OpKind::memory_bound;
+        op.kind = tetra::ops::OpKind::memory_bound;
         op.bytes = 1e-3;
       }
       ops[0].bytes = 4e-3;
@@ -324,7 +324,7 @@ TEST_SUITE("sim") {
     // Repetitions (per-expert GEMMs) are issued one by one after the sync: op A 1-2 ms; the
     // host waits, copies and issues 3 repetitions of op B (2-5.5 ms), which run 5.5-5.8 ms.
     std::vector<Op> reps(2);
-    for (Op& op : reps) op.kind = tetra::llama::OpKind::memory_bound;
+    for (Op& op : reps) op.kind = tetra::ops::OpKind::memory_bound;
     reps[0].bytes = 1e-3;
     reps[1].bytes = 0.1e-3;
     reps[1].count = 3;
@@ -336,10 +336,10 @@ TEST_SUITE("sim") {
     // it and issues the exchange 2-3.5, which runs 3.5-4.5; op B, issued 3.5-4.5, runs
     // 4.5-5.5. B's 2.5 ms gap: 1.5 the exchange waited for the host, 1 the exchange itself.
     std::vector<Op> late(3);
-    late[0].kind = late[2].kind = tetra::llama::OpKind::memory_bound;
+    late[0].kind = late[2].kind = tetra::ops::OpKind::memory_bound;
     late[0].bytes = late[2].bytes = late[1].bytes = 1e-3;
-    late[1].kind = tetra::llama::OpKind::collective;
-    late[1].dim = tetra::llama::CommDim::ep;
+    late[1].kind = tetra::ops::OpKind::collective;
+    late[1].dim = tetra::ops::CommDim::ep;
     late[1].host_sync = true;
     const LayerTimes split = replay_layer(late, price, false, 0, host);
     CHECK(split.forward.seconds == approx(5.5e-3));

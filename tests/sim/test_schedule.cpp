@@ -6,7 +6,7 @@
 #include "tetra/sim/schedule.hpp"
 
 using namespace tetra::sim;
-using tetra::llama::Schedule;
+using tetra::parallel::Schedule;
 
 namespace {
 std::vector<int> mbs_of(const std::vector<ScheduleItem>& v, StepPass pass) {

@@ -16,24 +16,24 @@ using namespace tetra;
 
 namespace {
 struct Fixture {
-  llama::Model model;
+  model::Model model;
   hw::Cluster cluster;
-  llama::Training training;
+  parallel::Training training;
   costmodel::CostParams costs;
   Fixture(const char* model_name, const char* cluster_name, int nodes) {
-    model = *llama::find_model_preset(model_name);
+    model = *model::find_model_preset(model_name);
     cluster = *hw::find_cluster_preset(cluster_name);
     cluster.nodes = nodes;
     costs = costmodel::cost_params(cluster);
   }
-  sim::SimInput input(const llama::Layout& l) const {
+  sim::SimInput input(const parallel::Layout& l) const {
     return sim::sim_input(model, cluster, training, l, costs);
   }
 };
 
 // The layout of scenarios/default.toml: Llama-3.1-70B, 8 x DGX H100, TP 8, PP 4, DP 2.
-llama::Layout default_layout() {
-  llama::Layout l;
+parallel::Layout default_layout() {
+  parallel::Layout l;
   l.tp = 8;
   l.pp = 4;
   l.dp = 2;
@@ -49,13 +49,13 @@ TEST_SUITE("sim") {
     Fixture f("llama3.1-8b", "dgx-h100", 1);
     f.training.seq_len = 8192;
     f.training.global_batch = 32;
-    llama::Layout core;
+    parallel::Layout core;
     core.tp = 2;
     core.sp = true;
     core.dp = 4;
-    core.recompute = llama::Recompute::selective;
-    llama::Layout mlp = core;
-    mlp.recompute_modules.add(llama::RecomputeModule::mlp);
+    core.recompute = parallel::Recompute::selective;
+    parallel::Layout mlp = core;
+    mlp.recompute_modules.add(parallel::RecomputeModule::mlp);
     CHECK_FALSE(sim::layer_key(f.training, core, 8) == sim::layer_key(f.training, mlp, 8));
     sim::LayerCache cache;
     sim::SimOptions shared;
@@ -72,15 +72,15 @@ TEST_SUITE("sim") {
     // micro-batches, and eager frameworks accumulate gradients once per micro-batch: the layer
     // tables then depend on global_batch / (mbs * dp), which pp changes at a fixed GPU count.
     // Reading a pp = 1 layout's tables for pp = 2 once gave a step 13 us longer than its own.
-    for (const llama::Framework fw : {llama::Framework::megatron, llama::Framework::fsdp}) {
+    for (const parallel::Framework fw : {parallel::Framework::megatron, parallel::Framework::fsdp}) {
       Fixture f("llama3.1-8b", "dgx-h100", 2);
       f.training.seq_len = 4096;
       f.training.global_batch = 64;
       f.training.framework = fw;
-      if (fw == llama::Framework::megatron) f.training.fp8.recipe = llama::Fp8Recipe::delayed;
-      llama::Layout one;
+      if (fw == parallel::Framework::megatron) f.training.fp8.recipe = parallel::Fp8Recipe::delayed;
+      parallel::Layout one;
       one.dp = 16;
-      llama::Layout two = one;
+      parallel::Layout two = one;
       two.pp = 2;
       two.dp = 8;
       CHECK_FALSE(sim::layer_key(f.training, one, 8) == sim::layer_key(f.training, two, 8));
@@ -113,7 +113,7 @@ TEST_SUITE("sim") {
     Fixture f("llama3.1-8b", "dgx-h100", 2);
     f.training.seq_len = 4096;
     f.training.global_batch = 32;
-    llama::Layout l;
+    parallel::Layout l;
     l.tp = 2;
     l.pp = 2;
     l.dp = 4;
@@ -150,18 +150,18 @@ TEST_SUITE("sim") {
     Fixture f("llama2-13b", "dgx-a100-80gb", 4);
     f.training.seq_len = 4096;
     f.training.global_batch = 64;
-    llama::Layout l;
+    parallel::Layout l;
     l.tp = 4;
     l.pp = 8;
     l.dp = 1;
     l.sp = true;
     const auto base = sim::simulate(f.input(l));
-    l.schedule = llama::Schedule::zb_h1;
+    l.schedule = parallel::Schedule::zb_h1;
     const auto zb = sim::simulate(f.input(l));
-    l.schedule = llama::Schedule::interleaved;
+    l.schedule = parallel::Schedule::interleaved;
     l.vp = 5;
     const auto il = sim::simulate(f.input(l));
-    l.schedule = llama::Schedule::gpipe;
+    l.schedule = parallel::Schedule::gpipe;
     l.vp = 1;
     const auto gp = sim::simulate(f.input(l));
     CHECK(zb.step_time_s < base.step_time_s);
@@ -174,11 +174,11 @@ TEST_SUITE("sim") {
   TEST_CASE("simulate: Llama 3's interleaved layout with one layer fewer on the end stages") {
     // arXiv 2407.21783 section 3.3.2 / Table 4: TP 8, CP 1, PP 16, DP 128, 126 layers,
     // interleaved; vp 8 -> 128 chunks of 1 layer, the very first holds only the embedding
-    // and the very last only the head (llama::chunk_layers).
+    // and the very last only the head (parallel::chunk_layers).
     Fixture f("llama3.1-405b", "dgx-h100", 2048);
     f.training.seq_len = 8192;
     f.training.global_batch = 2048;
-    llama::Layout l;
+    parallel::Layout l;
     l.tp = 8;
     l.pp = 16;
     l.dp = 128;
@@ -187,7 +187,7 @@ TEST_SUITE("sim") {
     l.last_stage_layers = 7;
     const auto flat = sim::simulate(f.input(l));  // 1f1b, vp 1
     l.vp = 8;
-    l.schedule = llama::Schedule::interleaved;
+    l.schedule = parallel::Schedule::interleaved;
     sim::Simulator s;
     const auto il = s.run(f.input(l));
     REQUIRE(il.stages.size() == 16);
@@ -205,7 +205,7 @@ TEST_SUITE("sim") {
     // Layered gradient accumulation with vp > 1 (modular placement, Lamy-Poirier,
     // arXiv 2106.02679):
     // every micro-batch of a chunk in flight.
-    l.schedule = llama::Schedule::layered;
+    l.schedule = parallel::Schedule::layered;
     l.vp = 2;
     const auto ly = sim::simulate(f.input(l));
     CHECK(ly.step_time_s > 0);
@@ -216,7 +216,7 @@ TEST_SUITE("sim") {
   TEST_CASE("simulate: steps longer than the replay cap are extrapolated linearly and stay fast") {
     Fixture f("llama3.1-8b", "dgx-h100", 1);
     f.training.seq_len = 2048;
-    llama::Layout l;
+    parallel::Layout l;
     l.tp = 2;
     l.pp = 4;
     l.dp = 1;
@@ -241,7 +241,7 @@ TEST_SUITE("sim") {
     Fixture f("llama3.1-8b", "dgx-h100", 2);
     f.training.seq_len = 4096;
     f.training.global_batch = 32;
-    llama::Layout l;
+    parallel::Layout l;
     l.tp = 2;
     l.pp = 2;
     l.dp = 4;
@@ -262,22 +262,22 @@ TEST_SUITE("sim") {
 
   TEST_CASE("simulate: per-layer checkpointing costs the share-weighted mean of its two kinds of block") {
     // selective_layer with ac_freq = 2: half the blocks recompute in full, half not
-    // (llama::block_kinds), so one layer's passes are the means of the two.
+    // (parallel::block_kinds), so one layer's passes are the means of the two.
     Fixture f("llama3.1-8b", "dgx-h100", 1);
     f.training.seq_len = 8192;
     f.training.global_batch = 16;
-    f.training.framework = llama::Framework::fsdp;
+    f.training.framework = parallel::Framework::fsdp;
     f.training.zero_stage = 3;
-    llama::Layout l;
+    parallel::Layout l;
     l.dp = 8;
     l.mbs = 2;
-    auto layer = [&](llama::Recompute r) {
+    auto layer = [&](parallel::Recompute r) {
       l.recompute = r;
       return sim::simulate(f.input(l));
     };
-    const auto none = layer(llama::Recompute::none);
-    const auto full = layer(llama::Recompute::full);
-    const auto half = layer(llama::Recompute::selective_layer);
+    const auto none = layer(parallel::Recompute::none);
+    const auto full = layer(parallel::Recompute::full);
+    const auto half = layer(parallel::Recompute::selective_layer);
     CHECK(half.layer_forward_s == approx(0.5 * (none.layer_forward_s + full.layer_forward_s)));
     CHECK(half.layer_backward_s == approx(0.5 * (none.layer_backward_s + full.layer_backward_s)));
     CHECK(half.step_time_s > none.step_time_s);

@@ -8,7 +8,7 @@
 
 using tetra::test::approx;
 using namespace tetra::sim;
-using tetra::llama::Schedule;
+using tetra::parallel::Schedule;
 
 namespace {
 // p ranks, v chunks, m micro-batches; per chunk F = tf/v, B = tb/v (split: B = tbi/v, W = tw/v).

@@ -74,7 +74,7 @@ struct PlanOptions {
   double max_collective_bytes = 8.0 * 1024 * 1024 * 1024;  ///< 8 GiB
 };
 
-/// GEMM shapes of the layer and head op lists (llama::layer_ops / head_ops, forward, dgrad and
+/// GEMM shapes of the layer and head op lists (ops::layer_ops / head_ops, forward, dgrad and
 /// wgrad) of each model for each TP degree and sequence length, with sequence parallelism,
 /// plus square shapes 1024..16384 for the achievable peak; attention calls of the same op
 /// lists (causal, GQA heads per rank, forward and backward); memory-bound kernels over

@@ -72,7 +72,7 @@ struct CostParams {
 /// A published nccl-tests bus bandwidth for a group shape (GTC24 S62129 / GTC25 S72583 slides,
 /// NVIDIA/nccl-tests issue #212; keys [GTC], [N212] in builtin_profiles.cpp).
 struct PublishedBusbw {
-  llama::CollectiveKind op = llama::CollectiveKind::all_reduce;
+  ops::CollectiveKind op = ops::CollectiveKind::all_reduce;
   int ranks = 8;
   int ranks_per_node = 8;
   const char* algorithm = "";   ///< "ring", "nvls" or "" (NCCL's choice)

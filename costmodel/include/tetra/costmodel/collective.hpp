@@ -122,7 +122,7 @@ struct CollectiveEstimate {
 
 /// nccl-tests' bus factor: 2(n−1)/n for all-reduce, (n−1)/n for all-gather / reduce-scatter /
 /// all-to-all, 1 for send/recv.
-[[nodiscard]] double bus_factor(llama::CollectiveKind kind, int ranks) noexcept;
+[[nodiscard]] double bus_factor(ops::CollectiveKind kind, int ranks) noexcept;
 
 /// NCCL's (latency µs, bandwidth GB/s) for one (collective, algorithm, protocol) on a group,
 /// as ncclTopoTuneModel computes them; bandwidth 0 = not eligible. `bw` is NCCL's algorithm
@@ -131,12 +131,12 @@ struct NcclLatBw {
   double lat_us = 0;
   double bw_GBps = 0;
 };
-[[nodiscard]] NcclLatBw nccl_lat_bw(llama::CollectiveKind kind, NcclAlgo algo, NcclProto proto,
+[[nodiscard]] NcclLatBw nccl_lat_bw(ops::CollectiveKind kind, NcclAlgo algo, NcclProto proto,
                                     const GroupPlacement& g, const CommParams& p) noexcept;
 
 /// NCCL's time of one call (ncclTopoGetAlgoTime) in seconds for `bytes` = nBytes as NCCL
 /// counts them (the whole buffer for all-gather / reduce-scatter); < 0 when disabled.
-[[nodiscard]] double nccl_algo_seconds(llama::CollectiveKind kind, NcclAlgo algo, NcclProto proto,
+[[nodiscard]] double nccl_algo_seconds(ops::CollectiveKind kind, NcclAlgo algo, NcclProto proto,
                                        double bytes, const GroupPlacement& g,
                                        const CommParams& p) noexcept;
 
@@ -147,7 +147,7 @@ struct NcclLatBw {
 /// protocol) of NCCL's model. send_recv is priced as `p2p_seconds` across the slower link.
 /// The time is divided by the group's cluster factor (intra- or inter-node). A group of one
 /// rank costs 0.
-[[nodiscard]] CollectiveEstimate collective(llama::CollectiveKind kind, double bytes,
+[[nodiscard]] CollectiveEstimate collective(ops::CollectiveKind kind, double bytes,
                                             const GroupPlacement& g, const CommParams& p) noexcept;
 
 /// A MoE dispatch (or combine) of all-to-all size `bytes` (each token's `topk` routed copies)
@@ -162,7 +162,7 @@ struct NcclLatBw {
 /// the slower sets the time. One node: the plain all-to-all. DeepEP's network share runs at
 /// NCCL's all-to-all rate on the NICs; HybridEP's at its own measured rate
 /// (NcclTopology::hybridep_nic_efficiency).
-[[nodiscard]] double hierarchical_all_to_all(double bytes, int topk, int experts, llama::FlexBackend backend,
+[[nodiscard]] double hierarchical_all_to_all(double bytes, int topk, int experts, parallel::FlexBackend backend,
                                              const GroupPlacement& g, const CommParams& p) noexcept;
 
 /// Point-to-point transfer of `bytes` between two GPUs, inside a node (NVLink) or across
@@ -170,7 +170,7 @@ struct NcclLatBw {
 [[nodiscard]] double p2p_seconds(double bytes, bool same_node, const CommParams& p) noexcept;
 
 /// Time of one repetition of a communication op of the op list under `layout`.
-[[nodiscard]] double comm_op_seconds(const llama::Op& op, const llama::Layout& layout,
+[[nodiscard]] double comm_op_seconds(const ops::Op& op, const parallel::Layout& layout,
                                      const CommParams& p) noexcept;
 
 }  // namespace tetra::costmodel

@@ -37,7 +37,7 @@ struct GemmShape {
   long long m = 0, n = 0, k = 0;
   double dtype_bytes = 2;  ///< bytes per input element: 2 bf16, 1 FP8, 0.5 FP4
   int batch = 1;           ///< independent GEMMs of the same shape in one batched call
-  llama::GemmFormat format = llama::GemmFormat::training;  ///< which peak the math runs at
+  parallel::GemmFormat format = parallel::GemmFormat::training;  ///< which peak the math runs at
 };
 
 /// A thread-block output tile the GEMM kernel may use, with its per-SM efficiency relative to
@@ -51,7 +51,7 @@ struct GemmTile {
 /// Published or measured achieved attention rate at one point (FlashAttention FLOP count).
 enum class AttentionRatePass { fwd, bwd, fwd_bwd };
 struct AttentionRate {
-  llama::AttentionKernel kernel = llama::AttentionKernel::flash2;
+  parallel::AttentionKernel kernel = parallel::AttentionKernel::flash2;
   AttentionRatePass pass = AttentionRatePass::fwd_bwd;
   int head_dim = 128;
   bool causal = true;
@@ -103,7 +103,7 @@ struct GemmEstimate {
 
 /// The achievable rate of a GEMM in `format` (falls back to the training-precision rate where
 /// the GPU has no faster tensor cores).
-[[nodiscard]] double gemm_peak(llama::GemmFormat format, const ComputeParams& p) noexcept;
+[[nodiscard]] double gemm_peak(parallel::GemmFormat format, const ComputeParams& p) noexcept;
 
 /// Wave-quantised roofline only (no measured rows).
 [[nodiscard]] GemmEstimate gemm_roofline(const GemmShape& shape, const ComputeParams& p) noexcept;
@@ -117,25 +117,25 @@ struct GemmEstimate {
 [[nodiscard]] double gemm_seconds(const GemmShape& shape, const ComputeParams& p) noexcept;
 
 /// Achieved FLOP/s the attention model uses for one call (FlashAttention FLOP count).
-[[nodiscard]] double attention_rate_flops(const llama::AttentionShape& a, bool backward,
+[[nodiscard]] double attention_rate_flops(const ops::AttentionShape& a, bool backward,
                                           const ComputeParams& p) noexcept;
 
 /// FlashAttention's FLOP count of one call: forward 4·b·s_q·s_kv·heads·d (/2 causal),
 /// backward 2.5 × forward.
-[[nodiscard]] double attention_kernel_flops(const llama::AttentionShape& a, bool backward) noexcept;
+[[nodiscard]] double attention_kernel_flops(const ops::AttentionShape& a, bool backward) noexcept;
 
 /// Time of one attention call (forward, or backward when `backward`), one repetition.
-[[nodiscard]] double attention_seconds(const llama::AttentionShape& a, bool backward,
+[[nodiscard]] double attention_seconds(const ops::AttentionShape& a, bool backward,
                                        const ComputeParams& p) noexcept;
 
 /// Time of one memory-bound kernel moving `bytes` (read + write). Measured rows of the same
 /// kernel are interpolated in (log bytes, log t); a per-kernel fit is used next; else
 /// bytes / hbm_Bps + kernel_launch_s.
-[[nodiscard]] double memory_bound_seconds(llama::MemoryKernel kernel, double bytes,
+[[nodiscard]] double memory_bound_seconds(ops::MemoryKernel kernel, double bytes,
                                           const ComputeParams& p) noexcept;
 
 /// Time of one repetition of a compute op (gemm, attention or memory_bound) over its kind's
 /// cluster factor (`gemm_factor`, ...); 0 for others.
-[[nodiscard]] double op_seconds(const llama::Op& op, const ComputeParams& p) noexcept;
+[[nodiscard]] double op_seconds(const ops::Op& op, const ComputeParams& p) noexcept;
 
 }  // namespace tetra::costmodel

@@ -97,24 +97,24 @@ struct MemoryOptions {
 };
 
 /// Per-stage memory of the layout. Precondition: the layout was validated.
-[[nodiscard]] MemoryReport estimate_memory(const llama::Model& model, const hw::Cluster& cluster,
-                                           const llama::Training& training,
-                                           const llama::Layout& layout,
+[[nodiscard]] MemoryReport estimate_memory(const model::Model& model, const hw::Cluster& cluster,
+                                           const parallel::Training& training,
+                                           const parallel::Layout& layout,
                                            const MemoryOptions& options = {});
 
 /// Activation bytes saved for backward by one transformer layer for one micro-batch on one GPU
 /// (Fujii et al.'s Llama form of Korthikanti et al., arXiv 2205.05198, Table 2), for the
 /// layout's attention kernel, recompute mode, SP and CP.
 /// With full recompute this is the stored layer input only; the rebuilt layer is a transient.
-[[nodiscard]] double activation_bytes_per_layer(const llama::Model& model,
-                                                const llama::Training& training,
-                                                const llama::Layout& layout);
+[[nodiscard]] double activation_bytes_per_layer(const model::Model& model,
+                                                const parallel::Training& training,
+                                                const parallel::Layout& layout);
 
 /// Micro-batches whose activations stage `stage` holds at its peak under the layout's
 /// schedule (GPipe: Narayanan et al., arXiv 2104.04473 §2.2; 1F1B and interleaved: the
 /// warm-up counts of `megatron/core/pipeline_parallel/schedules.py`; ZB-H1: Qi et al.,
 /// arXiv 2401.10241, Table 2), in units of whole-stage micro-batches.
-[[nodiscard]] double inflight_micro_batches(const llama::Layout& layout, int micro_batches,
+[[nodiscard]] double inflight_micro_batches(const parallel::Layout& layout, int micro_batches,
                                             int stage);
 
 /// Reserved bytes of a stage whose live activations are `activation_bytes`:

@@ -22,7 +22,7 @@ struct GroupPlacement {
 /// it; ranks_per_node = clamp(gpus_per_node / stride, 1, size) when the stride divides the
 /// node, else 1; nodes = size / ranks_per_node. dp_cp is the fused DP x CP group (contiguous
 /// when cp and dp are adjacent in the order); pp is a pair of neighbouring stages.
-[[nodiscard]] GroupPlacement place_group(const llama::Layout& layout, llama::CommDim dim,
+[[nodiscard]] GroupPlacement place_group(const parallel::Layout& layout, ops::CommDim dim,
                                          int gpus_per_node);
 
 /// The first of TP and CP whose groups do not lie alike on every NVLink domain of `domain`
@@ -31,14 +31,14 @@ struct GroupPlacement {
 /// span with whole stride blocks inside each (s·n % domain == 0 and domain % s == 0), or when
 /// every member sits in its own domain (s % domain == 0). Otherwise some groups straddle a
 /// domain boundary: a TP 16 block on a 72-GPU NVL72 domain (72 = 4.5 x 16).
-[[nodiscard]] std::optional<llama::CommDim> straddling_dim(const llama::Layout& layout, int domain);
+[[nodiscard]] std::optional<ops::CommDim> straddling_dim(const parallel::Layout& layout, int domain);
 
 /// `straddling_dim` as a layout rule ("straddles-domain", keyed by tp or cp), for the checks
 /// that reject a layout before it is priced.
-[[nodiscard]] std::optional<llama::LayoutIssue> domain_issue(const llama::Layout& layout, int domain);
+[[nodiscard]] std::optional<parallel::LayoutIssue> domain_issue(const parallel::Layout& layout, int domain);
 
 /// Rank distance between neighbours of dimension `dim` under `layout.rank_order`: the product
 /// of the sizes of the dimensions inside it (dp_cp: of the inner of dp and cp).
-[[nodiscard]] long long rank_stride(const llama::Layout& layout, llama::CommDim dim);
+[[nodiscard]] long long rank_stride(const parallel::Layout& layout, ops::CommDim dim);
 
 }  // namespace tetra::costmodel

@@ -23,10 +23,10 @@ namespace tetra::fit {
 struct StepCase {
   std::string id;                           ///< row id, recorded in fitted files
   std::string group;                        ///< the sweep the row belongs to
-  const llama::Model* model = nullptr;
+  const model::Model* model = nullptr;
   const hw::Cluster* cluster = nullptr;
-  const llama::Training* training = nullptr;
-  llama::Layout layout;                     ///< must pass llama::check_layout
+  const parallel::Training* training = nullptr;
+  parallel::Layout layout;                     ///< must pass parallel::check_layout
   double measured_s = 0;                    ///< > 0
 };
 

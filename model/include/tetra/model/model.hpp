@@ -8,7 +8,7 @@
 
 #include "tetra/model/moe.hpp"
 
-namespace tetra::llama {
+namespace tetra::model {
 
 /// llama: RMSNorm, SwiGLU MLP, RoPE, no biases.
 /// gpt: LayerNorm with bias, GeLU MLP, learned position embeddings, biased linears.
@@ -54,4 +54,4 @@ struct Model {
 /// Inverse of to_string; nothing for an unknown name.
 [[nodiscard]] std::optional<Arch> parse_arch(std::string_view name) noexcept;
 
-}  // namespace tetra::llama
+}  // namespace tetra::model

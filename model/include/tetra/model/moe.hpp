@@ -12,7 +12,7 @@
 #include <optional>
 #include <string_view>
 
-namespace tetra::llama {
+namespace tetra::model {
 
 struct Model;
 
@@ -90,4 +90,4 @@ struct Mla {
 [[nodiscard]] const char* to_string(Router r) noexcept;
 [[nodiscard]] std::optional<Router> parse_router(std::string_view name) noexcept;
 
-}  // namespace tetra::llama
+}  // namespace tetra::model

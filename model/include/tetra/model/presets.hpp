@@ -8,7 +8,7 @@
 
 #include "tetra/model/model.hpp"
 
-namespace tetra::llama {
+namespace tetra::model {
 
 /// llama1-13b/30b/65b, llama2-7b/13b/70b, llama3.1-8b/70b/405b, gpt3-175b; mixture of
 /// experts: llama4-scout, llama4-maverick, mixtral-8x7b, mixtral-8x22b, qwen3-30b-a3b,
@@ -27,4 +27,4 @@ namespace tetra::llama {
 /// Same, from text already read (`origin` names it in errors).
 [[nodiscard]] Model model_from_hf_config_text(std::string_view json_text, const std::string& origin);
 
-}  // namespace tetra::llama
+}  // namespace tetra::model

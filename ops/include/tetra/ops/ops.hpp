@@ -52,7 +52,7 @@
 #include "tetra/parallel/layout.hpp"
 #include "tetra/model/model.hpp"
 
-namespace tetra::llama {
+namespace tetra::ops {
 
 /// What an op does to the machine.
 enum class OpKind : std::uint8_t {
@@ -113,7 +113,7 @@ enum class CommDim : std::uint8_t {
 
 /// One core-attention call on one rank (per repetition when `Op::count > 1`).
 struct AttentionShape {
-  AttentionKernel kernel = AttentionKernel::flash2;
+  parallel::AttentionKernel kernel = parallel::AttentionKernel::flash2;
   bool causal = true;        ///< causal mask over this block (half the FLOPs)
   int batch = 1;             ///< sequences (micro-batch size)
   long long seq_q = 0;       ///< query positions in this call
@@ -130,7 +130,7 @@ struct Op {
   const char* name = "";     ///< static label, e.g. "qkv", "fc1", "tp_ag", "core_attention"
   // gemm
   long long m = 0, n = 0, k = 0;
-  GemmFormat format = GemmFormat::training;  ///< element format of the GEMM's inputs
+  parallel::GemmFormat format = parallel::GemmFormat::training;  ///< element format of the GEMM's inputs
   // attention
   AttentionShape attn;
   // memory_bound
@@ -164,7 +164,7 @@ struct Op {
   /// routed experts they are drawn from; 0 = a plain all-to-all.
   int route_topk = 0;
   int route_experts = 0;
-  FlexBackend route_backend = FlexBackend::deepep;  ///< whose kernels cross the nodes
+  parallel::FlexBackend route_backend = parallel::FlexBackend::deepep;  ///< whose kernels cross the nodes
 
   [[nodiscard]] bool is_compute() const noexcept {
     return kind == OpKind::gemm || kind == OpKind::attention || kind == OpKind::memory_bound;
@@ -180,12 +180,12 @@ struct Op {
 /// wgrad of the same linear). Selective recompute re-runs core attention forward; full
 /// recompute re-runs the whole layer forward with its TP collectives. Under ZeRO-3 the
 /// layer's parameter all-gathers (forward, and again in backward) are included. A layout with
-/// several kinds of block (selective_layer, llama::block_kinds) is priced one kind at a time:
+/// several kinds of block (selective_layer, parallel::block_kinds) is priced one kind at a time:
 /// given such a layout, this lists a block that is not checkpointed.
-[[nodiscard]] std::vector<Op> layer_ops(const Model& model, const Training& training,
-                                        const Layout& layout);
+[[nodiscard]] std::vector<Op> layer_ops(const model::Model& model, const parallel::Training& training,
+                                        const parallel::Layout& layout);
 
-/// Ops of one MoE transformer layer (llama::is_moe_layer), one micro-batch, one rank: the
+/// Ops of one MoE transformer layer (model::is_moe_layer), one micro-batch, one rank: the
 /// attention block as in layer_ops (MLA when the model has it), then the MoE block: norm,
 /// router GEMM (h x E) and top-k, permute, dispatch over the EP group (all-to-all, or
 /// all-gather under the allgather dispatcher), the ETP all-gather when etp > 1, the routed
@@ -195,26 +195,26 @@ struct Op {
 /// residual; and the backward in reverse. Dispatch and combine block the compute stream:
 /// Megatron-Core overlaps them only under `overlap_moe_expert_parallel_comm` (not modelled).
 /// Equals layer_ops on a dense model.
-[[nodiscard]] std::vector<Op> moe_layer_ops(const Model& model, const Training& training,
-                                            const Layout& layout);
+[[nodiscard]] std::vector<Op> moe_layer_ops(const model::Model& model, const parallel::Training& training,
+                                            const parallel::Layout& layout);
 
 /// Ops of the input embedding on the first stage for one micro-batch: lookup (vocab-parallel)
 /// and its TP reduction (all-reduce, or reduce-scatter with SP), and their backward.
-[[nodiscard]] std::vector<Op> embedding_ops(const Model& model, const Training& training,
-                                            const Layout& layout);
+[[nodiscard]] std::vector<Op> embedding_ops(const model::Model& model, const parallel::Training& training,
+                                            const parallel::Layout& layout);
 
 /// Ops of the last stage's head for one micro-batch: final norm, LM head GEMMs (forward,
 /// dgrad, wgrad over the padded vocabulary / tp), vocab-parallel cross entropy with its small
 /// TP all-reduces, and the backward TP reduction of the head's input gradient. Frameworks other
 /// than megatron gather the full-vocabulary logits over TP and run the loss in fp32 on them.
-[[nodiscard]] std::vector<Op> head_ops(const Model& model, const Training& training,
-                                       const Layout& layout);
+[[nodiscard]] std::vector<Op> head_ops(const model::Model& model, const parallel::Training& training,
+                                       const parallel::Layout& layout);
 
 /// Bytes of the activation (forward) or its gradient (backward) sent across one pipeline
 /// boundary per micro-batch: `[s/c (/t with SP), b, h]` in the activation dtype
 /// (`NVIDIA/Megatron-LM: megatron/core/pipeline_parallel/schedules.py`).
-[[nodiscard]] double pp_boundary_bytes(const Model& model, const Training& training,
-                                       const Layout& layout) noexcept;
+[[nodiscard]] double pp_boundary_bytes(const model::Model& model, const parallel::Training& training,
+                                       const parallel::Layout& layout) noexcept;
 
 /// Data-parallel gradient communication of pipeline rank `stage` once per step
 /// (`NVIDIA/Megatron-LM: megatron/core/distributed/distributed_data_parallel_config.py`,
@@ -229,23 +229,23 @@ struct Op {
 /// (`count` = layers on the stage) plus the embedding/head shards over the FSDP shard group
 /// (dp_shard·cp ranks of the dp_cp group); under HSDP each reduced shard is then all-reduced
 /// over the dp_replicate replicas. Group dp_cp otherwise. Empty when dp·cp == 1.
-[[nodiscard]] std::vector<Op> dp_gradient_ops(const Model& model, const Training& training,
-                                              const Layout& layout, int stage);
+[[nodiscard]] std::vector<Op> dp_gradient_ops(const model::Model& model, const parallel::Training& training,
+                                              const parallel::Layout& layout, int stage);
 
 /// Gradient communication of the routed experts of pipeline rank `stage` once per step
 /// (framework megatron, zero_stage < 3): Megatron-Core's expert buffers, bucketed as the dense
 /// ones, reduce-scattered (zero_stage 1/2, then the parameter all-gather) or all-reduced over
 /// the expert data-parallel group (CommDim::expert_dp, size tp·cp·dp/(ep·etp)). Empty on a dense
 /// model or when that group has one rank. dp_gradient_ops leaves these parameters out.
-[[nodiscard]] std::vector<Op> expert_gradient_ops(const Model& model, const Training& training,
-                                                  const Layout& layout, int stage);
+[[nodiscard]] std::vector<Op> expert_gradient_ops(const model::Model& model, const parallel::Training& training,
+                                                  const parallel::Layout& layout, int stage);
 
 /// The optimizer step of pipeline rank `stage`: gradient-norm reduction and the fused Adam
 /// kernel over the parameters this rank updates (sharded over dp·cp for zero_stage >= 1):
 /// about 30 bytes per parameter (reads the fp32 parameter, gradient, m and v, writes the
 /// parameter, m, v and the bf16 copy).
-[[nodiscard]] std::vector<Op> optimizer_ops(const Model& model, const Training& training,
-                                            const Layout& layout, int stage);
+[[nodiscard]] std::vector<Op> optimizer_ops(const model::Model& model, const parallel::Training& training,
+                                            const parallel::Layout& layout, int stage);
 
 /// Whether the loss runs on each TP rank's shard of the vocabulary: Megatron's
 /// `_VocabParallelCrossEntropy` always, torchtitan's loss parallel whenever tp > 1 (the output
@@ -254,12 +254,12 @@ struct Op {
 /// to every TP rank and the loss runs on an fp32 copy of the full vocabulary (Aleph Alpha's
 /// `lm_head.py` parallel_output=False; Hugging Face models under DeepSpeed). The op list and the
 /// memory model both read it.
-[[nodiscard]] bool loss_on_vocab_shards(const Training& training, int tp) noexcept;
+[[nodiscard]] bool loss_on_vocab_shards(const parallel::Training& training, int tp) noexcept;
 
 /// Bytes of one transformer layer's parameters on a TP rank as data-parallel sharding
 /// all-gathers them (ZeRO-3 / FSDP): the training precision, or FP8 for the linear weights
 /// under fp8_param_gather (Megatron-Core's FP8 parameters, torchao's Float8 all-gather).
-[[nodiscard]] double gathered_layer_param_bytes(const Model& model, const Training& training, int tp);
+[[nodiscard]] double gathered_layer_param_bytes(const model::Model& model, const parallel::Training& training, int tp);
 
 /// Sum of `total_flops()` over ops; `include_recompute` adds the re-run forward ops
 /// (hardware FLOPs).
@@ -271,4 +271,4 @@ struct Op {
 [[nodiscard]] const char* to_string(CollectiveKind k) noexcept;
 [[nodiscard]] const char* to_string(CommDim d) noexcept;
 
-}  // namespace tetra::llama
+}  // namespace tetra::ops

@@ -10,7 +10,7 @@
 #include <string>
 #include <string_view>
 
-namespace tetra::llama {
+namespace tetra::parallel {
 
 enum class CudaGraphScope : std::uint8_t {
   attn,            ///< the attention block, input norm to the residual add
@@ -44,4 +44,4 @@ struct CudaGraphsParse {
 /// The names, "attn, mlp, ...", for error messages.
 [[nodiscard]] std::string cuda_graph_scope_names();
 
-}  // namespace tetra::llama
+}  // namespace tetra::parallel

@@ -8,7 +8,7 @@
 #include "tetra/parallel/fp8.hpp"
 #include "tetra/parallel/layout.hpp"
 
-namespace tetra::llama {
+namespace tetra::parallel {
 
 /// What a framework keeps in memory: the part of ExecutionTraits the memory model reads, cheap
 /// to compute per estimate since it depends on the Training alone.
@@ -190,4 +190,4 @@ struct ExecutionTraits {
 /// The traits of `training` under `layout`.
 [[nodiscard]] ExecutionTraits execution_traits(const Training& training, const Layout& layout);
 
-}  // namespace tetra::llama
+}  // namespace tetra::parallel

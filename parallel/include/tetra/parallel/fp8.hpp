@@ -13,7 +13,7 @@
 
 #include "tetra/hw/cluster.hpp"
 
-namespace tetra::llama {
+namespace tetra::parallel {
 
 /// TE recipes. `none` = every GEMM in the training precision.
 enum class Fp8Recipe {
@@ -65,4 +65,4 @@ struct Fp8Training {
 [[nodiscard]] const char* to_string(Fp8Recipe r) noexcept;
 [[nodiscard]] std::optional<Fp8Recipe> parse_fp8_recipe(std::string_view name) noexcept;
 
-}  // namespace tetra::llama
+}  // namespace tetra::parallel

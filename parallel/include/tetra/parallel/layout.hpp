@@ -13,7 +13,7 @@
 #include "tetra/parallel/recompute_modules.hpp"
 #include "tetra/parallel/torch_native.hpp"
 
-namespace tetra::llama {
+namespace tetra::parallel {
 
 /// Activation recomputation: none; Megatron's selective (core attention only); full (every
 /// layer from its input); torchtitan's per-op selective checkpointing (`selective_op`: the
@@ -208,4 +208,4 @@ struct BlockKind {
 [[nodiscard]] std::optional<MoeDispatcher> parse_moe_dispatcher(std::string_view name) noexcept;
 [[nodiscard]] std::optional<FlexBackend> parse_flex_backend(std::string_view name) noexcept;
 
-}  // namespace tetra::llama
+}  // namespace tetra::parallel

@@ -11,41 +11,41 @@
 #include "tetra/parallel/layout.hpp"
 #include "tetra/model/model.hpp"
 
-namespace tetra::llama {
+namespace tetra::parallel {
 
 /// Parameters of one transformer layer, unsharded.
 /// llama: 2h^2(1 + k/a) + 3 h h_ffn + 2h;  gpt: 4h^2 + 2 h h_ffn + 9h + h_ffn (biases, 2 LayerNorms).
-[[nodiscard]] std::int64_t params_per_layer(const Model& m) noexcept;
+[[nodiscard]] std::int64_t params_per_layer(const model::Model& m) noexcept;
 
 /// Parameters of transformer layer `layer` (0-based), unsharded: params_per_layer() for a
 /// dense layer; for a MoE layer (is_moe_layer) attention + router h*E + all E routed experts
 /// (3 h f_e each, SwiGLU) + the shared-expert MLP (3 h f_s) + 2h norms. MLA attention replaces
 /// GQA's 2h(q + kv) by q_a + q_b + kv_a + kv_b + O and the two latent norms.
-[[nodiscard]] std::int64_t layer_params(const Model& m, int layer) noexcept;
+[[nodiscard]] std::int64_t layer_params(const model::Model& m, int layer) noexcept;
 
 /// Parameters of the model's multi-token-prediction modules (mtp_layers of them): each one
 /// transformer layer (MoE when the last layer is), enorm + hnorm (2h), eh_proj (2h^2) and a
 /// final norm (h); the embedding and the LM head are shared with the main model.
-[[nodiscard]] std::int64_t mtp_params(const Model& m) noexcept;
+[[nodiscard]] std::int64_t mtp_params(const model::Model& m) noexcept;
 
 /// Whole-model parameters: layers + embedding (+ LM head when untied) + final norm
 /// (+ learned positions of `seq_len` rows for gpt) + MTP modules. Unpadded vocabulary.
 /// DeepSeek-V3 (mtp_layers = 0): 671,026,404,352.
-[[nodiscard]] std::int64_t total_params(const Model& m, int seq_len) noexcept;
+[[nodiscard]] std::int64_t total_params(const model::Model& m, int seq_len) noexcept;
 
 /// Parameters one token passes through: total_params() less the routed experts it is not
 /// sent to, (E - k) experts in every MoE layer (and MTP layer). The router, shared experts,
 /// both embeddings and every dense part count. DeepSeek-V3: 37,552,282,624.
-[[nodiscard]] std::int64_t active_params(const Model& m, int seq_len) noexcept;
+[[nodiscard]] std::int64_t active_params(const model::Model& m, int seq_len) noexcept;
 
 /// Vocabulary padded as Megatron does: up to a multiple of 128 * tp.
-[[nodiscard]] std::int64_t padded_vocab(const Model& m, int tp) noexcept;
+[[nodiscard]] std::int64_t padded_vocab(const model::Model& m, int tp) noexcept;
 
 /// Layers on each pipeline rank (size pp), all its model chunks together: the sum of
 /// chunk_layers() over the chunks of the rank. Even split, or the uneven first/last counts of
 /// the layout with the remaining layers spread evenly over the middle ranks.
 /// Precondition: the layout was validated (scenarios checks divisibility).
-[[nodiscard]] std::vector<int> stage_layers(const Model& m, const Layout& layout);
+[[nodiscard]] std::vector<int> stage_layers(const model::Model& m, const Layout& layout);
 
 /// Transformer layers of every model chunk, in virtual-stage order: entry c*pp + r is chunk c
 /// of pipeline rank r (size pp*vp; chunk 0 of rank 0 also holds the embedding, chunk vp-1 of
@@ -65,7 +65,7 @@ namespace tetra::llama {
 /// `--account-for-embedding-in-pipeline-split --account-for-loss-in-pipeline-split`, the
 /// embedding and the loss each taking one layer slot of the 128).
 /// Precondition: the layout was validated; otherwise counts are clamped at 0.
-[[nodiscard]] std::vector<int> chunk_layers(const Model& m, const Layout& layout);
+[[nodiscard]] std::vector<int> chunk_layers(const model::Model& m, const Layout& layout);
 
 /// Layers of the first and the last pipeline rank of an uneven split.
 struct UnevenSplit {
@@ -112,7 +112,7 @@ struct StageParams {
 /// al.'s estimator (`okoge-kaz/Megatron-LM: tools/memory_estimate/
 /// memory_consumption_estimator.py`, 85347a6b) with norm weights replicated over TP and the
 /// vocabulary padded as Megatron's `_vocab_size_with_padding`.
-[[nodiscard]] std::vector<StageParams> stage_params(const Model& m, const Layout& layout,
+[[nodiscard]] std::vector<StageParams> stage_params(const model::Model& m, const Layout& layout,
                                                     int seq_len);
 
-}  // namespace tetra::llama
+}  // namespace tetra::parallel

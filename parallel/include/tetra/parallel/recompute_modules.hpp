@@ -12,7 +12,7 @@
 #include <string>
 #include <string_view>
 
-namespace tetra::llama {
+namespace tetra::parallel {
 
 enum class RecomputeModule : std::uint8_t {
   core_attn,       ///< core attention
@@ -54,4 +54,4 @@ struct RecomputeModulesParse {
 /// The names, "core_attn, moe_act, ...", for error messages.
 [[nodiscard]] std::string recompute_module_names();
 
-}  // namespace tetra::llama
+}  // namespace tetra::parallel

@@ -4,7 +4,7 @@
 /// replica count lives in the layout (Layout::dp_replicate); Float8 linears are FP8 recipes
 /// (fp8.hpp).
 
-namespace tetra::llama {
+namespace tetra::parallel {
 
 struct Training;
 struct Layout;
@@ -39,4 +39,4 @@ struct TorchNative {
   static constexpr int kReshardFull = 0;
 };
 
-}  // namespace tetra::llama
+}  // namespace tetra::parallel

@@ -10,7 +10,7 @@
 #include "tetra/parallel/layout.hpp"
 #include "tetra/model/model.hpp"
 
-namespace tetra::llama {
+namespace tetra::parallel {
 
 /// A broken rule: the [layout]/[training] key to blame, and what was expected.
 /// `rule` is a short stable name used in search summaries (e.g. "tp-divides-heads").
@@ -23,7 +23,7 @@ struct LayoutIssue {
 /// The first rule the layout breaks, or nothing. `world` is the cluster's GPU count.
 /// Checks: positive sizes; tp divides heads and kv_heads; dp*tp*cp*pp == world;
 /// mbs*dp divides global_batch; seq_len divisible by 2*cp (cp > 1); sp needs tp > 1;
-/// layers split into pp*vp chunks (or a valid uneven first/last split, llama::chunk_layers);
+/// layers split into pp*vp chunks (or a valid uneven first/last split, parallel::chunk_layers);
 /// vp > 1 needs pp > 1 and the interleaved or layered schedule, and interleaved needs vp > 1
 /// and micro-batches divisible by pp; zb-h1 needs pp > 1 or runs as 1f1b; zero_stage in 0..3.
 ///
@@ -42,7 +42,7 @@ struct LayoutIssue {
 ///  micro-batch count to be a multiple of pp); step-too-large (global_batch: at most 10^6
 ///  micro-batch passes, global_batch/(mbs*dp) * pp * vp, per step); rank-order (rank_order).
 /// zb-h1 with pp == 1 is not an error (nothing to overlap; it runs as 1f1b).
-[[nodiscard]] std::optional<LayoutIssue> check_layout(const Model& model, long long world,
+[[nodiscard]] std::optional<LayoutIssue> check_layout(const model::Model& model, long long world,
                                                       const Training& training,
                                                       const Layout& layout);
 
@@ -54,7 +54,7 @@ struct LayoutIssue {
 /// expert rank decomposition tp*cp*dp = etp*ep*edp); etp-divides-ffn (etp: moe_ffn_hidden);
 /// tp-divides-ffn (tp: the shared-expert width); ep-tp-needs-sp (sp: ep > 1 with tp > 1);
 /// flex-needs-ep (moe_token_dispatcher), flex-dropless (moe_capacity_factor).
-[[nodiscard]] std::optional<LayoutIssue> check_moe_layout(const Model& model,
+[[nodiscard]] std::optional<LayoutIssue> check_moe_layout(const model::Model& model,
                                                           const Training& training,
                                                           const Layout& layout);
 
@@ -62,7 +62,7 @@ struct LayoutIssue {
 /// recompute_modules: modules-need-selective (recompute = selective), mla-up-proj-needs-mla,
 /// module-needs-moe (moe_act, moe, shared_experts), shared-experts-needs-shared,
 /// modules-delayed-fp8 (moe_act / layernorm under delayed scaling), moe-recompute-a2a-overlap.
-[[nodiscard]] std::optional<LayoutIssue> check_recompute_modules(const Model& model,
+[[nodiscard]] std::optional<LayoutIssue> check_recompute_modules(const model::Model& model,
                                                                  const Training& training,
                                                                  const Layout& layout);
 
@@ -72,4 +72,4 @@ struct LayoutIssue {
 [[nodiscard]] std::optional<LayoutIssue> check_torch_native(const Training& training,
                                                             const Layout& layout);
 
-}  // namespace tetra::llama
+}  // namespace tetra::parallel

@@ -51,10 +51,10 @@ struct PlanSettings {
 
 /// Everything a plan reads. Pointers must outlive the calls.
 struct PlanInput {
-  const llama::Model* model = nullptr;
-  const llama::Training* training = nullptr;
+  const model::Model* model = nullptr;
+  const parallel::Training* training = nullptr;
   const search::SearchSpace* space = nullptr;
-  llama::Layout base;                       ///< fields the space does not vary (rank_order)
+  parallel::Layout base;                       ///< fields the space does not vary (rank_order)
   PlanSettings settings;
   std::vector<Candidate> candidates;        ///< in scenario order (ids are indices)
 };
@@ -82,7 +82,7 @@ struct Evaluation {
 /// copy of the model, as the memory model counts them for a one-GPU replica without ZeRO
 /// (costmodel::estimate_memory's params + optimizer: the weights in the training precision,
 /// Adam's fp32 master weights and two moments; 14 B per parameter in BF16).
-[[nodiscard]] double checkpoint_bytes(const llama::Model& model, const llama::Training& training,
+[[nodiscard]] double checkpoint_bytes(const model::Model& model, const parallel::Training& training,
                                       const hw::Cluster& cluster);
 
 /// A low .. high range of a quantity (days, cost).

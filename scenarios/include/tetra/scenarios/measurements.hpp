@@ -44,15 +44,15 @@ struct MeasurementRow {
   /// Empty when the row can be predicted; otherwise why not (blank layout cells, an invalid
   /// layout, ...). Such rows are listed as skipped by validate.
   std::string skip_reason;
-  llama::Model model;
+  model::Model model;
   hw::Cluster cluster;                ///< nodes (and gpus_per_node below one node) set to n_gpus
-  llama::Training training;           ///< seq_len, gbs and options over the defaults
-  llama::Layout layout;               ///< dp derived from n_gpus; vp > 1 implies interleaved
+  parallel::Training training;           ///< seq_len, gbs and options over the defaults
+  parallel::Layout layout;               ///< dp derived from n_gpus; vp > 1 implies interleaved
 };
 
 /// The step time a row measured, in seconds: step_time_s as it is; tokens_per_s_per_gpu and mfu
 /// as the step time they imply (the global batch's tokens over the rate; the model FLOPs of
-/// tetrasim's MFU, llama::spec_step_flops, over MFU × the GPU's bf16 peak); 0 for other metrics
+/// tetrasim's MFU, parallel::spec_step_flops, over MFU × the GPU's bf16 peak); 0 for other metrics
 /// or a non-positive value.
 [[nodiscard]] double measured_step_seconds(const MeasurementRow& row) noexcept;
 

@@ -21,10 +21,10 @@ namespace tetra::scenarios {
 /// hw::job_domain GPUs of each domain, as a measurement row does).
 struct PlanScenario {
   std::string path;
-  llama::Model model;
-  llama::Training training;
+  model::Model model;
+  parallel::Training training;
   search::SearchSpace search;
-  llama::Layout base;                       ///< rank_order from [layout], if given
+  parallel::Layout base;                       ///< rank_order from [layout], if given
   plan::PlanSettings settings;
   std::vector<plan::Candidate> candidates;
   std::vector<std::string> input_files;     ///< other files read (cluster files, profiles,

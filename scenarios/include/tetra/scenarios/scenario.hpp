@@ -18,10 +18,10 @@ namespace tetra::scenarios {
 /// layout validated against the model and the cluster.
 struct Scenario {
   std::string path;                 ///< the file as given (errors and reports name it)
-  llama::Model model;               ///< [model]
+  model::Model model;               ///< [model]
   hw::Cluster cluster;              ///< [cluster] with its gpu / intra_node / inter_node tables
-  llama::Training training;         ///< [training]
-  llama::Layout layout;             ///< validated; dp derived when omitted
+  parallel::Training training;         ///< [training]
+  parallel::Layout layout;             ///< validated; dp derived when omitted
   bool has_layout = false;          ///< the file (or --layout) gave a [layout]
   search::SearchSpace search;       ///< defaults when the file has no [search]
   bool has_search = false;          ///< the file has a [search] table
@@ -30,7 +30,7 @@ struct Scenario {
 
 /// Reads and validates a scenario. A missing [model], [cluster] or [training] table, an
 /// unknown table or key, a value of the wrong type or unit, and a layout that breaks a rule of
-/// llama::check_layout are UserErrors at the offending key's file:line:col.
+/// parallel::check_layout are UserErrors at the offending key's file:line:col.
 /// `layout_override` is the --layout string ("tp=2,pp=4,schedule=interleaved"); its values
 /// replace the file's [layout] keys and its errors name "--layout". dp is derived as
 /// GPUs / (tp*cp*pp) unless given. With `require_layout` false (search), a missing or invalid
@@ -46,11 +46,11 @@ struct Scenario {
 
 /// Applies "key=value,key=value" layout overrides to a layout (no validation).
 /// Throws UserError naming `origin` (e.g. "--layout") and the key.
-void apply_layout_string(llama::Layout& layout, std::string_view text, const std::string& origin);
+void apply_layout_string(parallel::Layout& layout, std::string_view text, const std::string& origin);
 
 /// The layout in --layout syntax, every key spelled out
 /// ("tp=8,cp=1,pp=4,dp=2,vp=1,mbs=1,sp=true,recompute=none,schedule=1f1b,rank_order=tp-cp-dp-pp";
 /// first_stage_layers/last_stage_layers only when set). apply_layout_string reads it back.
-[[nodiscard]] std::string format_layout(const llama::Layout& layout);
+[[nodiscard]] std::string format_layout(const parallel::Layout& layout);
 
 }  // namespace tetra::scenarios

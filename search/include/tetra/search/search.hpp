@@ -24,11 +24,11 @@ namespace tetra::search {
 
 /// What to search. References must outlive the call.
 struct SearchInput {
-  const llama::Model* model = nullptr;
+  const model::Model* model = nullptr;
   const hw::Cluster* cluster = nullptr;
-  const llama::Training* training = nullptr;
+  const parallel::Training* training = nullptr;
   const SearchSpace* space = nullptr;
-  llama::Layout base;                          ///< fields the space does not vary (rank_order)
+  parallel::Layout base;                          ///< fields the space does not vary (rank_order)
   const costmodel::Profile* profile = nullptr; ///< calibration profile; null: built-in
   costmodel::Factors factors;                  ///< cluster factors of a step fit (neutral: none)
 };
@@ -42,10 +42,10 @@ struct SearchOptions {
 
 /// One simulated layout.
 struct RankedLayout {
-  llama::Layout layout;
-  llama::Fp8Training fp8;          ///< the precision it was simulated in (SearchSpace::precision)
+  parallel::Layout layout;
+  parallel::Fp8Training fp8;          ///< the precision it was simulated in (SearchSpace::precision)
   bool compile = false;            ///< torch.compile on (SearchSpace::compile)
-  llama::Precision grad_dtype = llama::Precision::fp32;  ///< SearchSpace::grad_dtype
+  parallel::Precision grad_dtype = parallel::Precision::fp32;  ///< SearchSpace::grad_dtype
   double step_time_s = 0;
   double tokens_per_s = 0;
   double tflops_per_gpu = 0;

@@ -15,16 +15,16 @@ struct SearchSpace {
                                        ///< uneven first/last splits where layers do not divide
   std::vector<int> mbs{1, 2, 4};
   std::vector<int> vp{1};
-  std::vector<llama::Recompute> recompute{llama::Recompute::none, llama::Recompute::selective,
-                                          llama::Recompute::full};
-  std::vector<llama::Schedule> schedule{llama::Schedule::one_f_one_b};
+  std::vector<parallel::Recompute> recompute{parallel::Recompute::none, parallel::Recompute::selective,
+                                          parallel::Recompute::full};
+  std::vector<parallel::Schedule> schedule{parallel::Schedule::one_f_one_b};
   std::vector<bool> sp{true};          ///< sp values tried where tp > 1 (sp is off at tp == 1)
   /// HSDP replica counts (framework fsdp, zero_stage 3): dp = dp_shard x dp_replicate; a count
   /// that does not divide dp is rejected by the dp-split rule.
   std::vector<int> dp_replicate{1};
   /// Checkpoint frequencies tried under recompute = selective_layer.
   std::vector<int> ac_freq{2};
-  /// Expert-parallel and expert-tensor-parallel sizes tried on a MoE model (llama::Layout ep,
+  /// Expert-parallel and expert-tensor-parallel sizes tried on a MoE model (parallel::Layout ep,
   /// etp; the layout rules reject what does not divide the experts or the tp·cp·dp ranks).
   /// A dense model is searched at ep = etp = 1 whatever they say.
   std::vector<int> ep{1};
@@ -36,14 +36,14 @@ struct SearchSpace {
   /// recompute. FP8 parameter gather is tried on the FP8 precisions; gradient dtypes on all.
   std::vector<int> offload_layers;
   std::vector<bool> fp8_param_gather;
-  std::vector<llama::Precision> grad_dtype;
+  std::vector<parallel::Precision> grad_dtype;
   /// Usable share of GPU memory for pruning. 1: the estimate already carries the allocator's
   /// reserve and the runtime buffers, which Fujii et al.'s 80 % rule stands in for in an
   /// estimator without them (docs/memory.md).
   double memory_fraction = 1.0;
   /// Precisions to try: `none` = the training precision (bf16), a recipe = FP8 linears under
   /// it. Empty: the scenario's [training] precision only.
-  std::vector<llama::Fp8Recipe> precision;
+  std::vector<parallel::Fp8Recipe> precision;
 };
 
 }  // namespace tetra::search

@@ -24,7 +24,7 @@ enum class CommAxis : std::uint8_t { tp = 0, cp = 1, pp = 2, dp = 3, ep = 4 };
 inline constexpr std::size_t kCommAxes = 5;
 
 /// Maps an op's process group to a reported axis (dp_cp counts as dp).
-[[nodiscard]] CommAxis axis_of(llama::CommDim dim) noexcept;
+[[nodiscard]] CommAxis axis_of(ops::CommDim dim) noexcept;
 
 /// One communication interval of a pass, relative to the pass start (for traces).
 struct CommInterval {
@@ -54,12 +54,12 @@ struct LayerTimes {
   PassTime backward_weight;
 };
 
-/// The share-weighted sum of the times of several kinds of layer (llama::block_kinds);
+/// The share-weighted sum of the times of several kinds of layer (parallel::block_kinds);
 /// recorded communication intervals are those of the first kind.
 [[nodiscard]] LayerTimes blend(const std::vector<std::pair<LayerTimes, double>>& kinds);
 
 /// Prices one repetition of an op in seconds.
-using OpPricer = std::function<double(const llama::Op&)>;
+using OpPricer = std::function<double(const ops::Op&)>;
 
 /// The host (CPU) side: the framework issues each kernel of an op from the CPU, `kernel_s`
 /// per kernel outside CUDA graphs (Op::graphed), one kernel per repetition of the op. A pass
@@ -77,12 +77,12 @@ struct HostCost {
 /// `comm_sm_share` is the share of the GPU's SMs a running collective occupies; compute
 /// overlapped with it runs at 1 − that rate (see TaskSpec::sm_share). Ops of Pass::optimizer
 /// are ignored (the step level handles them).
-[[nodiscard]] LayerTimes replay_layer(const std::vector<llama::Op>& ops, const OpPricer& price,
+[[nodiscard]] LayerTimes replay_layer(const std::vector<ops::Op>& ops, const OpPricer& price,
                                       bool record = false, double comm_sm_share = 0,
                                       HostCost host = {});
 
 /// Replays one ordered op sequence (all of one pass) on `graph`/`engine` buffers.
-[[nodiscard]] PassTime replay_pass(const std::vector<const llama::Op*>& ops,
+[[nodiscard]] PassTime replay_pass(const std::vector<const ops::Op*>& ops,
                                    const std::vector<double>& seconds, bool record,
                                    TaskGraph& graph, Engine& engine, EventQueue& queue,
                                    double comm_sm_share = 0, HostCost host = {});

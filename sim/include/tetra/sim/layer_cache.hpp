@@ -27,8 +27,8 @@ struct LayerKey {
   int cp = 1;
   int mbs = 1;
   bool sp = false;
-  llama::Recompute recompute = llama::Recompute::none;
-  /// The modules a selective layout re-runs (llama::recomputed_modules), as their bit set.
+  parallel::Recompute recompute = parallel::Recompute::none;
+  /// The modules a selective layout re-runs (parallel::recomputed_modules), as their bit set.
   std::uint8_t recomputed = 0;
   int ac_freq = 0;  ///< selective_layer's checkpoint frequency, else 0
   int dp_cp = 0;  ///< DP×CP group size when ZeRO-3 gathers parameters per layer, else 0
@@ -36,23 +36,23 @@ struct LayerKey {
   /// weight to FP8 once per step (its cost spread over the micro-batches), and eager
   /// frameworks accumulate gradients once per micro-batch after the first.
   int micro_batches = 0;
-  bool blocks_kept_unsharded = false;  ///< llama::fsdp_keeps_blocks_unsharded (reads pp)
+  bool blocks_kept_unsharded = false;  ///< parallel::fsdp_keeps_blocks_unsharded (reads pp)
   /// Placement (ranks, ranks per node, nodes) of the TP, CP and DP×CP groups on the nodes,
   /// which decides the link class each collective is priced on.
   int tp_ranks = 1, tp_per_node = 1, tp_nodes = 1;
   int cp_ranks = 1, cp_per_node = 1, cp_nodes = 1;
   int dpcp_ranks = 1, dpcp_per_node = 1, dpcp_nodes = 1;
-  /// MoE layers (llama::moe_layer_ops): expert-parallel and expert-TP sizes, the token
+  /// MoE layers (ops::moe_layer_ops): expert-parallel and expert-TP sizes, the token
   /// dispatcher (with the flex dispatcher's backend) and the EP group's placement.
   int ep = 1, etp = 1;
-  llama::MoeDispatcher dispatcher = llama::MoeDispatcher::alltoall;
-  llama::FlexBackend flex_backend = llama::FlexBackend::deepep;
+  parallel::MoeDispatcher dispatcher = parallel::MoeDispatcher::alltoall;
+  parallel::FlexBackend flex_backend = parallel::FlexBackend::deepep;
   int ep_per_node = 1, ep_nodes = 1;
   friend auto operator<=>(const LayerKey&, const LayerKey&) = default;
 };
 
 /// The key of `layout` for a cluster whose NVLink domains hold `nvlink_domain` GPUs.
-[[nodiscard]] LayerKey layer_key(const llama::Training& training, const llama::Layout& layout,
+[[nodiscard]] LayerKey layer_key(const parallel::Training& training, const parallel::Layout& layout,
                                  int nvlink_domain);
 
 /// The replayed passes of one transformer layer, the embedding and the head.

@@ -46,11 +46,11 @@ struct ScheduleItem {
 ///     `pipeline_rank`): for each local chunk in pipeline order the forward of every
 ///     micro-batch, then for each chunk in reverse order
 ///     the backward of every micro-batch.
-void pipeline_order(llama::Schedule schedule, int p, int v, int m, int rank,
+void pipeline_order(parallel::Schedule schedule, int p, int v, int m, int rank,
                     std::vector<ScheduleItem>& out);
 
 /// Convenience form returning a new vector.
-[[nodiscard]] std::vector<ScheduleItem> pipeline_order(llama::Schedule schedule, int p, int v,
+[[nodiscard]] std::vector<ScheduleItem> pipeline_order(parallel::Schedule schedule, int p, int v,
                                                        int m, int rank);
 
 /// Interleaved warm-up count of Megatron for rank `rank`: min((p−rank−1)·2 + (v−1)·G, m·v)
@@ -58,6 +58,6 @@ void pipeline_order(llama::Schedule schedule, int p, int v, int m, int rank,
 [[nodiscard]] int interleaved_warmup(int p, int v, int m, int rank, int group) noexcept;
 
 /// Whether the schedule splits the backward into B and W tasks.
-[[nodiscard]] bool splits_backward(llama::Schedule schedule) noexcept;
+[[nodiscard]] bool splits_backward(parallel::Schedule schedule) noexcept;
 
 }  // namespace tetra::sim

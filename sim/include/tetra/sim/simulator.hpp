@@ -29,18 +29,18 @@ namespace tetra::sim {
 
 /// What to simulate. The cost-model parameters are built once per cluster and shared.
 struct SimInput {
-  const llama::Model* model = nullptr;
+  const model::Model* model = nullptr;
   const hw::Cluster* cluster = nullptr;
-  const llama::Training* training = nullptr;
-  llama::Layout layout;
+  const parallel::Training* training = nullptr;
+  parallel::Layout layout;
   const costmodel::ComputeParams* compute = nullptr;
   const costmodel::CommParams* comm = nullptr;
   double step_overhead_s = 0;   ///< fixed time added to the step (costmodel::Factors)
 };
 
 /// The input of one step of `layout`; `costs` must outlive the input.
-[[nodiscard]] SimInput sim_input(const llama::Model& model, const hw::Cluster& cluster,
-                                 const llama::Training& training, const llama::Layout& layout,
+[[nodiscard]] SimInput sim_input(const model::Model& model, const hw::Cluster& cluster,
+                                 const parallel::Training& training, const parallel::Layout& layout,
                                  const costmodel::CostParams& costs);
 
 struct SimOptions {
@@ -84,7 +84,7 @@ struct Result {
   double peak_bytes = 0;
   std::vector<StageResult> stages;
   costmodel::MemoryReport memory; ///< the memory model's report with the simulated in-flight counts
-  llama::Layout layout;
+  parallel::Layout layout;
   int micro_batches = 0;
   double model_flops = 0;         ///< per step, all GPUs
   std::uint64_t events = 0;       ///< events the step engine executed
@@ -101,7 +101,7 @@ inline constexpr int kMaxSimulatedMicroBatches = 1024;
 /// without allocation storms. Not thread-safe; use one per thread.
 class Simulator {
  public:
-  /// Simulates one step. Preconditions: the layout passed llama::check_layout.
+  /// Simulates one step. Preconditions: the layout passed parallel::check_layout.
   /// Throws GraphError on a schedule bug.
   Result run(const SimInput& in, const SimOptions& options = {});
 
@@ -147,28 +147,28 @@ class Simulator {
   /// Fills spec_ (and p_, v_, chunk_layers_) for `in` from the priced layer tables.
   void build_spec(const SimInput& in, const SimOptions& options, const OpPricer& price);
   /// (m1, m2) of an extrapolated step.
-  static std::pair<int, int> extrapolation_sizes(llama::Schedule schedule, int p) noexcept;
+  static std::pair<int, int> extrapolation_sizes(parallel::Schedule schedule, int p) noexcept;
 
   /// The first replay of an extrapolated step, kept by step_lower_bound for run().
   struct Kept {
-    const llama::Model* model;
+    const model::Model* model;
     const hw::Cluster* cluster;
-    const llama::Training* training;
+    const parallel::Training* training;
     const costmodel::ComputeParams* compute;
     const costmodel::CommParams* comm;
-    llama::Layout layout;
+    parallel::Layout layout;
     StepOutcome first;
     [[nodiscard]] bool matches(const SimInput& in) const;
   };
   std::optional<Kept> kept_;
 
   struct PricedComm {
-    llama::OpKind kind;
-    llama::CollectiveKind coll;
-    llama::CommDim dim;
+    ops::OpKind kind;
+    ops::CollectiveKind coll;
+    ops::CommDim dim;
     int group;
     int route_topk;
-    llama::FlexBackend route_backend;
+    parallel::FlexBackend route_backend;
     double bytes;
     double seconds;
   };
@@ -179,7 +179,7 @@ class Simulator {
   StepSpec spec_;
   StepOutcome step_;
   LayerTimes layer_, embedding_, head_;
-  /// A MoE layer's passes (llama::moe_layer_ops); used when the model has routed experts.
+  /// A MoE layer's passes (ops::moe_layer_ops); used when the model has routed experts.
   LayerTimes moe_layer_;
   bool moe_ = false;
   /// Per virtual stage: the sum of its layers' passes, dense and MoE (MoE models only).

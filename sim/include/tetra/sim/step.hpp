@@ -57,7 +57,7 @@ struct StageSpec {
 
 /// Everything the step level needs.
 struct StepSpec {
-  llama::Schedule schedule = llama::Schedule::one_f_one_b;
+  parallel::Schedule schedule = parallel::Schedule::one_f_one_b;
   int p = 1;   ///< pipeline ranks
   int v = 1;   ///< chunks per rank
   int m = 1;   ///< micro-batches per step
