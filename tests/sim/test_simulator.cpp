@@ -9,6 +9,7 @@
 #include "tetra/costmodel/builtin_profiles.hpp"
 #include "tetra/hw/presets.hpp"
 #include "tetra/model/presets.hpp"
+#include "tetra/parallel/validate.hpp"
 #include "tetra/sim/simulator.hpp"
 
 using tetra::test::approx;
@@ -90,6 +91,83 @@ TEST_SUITE("sim") {
       (void)sim::simulate(f.input(one), shared);
       CHECK(sim::simulate(f.input(two), shared).step_time_s == sim::simulate(f.input(two)).step_time_s);
     }
+  }
+
+  TEST_CASE("simulate: the layer key holds every layout field the layer tables read") {
+    // For each base run and each change of one layout field (others adjusted to keep the GPU
+    // count), the step with tables the base left in a shared cache equals the step with tables
+    // of its own: a field the op builders read but the key misses would hand the changed
+    // layout the base's tables.
+    struct Base {
+      const char* model;
+      parallel::Framework framework;
+      parallel::Fp8Recipe recipe;
+      parallel::Layout layout;
+    };
+    parallel::Layout dense;
+    dense.tp = 2;
+    dense.sp = true;
+    dense.pp = 2;
+    dense.dp = 4;
+    parallel::Layout moe = dense;
+    moe.ep = 4;
+    const Base bases[] = {
+        {"llama3.1-8b", parallel::Framework::megatron, parallel::Fp8Recipe::delayed, dense},
+        {"llama3.1-8b", parallel::Framework::fsdp, parallel::Fp8Recipe::none, dense},
+        {"qwen3-30b-a3b", parallel::Framework::megatron, parallel::Fp8Recipe::none, moe},
+    };
+    using Change = void (*)(parallel::Layout&);
+    const std::pair<const char*, Change> changes[] = {
+        {"tp", [](parallel::Layout& l) { l.tp *= 2, l.dp /= 2; }},
+        {"cp", [](parallel::Layout& l) { l.cp = 2, l.dp /= 2; }},
+        {"pp", [](parallel::Layout& l) { l.pp *= 2, l.dp /= 2; }},
+        {"dp", [](parallel::Layout& l) { l.dp /= 2, l.pp *= 2; }},
+        {"dp_replicate", [](parallel::Layout& l) { l.dp_replicate = 2; }},
+        {"vp", [](parallel::Layout& l) { l.vp = 2, l.schedule = parallel::Schedule::interleaved; }},
+        {"mbs", [](parallel::Layout& l) { l.mbs = 2; }},
+        {"sp", [](parallel::Layout& l) { l.sp = !l.sp; }},
+        {"recompute full", [](parallel::Layout& l) { l.recompute = parallel::Recompute::full; }},
+        {"recompute selective", [](parallel::Layout& l) { l.recompute = parallel::Recompute::selective; }},
+        {"recompute_modules", [](parallel::Layout& l) {
+           l.recompute = parallel::Recompute::selective;
+           l.recompute_modules.add(parallel::RecomputeModule::mlp);
+         }},
+        {"ac_freq", [](parallel::Layout& l) { l.recompute = parallel::Recompute::selective_layer, l.ac_freq = 3; }},
+        {"schedule", [](parallel::Layout& l) { l.schedule = parallel::Schedule::zb_h1; }},
+        {"rank_order", [](parallel::Layout& l) { l.rank_order = "tp-dp-cp-pp"; }},
+        {"first_stage_layers", [](parallel::Layout& l) { l.first_stage_layers = 14; }},
+        {"ep", [](parallel::Layout& l) { l.ep = l.ep > 1 ? 2 : 1; }},
+        {"etp", [](parallel::Layout& l) { l.etp = 2; }},
+        {"moe_dispatcher", [](parallel::Layout& l) { l.moe_dispatcher = parallel::MoeDispatcher::flex; }},
+        {"moe_flex_backend", [](parallel::Layout& l) {
+           l.moe_dispatcher = parallel::MoeDispatcher::flex;
+           l.moe_flex_backend = parallel::FlexBackend::hybridep;
+         }},
+    };
+    int compared = 0;
+    for (const Base& b : bases) {
+      Fixture f(b.model, "dgx-h100", 2);
+      f.training.seq_len = 4096;
+      f.training.global_batch = 64;
+      f.training.framework = b.framework;
+      f.training.zero_stage = b.framework == parallel::Framework::fsdp ? 3 : 1;
+      f.training.fp8.recipe = b.recipe;
+      REQUIRE_FALSE(parallel::check_layout(f.model, 16, f.training, b.layout));
+      for (const auto& [field, change] : changes) {
+        parallel::Layout l = b.layout;
+        change(l);
+        if (parallel::check_layout(f.model, 16, f.training, l)) continue;  // not a valid run
+        const std::string what = std::string(b.model) + ", " + parallel::to_string(b.framework) + ", " + field;
+        CAPTURE(what);
+        sim::LayerCache cache;
+        sim::SimOptions shared;
+        shared.layer_cache = &cache;
+        (void)sim::simulate(f.input(b.layout), shared);
+        CHECK(sim::simulate(f.input(l), shared).step_time_s == sim::simulate(f.input(l)).step_time_s);
+        ++compared;
+      }
+    }
+    CHECK(compared >= 30);
   }
 
   TEST_CASE("simulate: the default scenario gives a plausible step") {
