@@ -443,11 +443,12 @@ int run_plan(const PlanArgs& args) {
     evals = evaluate(all);
   }
   const plan::Report rep = plan::assemble(in, evals);
-  // No candidate at all fits: an error (a plan with nothing to compare), not a table.
+  // No candidate at all fits: nothing to compare, so no table, and the exit code says why.
   if (std::none_of(rep.rows.begin(), rep.rows.end(), [](const plan::Row& r) { return r.fits; })) {
-    throw UserError(SourceLocation{sc.path}, "[plan]",
-                    "no candidate has a layout that fits the memory budget ([search].memory_fraction " +
-                        fixed(sc.search.memory_fraction, 2) + " of the GPU memory)");
+    std::cerr << "tetrasim: " << sc.path
+              << ": [plan]: no candidate has a layout that fits the memory budget ([search].memory_fraction "
+              << fixed(sc.search.memory_fraction, 2) << " of the GPU memory)\n";
+    return kExitNothingFits;
   }
   if (!args.csv.empty()) write_file_atomic(args.csv, plan_csv(in, rep));
   nlohmann::json j = plan_json(sc, in, evals, rep);

@@ -221,9 +221,12 @@ int run_search(const SearchArgs& args) {
     write_file_atomic(args.html,
                       report::search_html(search_page(search_json(sc, res, seconds, all, band), texts, table)));
   }
+  const SearchVerdict verdict = search_verdict(s);
   if (args.json) {
-    print_json(search_json(sc, res, seconds, listed, band));
-    return 0;
+    nlohmann::json j = search_json(sc, res, seconds, listed, band);
+    j["verdict"] = verdict.name;
+    print_json(j);
+    return verdict.exit_code;
   }
 
   const std::size_t shown = args.top >= 0 ? listed : std::min<std::size_t>(10, all);
@@ -254,9 +257,14 @@ int run_search(const SearchArgs& args) {
   }
   std::cout << "time      " << fixed(seconds, 2) << " s\n"
             << "band      " << band_basis_text(band) << "\n\n";
-  if (shown == 0) {
+  if (verdict.exit_code == kExitNothingValid) {
+    std::cout << "no valid layout: each of the " << s.enumerated
+              << " enumerated layouts breaks a rule (the `invalid` line counts them by rule)\n";
+    return verdict.exit_code;
+  }
+  if (verdict.exit_code == kExitNothingFits) {
     std::cout << "no layout fits the memory budget\n";
-    return 0;
+    return verdict.exit_code;
   }
   std::cout << ranked_table(sc, res, shown, band);
   return 0;

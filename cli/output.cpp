@@ -63,6 +63,12 @@ std::string precision_name(const parallel::Fp8Training& fp8) {
 
 double gib3(double bytes) { return round_to(bytes / units::kGiB, 3); }
 
+SearchVerdict search_verdict(const search::SearchSummary& s) {
+  if (s.feasible > 0) return {"ranked", 0};
+  if (s.valid == 0) return {"nothing_valid", kExitNothingValid};
+  return {"nothing_fits", kExitNothingFits};
+}
+
 nlohmann::json search_counts_json(const search::SearchSummary& s) {
   nlohmann::json j;
   j["enumerated"] = s.enumerated;

@@ -46,6 +46,19 @@ namespace tetra::cli {
 /// shard x replica split, recompute, the precision and "compiled" when not the default.
 [[nodiscard]] std::string layout_text(const parallel::Layout& layout, const parallel::Fp8Training& fp8, bool compile);
 
+/// Exit codes of a search or plan that ran but ranked nothing, told apart from success (0), a
+/// user error (1) and a usage error (2): every layout broke a rule, or the valid ones all need
+/// more memory than the budget.
+inline constexpr int kExitNothingValid = 3;
+inline constexpr int kExitNothingFits = 4;
+
+/// What a search's counts say: "ranked", "nothing_valid" or "nothing_fits", with its exit code.
+struct SearchVerdict {
+  const char* name;
+  int exit_code;
+};
+[[nodiscard]] SearchVerdict search_verdict(const search::SearchSummary& s);
+
 /// Prints `j` to stdout, indented by two spaces, with a trailing newline.
 void print_json(const nlohmann::json& j);
 

@@ -225,6 +225,41 @@ TEST_CASE("usage errors exit 2") {
   CHECK(tetrasim("validate").code == 2);
 }
 
+TEST_CASE("search tells apart a ranking (0), no valid layout (3) and nothing that fits (4)") {
+  const fs::path dir = fs::temp_directory_path() / "tetrasim_search_exit";
+  fs::create_directories(dir);
+  auto scenario = [&](const std::string& name, const std::string& search) {
+    const fs::path p = dir / name;
+    std::ofstream(p) << "[model]\npreset = \"llama3.1-8b\"\n[cluster]\npreset = \"dgx-h100\"\nnodes = 1\n"
+                        "[training]\nseq_len = 4096\nglobal_batch = 64\n[search]\n"
+                     << search;
+    return p.string();
+  };
+  // tp 3 and 5 divide neither the 32 heads nor the 8 GPUs.
+  const std::string invalid = scenario("invalid.toml", "tp = [3, 5]\n");
+  // One layout, valid, that needs far more than 1 % of the GPU.
+  const std::string no_fit =
+      scenario("nofit.toml", "tp = [1]\npp = [1]\ncp = [1]\nmbs = [1]\nrecompute = [\"none\"]\nmemory_fraction = 0.01\n");
+  const std::string ok = scenario("ok.toml", "tp = [1, 2]\npp = [1]\nmbs = [1]\n");
+  struct Case {
+    std::string path;
+    int code;
+    const char* verdict;
+    const char* line;
+  };
+  for (const Case& c : {Case{invalid, 3, "nothing_valid", "no valid layout: each of the"},
+                        Case{no_fit, 4, "nothing_fits", "no layout fits the memory budget"},
+                        Case{ok, 0, "ranked", "rank"}}) {
+    CAPTURE(c.path);
+    const Result text = tetrasim("search " + c.path + " --threads 1");
+    CHECK(text.code == c.code);
+    CHECK(text.out.find(c.line) != std::string::npos);
+    const Result json = tetrasim("search " + c.path + " --json --threads 1");
+    CHECK(json.code == c.code);
+    CHECK(nlohmann::json::parse(json.out).at("verdict") == c.verdict);
+  }
+}
+
 TEST_CASE("memory --json has the documented keys and nothing else on stdout") {
   const Result r = tetrasim("memory scenarios/default.toml --json");
   CAPTURE(r.err);

@@ -77,9 +77,9 @@ price_per_gpu_hour = 1.9
 )";
 
 /// One line on stderr that contains every piece of `parts`.
-void check_one_line(const CliRun& r, std::initializer_list<const char*> parts) {
+void check_one_line(const CliRun& r, std::initializer_list<const char*> parts, int code = 1) {
   CAPTURE(r.err);
-  CHECK(r.code == 1);
+  CHECK(r.code == code);
   CHECK(r.out.empty());
   REQUIRE(!r.err.empty());
   CHECK(r.err.find('\n') == r.err.size() - 1);
@@ -332,7 +332,8 @@ tokens = 1e9
 cluster = "dgx-h100"
 gpus = 8
 )");
-      check_one_line(r, {"nofit.toml", "[plan]", "no candidate has a layout that fits"});
+      // Exit 4: the plan ran and nothing fits (cli/output.hpp kExitNothingFits).
+      check_one_line(r, {"nofit.toml", "[plan]", "no candidate has a layout that fits"}, 4);
     }
     CHECK_FALSE(fs::exists(csv));
   }
