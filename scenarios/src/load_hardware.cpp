@@ -236,6 +236,12 @@ const toml::source_region* load_gpu(const Section& s, const toml::node& n, hw::G
     if (gpu.rated_power_w <= 0) {
       g.fail_at(*v, "power_limit", "needs the GPU's rated_power (a preset GPU has one)");
     }
+    // A cap lowers the board power the rates hold at; above the rating it would be ignored.
+    if (gpu.power_limit_w > gpu.rated_power_w) {
+      g.fail_at(*v, "power_limit",
+                "is above the GPU's rated_power (" + std::to_string(std::lround(gpu.power_limit_w)) + " W > " +
+                    std::to_string(std::lround(gpu.rated_power_w)) + " W): a power limit can only lower it");
+    }
   }
   return &g.table.source();
 }

@@ -144,4 +144,13 @@ TEST_CASE("key table: each plain [training] key loads into its member at its bou
   CHECK(rows == 13);
 }
 
+TEST_CASE("key table: a power_limit above the GPU's rated_power is refused at the key") {
+  // The A100 SXM4 is rated 400 W; a cap can lower that, not raise it.
+  const std::string err = load_error(kBase + "[cluster.gpu]\npower_limit = \"500W\"\n");
+  CHECK(err.find("t.toml:10:15:") == 0);
+  CHECK(err.find("power_limit") != std::string::npos);
+  CHECK(err.find("above the GPU's rated_power (500 W > 400 W)") != std::string::npos);
+  CHECK(load_error(kBase + "[cluster.gpu]\npower_limit = \"300W\"\n").empty());
+}
+
 }  // TEST_SUITE
