@@ -77,13 +77,20 @@ double dispatch_bytes(const Dims& d) {
          d.imbalance;
 }
 
+/// Which way an EP / ETP exchange moves tokens: to their experts (dispatch, the combine's
+/// backward; all-gather under the allgather dispatcher and expert TP) or back to the ranks of
+/// their tokens (combine, the dispatch's backward; reduce-scatter).
+enum class Toward : bool { tokens, experts };
+
 /// Dispatch (or combine, or their backward) over the EP group. alltoall sends every routed
 /// copy of a token to its expert's rank; flex (DeepEP or HybridEP) sends the same bytes inside a
 /// node but each token only once to each other node that holds one of its experts
 /// (costmodel::hierarchical_all_to_all); allgather gathers every EP rank's tokens and
 /// reduce-scatters the combined output back (`MoEAllGatherTokenDispatcher`).
-void ep_exchange(std::vector<Op>& ops, const Dims& d, Pass pass, const char* name, bool gather,
-                 bool recompute) {
+void ep_exchange(std::vector<Op>& ops, const Dims& d, Pass pass, const char* name, Toward toward,
+                 Run run) {
+  const bool gather = toward == Toward::experts;
+  const bool recompute = run == Run::recompute;
   if (d.ep <= 1) return;
   const int ep = static_cast<int>(d.ep);
   Op op;
@@ -105,8 +112,10 @@ void ep_exchange(std::vector<Op>& ops, const Dims& d, Pass pass, const char* nam
 
 /// The expert-TP all-gather of the received tokens (or reduce-scatter of the expert output)
 /// over the etp ranks of an expert (`MoEAlltoAllTokenDispatcher`, tp > 1 branch).
-void etp_exchange(std::vector<Op>& ops, const Dims& d, Pass pass, const char* name, bool gather,
-                  bool recompute) {
+void etp_exchange(std::vector<Op>& ops, const Dims& d, Pass pass, const char* name, Toward toward,
+                  Run run) {
+  const bool gather = toward == Toward::experts;
+  const bool recompute = run == Run::recompute;
   if (d.etp <= 1) return;
   Op op = coll(pass, name, gather ? CollectiveKind::all_gather : CollectiveKind::reduce_scatter, CommDim::tp,
                static_cast<int>(d.etp), d.act * routed_rows(d) * static_cast<double>(d.h));
@@ -170,16 +179,17 @@ double expert_bias_bwd_bytes(const Dims& d) { return 18.0 * d.act * routed_rows(
 /// delayed scaling's fused multi-tensor cast-transpose (`split_quantize` and
 /// `multi_tensor_quantize_impl`, transformer_engine/pytorch/csrc/extensions/cast.cpp at
 /// d0067d0: "Quantize kernels individually").
-void expert_quantize(std::vector<Op>& ops, const Dims& d, Pass pass, double elements, bool recompute) {
+void expert_quantize(std::vector<Op>& ops, const Dims& d, Pass pass, double elements, Run run) {
   const std::size_t from = ops.size();
-  quantize(ops, d, pass, elements, recompute);
+  quantize(ops, d, pass, elements, run);
   if (d.x.recipe == Fp8Recipe::delayed) return;
   for (std::size_t i = from; i < ops.size(); ++i) {
     if (ops[i].is_compute()) ops[i].host_kernels = static_cast<int>(d.local_experts);
   }
 }
 
-void moe_block_forward(std::vector<Op>& ops, const Dims& d, bool recompute) {
+void moe_block_forward(std::vector<Op>& ops, const Dims& d, Run run) {
+  const bool recompute = run == Run::recompute;
   const Pass fw = Pass::forward;
   auto push = [&](Op op) {
     op.recompute = recompute;
@@ -196,24 +206,24 @@ void moe_block_forward(std::vector<Op>& ops, const Dims& d, bool recompute) {
   push(gemm(fw, "router", t_in, d.experts, d.h));
   push(mem(fw, "router_topk", MemoryKernel::softmax, 8.0 * static_cast<double>(t_in * d.experts)));
   push(mem(fw, "moe_permute", MemoryKernel::copy, permute_bytes(d)));
-  ep_exchange(ops, d, fw, "ep_dispatch", true, recompute);
-  etp_exchange(ops, d, fw, "etp_ag", true, recompute);
-  quantize_weight(ops, d, d.h, fe1 * d.local_experts, recompute);
-  expert_quantize(ops, d, fw, routed_rows(d) * static_cast<double>(d.h), recompute);
+  ep_exchange(ops, d, fw, "ep_dispatch", Toward::experts, run);
+  etp_exchange(ops, d, fw, "etp_ag", Toward::experts, run);
+  quantize_weight(ops, d, d.h, fe1 * d.local_experts, run);
+  expert_quantize(ops, d, fw, routed_rows(d) * static_cast<double>(d.h), run);
   push(expert_gemm(d, fw, "expert_fc1", me, fe1, d.h, 2.0 * mean * static_cast<double>(fe1 * d.h)));
   if (d.gpt_oss) push(expert_clamp(d));
   push(expert_activation(d));
-  quantize_weight(ops, d, fe2, d.h * d.local_experts, recompute);
-  expert_quantize(ops, d, fw, routed_rows(d) * static_cast<double>(fe2), recompute);
+  quantize_weight(ops, d, fe2, d.h * d.local_experts, run);
+  expert_quantize(ops, d, fw, routed_rows(d) * static_cast<double>(fe2), run);
   push(expert_gemm(d, fw, "expert_fc2", me, d.h, fe2, 2.0 * mean * static_cast<double>(fe2 * d.h)));
   if (d.gpt_oss) push(mem(fw, "expert_fc2_bias", MemoryKernel::copy, expert_bias_fwd_bytes(d)));
-  etp_exchange(ops, d, fw, "etp_rs", false, recompute);
-  ep_exchange(ops, d, fw, "ep_combine", false, recompute);
+  etp_exchange(ops, d, fw, "etp_rs", Toward::tokens, run);
+  ep_exchange(ops, d, fw, "ep_combine", Toward::tokens, run);
   push(mem(fw, "moe_unpermute", MemoryKernel::copy, permute_bytes(d)));
   if (d.shared_f > 0) {
     // Shared experts: a dense gated MLP of width shared_f, TP-split like the dense MLP
     // (Megatron-Core SharedExpertMLP), after the routed experts (no moe_shared_expert_overlap).
-    mlp_core_forward(ops, d, shared_expert_core(d), recompute);
+    mlp_core_forward(ops, d, shared_expert_core(d), run);
   }
   push(mem(fw, "residual_add", MemoryKernel::residual_add, residual_bytes(d)));
 }
@@ -270,10 +280,10 @@ void moe_block_backward(std::vector<Op>& ops, const Dims& d) {
   ops.push_back(mem(bi, "residual_add_bwd", MemoryKernel::residual_add, residual_bytes(d)));
   if (d.recomputed.has(RecomputeModule::moe)) {
     // "moe": the MoE block from its input again, dispatch and combine included.
-    moe_block_forward(ops, d, true);
+    moe_block_forward(ops, d, Run::recompute);
   } else {
     if (d.recomputed.has(RecomputeModule::shared_experts) && d.shared_f > 0) {
-      mlp_core_forward(ops, d, shared_expert_core(d), true);
+      mlp_core_forward(ops, d, shared_expert_core(d), Run::recompute);
     }
     if (d.recomputed.has(RecomputeModule::moe_act)) {
       // "moe_act": the experts' activation again from the saved FC1 output (gpt-oss's clamp
@@ -286,26 +296,26 @@ void moe_block_backward(std::vector<Op>& ops, const Dims& d) {
       Op act = expert_activation(d);
       act.recompute = true;
       ops.push_back(act);
-      expert_quantize(ops, d, Pass::forward, routed_rows(d) * static_cast<double>(fe2), true);
+      expert_quantize(ops, d, Pass::forward, routed_rows(d) * static_cast<double>(fe2), Run::recompute);
     }
     recompute_norm(ops, d, "mlp_norm");
   }
   if (d.shared_f > 0) mlp_core_backward(ops, d, shared_expert_core(d));
   ops.push_back(mem(bi, "moe_unpermute_bwd", MemoryKernel::copy, permute_bytes(d)));
-  ep_exchange(ops, d, bi, "ep_combine_bwd", true, false);
-  etp_exchange(ops, d, bi, "etp_ag_grad", true, false);
+  ep_exchange(ops, d, bi, "ep_combine_bwd", Toward::experts, Run::first);
+  etp_exchange(ops, d, bi, "etp_ag_grad", Toward::experts, Run::first);
   // FC2: dgrad (M = rows, N = fe2, K = h), wgrad (M = h, N = fe2, K = rows) per expert.
   if (d.gpt_oss) ops.push_back(mem(bi, "expert_fc2_bias_bwd", MemoryKernel::copy, expert_bias_bwd_bytes(d)));
-  expert_quantize(ops, d, bi, routed_rows(d) * static_cast<double>(d.h), false);
+  expert_quantize(ops, d, bi, routed_rows(d) * static_cast<double>(d.h), Run::first);
   ops.push_back(expert_gemm(d, bi, "expert_fc2_dgrad", me, fe2, d.h, 2.0 * mean * static_cast<double>(fe2 * d.h)));
   ops.push_back(expert_gemm(d, bw, "expert_fc2_wgrad", d.h, fe2, me, 2.0 * mean * static_cast<double>(fe2 * d.h)));
   ops.push_back(mem(bi, "expert_swiglu_bwd", MemoryKernel::swiglu, 5.0 * d.act * routed_rows(d) * static_cast<double>(fe2)));
   if (d.gpt_oss) ops.push_back(mem(bi, "expert_act_clamp_bwd", MemoryKernel::copy, 5.0 * d.act * expert_clamp_elems(d)));
-  expert_quantize(ops, d, bi, routed_rows(d) * static_cast<double>(fe1), false);
+  expert_quantize(ops, d, bi, routed_rows(d) * static_cast<double>(fe1), Run::first);
   ops.push_back(expert_gemm(d, bi, "expert_fc1_dgrad", me, d.h, fe1, 2.0 * mean * static_cast<double>(fe1 * d.h)));
   ops.push_back(expert_gemm(d, bw, "expert_fc1_wgrad", fe1, d.h, me, 2.0 * mean * static_cast<double>(fe1 * d.h)));
-  etp_exchange(ops, d, bi, "etp_rs_grad", false, false);
-  ep_exchange(ops, d, bi, "ep_dispatch_bwd", false, false);
+  etp_exchange(ops, d, bi, "etp_rs_grad", Toward::tokens, Run::first);
+  ep_exchange(ops, d, bi, "ep_dispatch_bwd", Toward::tokens, Run::first);
   ops.push_back(mem(bi, "moe_permute_bwd", MemoryKernel::copy, permute_bytes(d)));
   ops.push_back(mem(bi, "router_topk_bwd", MemoryKernel::softmax, 12.0 * static_cast<double>(t_in * d.experts)));
   ops.push_back(gemm(bi, "router_dgrad", t_in, d.h, d.experts));
@@ -356,20 +366,25 @@ MlaShapes mla_shapes(const Dims& d) {
   return m;
 }
 
+/// Whether the up projections cast their weights to FP8, or reuse the copies the forward cast.
+enum class WeightCasts : bool { reuse, cast };
+
 /// The query and key/value up projections and RoPE. The weight casts run in the forward only:
 /// the "mla_up_proj" re-run before backward reads the FP8 weights the forward cast.
-void mla_up_projections(std::vector<Op>& ops, const Dims& d, const MlaShapes& m, bool recompute,
-                        bool cast_weights) {
+void mla_up_projections(std::vector<Op>& ops, const Dims& d, const MlaShapes& m, Run run,
+                        WeightCasts casts) {
+  const bool cast_weights = casts == WeightCasts::cast;
+  const bool recompute = run == Run::recompute;
   const Pass fw = Pass::forward;
   auto push = [&](Op op) {
     op.recompute = recompute;
     ops.push_back(op);
   };
-  if (cast_weights) quantize_weight(ops, d, m.q_in, m.q_out, recompute);
-  quantize(ops, d, fw, static_cast<double>(d.tokens * m.q_in), recompute);
+  if (cast_weights) quantize_weight(ops, d, m.q_in, m.q_out, run);
+  quantize(ops, d, fw, static_cast<double>(d.tokens * m.q_in), run);
   push(linear_gemm(d, fw, "q_up", d.tokens, m.q_out, m.q_in));
-  if (cast_weights) quantize_weight(ops, d, d.kv_lora, m.kv_out, recompute);
-  quantize(ops, d, fw, static_cast<double>(d.tokens * d.kv_lora), recompute);
+  if (cast_weights) quantize_weight(ops, d, d.kv_lora, m.kv_out, run);
+  quantize(ops, d, fw, static_cast<double>(d.tokens * d.kv_lora), run);
   push(linear_gemm(d, fw, "kv_up", d.tokens, m.kv_out, d.kv_lora));
   // RoPE on the rope part of every query head and on the one shared rope key.
   push(mem(fw, "rope", MemoryKernel::rope, rope_fwd_per_elem(d) * m.rope_elements));
@@ -377,7 +392,8 @@ void mla_up_projections(std::vector<Op>& ops, const Dims& d, const MlaShapes& m,
 
 }  // namespace
 
-void mla_block_forward(std::vector<Op>& ops, const Dims& d, const Training& tr, bool recompute) {
+void mla_block_forward(std::vector<Op>& ops, const Dims& d, const Training& tr, Run run) {
+  const bool recompute = run == Run::recompute;
   const Pass fw = Pass::forward;
   auto push = [&](Op op) {
     op.recompute = recompute;
@@ -386,12 +402,12 @@ void mla_block_forward(std::vector<Op>& ops, const Dims& d, const Training& tr, 
   const Dims ds = sp_shard_dims(d);
   const MlaShapes m = mla_shapes(d);
   push(mem(fw, "input_norm", norm_kernel(d), norm_fwd_bytes(d)));
-  quantize(ops, ds, fw, static_cast<double>(d.tokens_sp * d.h), recompute);
+  quantize(ops, ds, fw, static_cast<double>(d.tokens_sp * d.h), run);
   if (d.q_lora > 0) {
-    quantize_weight(ops, d, d.h, d.q_lora, recompute);
+    quantize_weight(ops, d, d.h, d.q_lora, run);
     push(linear_gemm(d, fw, "q_down", d.tokens_sp, d.q_lora, d.h));
   }
-  quantize_weight(ops, d, d.h, m.kv_down, recompute);
+  quantize_weight(ops, d, d.h, m.kv_down, run);
   push(linear_gemm(d, fw, "kv_down", d.tokens_sp, m.kv_down, d.h));
   // RMSNorm of the q and kv latents, then the SP all-gather of the latents.
   push(mem(fw, "latent_norm", norm_kernel(d), 2.0 * d.act * static_cast<double>(d.tokens_sp * (d.q_lora + d.kv_lora))));
@@ -400,13 +416,13 @@ void mla_block_forward(std::vector<Op>& ops, const Dims& d, const Training& tr, 
                  d.act * static_cast<double>(d.tokens * m.latent));
     push(ag);
   }
-  mla_up_projections(ops, d, m, recompute, true);
-  attention_forward(ops, mla_core_dims(d), tr, recompute);
-  quantize_weight(ops, d, m.o_in, d.h, recompute);
-  quantize(ops, d, fw, static_cast<double>(d.tokens * m.o_in), recompute);
-  tp_row_forward(ops, d, fw, recompute, true);
+  mla_up_projections(ops, d, m, run, WeightCasts::cast);
+  attention_forward(ops, mla_core_dims(d), tr, run);
+  quantize_weight(ops, d, m.o_in, d.h, run);
+  quantize(ops, d, fw, static_cast<double>(d.tokens * m.o_in), run);
+  tp_row_forward(ops, d, fw, run, RowCollective::under_gemm);
   push(linear_gemm(d, fw, "attn_proj", d.tokens, d.h, m.o_in));
-  tp_row_forward(ops, d, fw, recompute, false);
+  tp_row_forward(ops, d, fw, run, RowCollective::after_gemm);
   push(mem(fw, "residual_add", MemoryKernel::residual_add, residual_bytes(d)));
 }
 
@@ -420,15 +436,15 @@ void mla_block_backward(std::vector<Op>& ops, const Dims& d, const Training& tr)
   if (d.recomputed.has(RecomputeModule::mla_up_proj)) {
     // "mla_up_proj": the up projections and RoPE again from the saved latents, before the core
     // attention's backward reads Q, K and V.
-    mla_up_projections(ops, d, m, true, false);
+    mla_up_projections(ops, d, m, Run::recompute, WeightCasts::reuse);
   }
-  if (d.recomputed.has(RecomputeModule::core_attn)) attention_forward(ops, core, tr, true);
+  if (d.recomputed.has(RecomputeModule::core_attn)) attention_forward(ops, core, tr, Run::recompute);
   attention_backward(ops, core, tr);
   ops.push_back(mem(bi, "rope_bwd", MemoryKernel::rope, rope_bwd_per_elem(d) * m.rope_elements));
-  input_grad(ops, d, "kv_up_dgrad", d.kv_lora, m.kv_out, true, false);
-  weight_grad(ops, d, "kv_up_wgrad", d.kv_lora, m.kv_out, true);
-  input_grad(ops, d, "q_up_dgrad", m.q_in, m.q_out, true, false);
-  weight_grad(ops, d, "q_up_wgrad", m.q_in, m.q_out, true);
+  input_grad(ops, d, "kv_up_dgrad", d.kv_lora, m.kv_out, Operands::recipe, CastFeeds::local);
+  weight_grad(ops, d, "kv_up_wgrad", d.kv_lora, m.kv_out, Operands::recipe);
+  input_grad(ops, d, "q_up_dgrad", m.q_in, m.q_out, Operands::recipe, CastFeeds::local);
+  weight_grad(ops, d, "q_up_wgrad", m.q_in, m.q_out, Operands::recipe);
   if (d.t > 1) {
     // The latents' gradients go back to their SP shards (reduce-scatter), or are summed over
     // TP without SP.
@@ -441,11 +457,11 @@ void mla_block_backward(std::vector<Op>& ops, const Dims& d, const Training& tr)
   ops.push_back(mem(bi, "latent_norm_bwd", norm_kernel(d),
                     3.0 * d.act * static_cast<double>(d.tokens_sp * (d.q_lora + d.kv_lora))));
   recompute_norm(ops, d, "input_norm");
-  input_grad(ops, ds, "kv_down_dgrad", d.h, m.kv_down, true, false);
-  weight_grad(ops, ds, "kv_down_wgrad", d.h, m.kv_down, true);
+  input_grad(ops, ds, "kv_down_dgrad", d.h, m.kv_down, Operands::recipe, CastFeeds::local);
+  weight_grad(ops, ds, "kv_down_wgrad", d.h, m.kv_down, Operands::recipe);
   if (d.q_lora > 0) {
-    input_grad(ops, ds, "q_down_dgrad", d.h, d.q_lora, true, false);
-    weight_grad(ops, ds, "q_down_wgrad", d.h, d.q_lora, true);
+    input_grad(ops, ds, "q_down_dgrad", d.h, d.q_lora, Operands::recipe, CastFeeds::local);
+    weight_grad(ops, ds, "q_down_wgrad", d.h, d.q_lora, Operands::recipe);
   }
   ops.push_back(mem(bi, "input_norm_bwd", norm_kernel(d), norm_bwd_bytes(d)));
 }

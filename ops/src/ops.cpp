@@ -78,7 +78,8 @@ void recompute_norm(std::vector<Op>& ops, const Dims& d, const char* name) {
 /// Core attention of the forward pass (plain, or the CP ring of TE's AttnFuncWithCPAndKVP2P:
 /// step 0 causal on the two local chunks, c − 1 steps of half an s'×s' block without mask,
 /// with the KV of the previous step sent on while the current one computes).
-void attention_forward(std::vector<Op>& ops, const Dims& d, const Training& tr, bool recompute) {
+void attention_forward(std::vector<Op>& ops, const Dims& d, const Training& tr, Run run) {
+  const bool recompute = run == Run::recompute;
   const AttentionKernel kernel = tr.attention;
   const bool unfused = kernel == AttentionKernel::fused || kernel == AttentionKernel::torch;
   auto push = [&](Op op) {
@@ -86,15 +87,15 @@ void attention_forward(std::vector<Op>& ops, const Dims& d, const Training& tr, 
     ops.push_back(op);
   };
   if (d.c <= 1) {
-    push(attention(Pass::forward, "core_attention", d, kernel, true, d.sr, d.sr, 1));
+    push(attention(Pass::forward, "core_attention", d, kernel, Mask::causal, d.sr, d.sr, 1));
   } else if (d.x.torch_cp) {
-    torch_cp_attention_forward(ops, d, kernel, recompute);
+    torch_cp_attention_forward(ops, d, kernel, run);
   } else {
     const double kv_bytes = 2.0 * d.act * static_cast<double>(d.b * d.sr) *
                             static_cast<double>(std::max(1LL, d.nkv / d.t) * d.dh);
-    push(attention(Pass::forward, "core_attention", d, kernel, true, d.sr, d.sr, 1));
-    push(p2p(Pass::forward, "cp_kv", CommDim::cp, kv_bytes, static_cast<int>(d.c - 1), true));
-    push(attention(Pass::forward, "core_attention_ring", d, kernel, false, d.sr, d.sr / 2,
+    push(attention(Pass::forward, "core_attention", d, kernel, Mask::causal, d.sr, d.sr, 1));
+    push(p2p(Pass::forward, "cp_kv", CommDim::cp, kv_bytes, static_cast<int>(d.c - 1), Wait::async));
+    push(attention(Pass::forward, "core_attention_ring", d, kernel, Mask::full, d.sr, d.sr / 2,
                    static_cast<int>(d.c - 1)));
   }
   if (unfused) {
@@ -131,7 +132,7 @@ void attention_backward(std::vector<Op>& ops, const Dims& d, const Training& tr)
     ops.push_back(mem(Pass::backward_input, "softmax_bwd", MemoryKernel::softmax, per * scores));
   }
   if (d.c <= 1) {
-    ops.push_back(attention(Pass::backward_input, "core_attention_bwd", d, kernel, true, d.sr,
+    ops.push_back(attention(Pass::backward_input, "core_attention_bwd", d, kernel, Mask::causal, d.sr,
                             d.sr, 1));
     return;
   }
@@ -142,10 +143,10 @@ void attention_backward(std::vector<Op>& ops, const Dims& d, const Training& tr)
   // Backward ring: KV at step 0, KV + dKV at steps 1..c−2, dKV at step c−1: 2(c−1)·KV in all.
   const double kv_bytes = 2.0 * d.act * static_cast<double>(d.b * d.sr) *
                           static_cast<double>(std::max(1LL, d.nkv / d.t) * d.dh);
-  ops.push_back(attention(Pass::backward_input, "core_attention_bwd", d, kernel, true, d.sr, d.sr, 1));
+  ops.push_back(attention(Pass::backward_input, "core_attention_bwd", d, kernel, Mask::causal, d.sr, d.sr, 1));
   ops.push_back(p2p(Pass::backward_input, "cp_kv_dkv", CommDim::cp, 2.0 * kv_bytes,
-                    static_cast<int>(d.c - 1), true));
-  ops.push_back(attention(Pass::backward_input, "core_attention_ring_bwd", d, kernel, false, d.sr,
+                    static_cast<int>(d.c - 1), Wait::async));
+  ops.push_back(attention(Pass::backward_input, "core_attention_ring_bwd", d, kernel, Mask::full, d.sr,
                           d.sr / 2, static_cast<int>(d.c - 1)));
 }
 
@@ -168,10 +169,11 @@ ColumnGroup qkv_group(const Dims& d) {
   return g;
 }
 
-void column_forward(std::vector<Op>& ops, const Dims& d, const ColumnGroup& g, bool recompute) {
-  for (int i = 0; i < g.count; ++i) quantize_weight(ops, d, d.h, g.linears[i].out, recompute);
-  quantize(ops, d, Pass::forward, static_cast<double>(d.tokens * d.h), recompute, true);
-  tp_column_forward(ops, d, Pass::forward, recompute);
+void column_forward(std::vector<Op>& ops, const Dims& d, const ColumnGroup& g, Run run) {
+  const bool recompute = run == Run::recompute;
+  for (int i = 0; i < g.count; ++i) quantize_weight(ops, d, d.h, g.linears[i].out, run);
+  quantize(ops, d, Pass::forward, static_cast<double>(d.tokens * d.h), run, CastFeeds::sp_gather);
+  tp_column_forward(ops, d, Pass::forward, run);
   for (int i = 0; i < g.count; ++i) {
     Op op = linear_gemm(d, Pass::forward, g.linears[i].fwd, d.tokens, g.linears[i].out, d.h);
     op.recompute = recompute;
@@ -179,9 +181,10 @@ void column_forward(std::vector<Op>& ops, const Dims& d, const ColumnGroup& g, b
   }
 }
 
-void attention_block_forward(std::vector<Op>& ops, const Dims& d, const Training& tr, bool recompute) {
+void attention_block_forward(std::vector<Op>& ops, const Dims& d, const Training& tr, Run run) {
+  const bool recompute = run == Run::recompute;
   if (d.mla) {
-    mla_block_forward(ops, d, tr, recompute);
+    mla_block_forward(ops, d, tr, run);
     return;
   }
   const Pass fw = Pass::forward;
@@ -194,7 +197,7 @@ void attention_block_forward(std::vector<Op>& ops, const Dims& d, const Training
   const long long q_in = d.nq * d.dh / d.t;
 
   push(mem(fw, "input_norm", norm_kernel(d), norm_fwd_bytes(d)));
-  column_forward(ops, d, qkv, recompute);
+  column_forward(ops, d, qkv, run);
   if (d.bias) {
     // The QKV linear keeps its bias (`megatron/model/transformer.py` ParallelAttention: no
     // skip_bias_add): F.linear -> addmm writes the broadcast bias into the output and the GEMM
@@ -207,17 +210,17 @@ void attention_block_forward(std::vector<Op>& ops, const Dims& d, const Training
     push(mem(fw, "rope", MemoryKernel::rope,
              rope_fwd_per_elem(d) * static_cast<double>(d.tokens * (d.nq + d.nkv) / d.t * d.dh)));
   }
-  attention_forward(ops, d, tr, recompute);
+  attention_forward(ops, d, tr, run);
   if (d.bias && (tr.attention == AttentionKernel::fused || tr.attention == AttentionKernel::torch)) {
     // Unfused core attention returns [b·np, s, hn]: permute(2, 0, 1, 3).contiguous() copies it
     // to [s, b, h/t] (read + write).
     push(mem(fw, "context_permute", MemoryKernel::copy, 2.0 * d.act * static_cast<double>(d.tokens * q_in)));
   }
-  quantize_weight(ops, d, q_in, d.h, recompute);
-  quantize(ops, d, fw, static_cast<double>(d.tokens * q_in), recompute);
-  tp_row_forward(ops, d, fw, recompute, true);
+  quantize_weight(ops, d, q_in, d.h, run);
+  quantize(ops, d, fw, static_cast<double>(d.tokens * q_in), run);
+  tp_row_forward(ops, d, fw, run, RowCollective::under_gemm);
   push(linear_gemm(d, fw, "attn_proj", d.tokens, d.h, q_in));
-  tp_row_forward(ops, d, fw, recompute, false);
+  tp_row_forward(ops, d, fw, run, RowCollective::after_gemm);
   if (d.gpt_oss) push(mem(fw, "attn_proj_bias", MemoryKernel::copy, proj_bias_fwd_bytes(d)));
   push(mem(fw, "residual_add", MemoryKernel::residual_add, residual_bytes(d)));
 }
@@ -249,31 +252,33 @@ MlpCore dense_mlp_core(const Dims& d) {
   return c;
 }
 
-void mlp_core_forward(std::vector<Op>& ops, const Dims& d, const MlpCore& c, bool recompute) {
+void mlp_core_forward(std::vector<Op>& ops, const Dims& d, const MlpCore& c, Run run) {
+  const bool recompute = run == Run::recompute;
   const Pass fw = Pass::forward;
   auto push = [&](Op op) {
     op.recompute = recompute;
     ops.push_back(op);
   };
   const long long fc2_in = c.width / d.t;
-  column_forward(ops, d, c.fc1, recompute);
+  column_forward(ops, d, c.fc1, run);
   push(mem(fw, c.names.act, c.gated ? MemoryKernel::swiglu : MemoryKernel::gelu,
            c.act_fwd_bytes * d.act * static_cast<double>(d.tokens * fc2_in)));
-  quantize_weight(ops, d, fc2_in, d.h, recompute);
-  quantize(ops, d, fw, static_cast<double>(d.tokens * fc2_in), recompute);
-  tp_row_forward(ops, d, fw, recompute, true);
+  quantize_weight(ops, d, fc2_in, d.h, run);
+  quantize(ops, d, fw, static_cast<double>(d.tokens * fc2_in), run);
+  tp_row_forward(ops, d, fw, run, RowCollective::under_gemm);
   push(linear_gemm(d, fw, c.names.fc2, d.tokens, d.h, fc2_in));
-  tp_row_forward(ops, d, fw, recompute, false);
+  tp_row_forward(ops, d, fw, run, RowCollective::after_gemm);
 }
 
-void mlp_block_forward(std::vector<Op>& ops, const Dims& d, bool recompute) {
+void mlp_block_forward(std::vector<Op>& ops, const Dims& d, Run run) {
+  const bool recompute = run == Run::recompute;
   const Pass fw = Pass::forward;
   auto push = [&](Op op) {
     op.recompute = recompute;
     ops.push_back(op);
   };
   push(mem(fw, "mlp_norm", norm_kernel(d), norm_fwd_bytes(d)));
-  mlp_core_forward(ops, d, dense_mlp_core(d), recompute);
+  mlp_core_forward(ops, d, dense_mlp_core(d), run);
   push(mem(fw, "residual_add", MemoryKernel::residual_add, residual_bytes(d)));
 }
 
@@ -284,16 +289,16 @@ void mark_graphed(std::vector<Op>& ops, std::size_t from, const Dims& d, CudaGra
 
 /// The forward of one layer (used for the forward pass and, marked, for full recompute): the
 /// attention block, then the dense MLP block or, on a MoE layer, the MoE block (moe_ops.cpp).
-void layer_forward(std::vector<Op>& ops, const Dims& d, const Training& tr, bool recompute) {
+void layer_forward(std::vector<Op>& ops, const Dims& d, const Training& tr, Run run) {
   std::size_t from = ops.size();
-  attention_block_forward(ops, d, tr, recompute);
+  attention_block_forward(ops, d, tr, run);
   mark_graphed(ops, from, d, CudaGraphScope::attn);
   from = ops.size();
   if (d.moe) {
-    moe_block_forward(ops, d, recompute);
+    moe_block_forward(ops, d, run);
     moe_block_host_side(ops, from, d);
   } else {
-    mlp_block_forward(ops, d, recompute);
+    mlp_block_forward(ops, d, run);
     mark_graphed(ops, from, d, CudaGraphScope::mlp);
   }
 }
@@ -316,19 +321,19 @@ void layer_recompute_selective_op(std::vector<Op>& ops, const Dims& d) {
   const long long q_in = d.nq * d.dh / d.t;
   const long long fc2_in = d.f / d.t;
   push(mem(fw, "input_norm", norm_kernel(d), norm_fwd_bytes(d)));
-  quantize(ops, d, fw, static_cast<double>(d.tokens * d.h), true, true);
-  tp_column_forward(ops, d, fw, true);
+  quantize(ops, d, fw, static_cast<double>(d.tokens * d.h), Run::recompute, CastFeeds::sp_gather);
+  tp_column_forward(ops, d, fw, Run::recompute);
   push(linear_gemm(d, fw, "wk", d.tokens, k_out, d.h));
   if (d.llama) {
     push(mem(fw, "rope", MemoryKernel::rope,
              rope_fwd_per_elem(d) * static_cast<double>(d.tokens * (d.nq + d.nkv) / d.t * d.dh)));
   }
-  quantize(ops, d, fw, static_cast<double>(d.tokens * q_in), true);
+  quantize(ops, d, fw, static_cast<double>(d.tokens * q_in), Run::recompute);
   push(linear_gemm(d, fw, "wo", d.tokens, d.h, q_in));
   push(mem(fw, "residual_add", MemoryKernel::residual_add, residual_bytes(d)));
   push(mem(fw, "mlp_norm", norm_kernel(d), norm_fwd_bytes(d)));
-  quantize(ops, d, fw, static_cast<double>(d.tokens * d.h), true, true);
-  tp_column_forward(ops, d, fw, true);
+  quantize(ops, d, fw, static_cast<double>(d.tokens * d.h), Run::recompute, CastFeeds::sp_gather);
+  tp_column_forward(ops, d, fw, Run::recompute);
   if (d.gated) {
     push(linear_gemm(d, fw, "w3", d.tokens, fc2_in, d.h));
     push(mem(fw, "swiglu", MemoryKernel::swiglu,
@@ -341,7 +346,8 @@ void layer_recompute_selective_op(std::vector<Op>& ops, const Dims& d) {
 
 /// Weight-gradient GEMM of an `in` x `out` weight, then its eager accumulation.
 void weight_grad(std::vector<Op>& ops, const Dims& d, const char* wname, long long in, long long out,
-                 bool linear) {
+                 Operands operands) {
+  const bool linear = operands == Operands::recipe;
   if (linear) quantize_other_axis(ops, d, Pass::backward_weight, static_cast<double>(d.tokens * out));
   Op w = gemm(Pass::backward_weight, wname, out, in, d.tokens);
   if (linear) w.format = d.x.linear_format;
@@ -353,14 +359,15 @@ void weight_grad(std::vector<Op>& ops, const Dims& d, const char* wname, long lo
   }
 }
 
-/// The dgrad GEMM of a linear; a transformer linear (`linear`) first casts its output
+/// The dgrad GEMM of a linear; a transformer linear (Operands::recipe) first casts its output
 /// gradient under FP8.
 void input_grad(std::vector<Op>& ops, const Dims& d, const char* dname, long long in, long long out,
-                bool linear, bool gathered) {
+                Operands operands, CastFeeds feeds) {
+  const bool linear = operands == Operands::recipe;
   Op g = gemm(Pass::backward_input, dname, d.tokens, in, out);
   if (linear) {
     quantize_other_axis(ops, d, Pass::backward_input, static_cast<double>(in) * static_cast<double>(out));
-    quantize(ops, d, Pass::backward_input, static_cast<double>(d.tokens * out), false, gathered);
+    quantize(ops, d, Pass::backward_input, static_cast<double>(d.tokens * out), Run::first, feeds);
     g.format = d.x.linear_format;
   }
   ops.push_back(g);
@@ -374,11 +381,11 @@ void row_backward(std::vector<Op>& ops, const Dims& d, const char* dname, const 
   if (d.t > 1 && d.sp) {
     ops.push_back(coll(Pass::backward_input, "tp_ag_grad", CollectiveKind::all_gather, CommDim::tp,
                        static_cast<int>(d.t), d.act * static_cast<double>(d.tokens * d.h),
-                       d.x.tp_gather_overlap));
+                       async_if(d.x.tp_gather_overlap)));
   }
-  input_grad(ops, d, dname, in, out, true, true);
+  input_grad(ops, d, dname, in, out, Operands::recipe, CastFeeds::sp_gather);
   quantize_other_axis(ops, d, Pass::backward_weight, static_cast<double>(d.tokens * in));
-  weight_grad(ops, d, wname, in, out, true);
+  weight_grad(ops, d, wname, in, out, Operands::recipe);
 }
 
 /// Backward of a column-parallel linear: with SP the input is re-gathered (async, under the
@@ -386,15 +393,18 @@ void row_backward(std::vector<Op>& ops, const Dims& d, const char* dname, const 
 /// wgrad GEMM). Eager trainers reduce it in the autograd function that follows the linear
 /// (`Aleph-Alpha/scaling: core/nn/linear/utils.py` _CopyToModelParallelRegion.backward and
 /// _GatherFromSequenceParallelRegion.backward), after both GEMMs and blocking the next kernel.
-/// `linear`: a transformer linear (FP8 under a recipe), not the LM head.
-void column_backward(std::vector<Op>& ops, const Dims& d, const ColumnGroup& g, long long in, bool linear) {
+/// Operands::recipe: a transformer linear (FP8 under a recipe), not the LM head.
+void column_backward(std::vector<Op>& ops, const Dims& d, const ColumnGroup& g, long long in, Operands operands) {
+  const bool linear = operands == Operands::recipe;
   const double bytes = d.act * static_cast<double>(d.tokens * d.h);
   const int t = static_cast<int>(d.t);
   if (d.t > 1 && d.sp) {
     ops.push_back(coll(Pass::backward_input, "tp_ag_input", CollectiveKind::all_gather, CommDim::tp,
-                       t, bytes, true));
+                       t, bytes, Wait::async));
   }
-  for (int i = 0; i < g.count; ++i) input_grad(ops, d, g.linears[i].dgrad, in, g.linears[i].out, linear, false);
+  for (int i = 0; i < g.count; ++i) {
+    input_grad(ops, d, g.linears[i].dgrad, in, g.linears[i].out, operands, CastFeeds::local);
+  }
   if (g.count > 1) {
     // Autograd adds the input gradients of the linears that read one tensor: one Inductor
     // kernel reading each and writing the sum when compiled, an add per extra linear eager
@@ -405,12 +415,12 @@ void column_backward(std::vector<Op>& ops, const Dims& d, const ColumnGroup& g, 
   }
   if (d.t > 1) {
     ops.push_back(d.sp ? coll(Pass::backward_input, "tp_rs_dgrad", CollectiveKind::reduce_scatter,
-                              CommDim::tp, t, bytes, !d.x.eager)
+                              CommDim::tp, t, bytes, async_if(!d.x.eager))
                        : coll(Pass::backward_input, "tp_ar_dgrad", CollectiveKind::all_reduce,
-                              CommDim::tp, t, bytes, !d.x.eager));
+                              CommDim::tp, t, bytes, async_if(!d.x.eager)));
   }
   if (linear) quantize_other_axis(ops, d, Pass::backward_weight, static_cast<double>(d.tokens * in));
-  for (int i = 0; i < g.count; ++i) weight_grad(ops, d, g.linears[i].wgrad, in, g.linears[i].out, linear);
+  for (int i = 0; i < g.count; ++i) weight_grad(ops, d, g.linears[i].wgrad, in, g.linears[i].out, operands);
 }
 
 /// Bytes per parameter that the distributed optimizer all-gathers: the training precision, or
@@ -449,13 +459,13 @@ void mlp_core_backward(std::vector<Op>& ops, const Dims& d, const MlpCore& c) {
   ops.push_back(mem(Pass::backward_input, c.names.act_bwd,
                     c.gated ? MemoryKernel::swiglu : MemoryKernel::gelu,
                     c.act_bwd_bytes * d.act * static_cast<double>(d.tokens * fc2_in)));
-  column_backward(ops, d, c.fc1, d.h, true);
+  column_backward(ops, d, c.fc1, d.h, Operands::recipe);
 }
 
 void mlp_block_backward(std::vector<Op>& ops, const Dims& d) {
   const Pass bi = Pass::backward_input;
   ops.push_back(mem(bi, "residual_add_bwd", MemoryKernel::residual_add, residual_bytes(d)));
-  if (d.recomputed.has(RecomputeModule::mlp)) mlp_core_forward(ops, d, dense_mlp_core(d), true);
+  if (d.recomputed.has(RecomputeModule::mlp)) mlp_core_forward(ops, d, dense_mlp_core(d), Run::recompute);
   recompute_norm(ops, d, "mlp_norm");
   mlp_core_backward(ops, d, dense_mlp_core(d));
   ops.push_back(mem(bi, "mlp_norm_bwd", norm_kernel(d), norm_bwd_bytes(d)));
@@ -476,20 +486,24 @@ void attention_block_backward(std::vector<Op>& ops, const Dims& d, const Trainin
     ops.push_back(mem(bi, "context_permute_bwd", MemoryKernel::copy,
                       2.0 * d.act * static_cast<double>(d.tokens * q_in)));
   }
-  if (d.recomputed.has(RecomputeModule::core_attn)) attention_forward(ops, d, training, true);
+  if (d.recomputed.has(RecomputeModule::core_attn)) attention_forward(ops, d, training, Run::recompute);
   attention_backward(ops, d, training);
   if (d.llama) {
     ops.push_back(mem(bi, "rope_bwd", MemoryKernel::rope,
                       rope_bwd_per_elem(d) * static_cast<double>(d.tokens * (d.nq + d.nkv) / d.t * d.dh)));
   }
   recompute_norm(ops, d, "input_norm");
-  column_backward(ops, d, qkv_group(d), d.h, true);
+  column_backward(ops, d, qkv_group(d), d.h, Operands::recipe);
   ops.push_back(mem(bi, "input_norm_bwd", norm_kernel(d), norm_bwd_bytes(d)));
 }
 
-/// The op list of one layer, dense (`moe` false) or MoE.
+/// The kind of layer build_layer_ops lowers.
+enum class LayerKind : bool { dense, moe };
+
+/// The op list of one layer, dense or MoE.
 std::vector<Op> build_layer_ops(const Model& model, const Training& training, const Layout& layout,
-                                bool moe) {
+                                LayerKind kind) {
+  const bool moe = kind == LayerKind::moe;
   Dims d = dims_of(model, training, layout);
   if (moe) set_moe_dims(d, model, training, layout);
   std::vector<Op> ops;
@@ -499,12 +513,12 @@ std::vector<Op> build_layer_ops(const Model& model, const Training& training, co
   const bool zero3 = training.zero_stage >= 3 && dpc > 1;
   if (zero3) {
     ops.push_back(coll(Pass::forward, "zero3_param_ag", CollectiveKind::all_gather, CommDim::dp_cp,
-                       dpc, gathered_layer_param_bytes(model, training, static_cast<int>(d.t)), true));
+                       dpc, gathered_layer_param_bytes(model, training, static_cast<int>(d.t)), Wait::async));
   }
-  layer_forward(ops, d, training, false);
+  layer_forward(ops, d, training, Run::first);
 
   if (layout.recompute == Recompute::full) {
-    layer_forward(ops, d, training, true);
+    layer_forward(ops, d, training, Run::recompute);
   } else if (layout.recompute == Recompute::selective_op) {
     layer_recompute_selective_op(ops, d);
   }
@@ -512,7 +526,8 @@ std::vector<Op> build_layer_ops(const Model& model, const Training& training, co
   // reshard_after_forward = false, or torchtitan's default under PP (TorchNative).
   if (zero3 && !fsdp_keeps_blocks_unsharded(training, layout)) {
     ops.push_back(coll(Pass::backward_input, "zero3_param_ag", CollectiveKind::all_gather,
-                       CommDim::dp_cp, dpc, gathered_layer_param_bytes(model, training, static_cast<int>(d.t)), true));
+                       CommDim::dp_cp, dpc, gathered_layer_param_bytes(model, training, static_cast<int>(d.t)),
+                       Wait::async));
   }
   // MLP (or MoE) block, then the attention block, in reverse order.
   std::size_t from = ops.size();
@@ -548,11 +563,11 @@ std::vector<Op> build_layer_ops(const Model& model, const Training& training, co
 }  // namespace detail
 
 std::vector<Op> layer_ops(const Model& model, const Training& training, const Layout& layout) {
-  return build_layer_ops(model, training, layout, false);
+  return build_layer_ops(model, training, layout, LayerKind::dense);
 }
 
 std::vector<Op> moe_layer_ops(const Model& model, const Training& training, const Layout& layout) {
-  return build_layer_ops(model, training, layout, model.moe.has_value());
+  return build_layer_ops(model, training, layout, model.moe ? LayerKind::moe : LayerKind::dense);
 }
 
 std::vector<Op> embedding_ops(const Model& model, const Training& training, const Layout& layout) {
@@ -562,7 +577,9 @@ std::vector<Op> embedding_ops(const Model& model, const Training& training, cons
   // zeroed) and reads the gathered rows.
   ops.push_back(mem(Pass::forward, "embedding", MemoryKernel::embedding,
                     2.0 * d.act * static_cast<double>(d.tokens * d.h)));
-  tp_row_forward(ops, d, Pass::forward, false, d.x.tp_overlap);
+  // One call: the embedding's collective runs where the traits put it (no GEMM to hide under).
+  tp_row_forward(ops, d, Pass::forward, Run::first,
+                 d.x.tp_overlap ? RowCollective::under_gemm : RowCollective::after_gemm);
   if (d.t > 1 && d.sp) {
     ops.push_back(coll(Pass::backward_input, "tp_ag_grad", CollectiveKind::all_gather, CommDim::tp,
                        static_cast<int>(d.t), d.act * static_cast<double>(d.tokens * d.h)));
@@ -578,7 +595,7 @@ std::vector<Op> head_ops(const Model& model, const Training& training, const Lay
   const long long vocab_rank = padded_vocab(model, static_cast<int>(d.t)) / d.t;
   std::vector<Op> ops;
   ops.push_back(mem(Pass::forward, "final_norm", norm_kernel(d), norm_fwd_bytes(d)));
-  tp_column_forward(ops, d, Pass::forward, false);
+  tp_column_forward(ops, d, Pass::forward, Run::first);
   ops.push_back(gemm(Pass::forward, "lm_head", d.tokens, vocab_rank, d.h));
   const bool compiled_loss = d.x.compiled_loss;
   if (!loss_on_vocab_shards(training, static_cast<int>(d.t))) {
@@ -600,7 +617,8 @@ std::vector<Op> head_ops(const Model& model, const Training& training, const Lay
                       (compiled_loss ? d.act : d.act + 16.0) * full));
     ops.push_back(mem(Pass::backward_input, "cross_entropy_bwd", MemoryKernel::cross_entropy,
                       (compiled_loss ? 2.0 * d.act : d.act + 20.0) * full));
-    column_backward(ops, d, single_linear("lm_head", "lm_head_dgrad", "lm_head_wgrad", vocab_rank), d.h, false);
+    column_backward(ops, d, single_linear("lm_head", "lm_head_dgrad", "lm_head_wgrad", vocab_rank), d.h,
+                    Operands::training_dtype);
     ops.push_back(mem(Pass::backward_input, "final_norm_bwd", norm_kernel(d), norm_bwd_bytes(d)));
     return ops;
   }
@@ -619,7 +637,8 @@ std::vector<Op> head_ops(const Model& model, const Training& training, const Lay
   }
   ops.push_back(mem(Pass::backward_input, "cross_entropy_bwd", MemoryKernel::cross_entropy,
                     (compiled_loss ? 2.0 * d.act : 4.0 + d.act) * logits));
-  column_backward(ops, d, single_linear("lm_head", "lm_head_dgrad", "lm_head_wgrad", vocab_rank), d.h, false);
+  column_backward(ops, d, single_linear("lm_head", "lm_head_dgrad", "lm_head_wgrad", vocab_rank), d.h,
+                    Operands::training_dtype);
   ops.push_back(mem(Pass::backward_input, "final_norm_bwd", norm_kernel(d), norm_bwd_bytes(d)));
   return ops;
 }

@@ -12,6 +12,29 @@
 
 namespace tetra::ops::detail {
 
+// Named choices of the builders, in place of bare booleans at their call sites.
+
+/// A forward's first run, or its re-run before backward under activation recomputation (its
+/// ops carry Op::recompute).
+enum class Run : bool { first, recompute };
+/// The mask of a core-attention call: causal, or full (a context-parallel ring step attends a
+/// whole earlier chunk).
+enum class Mask : bool { full, causal };
+/// A collective the compute stream waits for, or one issued async that overlaps the next
+/// compute op (Op::async).
+enum class Wait : bool { blocking, async };
+/// Wait::async where `overlapped` (a traits or training flag), else Wait::blocking.
+constexpr Wait async_if(bool overlapped) { return overlapped ? Wait::async : Wait::blocking; }
+/// The operands of a linear's GEMM follow the FP8 recipe (casts, rescales), or stay in the
+/// training dtype (the LM head).
+enum class Operands : bool { training_dtype, recipe };
+/// What an FP8 cast feeds: a local GEMM, or the SP all-gather (the TP ranks must agree on the
+/// scale: current scaling all-reduces the amax over TP).
+enum class CastFeeds : bool { local, sp_gather };
+/// Where a row-parallel linear's TP collective goes: after its GEMM, or before it so that it
+/// runs under the GEMM (tp_comm_overlap). The builder is called at both places; the traits pick.
+enum class RowCollective : bool { after_gemm, under_gemm };
+
 /// Everything the builders need, resolved once per call.
 struct Dims {
   long long b = 1;      // micro-batch (sequences)
@@ -86,15 +109,15 @@ void set_moe_dims(Dims& d, const model::Model& m, const parallel::Training& tr, 
 Op gemm(Pass pass, const char* name, long long m, long long n, long long k);
 Op mem(Pass pass, const char* name, MemoryKernel kernel, double bytes);
 Op coll(Pass pass, const char* name, CollectiveKind kind, CommDim dim, int group, double bytes,
-        bool async = false);
+        Wait wait = Wait::blocking);
 Op linear_gemm(const Dims& d, Pass pass, const char* name, long long m, long long n, long long k);
-void quantize(std::vector<Op>& ops, const Dims& d, Pass pass, double elements, bool recompute,
-              bool gathered = false);
-void quantize_weight(std::vector<Op>& ops, const Dims& d, long long in, long long out, bool recompute);
+void quantize(std::vector<Op>& ops, const Dims& d, Pass pass, double elements, Run run,
+              CastFeeds feeds = CastFeeds::local);
+void quantize_weight(std::vector<Op>& ops, const Dims& d, long long in, long long out, Run run);
 void quantize_other_axis(std::vector<Op>& ops, const Dims& d, Pass pass, double elements);
 void rowwise_rescale(std::vector<Op>& ops, const Dims& d, Pass pass, double output_elements);
-void tp_row_forward(std::vector<Op>& ops, const Dims& d, Pass pass, bool recompute, bool overlapped);
-void tp_column_forward(std::vector<Op>& ops, const Dims& d, Pass pass, bool recompute);
+void tp_row_forward(std::vector<Op>& ops, const Dims& d, Pass pass, Run run, RowCollective at);
+void tp_column_forward(std::vector<Op>& ops, const Dims& d, Pass pass, Run run);
 double norm_fwd_bytes(const Dims& d);
 double norm_bwd_bytes(const Dims& d);
 double residual_bytes(const Dims& d);
@@ -109,22 +132,22 @@ MemoryKernel norm_kernel(const Dims& d);
 /// Megatron-Core's "layernorm" recomputation: the norm's forward again before its consumer's
 /// backward reads the freed output.
 void recompute_norm(std::vector<Op>& ops, const Dims& d, const char* name);
-Op attention(Pass pass, const char* name, const Dims& d, parallel::AttentionKernel kernel, bool causal,
+Op attention(Pass pass, const char* name, const Dims& d, parallel::AttentionKernel kernel, Mask mask,
              long long seq_q, long long seq_kv, int count);
-Op p2p(Pass pass, const char* name, CommDim dim, double bytes, int count, bool async);
-void attention_forward(std::vector<Op>& ops, const Dims& d, const parallel::Training& tr, bool recompute);
+Op p2p(Pass pass, const char* name, CommDim dim, double bytes, int count, Wait wait);
+void attention_forward(std::vector<Op>& ops, const Dims& d, const parallel::Training& tr, Run run);
 void attention_backward(std::vector<Op>& ops, const Dims& d, const parallel::Training& tr);
 void weight_grad(std::vector<Op>& ops, const Dims& d, const char* wname, long long in, long long out,
-                 bool linear);
+                 Operands operands);
 void input_grad(std::vector<Op>& ops, const Dims& d, const char* dname, long long in, long long out,
-                bool linear, bool gathered);
+                Operands operands, CastFeeds feeds);
 void row_backward(std::vector<Op>& ops, const Dims& d, const char* dname, const char* wname,
                   long long in, long long out);
 /// One fused linear as a group.
 ColumnGroup single_linear(const char* fwd, const char* dgrad, const char* wgrad, long long out);
 /// The forward of a group: weight casts, the input cast and SP all-gather, one GEMM each.
-void column_forward(std::vector<Op>& ops, const Dims& d, const ColumnGroup& g, bool recompute);
-void column_backward(std::vector<Op>& ops, const Dims& d, const ColumnGroup& g, long long in, bool linear);
+void column_forward(std::vector<Op>& ops, const Dims& d, const ColumnGroup& g, Run run);
+void column_backward(std::vector<Op>& ops, const Dims& d, const ColumnGroup& g, long long in, Operands operands);
 
 /// Op names of one TP-split MLP besides its FC1 group (static strings, as Op::name needs).
 struct MlpNames {
@@ -147,24 +170,24 @@ struct MlpCore {
   double act_bwd_bytes = 0;
 };
 MlpCore dense_mlp_core(const Dims& d);
-void mlp_core_forward(std::vector<Op>& ops, const Dims& d, const MlpCore& c, bool recompute);
+void mlp_core_forward(std::vector<Op>& ops, const Dims& d, const MlpCore& c, Run run);
 void mlp_core_backward(std::vector<Op>& ops, const Dims& d, const MlpCore& c);
 
 /// The dense MLP block (norm, FC1, activation, FC2, residual) forward and backward.
-void mlp_block_forward(std::vector<Op>& ops, const Dims& d, bool recompute);
+void mlp_block_forward(std::vector<Op>& ops, const Dims& d, Run run);
 void mlp_block_backward(std::vector<Op>& ops, const Dims& d);
 
 // torch_cp_ops.cpp
 /// Core attention under PyTorch's context parallelism (framework fsdp, cp > 1): the K/V
 /// all-gather, one SDPA call per CP rank, the fp32 merges, and in backward the fp32 dK/dV
 /// passed around the ring.
-void torch_cp_attention_forward(std::vector<Op>& ops, const Dims& d, parallel::AttentionKernel kernel, bool recompute);
+void torch_cp_attention_forward(std::vector<Op>& ops, const Dims& d, parallel::AttentionKernel kernel, Run run);
 void torch_cp_attention_backward(std::vector<Op>& ops, const Dims& d, parallel::AttentionKernel kernel);
 
 // moe_ops.cpp
 /// The MoE block of one layer: norm, router, dispatch, grouped expert GEMMs, combine, shared
 /// experts, residual (forward, marked `recompute` when re-run), and its backward.
-void moe_block_forward(std::vector<Op>& ops, const Dims& d, bool recompute);
+void moe_block_forward(std::vector<Op>& ops, const Dims& d, Run run);
 void moe_block_backward(std::vector<Op>& ops, const Dims& d);
 /// Host side of the MoE block ops from `from` on: which run inside CUDA graphs (the router and
 /// preprocessing scopes, or the whole block), and the dropless dispatcher's host sync.
@@ -173,7 +196,7 @@ void moe_block_host_side(std::vector<Op>& ops, std::size_t from, const Dims& d);
 /// build_layer_ops marks every op of a layer under the `layer` and `full_iteration` scopes.
 void mark_graphed(std::vector<Op>& ops, std::size_t from, const Dims& d, parallel::CudaGraphScope scope);
 /// The MLA attention block (DeepSeek-V3) forward and backward.
-void mla_block_forward(std::vector<Op>& ops, const Dims& d, const parallel::Training& tr, bool recompute);
+void mla_block_forward(std::vector<Op>& ops, const Dims& d, const parallel::Training& tr, Run run);
 void mla_block_backward(std::vector<Op>& ops, const Dims& d, const parallel::Training& tr);
 
 }  // namespace tetra::ops::detail

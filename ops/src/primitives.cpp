@@ -36,7 +36,7 @@ Op mem(Pass pass, const char* name, MemoryKernel kernel, double bytes) {
 }
 
 Op coll(Pass pass, const char* name, CollectiveKind kind, CommDim dim, int group, double bytes,
-        bool async) {
+        Wait wait) {
   Op op;
   op.kind = OpKind::collective;
   op.pass = pass;
@@ -45,11 +45,11 @@ Op coll(Pass pass, const char* name, CollectiveKind kind, CommDim dim, int group
   op.dim = dim;
   op.group = group;
   op.bytes = bytes;
-  op.async = async;
+  op.async = wait == Wait::async;
   return op;
 }
 
-Op p2p(Pass pass, const char* name, CommDim dim, double bytes, int count, bool async) {
+Op p2p(Pass pass, const char* name, CommDim dim, double bytes, int count, Wait wait) {
   Op op;
   op.kind = OpKind::p2p;
   op.pass = pass;
@@ -59,7 +59,7 @@ Op p2p(Pass pass, const char* name, CommDim dim, double bytes, int count, bool a
   op.group = 2;
   op.bytes = bytes;
   op.count = count;
-  op.async = async;
+  op.async = wait == Wait::async;
   return op;
 }
 
@@ -88,9 +88,10 @@ Op linear_gemm(const Dims& d, Pass pass, const char* name, long long m, long lon
 /// operand here, and again the transposed one for the other GEMM in backward. Eager, the two
 /// casts are separate kernels that each read the operand (2 act + 2 q); compiled, Inductor
 /// emits them as one kernel (act + 2 q), as TE's fused cast-transpose.
-void quantize(std::vector<Op>& ops, const Dims& d, Pass pass, double elements, bool recompute,
-              bool gathered) {
+void quantize(std::vector<Op>& ops, const Dims& d, Pass pass, double elements, Run run,
+              CastFeeds feeds) {
   if (d.x.recipe == Fp8Recipe::none || elements <= 0) return;
+  const bool recompute = run == Run::recompute;
   if (torchao_recipe(d.x.recipe)) {
     Op a = mem(pass, "fp8_amax", MemoryKernel::amax, d.act * elements);
     a.recompute = recompute;
@@ -108,7 +109,7 @@ void quantize(std::vector<Op>& ops, const Dims& d, Pass pass, double elements, b
     Op a = mem(pass, "fp8_amax", MemoryKernel::amax, d.act * elements);
     a.recompute = recompute;
     ops.push_back(a);
-    if (gathered && d.sp) {
+    if (feeds == CastFeeds::sp_gather && d.sp) {
       Op r = coll(pass, "tp_ar_amax", CollectiveKind::all_reduce, CommDim::tp,
                   static_cast<int>(d.t), 4.0);
       r.recompute = recompute;
@@ -134,14 +135,14 @@ void quantize_other_axis(std::vector<Op>& ops, const Dims& d, Pass pass, double 
 /// The weight cast of one linear, spread over the step's micro-batches (see Dims). torchao
 /// keeps no cache: it casts the weight in every forward, recomputed ones included, unless
 /// FSDP2 all-gathers it in FP8 already (`enable_fsdp_float8_all_gather`, fp8_param_gather).
-void quantize_weight(std::vector<Op>& ops, const Dims& d, long long in, long long out, bool recompute) {
+void quantize_weight(std::vector<Op>& ops, const Dims& d, long long in, long long out, Run run) {
   const double elements = static_cast<double>(in) * static_cast<double>(out);
   if (torchao_recipe(d.x.recipe)) {
-    if (!d.x.fp8_param_gather) quantize(ops, d, Pass::forward, elements, recompute);
+    if (!d.x.fp8_param_gather) quantize(ops, d, Pass::forward, elements, run);
     return;
   }
-  if (recompute) return;  // the cached copy serves the recomputed forward too
-  quantize(ops, d, Pass::forward, elements / d.x.micro_batches, false);
+  if (run == Run::recompute) return;  // the cached copy serves the recomputed forward too
+  quantize(ops, d, Pass::forward, elements / d.x.micro_batches, Run::first);
 }
 
 /// Rowwise backward GEMMs run without fast accumulation, which torchao routes to cuBLAS's
@@ -161,14 +162,14 @@ double attention_fwd_flops(const AttentionShape& a) {
   return a.causal ? f / 2.0 : f;
 }
 
-Op attention(Pass pass, const char* name, const Dims& d, AttentionKernel kernel, bool causal,
+Op attention(Pass pass, const char* name, const Dims& d, AttentionKernel kernel, Mask mask,
              long long seq_q, long long seq_kv, int count) {
   Op op;
   op.kind = OpKind::attention;
   op.pass = pass;
   op.name = name;
   op.attn.kernel = kernel;
-  op.attn.causal = causal;
+  op.attn.causal = mask == Mask::causal;
   op.attn.batch = static_cast<int>(d.b);
   op.attn.seq_q = seq_q;
   op.attn.seq_kv = seq_kv;
@@ -184,25 +185,25 @@ Op attention(Pass pass, const char* name, const Dims& d, AttentionKernel kernel,
 /// The TP collective after a row-parallel linear in forward (RS with SP, AR without). Under
 /// tp_comm_overlap it is issued before the GEMM, async, so that it runs under it
 /// (TE userbuffers' GEMM + reduce-scatter pipeline, `transformer_engine/pytorch/module/base.py`
-/// initialize_ub); `overlapped` says which placement the caller is at.
-void tp_row_forward(std::vector<Op>& ops, const Dims& d, Pass pass, bool recompute, bool overlapped) {
-  if (d.t <= 1 || overlapped != d.x.tp_overlap) return;
+/// initialize_ub); `at` says which placement the caller is at.
+void tp_row_forward(std::vector<Op>& ops, const Dims& d, Pass pass, Run run, RowCollective at) {
+  if (d.t <= 1 || (at == RowCollective::under_gemm) != d.x.tp_overlap) return;
   const double bytes = d.act * static_cast<double>(d.tokens * d.h);  // S = 2·s'·b·h
   Op op = d.sp ? coll(pass, "tp_rs", CollectiveKind::reduce_scatter, CommDim::tp,
-                      static_cast<int>(d.t), bytes, d.x.tp_overlap)
+                      static_cast<int>(d.t), bytes, async_if(d.x.tp_overlap))
                : coll(pass, "tp_ar", CollectiveKind::all_reduce, CommDim::tp,
                       static_cast<int>(d.t), bytes);
-  op.recompute = recompute;
+  op.recompute = run == Run::recompute;
   ops.push_back(op);
 }
 
 /// The SP all-gather before a column-parallel linear in forward (async under
 /// tp_comm_overlap: the all-gather + GEMM pipeline of TE userbuffers).
-void tp_column_forward(std::vector<Op>& ops, const Dims& d, Pass pass, bool recompute) {
+void tp_column_forward(std::vector<Op>& ops, const Dims& d, Pass pass, Run run) {
   if (d.t <= 1 || !d.sp) return;
   Op op = coll(pass, "tp_ag", CollectiveKind::all_gather, CommDim::tp, static_cast<int>(d.t),
-               d.x.tp_gather_bytes * static_cast<double>(d.tokens * d.h), d.x.tp_gather_overlap);
-  op.recompute = recompute;
+               d.x.tp_gather_bytes * static_cast<double>(d.tokens * d.h), async_if(d.x.tp_gather_overlap));
+  op.recompute = run == Run::recompute;
   ops.push_back(op);
 }
 

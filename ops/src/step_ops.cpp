@@ -49,13 +49,13 @@ std::vector<Op> dp_gradient_ops(const Model& model, const Training& training, co
     auto push = [&](const char* rs_name, const char* ar_name, double params, int count) {
       if (shard > 1) {
         Op rs = coll(Pass::optimizer, rs_name, CollectiveKind::reduce_scatter, dim, shard,
-                     grad_bytes * params, true);
+                     grad_bytes * params, Wait::async);
         rs.count = count;
         ops.push_back(rs);
       }
       if (replicas > 1) {
         Op ar = coll(Pass::optimizer, ar_name, CollectiveKind::all_reduce, CommDim::dp_replicate,
-                     replicas, grad_bytes * params / shard, true);
+                     replicas, grad_bytes * params / shard, Wait::async);
         ar.count = count;
         ops.push_back(ar);
       }
@@ -77,11 +77,11 @@ std::vector<Op> dp_gradient_ops(const Model& model, const Training& training, co
     const double last = total - static_cast<double>(full) * ds_bucket;
     auto push = [&](CollectiveKind kind, const char* name, double elem_bytes) {
       if (full > 0) {
-        Op op = coll(Pass::optimizer, name, kind, dim, dpc, elem_bytes * ds_bucket, false);
+        Op op = coll(Pass::optimizer, name, kind, dim, dpc, elem_bytes * ds_bucket, Wait::blocking);
         op.count = static_cast<int>(full);
         ops.push_back(op);
       }
-      if (last > 0.5) ops.push_back(coll(Pass::optimizer, name, kind, dim, dpc, elem_bytes * last, false));
+      if (last > 0.5) ops.push_back(coll(Pass::optimizer, name, kind, dim, dpc, elem_bytes * last, Wait::blocking));
     };
     push(CollectiveKind::all_reduce, "dp_grad_ar_fp32", 4.0);
     if (training.zero_stage >= 1) push(CollectiveKind::all_gather, "dp_param_ag", param_bytes);
@@ -99,11 +99,11 @@ std::vector<Op> dp_gradient_ops(const Model& model, const Training& training, co
   auto push_buckets = [&](CollectiveKind kind, const char* name, double elem_bytes, Pass pass,
                           bool async) {
     if (full > 0) {
-      Op op = coll(pass, name, kind, dim, dpc, elem_bytes * bucket, async);
+      Op op = coll(pass, name, kind, dim, dpc, elem_bytes * bucket, async_if(async));
       op.count = static_cast<int>(full);
       ops.push_back(op);
     }
-    if (last > 0.5) ops.push_back(coll(pass, name, kind, dim, dpc, elem_bytes * last, async));
+    if (last > 0.5) ops.push_back(coll(pass, name, kind, dim, dpc, elem_bytes * last, async_if(async)));
   };
   if (dist) {
     push_buckets(CollectiveKind::reduce_scatter, "dp_grad_rs", grad_bytes, Pass::optimizer,
@@ -138,11 +138,13 @@ std::vector<Op> expert_gradient_ops(const Model& model, const Training& training
   const double param_bytes = gathered_param_bytes(model, training);
   auto push_buckets = [&](CollectiveKind kind, const char* name, double elem_bytes, bool async) {
     if (full > 0) {
-      Op op = coll(Pass::optimizer, name, kind, CommDim::expert_dp, edp, elem_bytes * bucket, async);
+      Op op = coll(Pass::optimizer, name, kind, CommDim::expert_dp, edp, elem_bytes * bucket, async_if(async));
       op.count = static_cast<int>(full);
       ops.push_back(op);
     }
-    if (last > 0.5) ops.push_back(coll(Pass::optimizer, name, kind, CommDim::expert_dp, edp, elem_bytes * last, async));
+    if (last > 0.5) {
+      ops.push_back(coll(Pass::optimizer, name, kind, CommDim::expert_dp, edp, elem_bytes * last, async_if(async)));
+    }
   };
   if (training.zero_stage >= 1) {
     push_buckets(CollectiveKind::reduce_scatter, "edp_grad_rs", grad_bytes, training.overlap_grad_reduce);

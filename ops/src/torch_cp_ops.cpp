@@ -29,10 +29,10 @@ double kv_bytes(const Dims& d) { return 2.0 * d.act * head_elements(d); }
 /// K and V made contiguous from their transposed views and concatenated into the send buffer
 /// (read and write each); eager also runs the concatenation again in every later step
 /// (`torch.cat` before each `exchange_buffers`, which the all-gather rotater ignores).
-double staging_bytes(const Dims& d, bool backward) {
+double staging_bytes(const Dims& d, Pass pass) {
   const double once = 4.0 * kv_bytes(d);
   const double wasted = d.x.eager_kernels ? 2.0 * kv_bytes(d) * static_cast<double>(std::max(0LL, d.c - 2)) : 0.0;
-  return once + (backward ? 0.0 : wasted);
+  return once + (pass == Pass::forward ? wasted : 0.0);
 }
 
 /// Collectives under torch.compile: the traced functional collective waits right after it is
@@ -40,26 +40,27 @@ double staging_bytes(const Dims& d, bool backward) {
 /// comm/compute reordering is off by default (`torch/_inductor/config.py`
 /// reorder_for_compute_comm_overlap = False), so they block the compute stream; eager, the
 /// AsyncCollectiveTensor is waited at first use [derived].
-bool overlapped(const Dims& d) { return d.x.eager_kernels; }
+Wait overlapped(const Dims& d) { return async_if(d.x.eager_kernels); }
 
 }  // namespace
 
-void torch_cp_attention_forward(std::vector<Op>& ops, const Dims& d, AttentionKernel kernel, bool recompute) {
+void torch_cp_attention_forward(std::vector<Op>& ops, const Dims& d, AttentionKernel kernel, Run run) {
+  const bool recompute = run == Run::recompute;
   auto push = [&](Op op) {
     op.recompute = recompute;
     ops.push_back(op);
   };
   const double elements = head_elements(d);
   const int steps = static_cast<int>(d.c);
-  push(mem(Pass::forward, "cp_kv_stage", MemoryKernel::copy, staging_bytes(d, false)));
+  push(mem(Pass::forward, "cp_kv_stage", MemoryKernel::copy, staging_bytes(d, Pass::forward)));
   // One all-gather of every rank's K and V (nccl-tests' size: the gathered buffer); eager, it
   // overlaps the local causal step and is waited before the first remote one.
   push(coll(Pass::forward, "cp_kv_ag", CollectiveKind::all_gather, CommDim::cp, steps,
             kv_bytes(d) * static_cast<double>(steps), overlapped(d)));
   // P calls of the same work: the local causal pair, then a q x kv/2 or q/2 x kv block without
   // mask per remote rank (`_is_causal_behavior` under load balancing).
-  push(attention(Pass::forward, "core_attention", d, kernel, true, d.sr, d.sr, 1));
-  push(attention(Pass::forward, "core_attention_ring", d, kernel, false, d.sr, d.sr / 2, steps - 1));
+  push(attention(Pass::forward, "core_attention", d, kernel, Mask::causal, d.sr, d.sr, 1));
+  push(attention(Pass::forward, "core_attention_ring", d, kernel, Mask::full, d.sr, d.sr / 2, steps - 1));
   // fp32 merges (`_SDPAMerger._merge_one`): the first output is cast up and the last cast
   // back (4 + 2 bytes each); every later step updates out and lse with sigmoid / logsigmoid.
   // Compiled: one kernel reading the fp32 out and the bf16 block out and writing out (10 bytes
@@ -74,11 +75,11 @@ void torch_cp_attention_backward(std::vector<Op>& ops, const Dims& d, AttentionK
   const Pass bi = Pass::backward_input;
   const double elements = head_elements(d);
   const int steps = static_cast<int>(d.c);
-  ops.push_back(mem(bi, "cp_kv_stage", MemoryKernel::copy, staging_bytes(d, true)));
+  ops.push_back(mem(bi, "cp_kv_stage", MemoryKernel::copy, staging_bytes(d, bi)));
   ops.push_back(coll(bi, "cp_kv_ag", CollectiveKind::all_gather, CommDim::cp, steps,
                      kv_bytes(d) * static_cast<double>(steps), overlapped(d)));
-  ops.push_back(attention(bi, "core_attention_bwd", d, kernel, true, d.sr, d.sr, 1));
-  ops.push_back(attention(bi, "core_attention_ring_bwd", d, kernel, false, d.sr, d.sr / 2, steps - 1));
+  ops.push_back(attention(bi, "core_attention_bwd", d, kernel, Mask::causal, d.sr, d.sr, 1));
+  ops.push_back(attention(bi, "core_attention_ring_bwd", d, kernel, Mask::full, d.sr, d.sr / 2, steps - 1));
   // Every step adds its dK, dV into the fp32 buffer received from the previous rank and sends
   // it on, and adds dQ into its fp32 accumulator. Compiled: one kernel per tensor reading the
   // fp32 sum and the bf16 step gradient and writing the fp32 sum (10 bytes per element of dQ,
