@@ -307,7 +307,12 @@ hw::Cluster load_cluster(const Doc& doc, const toml::table& table) {
     base = true;
   }
   if (const auto* n = s.get("gpus_per_node")) {
+    const int preset_gpus = c.gpus_per_node;
     c.gpus_per_node = s.int_value(*n, "gpus_per_node", 1, kMaxGpusPerNode);
+    // A node preset's NVLink domain is its node, so it follows the node size given here (4
+    // GPUs per node on a DGX H100 preset are 4-GPU NVLink islands, not half of an 8-GPU
+    // fabric); a rack preset (NVL72) keeps its domain, and [cluster.intra_node] domain sets one.
+    if (c.intra.domain_gpus == preset_gpus) c.intra.domain_gpus = 0;
   }
   if (const auto* n = s.get("nodes")) c.nodes = s.int_value(*n, "nodes", 1, kMaxNodes);
   if (const auto* n = s.get("profile")) {

@@ -130,6 +130,19 @@ tp = 8
   CHECK(sc.layout.dp == 2);
 }
 
+TEST_CASE("a node preset's NVLink domain follows gpus_per_node; a rack preset keeps its own") {
+  const std::string head = "[model]\npreset = \"llama3.1-8b\"\n[training]\nseq_len = 4096\nglobal_batch = 8\n";
+  // TSUBAME 4.0's nodes hold 4 H100 joined by NVLink and nothing else: a DGX H100 preset with
+  // 4 GPUs per node is 4-GPU NVLink islands, so a group over 8 GPUs crosses the network.
+  const Scenario four = load(head + "[cluster]\npreset = \"dgx-h100\"\ngpus_per_node = 4\nnodes = 2\n", {}, false);
+  CHECK(four.cluster.nvlink_domain() == 4);
+  const Scenario eight = load(head + "[cluster]\npreset = \"dgx-h100\"\nnodes = 2\n", {}, false);
+  CHECK(eight.cluster.nvlink_domain() == 8);
+  // GB200 NVL72: 18 trays of 4 GPUs on one NVLink fabric of 72.
+  const Scenario rack = load(head + "[cluster]\npreset = \"gb200-nvl72\"\ngpus_per_node = 4\nnodes = 18\n", {}, false);
+  CHECK(rack.cluster.nvlink_domain() == 72);
+}
+
 TEST_CASE("an explicit model and cluster without presets") {
   const Scenario sc = load(R"([model]
 arch = "gpt"
