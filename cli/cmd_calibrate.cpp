@@ -1,5 +1,5 @@
 // tetrasim calibrate [--out PROFILE] [--gemm] [--attention] [--memory] [--nccl] [--quick]
-//                    [--import-trace FILE] [--tables FILE] [--sms N] [--json]
+//                    [--import-trace FILE [--gpu NAME] [--other-gpu]] [--tables FILE] [--sms N] [--json]
 // Measures this node (or a job of nodes under mpirun / srun), or takes the rows from a trace
 // of a real run or from recorded tables, fits them and writes a calibration profile
 // (docs/calibration.md). Without a GPU the measuring path says so on one line and exits 1.
@@ -11,6 +11,7 @@
 
 #include "commands.hpp"
 #include "output.hpp"
+#include "tetra/calib/bounded_fit.hpp"
 #include "tetra/calib/curve_fit.hpp"
 #include "tetra/calib/runner.hpp"
 #include "tetra/calib/tables.hpp"
@@ -27,8 +28,61 @@ struct CalibrateArgs {
   bool gemm = false, attention = false, memory = false, nccl = false, quick = false, json = false;
   std::string import_trace;
   std::string tables;
+  std::string gpu;
+  bool other_gpu = false;
   int sms = 0;
 };
+
+nlohmann::json reports_json(const std::vector<calib::TableReport>& tables) {
+  nlohmann::json j = nlohmann::json::array();
+  for (const auto& t : tables) {
+    j.push_back({{"table", t.table},
+                 {"rows", t.rows},
+                 {"kept", t.kept},
+                 {"fitted", t.fitted},
+                 {"fitted_rows", t.fitted_rows},
+                 {"dropped", t.dropped},
+                 {"unfitted", t.unfitted},
+                 {"notes", t.notes}});
+  }
+  return j;
+}
+
+/// The datasheet a trace's rows are bounded by: the GPU the trace names, or --gpu where it
+/// names none (or one without a datasheet). A trace of one known GPU is not turned into a
+/// profile for another unless --other-gpu says so. Errors name the trace file.
+calib::DeviceSpec trace_device(const CalibrateArgs& args, costmodel::Profile& profile) {
+  const std::string& path = args.import_trace;
+  const std::string recorded = profile.meta.gpu;
+  const auto from_trace = recorded.empty() ? std::nullopt : calib::find_device(recorded, profile.meta.device_memory_bytes);
+  if (!args.gpu.empty()) {
+    const auto wanted = calib::find_device(args.gpu);
+    if (!wanted) {
+      throw UserError("calibrate: --gpu " + args.gpu + ": no datasheet for that GPU (known: " + calib::known_devices() + ")");
+    }
+    if (from_trace && !calib::same_device(from_trace->key, wanted->key)) {
+      if (!args.other_gpu) {
+        throw UserError(path + ": recorded on " + recorded + " (" + from_trace->key + "), not " + wanted->key +
+                        "; give --other-gpu to make a profile for another GPU from it");
+      }
+      profile.meta.source += " (recorded on " + recorded + ", for " + wanted->key + ")";
+      return *from_trace;  // the rows obey the physics of the GPU that ran them
+    }
+    if (recorded.empty() || !from_trace) {
+      profile.meta.gpu = recorded.empty() ? wanted->key : recorded + " (" + wanted->key + ")";
+    }
+    return *wanted;
+  }
+  if (recorded.empty()) {
+    throw UserError(path + ": the trace does not name its GPU (no deviceProperties); give --gpu NAME (known: " +
+                    calib::known_devices() + ")");
+  }
+  if (!from_trace) {
+    throw UserError(path + ": no datasheet for the trace's GPU \"" + recorded + "\" to bound the fits; give --gpu NAME (known: " +
+                    calib::known_devices() + ")");
+  }
+  return *from_trace;
+}
 
 nlohmann::json rows_json(const costmodel::Profile& p) {
   return {{"gemm", p.gemm.size()},
@@ -63,33 +117,51 @@ int run_calibrate(const CalibrateArgs& args) {
   }
   costmodel::Profile profile;
   nlohmann::json report;
+  std::vector<calib::TableReport> tables;
+  std::string device;
   if (!args.import_trace.empty()) {
-    const auto imp = calib::import_trace(args.import_trace);
-    profile = imp.profile;
+    auto imp = calib::import_trace(args.import_trace);
+    if (args.sms > 0) imp.profile.meta.sms = args.sms;
+    const calib::DeviceSpec dev = trace_device(args, imp.profile);
+    device = dev.key;
+    auto bounded = calib::fit_bounded(imp.profile, dev);
+    profile = std::move(bounded.profile);
+    tables = std::move(bounded.tables);
     report["kernels"] = imp.kernels;
     report["used"] = imp.used;
     report["skipped"] = imp.skipped;  // std::map: sorted keys
-  } else if (!args.tables.empty()) {
-    profile = calib::read_tables_csv(args.tables);
+    report["linked_by_external_id"] = imp.linked_by_external_id;
+    report["linked_by_time"] = imp.linked_by_time;
+    report["gemm_kernels"] = imp.gemm_kernels;
+    report["gemm_kernels_used"] = imp.gemm_kernels_used;
+    if (profile.gemm.empty() && profile.attention.empty() && profile.memory_bound.empty() && profile.collective.empty()) {
+      std::string why;
+      for (const auto& t : tables) why += (why.empty() ? "" : ", ") + t.table + " " + std::to_string(t.rows) + " found";
+      throw UserError(args.import_trace + ": no usable rows within the " + dev.key + " datasheet (" + why + ")");
+    }
   } else {
-    calib::CalibrationOptions options;
-    const bool any = args.gemm || args.attention || args.memory || args.nccl;
-    options.gemm = !any || args.gemm;
-    options.attention = !any || args.attention;
-    options.memory = !any || args.memory;
-    options.nccl = !any || args.nccl;
-    options.quick = args.quick;
-    options.progress = [](const std::string& line) { std::cerr << "calibrate: " << line << '\n'; };
-    const int rank = calib::run_calibration(options, profile);
-    if (rank != 0) return 0;  // rank 0 holds every row and writes the profile
+    if (!args.tables.empty()) {
+      profile = calib::read_tables_csv(args.tables);
+    } else {
+      calib::CalibrationOptions options;
+      const bool any = args.gemm || args.attention || args.memory || args.nccl;
+      options.gemm = !any || args.gemm;
+      options.attention = !any || args.attention;
+      options.memory = !any || args.memory;
+      options.nccl = !any || args.nccl;
+      options.quick = args.quick;
+      options.progress = [](const std::string& line) { std::cerr << "calibrate: " << line << '\n'; };
+      const int rank = calib::run_calibration(options, profile);
+      if (rank != 0) return 0;  // rank 0 holds every row and writes the profile
+    }
+    if (profile.gemm.empty() && profile.attention.empty() && profile.memory_bound.empty() &&
+        profile.collective.empty()) {
+      throw UserError("calibrate: nothing to fit: no usable row was measured or found");
+    }
+    calib::ProfileFitOptions fit_options;
+    fit_options.sms = args.sms;
+    profile.fit = calib::fit_profile(profile, fit_options);
   }
-  if (profile.gemm.empty() && profile.attention.empty() && profile.memory_bound.empty() &&
-      profile.collective.empty()) {
-    throw UserError("calibrate: nothing to fit: no usable row was measured or found");
-  }
-  calib::ProfileFitOptions fit_options;
-  fit_options.sms = args.sms;
-  profile.fit = calib::fit_profile(profile, fit_options);
   write_file_atomic(args.out, scenarios::format_profile(profile));
 
   if (args.json) {
@@ -98,12 +170,25 @@ int run_calibrate(const CalibrateArgs& args) {
     report["source"] = profile.meta.source;
     report["rows"] = rows_json(profile);
     report["fit"] = fit_json(profile.fit);
+    if (!device.empty()) {
+      report["device"] = device;
+      report["tables"] = reports_json(tables);
+    }
     print_json(report);
   } else {
     std::cout << "wrote " << args.out << ": " << profile.gemm.size() << " gemm, " << profile.attention.size()
               << " attention, " << profile.memory_bound.size() << " memory-bound, " << profile.collective.size()
-              << " collective rows\n"
-              << calib::describe_fit(profile.fit);
+              << " collective rows\n";
+    if (!device.empty()) {
+      std::cout << "trace: " << report["kernels"].get<int>() << " kernels, " << report["used"].get<int>()
+                << " used; linked to their op by External id " << report["linked_by_external_id"].get<int>()
+                << ", by the op enclosing the launch " << report["linked_by_time"].get<int>() << "; bounded by the "
+                << device << " datasheet\n";
+      for (const auto& [why, n] : report["skipped"].items()) std::cout << "  skipped " << n.get<int>() << ": " << why << "\n";
+      std::cout << calib::describe_reports(tables);
+    } else {
+      std::cout << calib::describe_fit(profile.fit);
+    }
   }
   return 0;
 }
@@ -124,6 +209,11 @@ void register_calibrate(CLI::App& app, Action& action) {
   cmd->add_flag("--quick", args->quick, "reduced sweep (under 2 minutes on one 8-GPU node)");
   cmd->add_option("--import-trace", args->import_trace,
                   "take kernel times from a torch.profiler (Kineto) or Nsight Systems JSON trace; no GPU needed");
+  cmd->add_option("--gpu", args->gpu,
+                  "with --import-trace: the GPU whose datasheet bounds the fits, when the trace does not name it "
+                  "(a100-sxm-80gb, h100-sxm, h200, b200, mi300x, ...)");
+  cmd->add_flag("--other-gpu", args->other_gpu,
+                "with --import-trace --gpu: accept a trace recorded on a GPU other than --gpu");
   cmd->add_option("--tables", args->tables, "fit recorded tables (CSV, calib/README.md) instead of measuring");
   cmd->add_option("--sms", args->sms, "SM count for the GEMM fit when the source does not say")->check(CLI::Range(1, 100000));
   cmd->add_flag("--json", args->json, "print the summary as JSON");

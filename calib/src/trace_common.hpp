@@ -22,7 +22,8 @@ using nlohmann::json;
 struct CpuOp {
   std::string name;
   std::vector<std::vector<long long>> dims;
-  std::string dtype;
+  std::string dtype;               ///< first input's type ("c10::BFloat16"), "" unknown
+  std::vector<std::string> types;  ///< every input's type (Kineto "Input type")
   json args;
 };
 
@@ -35,7 +36,7 @@ struct Classified {
 
 /// Accumulates samples per row key and emits median rows.
 struct Accumulator {
-  std::map<std::tuple<long long, long long, long long>, std::vector<double>> gemm;
+  std::map<std::tuple<long long, long long, long long, std::string>, std::vector<double>> gemm;  // m, n, k, dtype
   std::map<std::tuple<int, int, int, int, int, bool, int>, std::vector<double>> attention;
   std::map<std::pair<std::string, double>, std::vector<double>> memory;
   std::map<std::tuple<std::string, int, double>, std::vector<double>> collective;
@@ -51,6 +52,13 @@ bool int_field(const json& obj, std::initializer_list<const char*> keys, long lo
 std::string str_field(const json& obj, const char* key);
 std::vector<std::vector<long long>> input_dims(const json& args);
 Classified classify(const std::string& kernel_name);
+/// Bytes of one element of a PyTorch / Kineto type name ("c10::BFloat16", "float",
+/// "c10::Float8_e4m3fn", "long int"); 0 when unknown. float8 types are 1 byte ("float8" is
+/// tested before "float").
+double dtype_bytes(const std::string& type);
+/// The profile's dtype of a GEMM whose A operand has Kineto type `type`: fp32, tf32 (fp32 inputs
+/// on a kernel named tf32), bf16, fp16, fp8_e4m3, fp8_e5m2, fp64, int8; "" when unknown.
+std::string gemm_dtype(const std::string& type, const std::string& kernel_name);
 bool attention_shape(const CpuOp& op, costmodel::AttentionRow& r);
 [[noreturn]] void fail(const std::string& origin, const std::string& what);
 void finish(Accumulator& acc, TraceImport& out);

@@ -6,7 +6,9 @@
 #include <algorithm>
 #include <cctype>
 #include <climits>
+#include <cstddef>
 #include <cmath>
+#include <cstdio>
 #include <fstream>
 #include <initializer_list>
 #include <map>
@@ -15,6 +17,7 @@
 #include <vector>
 
 #include <nlohmann/json.hpp>
+#include <zlib.h>
 
 #include "tetra/calib/sweep.hpp"
 #include "tetra/base/error.hpp"
@@ -131,20 +134,46 @@ std::vector<std::vector<long long>> input_dims(const json& args) {
   return out;
 }
 
-std::string first_input_type(const json& args) {
-  if (!args.is_object()) return {};
+/// Input type of a Kineto cpu_op: one string per input ("" for None).
+std::vector<std::string> input_types(const json& args) {
+  std::vector<std::string> out;
+  if (!args.is_object()) return out;
   auto it = args.find("Input type");
-  if (it == args.end() || !it->is_array() || it->empty() || !(*it)[0].is_string()) return {};
-  return (*it)[0].get<std::string>();
+  if (it == args.end() || !it->is_array()) return out;
+  for (const auto& t : *it) out.push_back(t.is_string() ? t.get<std::string>() : std::string());
+  return out;
 }
 
 double dtype_bytes(const std::string& t) {
   const auto s = lower(t);
-  if (has(s, "bfloat16") || has(s, "half") || has(s, "float16") || s == "bf16" || s == "fp16") return 2;
-  if (has(s, "double") || has(s, "float64") || has(s, "long")) return 8;
-  if (has(s, "float") || has(s, "int32") || s == "fp32" || s == "int") return 4;
-  if (has(s, "int8") || has(s, "fp8") || has(s, "float8") || has(s, "byte") || has(s, "bool")) return 1;
+  // Before "float": c10::Float8_e4m3fn and friends are one byte.
+  if (has(s, "float8") || has(s, "fp8") || s == "int8" || has(s, "signed char") || has(s, "unsigned char") ||
+      has(s, "byte") || s == "bool" || has(s, "uint8") || has(s, "qint8")) {
+    return 1;
+  }
+  if (has(s, "bfloat16") || has(s, "half") || has(s, "float16") || s == "bf16" || s == "fp16" || has(s, "short")) {
+    return 2;
+  }
+  if (has(s, "complex<double>") || has(s, "complexdouble")) return 16;
+  if (has(s, "double") || has(s, "float64") || has(s, "long") || has(s, "int64") || has(s, "complex<float>") ||
+      has(s, "complexfloat")) {
+    return 8;
+  }
+  if (has(s, "float") || has(s, "int32") || s == "fp32" || s == "int" || s == "unsigned int") return 4;
   return 0;
+}
+
+std::string gemm_dtype(const std::string& type, const std::string& kernel_name) {
+  const auto s = lower(type);
+  if (has(s, "float8_e4m3")) return "fp8_e4m3";
+  if (has(s, "float8_e5m2")) return "fp8_e5m2";
+  if (has(s, "float8")) return "fp8";
+  if (has(s, "bfloat16")) return "bf16";
+  if (has(s, "half") || has(s, "float16")) return "fp16";
+  if (has(s, "double")) return "fp64";
+  if (s == "signed char" || s == "int8") return "int8";
+  if (s == "float") return has(lower(kernel_name), "tf32") ? "tf32" : "fp32";
+  return {};
 }
 
 long long numel(const std::vector<long long>& d) {
@@ -172,12 +201,13 @@ Classified classify(const std::string& kernel_name) {
                 ? KernelClass::attention_bwd
                 : KernelClass::attention_fwd;
   } else if (has(n, "gemm") || has(n, "xmma") || has(n, "cutlass") || has(n, "nvjet") || has(n, "cublas") ||
-             has(n, "matmul")) {
+             has(n, "matmul") || n.rfind("cijk_", 0) == 0) {  // Cijk_: rocBLAS / hipBLASLt Tensile kernels
     c.cls = KernelClass::gemm;
   } else if (has(n, "rmsnorm") || has(n, "rms_norm")) {
     c.cls = KernelClass::memory;
     c.memory_kernel = "rmsnorm";
-  } else if (has(n, "swiglu") || has(n, "silu")) {
+  } else if (has(n, "swiglu") || has(n, "silu_and_mul") || has(n, "act_and_mul")) {
+    // A plain SiLU (at::native silu kernels) reads one tensor and is not the gated SwiGLU.
     c.cls = KernelClass::memory;
     c.memory_kernel = "swiglu";
   } else if (has(n, "rope") || has(n, "rotary")) {
@@ -195,38 +225,54 @@ Classified classify(const std::string& kernel_name) {
 
 
 
-/// GEMM (M, N, K) from the launching op's input dims, or false.
-bool gemm_shape(const CpuOp& op, long long& m, long long& n, long long& k) {
+constexpr const char* kBatchedGemm = "batched GEMM op (aten::bmm, baddbmm, grouped): no batch column in [[gemm]]";
+
+/// Kinds of GEMM op (the innermost ATen op a GEMM kernel is launched under).
+enum class GemmOp { none, plain, batched };
+
+GemmOp gemm_op(const std::string& op_name) {
+  const auto n = lower(op_name);
+  if (n == "aten::bmm" || n == "aten::baddbmm" || n == "aten::addbmm" || n == "aten::_grouped_mm" ||
+      n == "aten::_scaled_grouped_mm") {
+    return GemmOp::batched;
+  }
+  if (n == "aten::mm" || n == "aten::addmm" || n == "aten::matmul" || n == "aten::linear" ||
+      n == "aten::_addmm_activation" || n == "aten::_scaled_mm" || n == "aten::addmm_") {
+    return GemmOp::plain;
+  }
+  return GemmOp::none;
+}
+
+/// GEMM (M, N, K) and the index of the A operand from the launching op's input dims, or false.
+/// aten::bmm is not one tall GEMM (each batch has its own B): it gives false.
+bool gemm_shape(const CpuOp& op, long long& m, long long& n, long long& k, std::size_t* a_index = nullptr) {
   const auto name = lower(op.name);
   const auto& d = op.dims;
   auto two = [](const std::vector<long long>& v) { return v.size() == 2; };
-  if ((has(name, "aten::mm") || has(name, "aten::matmul")) && d.size() >= 2 && two(d[0]) && two(d[1]) &&
-      d[0][1] == d[1][0]) {
+  std::size_t a = 0;
+  bool ok = false;
+  if ((name == "aten::mm" || name == "aten::matmul" || name == "aten::_scaled_mm") && d.size() >= 2 && two(d[0]) &&
+      two(d[1]) && d[0][1] == d[1][0]) {
     m = d[0][0];
     k = d[0][1];
     n = d[1][1];
-    return true;
-  }
-  if (has(name, "aten::addmm") && d.size() >= 3 && two(d[1]) && two(d[2]) && d[1][1] == d[2][0]) {
+    ok = true;
+  } else if ((name == "aten::addmm" || name == "aten::addmm_" || name == "aten::_addmm_activation") && d.size() >= 3 &&
+             two(d[1]) && two(d[2]) && d[1][1] == d[2][0]) {
     m = d[1][0];
     k = d[1][1];
     n = d[2][1];
-    return true;
-  }
-  if (has(name, "aten::linear") && d.size() >= 2 && !d[0].empty() && two(d[1]) && d[0].back() == d[1][1]) {
+    a = 1;
+    ok = true;
+  } else if (name == "aten::linear" && d.size() >= 2 && !d[0].empty() && two(d[1]) && d[0].back() == d[1][1]) {
     k = d[0].back();
     n = d[1][0];
     m = 1;
     for (std::size_t i = 0; i + 1 < d[0].size(); ++i) m *= d[0][i];
-    return true;
+    ok = true;
   }
-  if (has(name, "aten::bmm") && d.size() >= 2 && d[0].size() == 3 && d[1].size() == 3 && d[0][2] == d[1][1]) {
-    m = d[0][0] * d[0][1];  // a batch of GEMMs counted as one taller GEMM
-    k = d[0][2];
-    n = d[1][2];
-    return true;
-  }
-  return false;
+  if (ok && a_index != nullptr) *a_index = a;
+  return ok;
 }
 
 /// Attention shape from q and k dims, [b, heads, s, d] (SDPA) or [b, s, heads, d] (flash_attn).
@@ -283,7 +329,7 @@ std::string collective_op(const std::string& raw) {
 
 void finish(Accumulator& acc, TraceImport& out) {
   for (const auto& [k, v] : acc.gemm) {
-    out.profile.gemm.push_back(costmodel::GemmRow{std::get<0>(k), std::get<1>(k), std::get<2>(k), "bf16", median(v)});
+    out.profile.gemm.push_back(costmodel::GemmRow{std::get<0>(k), std::get<1>(k), std::get<2>(k), std::get<3>(k), median(v)});
   }
   for (const auto& [k, v] : acc.attention) {
     costmodel::AttentionRow r;
@@ -310,9 +356,21 @@ void finish(Accumulator& acc, TraceImport& out) {
 bool add_shaped_kernel(KernelClass cls, const CpuOp* op, double seconds, Accumulator& acc, TraceImport& out) {
   if (cls == KernelClass::gemm) {
     long long m = 0, n = 0, k = 0;
-    if (op != nullptr && gemm_shape(*op, m, n, k) && m > 0 && n > 0 && k > 0) {
-      acc.gemm[{m, n, k}].push_back(seconds);
+    std::size_t a = 0;
+    if (op != nullptr && gemm_shape(*op, m, n, k, &a) && m > 0 && n > 0 && k > 0) {
+      // NVTX range texts carry no types: such rows are taken as bf16.
+      std::string dtype = a < op->types.size() ? gemm_dtype(op->types[a], "") : std::string();
+      if (op->types.empty()) dtype = "bf16";
+      if (dtype.empty()) {
+        ++out.skipped["GEMM op of an unknown input type"];
+        return false;
+      }
+      acc.gemm[{m, n, k, dtype}].push_back(seconds);
       return true;
+    }
+    if (op != nullptr && gemm_op(op->name) == GemmOp::batched) {
+      ++out.skipped[kBatchedGemm];
+      return false;
     }
     ++out.skipped["GEMM kernel without a shaped aten op"];
     return false;
@@ -341,7 +399,26 @@ struct AttentionCall {
   double seconds = 0;
 };
 
-/// The trace's event array; Kineto's device list fills [meta] (name, SM count).
+/// The kernels one GEMM op instance launched. Each GEMM kernel starts a call; the kernels
+/// after it that are not GEMMs themselves (cuBLAS's split-K reduction) belong to it.
+struct GemmCall {
+  long long m = 0, n = 0, k = 0;
+  std::string dtype;
+  struct Piece {
+    double ts = 0;
+    double seconds = 0;
+    bool main = false;
+  };
+  std::vector<Piece> pieces;
+};
+
+/// A kernel of a cuBLAS GEMM that is not the GEMM itself.
+bool gemm_helper_kernel(const std::string& name) {
+  const auto n = lower(name);
+  return has(n, "splitkreduce") || has(n, "reduce_kernel") || has(n, "splitk_reduce");
+}
+
+/// The trace's event array; Kineto's device list fills [meta] (name, SM count, memory).
 const json& chrome_events(const json& doc, TraceImport& out) {
   const json* events = &doc;
   if (doc.is_object()) {
@@ -351,6 +428,8 @@ const json& chrome_events(const json& doc, TraceImport& out) {
       out.profile.meta.gpu = str_field(d0, "name");
       const double sms = field(d0, "numSms");
       if (sms >= 1 && sms < 100000) out.profile.meta.sms = static_cast<int>(sms);
+      const double mem = field(d0, "totalGlobalMem");
+      if (mem > 0 && mem < 1e15) out.profile.meta.device_memory_bytes = mem;
     }
     auto it = doc.find("traceEvents");
     if (it == doc.end() || !it->is_array()) fail(out.profile.meta.source, "no \"traceEvents\" array");
@@ -359,31 +438,108 @@ const json& chrome_events(const json& doc, TraceImport& out) {
   return *events;
 }
 
-/// CPU ops by External id (Kineto links a kernel to its op through this id); the innermost op
-/// wins when several share an id (aten::linear -> aten::addmm).
-std::map<long long, CpuOp> cpu_ops_by_external_id(const json& events) {
-  std::map<long long, CpuOp> ops;
-  for (const auto& e : events) {
-    if (!e.is_object() || lower(str_field(e, "cat")) != "cpu_op") continue;
-    const auto args = e.find("args");
-    if (args == e.end() || !args->is_object()) continue;
-    long long id = 0;
-    if (!int_field(*args, {"External id"}, id)) continue;
-    CpuOp op;
-    op.name = str_field(e, "name");
-    op.dims = input_dims(*args);
-    op.dtype = first_input_type(*args);
-    op.args = *args;
-    ops[id] = std::move(op);
-  }
-  return ops;
+constexpr std::size_t npos = static_cast<std::size_t>(-1);
+
+/// The thread an event ran on: its pid and tid as written (numbers or strings).
+std::string thread_of(const json& e) {
+  auto part = [&](const char* key) {
+    auto it = e.find(key);
+    return it == e.end() ? std::string("-") : it->dump();
+  };
+  return part("pid") + "/" + part("tid");
 }
+
+/// The CPU ops of a trace and what links a kernel to one: External ids, and the launch calls
+/// by correlation id with the ops nested per thread, as HolisticTraceAnalysis builds its call
+/// stacks (`facebookresearch/HolisticTraceAnalysis: hta/common/call_stack.py`): a kernel's
+/// parent is the launch call with its correlation id, whose parent is the innermost CPU op
+/// enclosing it on the same thread.
+struct OpIndex {
+  std::vector<CpuOp> ops;
+  std::vector<double> ts, end;
+  std::vector<std::string> thread;
+  std::vector<std::size_t> parent;
+  std::map<long long, std::size_t> by_external_id;
+  std::map<std::string, std::vector<std::size_t>> by_thread;  // sorted by ts, outer first
+  struct Launch {
+    std::string thread;
+    double ts = 0;
+  };
+  std::map<long long, Launch> launches;  // correlation id -> launch call
+
+  explicit OpIndex(const json& events) {
+    for (const auto& e : events) {
+      if (!e.is_object()) continue;
+      const auto cat = lower(str_field(e, "cat"));
+      const auto args = e.find("args");
+      const bool has_args = args != e.end() && args->is_object();
+      if (cat == "cuda_runtime" || cat == "cuda_driver" || cat == "runtime") {
+        long long corr = 0;
+        const double t = field(e, "ts");
+        if (has_args && int_field(*args, {"correlation"}, corr) && std::isfinite(t)) {
+          launches[corr] = Launch{thread_of(e), t};
+        }
+        continue;
+      }
+      if (cat != "cpu_op" && cat != "operator") continue;
+      CpuOp op;
+      op.name = str_field(e, "name");
+      if (has_args) {
+        op.dims = input_dims(*args);
+        op.types = input_types(*args);
+        op.dtype = op.types.empty() ? std::string() : op.types[0];
+        op.args = *args;
+      }
+      const std::size_t i = ops.size();
+      ops.push_back(std::move(op));
+      const double t = field(e, "ts");
+      const double d = field(e, "dur");
+      ts.push_back(t);
+      end.push_back(t + (d > 0 ? d : 0.0));
+      thread.push_back(thread_of(e));
+      parent.push_back(npos);
+      long long id = 0;
+      // Several ops with one id: the innermost (the later one) wins (aten::linear -> aten::addmm).
+      if (has_args && int_field(*args, {"External id"}, id)) by_external_id[id] = i;
+      if (std::isfinite(t) && std::isfinite(end[i])) by_thread[thread[i]].push_back(i);
+    }
+    for (auto& [tid, v] : by_thread) {
+      std::stable_sort(v.begin(), v.end(), [&](std::size_t a, std::size_t b) {
+        return ts[a] < ts[b] || (ts[a] == ts[b] && end[a] > end[b]);
+      });
+      std::vector<std::size_t> stack;
+      for (std::size_t i : v) {
+        while (!stack.empty() && end[stack.back()] < end[i]) stack.pop_back();
+        parent[i] = stack.empty() ? npos : stack.back();
+        stack.push_back(i);
+      }
+    }
+  }
+
+  /// The innermost op of `th` whose [ts, ts + dur] holds `t`; npos when none.
+  [[nodiscard]] std::size_t innermost(const std::string& th, double t) const {
+    auto it = by_thread.find(th);
+    if (it == by_thread.end()) return npos;
+    const auto& v = it->second;
+    auto pos = std::upper_bound(v.begin(), v.end(), t, [&](double x, std::size_t i) { return x < ts[i]; });
+    if (pos == v.begin()) return npos;
+    std::size_t i = *(pos - 1);
+    while (i != npos && end[i] < t) i = parent[i];
+    return i;
+  }
+
+  [[nodiscard]] bool encloses(std::size_t i, const std::string& th, double t) const {
+    return thread[i] == th && ts[i] <= t && t <= end[i];
+  }
+};
 
 void import_chrome(const json& doc, TraceImport& out) {
   const json& events = chrome_events(doc, out);
-  const std::map<long long, CpuOp> ops = cpu_ops_by_external_id(events);
+  const OpIndex index(events);
   Accumulator acc;
-  std::map<long long, AttentionCall> attention_calls;  // by External id
+  std::map<std::size_t, AttentionCall> attention_calls;  // by op instance
+  std::map<std::size_t, GemmCall> gemm_calls;            // by op instance
+  const json empty = json::object();
   for (const auto& e : events) {
     if (!e.is_object()) continue;
     const auto cat = lower(str_field(e, "cat"));
@@ -392,7 +548,6 @@ void import_chrome(const json& doc, TraceImport& out) {
     if (!kernel && !memcpy) continue;
     const double dur_us = field(e, "dur");
     const std::string name = str_field(e, "name");
-    const json empty = json::object();
     const auto ait = e.find("args");
     const json& args = ait != e.end() && ait->is_object() ? *ait : empty;
     if (kernel) ++out.kernels;
@@ -408,30 +563,107 @@ void import_chrome(const json& doc, TraceImport& out) {
       }
       continue;
     }
-    const CpuOp* op = nullptr;
+    // The op that launched the kernel: by External id where that names an op enclosing the
+    // launch (or the launch is not in the trace), else the innermost op enclosing the launch.
+    std::size_t oi = npos;
+    const OpIndex::Launch* launch = nullptr;
+    long long corr = 0;
+    if (int_field(args, {"correlation"}, corr)) {
+      auto it = index.launches.find(corr);
+      if (it != index.launches.end()) launch = &it->second;
+    }
     long long ext = 0;
     if (int_field(args, {"External id"}, ext)) {
-      auto it = ops.find(ext);
-      if (it != ops.end()) op = &it->second;
+      auto it = index.by_external_id.find(ext);
+      if (it != index.by_external_id.end() &&
+          (launch == nullptr || index.encloses(it->second, launch->thread, launch->ts))) {
+        oi = it->second;
+        ++out.linked_by_external_id;
+      }
     }
+    if (oi == npos && launch != nullptr) {
+      oi = index.innermost(launch->thread, launch->ts);
+      if (oi != npos) ++out.linked_by_time;
+    }
+    const CpuOp* op = oi != npos ? &index.ops[oi] : nullptr;
     // Kernels of an attention op are one call, whatever their names; the op says the pass.
-    if (costmodel::AttentionRow r; op != nullptr && attention_op(*op) && attention_shape(*op, r)) {
+    if (op != nullptr && attention_op(*op)) {
+      costmodel::AttentionRow r;
+      if (!attention_shape(*op, r)) {
+        ++out.skipped["attention kernel without q/k dims (" + op->name.substr(0, 60) + ")"];
+        continue;
+      }
       const int pass = has(lower(op->name), "backward") ? 1 : 0;
-      auto& call = attention_calls[ext];
+      auto& call = attention_calls[oi];
       call.key = {r.batch, r.seq, r.heads, r.kv_heads, r.head_dim, r.causal, pass};
       call.seconds += seconds;
       ++out.used;
       continue;
     }
     auto c = classify(name);
+    // The op decides before the name: every kernel of a GEMM op is part of that GEMM.
+    if (const GemmOp g = op != nullptr ? gemm_op(op->name) : GemmOp::none; g != GemmOp::none) {
+      ++out.gemm_kernels;
+      long long m = 0, n = 0, k = 0;
+      std::size_t a = 0;
+      if (g == GemmOp::batched) {
+        ++out.skipped[kBatchedGemm];
+      } else if (!gemm_shape(*op, m, n, k, &a) || m <= 0 || n <= 0 || k <= 0) {
+        ++out.skipped["GEMM kernel without a shaped aten op"];
+      } else if (const std::string dtype = a < op->types.size() ? gemm_dtype(op->types[a], name) : std::string();
+                 dtype.empty()) {
+        ++out.skipped["GEMM op of an unknown input type"];
+      } else {
+        auto& call = gemm_calls[oi];
+        call.m = m;
+        call.n = n;
+        call.k = k;
+        if (call.dtype.empty() || dtype == "tf32") call.dtype = dtype;
+        const bool main = c.cls == KernelClass::gemm && !gemm_helper_kernel(name);
+        call.pieces.push_back({field(e, "ts"), seconds, main});
+        ++out.used;
+        ++out.gemm_kernels_used;
+      }
+      continue;
+    }
+    if (op != nullptr && (c.cls == KernelClass::gemm || c.cls == KernelClass::attention_fwd ||
+                          c.cls == KernelClass::attention_bwd)) {
+      // A convolution's implicit GEMM, an fbgemm kernel, a fused attention-named kernel of an
+      // op that is not attention: the name alone does not make it one.
+      ++out.skipped[std::string(c.cls == KernelClass::gemm ? "GEMM-named kernel under a non-GEMM op ("
+                                                           : "attention-named kernel under a non-attention op (") +
+                    op->name.substr(0, 60) + ")"];
+      continue;
+    }
+    if (c.cls == KernelClass::gemm) ++out.gemm_kernels;
+    const auto op_name = op != nullptr ? lower(op->name) : std::string();
     // PyTorch's fused RMSNorm (`aten::_fused_rms_norm`, torch.nn.RMSNorm) runs a kernel named
     // after layer norm.
-    if (c.cls == KernelClass::other && op != nullptr && has(lower(op->name), "rms_norm") &&
-        !has(lower(op->name), "backward")) {
+    if (c.cls == KernelClass::other && op != nullptr && has(op_name, "rms_norm") && !has(op_name, "backward")) {
       c.cls = KernelClass::memory;
       c.memory_kernel = "rmsnorm";
     }
     bool used = false;
+    // Elementwise ATen ops whose bytes their inputs give: a copy (with a dtype cast) reads its
+    // source and writes its destination; a residual add reads two tensors and writes one.
+    if (op != nullptr && (op_name == "aten::copy_" || op_name == "aten::add" || op_name == "aten::add_") &&
+        op->dims.size() >= 2 && op->types.size() >= 2 && !op->dims[0].empty() && op->dims[0] == op->dims[1]) {
+      const double n = static_cast<double>(numel(op->dims[0]));
+      const double dst = dtype_bytes(op->types[0]);
+      const double src = dtype_bytes(op->types[1]);
+      if (n > 0 && dst > 0 && src > 0) {
+        const bool copy = op_name == "aten::copy_";
+        acc.memory[{copy ? "copy" : "residual_add", copy ? n * (dst + src) : n * (2 * src + dst)}].push_back(seconds);
+        ++out.used;
+      } else {
+        ++out.skipped["memory-bound kernel without input dims"];
+      }
+      continue;
+    }
+    if (op_name == "aten::silu" || op_name == "aten::silu_") {
+      ++out.skipped["plain SiLU (aten::silu), not SwiGLU: not modelled"];
+      continue;
+    }
     switch (c.cls) {
       case KernelClass::gemm:
       case KernelClass::attention_fwd:
@@ -450,7 +682,7 @@ void import_chrome(const json& doc, TraceImport& out) {
           // nccl-tests' size: the larger of the send and receive buffers (NVIDIA/nccl-tests
           // prints max(sendBytes, recvBytes) as "size").
           const double bytes = std::max(in_n, out_n) * elt;
-          if (bytes > 0) {
+          if (bytes > 0 && bytes < 1e18) {
             acc.collective[{opname, static_cast<int>(ranks), bytes}].push_back(seconds);
             used = true;
           }
@@ -478,6 +710,19 @@ void import_chrome(const json& doc, TraceImport& out) {
     if (used) ++out.used;
   }
   for (const auto& [id, call] : attention_calls) acc.attention[call.key].push_back(call.seconds);
+  for (auto& [id, call] : gemm_calls) {
+    auto pieces = call.pieces;
+    std::stable_sort(pieces.begin(), pieces.end(), [](const auto& a, const auto& b) { return a.ts < b.ts; });
+    std::vector<double> calls;
+    for (const auto& piece : pieces) {
+      if (calls.empty() || piece.main) {
+        calls.push_back(piece.seconds);
+      } else {
+        calls.back() += piece.seconds;
+      }
+    }
+    for (double t : calls) acc.gemm[{call.m, call.n, call.k, call.dtype}].push_back(t);
+  }
   finish(acc, out);
 }
 
@@ -485,40 +730,109 @@ void import_chrome(const json& doc, TraceImport& out) {
 
 using namespace trace;
 
-TraceImport import_trace_text(std::string_view text, const std::string& origin) {
+namespace {
+
+bool is_gzip(std::string_view data) {
+  return data.size() >= 2 && static_cast<unsigned char>(data[0]) == 0x1f && static_cast<unsigned char>(data[1]) == 0x8b;
+}
+
+std::string mib(std::size_t bytes) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.0f MiB", static_cast<double>(bytes) / (1024.0 * 1024.0));
+  return buf;
+}
+
+}  // namespace
+
+std::string gunzip_bounded(std::string_view data, const std::string& origin, std::size_t max_bytes) {
+  if (!is_gzip(data)) fail(origin, "not a gzip stream");
+  std::string out;
+  z_stream zs{};
+  // 16 + MAX_WBITS: a gzip header and trailer (zlib manual, inflateInit2).
+  if (inflateInit2(&zs, 16 + MAX_WBITS) != Z_OK) fail(origin, "cannot start gzip decompression");
+  struct End {
+    z_stream* z;
+    ~End() { inflateEnd(z); }
+  } end{&zs};
+  if (data.size() >= UINT_MAX) fail(origin, "the gzip stream is too large to read");
+  zs.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(data.data()));
+  zs.avail_in = static_cast<uInt>(data.size());
+  char buf[1 << 16];
+  for (;;) {
+    zs.next_out = reinterpret_cast<Bytef*>(buf);
+    zs.avail_out = sizeof buf;
+    const int rc = inflate(&zs, Z_NO_FLUSH);
+    if (rc != Z_OK && rc != Z_STREAM_END && rc != Z_BUF_ERROR) {
+      fail(origin, std::string("not a valid gzip stream (zlib: ") + (zs.msg != nullptr ? zs.msg : "data error") + ")");
+    }
+    const std::size_t got = sizeof buf - zs.avail_out;
+    if (out.size() + got > max_bytes) {
+      fail(origin, "the trace decompresses to more than " + mib(max_bytes) + ", the import limit");
+    }
+    out.append(buf, got);
+    if (rc == Z_STREAM_END) {
+      // Concatenated members (cat a.gz b.gz) are one stream; trailing zero padding is ignored.
+      const auto rest = data.substr(data.size() - zs.avail_in);
+      if (rest.find_first_not_of('\0') == std::string_view::npos) break;
+      if (!is_gzip(rest)) fail(origin, "trailing bytes after the gzip stream");
+      if (inflateReset(&zs) != Z_OK) fail(origin, "cannot restart gzip decompression");
+      continue;
+    }
+    // All input used and room left for output: the stream ended early.
+    if (zs.avail_in == 0 && zs.avail_out != 0) fail(origin, "the gzip stream is truncated");
+  }
+  return out;
+}
+
+TraceImport import_trace_text(std::string_view raw, const std::string& origin, const TraceImportOptions& options) {
+  if (raw.size() > options.max_bytes) fail(origin, "the trace is larger than " + mib(options.max_bytes) + ", the import limit");
+  std::string inflated;
+  std::string_view text = raw;
+  const bool gz = is_gzip(raw);
+  if (gz) {
+    inflated = gunzip_bounded(raw, origin, options.max_bytes);
+    text = inflated;
+  }
+  const std::string what = gz ? "the decompressed trace is " : "";
   TraceImport out;
   out.profile.meta.source = origin;
   const auto first = text.find_first_not_of(" \t\r\n");
-  if (first == std::string_view::npos) fail(origin, "the trace is empty");
-  if (text.size() >= 2 && static_cast<unsigned char>(text[0]) == 0x1f && static_cast<unsigned char>(text[1]) == 0x8b) {
-    fail(origin, "the trace is gzip-compressed; decompress it first (gunzip)");
-  }
+  if (first == std::string_view::npos) fail(origin, gz ? "the decompressed trace is empty" : "the trace is empty");
   json doc = parse_quiet(text);
   if (!doc.is_discarded() && (doc.is_array() || (doc.is_object() && doc.contains("traceEvents")))) {
     import_chrome(doc, out);
-  } else if (text[first] == '{' && text.find('\n', first) != std::string_view::npos) {
+  } else if (!gz && text[first] == '{' && text.find('\n', first) != std::string_view::npos) {
     import_nsys_lines(text, out);
   } else if (doc.is_discarded()) {
     try {
       const json again = json::parse(text);
     } catch (const json::exception& e) {
-      fail(origin, std::string("not valid JSON (") + e.what() + ")");
+      fail(origin, (gz ? std::string("the decompressed trace is not valid JSON (") : std::string("not valid JSON (")) +
+                       e.what() + ")");
     }
-    fail(origin, "not valid JSON");
+    fail(origin, what + "not valid JSON");
   } else {
-    fail(origin, "not a Chrome trace (an object with \"traceEvents\" or an array of events)");
+    fail(origin, what + "not a Chrome trace (an object with \"traceEvents\" or an array of events)");
   }
   if (out.kernels == 0) fail(origin, "no GPU kernel events found (Kineto category \"kernel\" or Nsight kernel records)");
   out.profile.meta.source = "import-trace " + origin;
   return out;
 }
 
-TraceImport import_trace(const std::string& path) {
+TraceImport import_trace(const std::string& path, const TraceImportOptions& options) {
   std::ifstream in(path, std::ios::binary);
   if (!in) fail(path, "cannot open the trace file");
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return import_trace_text(ss.str(), path);
+  // Read at most the limit plus one byte: the file's size is never trusted (a pipe or a
+  // growing file has none).
+  std::string data;
+  char buf[1 << 16];
+  while (in) {
+    in.read(buf, sizeof buf);
+    data.append(buf, static_cast<std::size_t>(in.gcount()));
+    if (data.size() > options.max_bytes) fail(path, "the trace is larger than " + mib(options.max_bytes) + ", the import limit");
+  }
+  if (in.bad()) fail(path, "cannot read the trace file");
+  return import_trace_text(data, path, options);
 }
 
 }  // namespace tetra::calib

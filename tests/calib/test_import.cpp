@@ -257,3 +257,394 @@ TEST_SUITE("calib") {
                      << q.gemm.size() << " and " << q.attention.size());
   }
 }
+
+// ---- issue 34: .json.gz, linking on every Kineto version, dtypes, datasheet bounds ----------
+
+#include <zlib.h>
+
+#include "tetra/calib/bounded_fit.hpp"
+
+namespace {
+
+/// gzip of `text` (zlib deflate with a gzip wrapper, windowBits 16 + 15; zlib manual).
+std::string gzip(const std::string& text) {
+  z_stream zs{};
+  REQUIRE(deflateInit2(&zs, 6, Z_DEFLATED, 16 + MAX_WBITS, 8, Z_DEFAULT_STRATEGY) == Z_OK);
+  std::string out(deflateBound(&zs, static_cast<uLong>(text.size())) + 64, '\0');
+  zs.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(text.data()));
+  zs.avail_in = static_cast<uInt>(text.size());
+  zs.next_out = reinterpret_cast<Bytef*>(out.data());
+  zs.avail_out = static_cast<uInt>(out.size());
+  REQUIRE(deflate(&zs, Z_FINISH) == Z_STREAM_END);
+  out.resize(zs.total_out);
+  deflateEnd(&zs);
+  return out;
+}
+
+const std::string kTraces = std::string(TETRA_SOURCE_DIR) + "/tests/data/traces/";
+
+const costmodel::GemmRow* find_gemm(const costmodel::Profile& p, long long m, long long n, long long k,
+                                    const std::string& dtype) {
+  for (const auto& r : p.gemm) {
+    if (r.m == m && r.n == n && r.k == k && r.dtype == dtype) return &r;
+  }
+  return nullptr;
+}
+
+int count_dtype(const costmodel::Profile& p, const std::string& dtype) {
+  return static_cast<int>(std::count_if(p.gemm.begin(), p.gemm.end(), [&](const auto& r) { return r.dtype == dtype; }));
+}
+
+/// Every row and every fitted value of a bounded profile within `dev`'s datasheet.
+void check_within_datasheet(const BoundedFit& b, const DeviceSpec& dev) {
+  const auto& p = b.profile;
+  for (const auto& r : p.gemm) {
+    const double peak = peak_flops(dev, r.dtype);
+    CHECK(peak > 0);
+    CHECK(2.0 * static_cast<double>(r.m) * static_cast<double>(r.n) * static_cast<double>(r.k) / r.seconds <= peak);
+  }
+  for (const auto& r : p.attention) CHECK(attention_flops(r) / r.seconds <= dev.bf16_flops);
+  for (const auto& r : p.memory_bound) CHECK(r.bytes / r.seconds <= dev.hbm_Bps);
+  for (const auto& r : p.collective) CHECK((dev.link_Bps == 0 || busbw_Bps(r) <= dev.link_Bps));
+  CHECK(p.fit.gemm_peak_flops <= dev.bf16_flops);
+  CHECK(p.fit.attention_fwd_flops <= dev.bf16_flops);
+  CHECK(p.fit.attention_bwd_flops <= dev.bf16_flops);
+  CHECK(p.fit.hbm_Bps <= dev.hbm_Bps);
+  for (const auto& m : p.fit.memory_bound) CHECK(m.Bps <= dev.hbm_Bps);
+  for (const auto& c : p.fit.collectives) CHECK(c.busbw_Bps <= dev.link_Bps);
+  // A fitted table used at least its minimum of rows (BoundedFitOptions defaults).
+  for (const auto& t : b.tables) {
+    if (t.fitted) CHECK(t.fitted_rows >= 3);
+  }
+}
+
+const TableReport& table(const BoundedFit& b, const std::string& name) {
+  for (const auto& t : b.tables) {
+    if (t.table == name) return t;
+  }
+  FAIL("no table " << name);
+  return b.tables.front();
+}
+
+}  // namespace
+
+TEST_SUITE("calib") {
+  TEST_CASE("a .json.gz trace reads directly: fp32, split-K, FP8 and batched GEMMs of an H200 (torch 2.11)") {
+    // calib/probes/kineto_trace_variants.py on one H200, written by TensorBoard's handler.
+    const auto imp = import_trace(kData + "h200_torch211_kineto_variants.pt.trace.json.gz");
+    CHECK(imp.kernels == 45);
+    CHECK(imp.linked_by_external_id == 45);
+    const auto& p = imp.profile;
+    CHECK(p.meta.gpu == "NVIDIA H200");
+    CHECK(p.meta.sms == 132);
+    CHECK(p.meta.device_memory_bytes == 150109880320.0);
+    REQUIRE(p.gemm.size() == 7);
+    CHECK(count_dtype(p, "bf16") == 4);
+    CHECK(count_dtype(p, "fp32") == 2);
+    CHECK(count_dtype(p, "fp8_e4m3") == 1);
+    // aten::mm fp32 [1024, 2048] x [2048, 1024] with TF32 off: cutlass_80_simt_sgemm 87.999 us
+    // plus cuBLASLt's splitKreduce_kernel 4.992 us, one call of 92.991 us.
+    const auto* simt = find_gemm(p, 1024, 1024, 2048, "fp32");
+    REQUIRE(simt != nullptr);
+    CHECK(simt->seconds == approx(92.991e-6));
+    // aten::addmm (bias [1024], [2048, 1024] x [1024, 1024]) fp32: sm80_xmma ffma 103.583 us.
+    const auto* addmm = find_gemm(p, 2048, 1024, 1024, "fp32");
+    REQUIRE(addmm != nullptr);
+    CHECK(addmm->seconds == approx(103.583e-6));
+    // torch._scaled_mm of c10::Float8_e4m3fn operands: an fp8_e4m3 row, 7.104 us.
+    const auto* fp8 = find_gemm(p, 2048, 1024, 1024, "fp8_e4m3");
+    REQUIRE(fp8 != nullptr);
+    CHECK(fp8->seconds == approx(7.104e-6));
+    // Six bmm kernels ([4, 512, 512] x [4, 512, 1024] ...) are batched, not one 2048-row GEMM.
+    CHECK(imp.skipped.at("batched GEMM op (aten::bmm, baddbmm, grouped): no batch column in [[gemm]]") == 6);
+    CHECK(find_gemm(p, 2048, 1024, 512, "bf16") == nullptr);
+    // The plain SiLU of the MLP is not a SwiGLU.
+    CHECK(imp.skipped.at("plain SiLU (aten::silu), not SwiGLU: not modelled") == 1);
+    CHECK(std::none_of(p.memory_bound.begin(), p.memory_bound.end(), [](const auto& r) { return r.kernel == "swiglu"; }));
+    // The fp8 cast (aten::copy_ into Float8_e4m3fn from bf16, [2048, 1024]): 2,097,152 x (1 + 2) bytes.
+    CHECK(std::any_of(p.memory_bound.begin(), p.memory_bound.end(),
+                      [](const auto& r) { return r.kernel == "copy" && r.bytes == 2097152.0 * 3; }));
+    // Rates within the H200 datasheet: fp8 2 * 2048 * 1024^2 / 7.104 us = 604.6 TFLOP/s <= 1,979;
+    // fp32 2 * 2048 * 1024^2 / 103.583 us = 41.5 TFLOP/s <= 67.
+    const auto dev = find_device(p.meta.gpu);
+    REQUIRE(dev.has_value());
+    CHECK(dev->key == "h200");
+    const auto b = fit_bounded(p, *dev);
+    CHECK(b.profile.gemm.size() == 7);
+    check_within_datasheet(b, *dev);
+    // The same bytes read as plain text import the same rows.
+    const auto gz = slurp(kData + "h200_torch211_kineto_variants.pt.trace.json.gz");
+    const auto plain = import_trace_text(gunzip_bounded(gz, "t.gz", std::size_t{64} << 20), "t.json");
+    CHECK(plain.profile.gemm.size() == 7);
+    CHECK(plain.used == imp.used);
+  }
+
+  TEST_CASE("gzip input is bounded, and a gzip that is not a trace is one line naming the file") {
+    const std::string trace = slurp(kData + "kineto_small.json");
+    const auto gz = gzip(trace);
+    CHECK(import_trace_text(gz, "k.json.gz").kernels == 10);
+    // Two concatenated members are one stream (gzip(1): "multiple compressed files").
+    const auto half = trace.size() / 2;
+    const auto two = gzip(trace.substr(0, half)) + gzip(trace.substr(half));
+    CHECK(import_trace_text(two, "k2.json.gz").kernels == 10);
+    CHECK_THROWS_WITH_AS((void)import_trace_text(gzip("hello, not json"), "a.json.gz"),
+                         doctest::Contains("a.json.gz: the decompressed trace is not valid JSON"), UserError);
+    CHECK_THROWS_WITH_AS((void)import_trace_text(gzip(""), "e.json.gz"),
+                         doctest::Contains("e.json.gz: the decompressed trace is empty"), UserError);
+    CHECK_THROWS_WITH_AS((void)import_trace_text(gz.substr(0, gz.size() / 2), "t.json.gz"),
+                         doctest::Contains("t.json.gz: the gzip stream is truncated"), UserError);
+    auto corrupt = gz;
+    corrupt[3] = static_cast<char>(0xff);  // reserved FLG bits (RFC 1952 2.3.1)
+    CHECK_THROWS_WITH_AS((void)import_trace_text(corrupt, "c.json.gz"),
+                         doctest::Contains("c.json.gz: not a valid gzip stream"), UserError);
+    CHECK_THROWS_WITH_AS((void)import_trace_text(gz + "junk", "j.json.gz"),
+                         doctest::Contains("trailing bytes after the gzip stream"), UserError);
+    // A bomb: 64 MiB of spaces deflate to about 64 KiB; the limit stops inflating at 1 MiB
+    // whatever the gzip trailer's size field says.
+    const auto bomb = gzip(std::string(std::size_t{64} << 20, ' '));
+    CHECK(bomb.size() < 200000);
+    TraceImportOptions small;
+    small.max_bytes = std::size_t{1} << 20;
+    CHECK_THROWS_WITH_AS((void)import_trace_text(bomb, "bomb.json.gz", small),
+                         doctest::Contains("bomb.json.gz: the trace decompresses to more than 1 MiB, the import limit"),
+                         UserError);
+    // Every prefix of a gzip stream imports or throws a UserError.
+    for (std::size_t n = 0; n < gz.size(); n += 97) {
+      try {
+        (void)import_trace_text(std::string_view(gz).substr(0, n), "prefix.gz");
+      } catch (const UserError& e) {
+        CHECK(std::string(e.what()).find('\n') == std::string::npos);
+      }
+    }
+  }
+
+  TEST_CASE("kernels link to the op enclosing their launch when External id does not name it") {
+    // Kineto before PyTorch 2.0 wrote the correlation id as a kernel's External id. HTA's rule
+    // (hta/common/call_stack.py): kernel -> launch call with its correlation id -> innermost
+    // cpu_op whose [ts, ts + dur] holds the launch on the launching thread.
+    const std::string trace = R"json({"deviceProperties": [{"name": "NVIDIA H100 80GB HBM3", "numSms": 132}],
+     "traceEvents": [
+      {"ph": "X", "cat": "cpu_op", "name": "aten::linear", "pid": 1, "tid": 1, "ts": 0, "dur": 100,
+       "args": {"External id": 1, "Input Dims": [[8, 64], [32, 64], [32]], "Input type": ["c10::BFloat16", "c10::BFloat16", "c10::BFloat16"]}},
+      {"ph": "X", "cat": "cpu_op", "name": "aten::addmm", "pid": 1, "tid": 1, "ts": 10, "dur": 40,
+       "args": {"External id": 2, "Input Dims": [[32], [8, 64], [64, 32]], "Input type": ["float", "float", "float"]}},
+      {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 2, "ts": 0, "dur": 100,
+       "args": {"External id": 5, "Input Dims": [[16, 16], [16, 16]], "Input type": ["c10::Half", "c10::Half"]}},
+      {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": 20, "dur": 3, "args": {"correlation": 900}},
+      {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": 70, "dur": 3, "args": {"correlation": 901}},
+      {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": 75, "dur": 3, "args": {"correlation": 902}},
+      {"ph": "X", "cat": "kernel", "name": "ampere_sgemm_32x128_tn", "pid": 0, "tid": 7, "ts": 200, "dur": 5,
+       "args": {"External id": 900, "correlation": 900}},
+      {"ph": "X", "cat": "kernel", "name": "ampere_bf16_s16816gemm_bf16_64x64_nn", "pid": 0, "tid": 7, "ts": 300, "dur": 4,
+       "args": {"External id": 901, "correlation": 901}},
+      {"ph": "X", "cat": "kernel", "name": "ampere_bf16_s16816gemm_bf16_64x64_nn", "pid": 0, "tid": 7, "ts": 400, "dur": 6,
+       "args": {"External id": 5, "correlation": 902}}]})json";
+    const auto imp = import_trace_text(trace, "old.json");
+    // 900 and 901 name no op; 5 names tid 2's aten::mm, which does not enclose the launch at
+    // ts 75 on tid 1: all three go by time.
+    CHECK(imp.linked_by_external_id == 0);
+    CHECK(imp.linked_by_time == 3);
+    REQUIRE(imp.profile.gemm.size() == 2);
+    // Launch at ts 20: innermost is aten::addmm [10, 50] (fp32 inputs): M 8, N 32, K 64.
+    const auto* fp32 = find_gemm(imp.profile, 8, 32, 64, "fp32");
+    REQUIRE(fp32 != nullptr);
+    CHECK(fp32->seconds == approx(5e-6));
+    // Launches at ts 70 and 75: only aten::linear [0, 100] encloses them: [8, 64] x [32, 64]^T
+    // bf16, two calls of 4 and 6 us -> median 5 us.
+    const auto* bf16 = find_gemm(imp.profile, 8, 32, 64, "bf16");
+    REQUIRE(bf16 != nullptr);
+    CHECK(bf16->seconds == approx(5e-6));
+    CHECK(find_gemm(imp.profile, 16, 16, 16, "fp16") == nullptr);
+    // With External id naming the enclosing op, that link is used.
+    std::string modern = trace;
+    const std::string old_ext = R"("External id": 900, "correlation": 900)";
+    modern.replace(modern.find(old_ext), old_ext.size(), R"("External id": 2, "correlation": 900)");
+    const auto m = import_trace_text(modern, "new.json");
+    CHECK(m.linked_by_external_id == 1);
+    CHECK(m.linked_by_time == 2);
+  }
+
+  TEST_CASE("the op classifies a kernel before its name does") {
+    const std::string trace = R"json({"traceEvents": [
+      {"ph": "X", "cat": "cpu_op", "name": "fbgemm::FloatToFP8RowwiseQuantized", "pid": 1, "tid": 1, "ts": 0, "dur": 10,
+       "args": {"External id": 1, "Input Dims": [[4096, 4096]], "Input type": ["float"]}},
+      {"ph": "X", "cat": "kernel", "name": "void fbgemm_gpu::_float_to_FP8rowwise_cuda_kernel<float>(...)", "ts": 20, "dur": 30,
+       "args": {"External id": 1}},
+      {"ph": "X", "cat": "cpu_op", "name": "aten::cudnn_convolution", "pid": 1, "tid": 1, "ts": 100, "dur": 10,
+       "args": {"External id": 2, "Input Dims": [[32, 3, 224, 224], [768, 3, 16, 16]], "Input type": ["c10::BFloat16", "c10::BFloat16"]}},
+      {"ph": "X", "cat": "kernel", "name": "sm90_xmma_fprop_implicit_gemm_bf16bf16_bf16f32_f32_nhwckrsc_nchw", "ts": 120, "dur": 30,
+       "args": {"External id": 2}},
+      {"ph": "X", "cat": "cpu_op", "name": "aten::copy_", "pid": 1, "tid": 1, "ts": 200, "dur": 10,
+       "args": {"External id": 3, "Input Dims": [[1024, 1024], [1024, 1024], []], "Input type": ["c10::Float8_e5m2", "float", "Scalar"]}},
+      {"ph": "X", "cat": "kernel", "name": "void at::native::vectorized_elementwise_kernel<4, float8_copy_kernel>", "ts": 220, "dur": 2,
+       "args": {"External id": 3}}]})json";
+    const auto imp = import_trace_text(trace, "ops.json");
+    CHECK(imp.profile.gemm.empty());
+    CHECK(imp.skipped.at("GEMM-named kernel under a non-GEMM op (fbgemm::FloatToFP8RowwiseQuantized)") == 1);
+    CHECK(imp.skipped.at("GEMM-named kernel under a non-GEMM op (aten::cudnn_convolution)") == 1);
+    // A cast from fp32 into float8_e5m2 moves 4 + 1 bytes an element ("float8" is not "float").
+    REQUIRE(imp.profile.memory_bound.size() == 1);
+    CHECK(imp.profile.memory_bound[0].bytes == 1048576.0 * 5);
+  }
+
+  TEST_CASE("datasheets: names as drivers report them, peaks per dtype") {
+    // A100-PG509-200 with 42.3 GB is the 40 GB part (A100 datasheet: 1,555 GB/s).
+    const auto a100 = find_device("NVIDIA A100-PG509-200", 42297524224.0);
+    REQUIRE(a100.has_value());
+    CHECK(a100->key == "a100-sxm-40gb");
+    CHECK(a100->hbm_Bps == 1555e9);
+    CHECK(find_device("NVIDIA A100-SXM4-80GB")->hbm_Bps == 2039e9);
+    CHECK(find_device("Tesla V100-SXM2-32GB")->key == "v100-sxm2");
+    CHECK(find_device("NVIDIA H100 80GB HBM3")->key == "h100-sxm");
+    CHECK(find_device("NVIDIA H100 PCIe")->key == "h100-pcie");
+    CHECK(find_device("NVIDIA B200")->bf16_flops == 2250e12);
+    CHECK(find_device("AMD Instinct MI300X VF")->key == "mi300x");
+    CHECK_FALSE(find_device("AMD Radeon Graphics").has_value());
+    const auto h100 = *find_device("h100-sxm");
+    CHECK(peak_flops(h100, "bf16") == 989.5e12);
+    CHECK(peak_flops(h100, "fp8_e4m3") == 1979e12);
+    CHECK(peak_flops(h100, "fp32") == 494.5e12);  // bounded by TF32: the kernel may use it
+    CHECK(peak_flops(*a100, "fp8_e4m3") == 0);    // no FP8 on Ampere
+    CHECK(same_device("NVIDIA H100 80GB HBM3", "h100-sxm"));
+    CHECK_FALSE(same_device("NVIDIA H100 80GB HBM3", "NVIDIA H200"));
+  }
+
+  TEST_CASE("bounded fit: rows beyond the datasheet and one-row tables never reach the profile's fit") {
+    const auto dev = *find_device("h100-sxm");  // 989.5 TFLOP/s bf16, 3.35 TB/s, L2 50 MiB, 450 GB/s
+    costmodel::Profile p;
+    p.meta.gpu = "NVIDIA H100 80GB HBM3";
+    // GEMM: 4096^3 = 1.374e11 FLOP. At 100 us that is 1,374 TFLOP/s > 989.5: dropped. Six
+    // compute-bound rows at 700 TFLOP/s with a 5 us launch fit back to about 700.
+    p.gemm.push_back({4096, 4096, 4096, "bf16", 100e-6});
+    for (long long k : {1024, 2048, 4096, 8192, 12288, 16384}) {
+      const double flops = 2.0 * 8192 * 8192 * static_cast<double>(k);
+      p.gemm.push_back({8192, 8192, k, "bf16", 5e-6 + flops / 700e12});
+    }
+    p.gemm.push_back({1024, 1024, 1024, "fp32", 1e-4});  // 21.5 TFLOP/s: kept, not in the bf16 fit
+    // Memory: 1 GiB moved in 200 us = 5.37 TB/s > 3.35: ran from cache, dropped. A 100-byte copy
+    // at 71 MB/s (1.408 us) is in L2: kept, left out of the fit. Three rows above 2 x L2 at
+    // 2.5 TB/s plus 4 us fit back to 2.5 TB/s.
+    p.memory_bound.push_back({"copy", 1073741824.0, 200e-6});
+    p.memory_bound.push_back({"copy", 100.0, 1.408e-6});
+    for (double bytes : {256.0 * 1048576, 512.0 * 1048576, 1024.0 * 1048576}) {
+      p.memory_bound.push_back({"copy", bytes, 4e-6 + bytes / 2.5e12});
+    }
+    // Attention: one forward row of 141 tokens (issue 34's 2.2 TFLOP/s) is below the minimum.
+    costmodel::AttentionRow a;
+    a.seq = 141;
+    a.heads = 32;
+    a.kv_heads = 8;
+    a.head_dim = 128;
+    a.seconds = attention_flops(a) / 2.2e12;
+    p.attention.push_back(a);
+    // Collective: all_reduce of 1 GiB over 8 ranks in 1 ms: busbw 1.074e12 x 2 x 7/8 = 1.88
+    // TB/s > 450 GB/s: dropped. One all_gather row at 16 GB/s: kept, not fitted.
+    p.collective.push_back({"all_reduce", 8, 8, 1073741824.0, 1e-3, "", ""});
+    p.collective.push_back({"all_gather", 8, 8, 16e6, 1e-3 * 8.0 / 7.0, "", ""});
+    const auto b = fit_bounded(p, dev);
+    check_within_datasheet(b, dev);
+    const auto& gemm = table(b, "gemm");
+    CHECK(gemm.rows == 8);
+    CHECK(gemm.kept == 7);
+    CHECK(gemm.dropped.at("faster than the bf16 datasheet peak") == 1);
+    CHECK(gemm.unfitted.at("dtype fp32 (the fit is of bf16 / fp16)") == 1);
+    CHECK(gemm.fitted);
+    // 8192 x 8192 in 128 x 128 tiles is 4,096 tiles, 31.03 waves of 132 SMs, counted as 32: the
+    // wave model's peak is 700 x 32 x 132 / 4096 = 721.875 TFLOP/s.
+    CHECK(b.profile.fit.gemm_peak_flops == approx(721.875e12).epsilon(1e-6));
+    const auto& mem = table(b, "memory_bound");
+    CHECK(mem.dropped.at("faster than the datasheet HBM bandwidth (ran from cache)") == 1);
+    CHECK(mem.unfitted.at("moves no more than 2 x L2 (runs from cache)") == 1);
+    CHECK(mem.fitted_rows == 3);
+    CHECK(b.profile.fit.hbm_Bps == approx(2.5e12).epsilon(1e-6));
+    CHECK(b.profile.fit.kernel_launch_s == approx(4e-6).epsilon(1e-4));
+    // One-row tables: the fit stays 0 (the cost model then takes the built-in value).
+    CHECK(b.profile.fit.attention_fwd_flops == 0);
+    CHECK_FALSE(table(b, "attention").fitted);
+    CHECK(table(b, "collective").dropped.at("bus bandwidth above the datasheet link bandwidth") == 1);
+    CHECK(b.profile.collective.size() == 1);
+    CHECK(b.profile.fit.collectives.empty());
+    CHECK(describe_reports(b.tables).find("all_gather ranks=8: 1 rows, fewer than 3: built-in kept") != std::string::npos);
+  }
+
+  TEST_CASE("bounded fit: a GEMM fit above the datasheet keeps the built-in and the other tables still fit") {
+    // 1024 x 1024 GEMMs are 64 tiles of 128 x 128 on 132 SMs: the wave model counts 132 tiles of
+    // work per wave, so at an achieved 500 TFLOP/s the fitted peak is 500 x 132 / 64 = 1,031
+    // TFLOP/s > 989.5: not physical, the built-in rate is kept. (Compute-bound: 4 K MiB of
+    // operands at 3.35 TB/s take 1.25 K ns, under half of 2 x 1024^2 x K / 500e12 = 4.2 K ns.)
+    const auto dev = *find_device("h100-sxm");
+    costmodel::Profile p;
+    for (long long k : {1024, 2048, 4096, 8192, 16384, 32768}) {
+      p.gemm.push_back({1024, 1024, k, "bf16", 2.0 * 1024 * 1024 * static_cast<double>(k) / 500e12});
+    }
+    for (double bytes : {256.0 * 1048576, 512.0 * 1048576, 1024.0 * 1048576}) {
+      p.memory_bound.push_back({"rmsnorm", bytes, bytes / 3e12});
+    }
+    const auto b = fit_bounded(p, dev);
+    INFO(describe_reports(b.tables));
+    CHECK_FALSE(table(b, "gemm").fitted);
+    CHECK(b.profile.fit.gemm_peak_flops == 0);
+    CHECK(table(b, "gemm").notes.back().find("fit gives 1031.2 TFLOP/s, outside (0, 989.5] of the bf16 datasheet: built-in kept") !=
+          std::string::npos);
+    CHECK(table(b, "memory_bound").fitted);
+    CHECK(b.profile.fit.hbm_Bps == approx(3e12).epsilon(1e-6));
+    REQUIRE(b.profile.fit.memory_bound.size() == 1);
+    CHECK(b.profile.fit.memory_bound[0].kernel == "rmsnorm");
+  }
+
+  TEST_CASE("public traces: HolisticTraceAnalysis and TraceLens (tests/data/traces/README.md)") {
+    struct Case {
+      const char* file;
+      const char* gpu;  // --gpu where the trace names none with a datasheet
+      int kernels, gemm, attention, memory, collective;
+    };
+    const Case cases[] = {
+        {"hta/sampled_rank-0.json.gz", "a100-sxm-80gb", 1154, 147, 0, 29, 0},
+        {"hta/mi250_minitoy_train_ROCm6_2_kineto.json.gz", "mi250", 14, 2, 0, 2, 0},
+        {"tracelens/h100_bert-small.json.gz", "", 60, 4, 1, 1, 0},
+        {"tracelens/mi300_bert-small.json.gz", "", 60, 4, 1, 2, 0},
+        {"tracelens/mi300x_torch_compile_triton.json.gz", "", 12, 3, 1, 0, 0},
+        {"tracelens/h100_nsfw_image_detection.json.gz", "", 154, 4, 1, 1, 0},
+    };
+    for (const auto& c : cases) {
+      CAPTURE(c.file);
+      const auto imp = import_trace(kTraces + c.file);
+      CHECK(imp.kernels == c.kernels);
+      const auto dev = find_device(*c.gpu != '\0' ? c.gpu : imp.profile.meta.gpu, imp.profile.meta.device_memory_bytes);
+      REQUIRE(dev.has_value());
+      const auto b = fit_bounded(imp.profile, *dev);
+      CHECK(b.profile.gemm.size() == static_cast<std::size_t>(c.gemm));
+      CHECK(b.profile.attention.size() == static_cast<std::size_t>(c.attention));
+      CHECK(b.profile.memory_bound.size() == static_cast<std::size_t>(c.memory));
+      CHECK(b.profile.collective.size() == static_cast<std::size_t>(c.collective));
+      check_within_datasheet(b, *dev);
+      MESSAGE(std::string(c.file) << " (" << dev->key << "): " << imp.kernels << " kernels, " << imp.used << " used, linked by id "
+                     << imp.linked_by_external_id << " / by time " << imp.linked_by_time << ", GEMM kernels "
+                     << imp.gemm_kernels_used << " of " << imp.gemm_kernels << "\n"
+                     << describe_reports(b.tables));
+    }
+  }
+
+  TEST_CASE("old Kineto (HTA sampled_rank-0): GEMM kernels link by time, fbgemm kernels are not GEMMs") {
+    const auto imp = import_trace(kTraces + "hta/sampled_rank-0.json.gz");
+    // External ids there are correlation ids: no kernel links by id, 1,138 of 1,154 by time.
+    CHECK(imp.linked_by_external_id == 0);
+    CHECK(imp.linked_by_time == 1138);
+    // 432 kernels are named like GEMMs; 46 of them run under fbgemm / embedding ops and are
+    // not; of the 386 under GEMM ops, 40 are aten::bmm (batched) and 346 make rows: 89.6 %.
+    CHECK(imp.gemm_kernels == 386);
+    CHECK(imp.gemm_kernels_used == 346);
+    CHECK(imp.gemm_kernels_used >= 0.8 * imp.gemm_kernels);
+    int fbgemm = 0;
+    for (const auto& [why, n] : imp.skipped) {
+      if (why.rfind("GEMM-named kernel under a non-GEMM op", 0) == 0) fbgemm += n;
+    }
+    CHECK(fbgemm == 46);
+    CHECK(count_dtype(imp.profile, "fp32") == 147);  // ampere_sgemm: fp32 inputs
+    // Its HBM fit (copies above 2 x 40 MiB of L2) is within the A100 80GB's 2,039 GB/s.
+    const auto b = fit_bounded(imp.profile, *find_device("a100-sxm-80gb"));
+    CHECK(table(b, "memory_bound").fitted);
+    CHECK(b.profile.fit.hbm_Bps > 1.0e12);
+    CHECK(b.profile.fit.hbm_Bps <= 2039e9);
+  }
+}

@@ -10,6 +10,8 @@
 #include <cstdlib>
 #include <string>
 
+#include "tetra/calib/bounded_fit.hpp"
+#include "tetra/calib/curve_fit.hpp"
 #include "tetra/calib/trace_import.hpp"
 #include "tetra/costmodel/builtin_profiles.hpp"
 #include "tetra/costmodel/memory.hpp"
@@ -132,10 +134,41 @@ void trace(std::string_view input) {
   guarded([&] { (void)calib::import_trace_text(input, "trace.json"); });
 }
 
+void trace_fit(std::string_view input) {
+  guarded([&] {
+    calib::TraceImportOptions options;
+    options.max_bytes = std::size_t{16} << 20;
+    const calib::TraceImport imp = calib::import_trace_text(input, "trace.json.gz", options);
+    static const calib::DeviceSpec dev = *calib::find_device("h100-sxm");
+    const calib::BoundedFit b = calib::fit_bounded(imp.profile, dev);
+    const auto& p = b.profile;
+    auto bounded = [](double v, double limit) { return std::isfinite(v) && v >= 0 && v <= limit; };
+    for (const auto& r : p.gemm) {
+      const double flops = 2.0 * static_cast<double>(r.m) * static_cast<double>(r.n) * static_cast<double>(r.k);
+      if (!bounded(flops / r.seconds, calib::peak_flops(dev, r.dtype))) die("gemm row above its peak", r.dtype);
+    }
+    for (const auto& r : p.memory_bound) {
+      if (!bounded(r.bytes / r.seconds, dev.hbm_Bps)) die("memory row above HBM", r.kernel);
+    }
+    for (const auto& r : p.attention) {
+      if (!bounded(calib::attention_flops(r) / r.seconds, dev.bf16_flops)) die("attention row above peak", "");
+    }
+    const auto& f = p.fit;
+    if (!bounded(f.gemm_peak_flops, dev.bf16_flops) || !bounded(f.hbm_Bps, dev.hbm_Bps) ||
+        !bounded(f.attention_fwd_flops, dev.bf16_flops) || !bounded(f.attention_bwd_flops, dev.bf16_flops)) {
+      die("fit above the datasheet", calib::describe_reports(b.tables));
+    }
+    for (const auto& c : f.collectives) {
+      if (!bounded(c.busbw_Bps, dev.link_Bps)) die("collective fit above the link", c.op);
+    }
+  });
+}
+
 const std::vector<Target>& targets() {
   static const std::vector<Target> all{{"scenario", &scenario},         {"layout", &layout},
                                        {"hf_config", &hf_config},       {"measurements", &measurements},
-                                       {"profile", &profile},           {"trace", &trace}};
+                                       {"profile", &profile},           {"trace", &trace},
+                                       {"trace_fit", &trace_fit}};
   return all;
 }
 

@@ -29,6 +29,10 @@ void measurements(std::string_view input);
 void profile(std::string_view input);
 /// Kineto / Nsight Systems trace JSON (calib::import_trace_text).
 void trace(std::string_view input);
+/// A trace, plain or gzip, imported with a 16 MiB limit and fitted within the H100 SXM
+/// datasheet (calib::fit_bounded): every kept row and every fitted value must be finite and
+/// within the datasheet.
+void trace_fit(std::string_view input);
 
 /// Every target, in a fixed order.
 [[nodiscard]] const std::vector<Target>& targets();

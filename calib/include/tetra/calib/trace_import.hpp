@@ -4,9 +4,18 @@
 /// Nsight Systems exports (`nsys export --type json`, one JSON object per line).
 ///
 /// Kineto: GPU kernels are complete events (`"ph": "X"`) of category `kernel`, `ts`/`dur` in
-/// microseconds; a kernel's `args["External id"]` names the CPU op (category `cpu_op`) that
-/// launched it, whose `args["Input Dims"]` give the shapes. The importer turns
-///   - GEMM kernels under aten::mm / addmm / matmul / linear / bmm into [[gemm]] rows,
+/// microseconds. A kernel is linked to the CPU op (category `cpu_op`) that launched it by its
+/// `args["External id"]` where that names an op enclosing the launch; otherwise (Kineto before
+/// PyTorch 2.0 wrote the correlation id there) through its `correlation` id to the launch call
+/// (`cuda_runtime` / `cuda_driver` event with the same correlation) and from there to the
+/// innermost op whose [ts, ts + dur] encloses the launch on the launching thread, the rule of
+/// HolisticTraceAnalysis's call stacks (`hta/common/call_stack.py`, `trace_parser.py`). The op
+/// decides the kernel's class before the kernel's name does (a cuBLAS split-K reduction under
+/// aten::mm is part of that GEMM; an fbgemm or convolution kernel named "gemm" is not one), and
+/// its `Input Dims` / `Input type` give shapes and dtype. The importer turns
+///   - the kernels of one aten::mm / addmm / matmul / linear / _scaled_mm call into a [[gemm]] row
+///     with the dtype of its A operand (aten::bmm / baddbmm are batched and skipped: the GEMM
+///     table has no batch column),
 ///   - flash / cuDNN / fused attention kernels under scaled_dot_product / flash_attention ops
 ///     (inputs [b, heads, s, d] or [b, s, heads, d]) into [[attention]] rows,
 ///   - NCCL kernels whose op carries record_param_comms arguments (`Collective name`,
@@ -24,6 +33,7 @@
 /// gives GEMM and attention shapes as Kineto's Input Dims do. NCCL kernels stay unused (no
 /// element type or group size); without NVTX ranges no rows are produced.
 
+#include <cstddef>
 #include <map>
 #include <string>
 #include <string_view>
@@ -34,18 +44,36 @@ namespace tetra::calib {
 
 /// What an import found.
 struct TraceImport {
-  costmodel::Profile profile;            ///< rows (meta.source names the file)
+  costmodel::Profile profile;            ///< rows (meta.source names the file, meta.gpu the device)
   int kernels = 0;                       ///< GPU kernel events read
   int used = 0;                          ///< kernel events that became (part of) a row
   std::map<std::string, int> skipped;    ///< reason -> kernel events not used, sorted
+  int linked_by_external_id = 0;         ///< kernels linked to their op by External id
+  int linked_by_time = 0;                ///< kernels linked to the op enclosing their launch
+  int gemm_kernels = 0;                  ///< GEMM kernels (by their op, else by name)
+  int gemm_kernels_used = 0;             ///< of those, the ones in a [[gemm]] row
 };
 
-/// Parses trace text (`origin` names it in errors). Throws tetra::UserError "origin: what was
-/// wrong" (one line) when the text is not JSON or holds no trace events; never crashes on any
-/// input.
-[[nodiscard]] TraceImport import_trace_text(std::string_view text, const std::string& origin);
+/// Limits of the reader.
+struct TraceImportOptions {
+  /// Largest trace accepted, compressed or not, in bytes (a gzip stream is decompressed only up
+  /// to this; its header's size field is never trusted).
+  std::size_t max_bytes = std::size_t{2} << 30;
+};
 
-/// Reads and parses a trace file (plain JSON; a .gz file is refused with a hint).
-[[nodiscard]] TraceImport import_trace(const std::string& path);
+/// Parses trace text, plain or gzip-compressed (`origin` names it in errors). Throws
+/// tetra::UserError "origin: what was wrong" (one line) when the text is not JSON, not a valid
+/// gzip stream, larger than the limit or holds no kernel events; never crashes on any input.
+[[nodiscard]] TraceImport import_trace_text(std::string_view text, const std::string& origin,
+                                            const TraceImportOptions& options = {});
+
+/// Reads and parses a trace file (.json, or .json.gz as torch.profiler's TensorBoard handler
+/// writes it; gzip is recognised by its magic bytes, whatever the name).
+[[nodiscard]] TraceImport import_trace(const std::string& path, const TraceImportOptions& options = {});
+
+/// Decompresses a gzip stream (concatenated members too) of at most `max_bytes` output.
+/// Throws tetra::UserError "origin: ..." when it is not gzip, is truncated or corrupt, or
+/// inflates beyond the limit.
+[[nodiscard]] std::string gunzip_bounded(std::string_view data, const std::string& origin, std::size_t max_bytes);
 
 }  // namespace tetra::calib
