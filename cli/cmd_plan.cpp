@@ -27,6 +27,7 @@
 #include "html_pages.hpp"
 #include "output.hpp"
 #include "plan_io.hpp"
+#include "tetra/scenarios/compact_layout.hpp"
 #include "tetra/base/error.hpp"
 #include "tetra/base/units.hpp"
 #include "tetra/parallel/fp8.hpp"
@@ -293,7 +294,7 @@ void print_text(const scenarios::PlanScenario& sc, const plan::PlanInput& in,
       rows.push_back(std::move(row));
       continue;
     }
-    row.push_back(layout_text(r.best.layout, r.best.fp8, r.best.compile));
+    row.push_back(scenarios::compact_layout(r.best.layout, r.best.fp8, r.best.compile));
     row.push_back(fixed(r.best.step_time_s, 3));
     row.push_back(fixed(r.best.mfu * 100.0, 1));
     row.push_back(fixed(gib(r.headroom_bytes), 1));
@@ -456,7 +457,7 @@ int run_plan(const PlanArgs& args) {
   if (!args.html.empty()) {
     std::vector<std::string> layouts(in.candidates.size());
     for (const plan::Row& r : rep.rows) {
-      if (r.fits) layouts[r.index] = layout_text(r.best.layout, r.best.fp8, r.best.compile);
+      if (r.fits) layouts[r.index] = scenarios::compact_layout(r.best.layout, r.best.fp8, r.best.compile);
     }
     write_file_atomic(args.html, report::plan_html(plan_page(j, layouts)));
   }

@@ -20,6 +20,7 @@
 #include "commands.hpp"
 #include "html_pages.hpp"
 #include "output.hpp"
+#include "tetra/scenarios/compact_layout.hpp"
 #include "tetra/base/error.hpp"
 #include "tetra/base/units.hpp"
 #include "tetra/parallel/layout.hpp"
@@ -216,7 +217,7 @@ int run_search(const SearchArgs& args) {
   if (!args.html.empty()) {
     // The page plots every ranked layout; its table shows the --top N (default 10).
     std::vector<std::string> texts;
-    for (const auto& r : res.layouts) texts.push_back(layout_text(r.layout, r.fp8, r.compile));
+    for (const auto& r : res.layouts) texts.push_back(scenarios::compact_layout(r.layout, r.fp8, r.compile));
     const std::size_t table = args.top >= 0 ? listed : std::min<std::size_t>(10, all);
     write_file_atomic(args.html,
                       report::search_html(search_page(search_json(sc, res, seconds, all, band), texts, table)));

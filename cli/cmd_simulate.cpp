@@ -15,6 +15,7 @@
 #include "commands.hpp"
 #include "html_pages.hpp"
 #include "output.hpp"
+#include "tetra/scenarios/compact_layout.hpp"
 #include "tetra/costmodel/builtin_profiles.hpp"
 #include "tetra/base/units.hpp"
 #include "tetra/parallel/layout.hpp"
@@ -117,10 +118,8 @@ int run_simulate(const SimulateArgs& args) {
   std::cout << "scenario  " << sc.path << '\n'
             << "model     " << sc.model.name << " on " << sc.cluster.name << " ("
             << sc.cluster.total_gpus() << " GPUs)\n"
-            << "layout    tp " << l.tp << ", cp " << l.cp << ", pp " << l.pp << ", dp " << l.dp
-            << ", vp " << l.vp << ", mbs " << l.mbs << (l.sp ? ", sp" : "") << ", recompute "
-            << to_string(l.recompute) << ", " << to_string(l.schedule) << ", "
-            << r.micro_batches << " micro-batches\n\n";
+            << "layout    " << scenarios::compact_layout(l, sc.training.fp8, sc.training.torch.compile)
+            << "\n          " << r.micro_batches << " micro-batches per step\n\n";
   std::vector<std::vector<std::string>> rows{
       {"step time", fixed(r.step_time_s, 3) + " s"},
       {"step time band", band.interval(r.step_time_s) ? interval_text(band, r.step_time_s) : "none"},

@@ -114,25 +114,6 @@ nlohmann::json layout_json(const parallel::Layout& l) {
   return j;
 }
 
-std::string layout_text(const parallel::Layout& l, const parallel::Fp8Training& fp8, bool compile) {
-  std::string s = "tp" + std::to_string(l.tp) + " cp" + std::to_string(l.cp) + " pp" + std::to_string(l.pp);
-  if (l.first_stage_layers > 0 || l.last_stage_layers > 0) {
-    s += "(" + std::to_string(l.first_stage_layers) + "/" + std::to_string(l.last_stage_layers) + ")";
-  }
-  s += " dp" + std::to_string(l.dp);
-  if (l.dp_replicate > 1) s += "(" + std::to_string(l.shard_dp()) + "x" + std::to_string(l.dp_replicate) + ")";
-  if (l.vp > 1) s += " vp" + std::to_string(l.vp);
-  s += " mbs" + std::to_string(l.mbs);
-  if (l.tp > 1 && !l.sp) s += " no-sp";
-  if (l.recompute != parallel::Recompute::none) s += std::string(" ") + to_string(l.recompute);
-  if (l.recompute == parallel::Recompute::selective_layer) s += "/" + std::to_string(l.ac_freq);
-  if (l.offload_layers > 0) s += " offload" + std::to_string(l.offload_layers);
-  s += std::string(" ") + to_string(l.schedule);
-  if (fp8.enabled()) s += " " + precision_name(fp8);
-  if (compile) s += " compiled";
-  return s;
-}
-
 void print_json(const nlohmann::json& j) { std::cout << j.dump(2) << '\n'; }
 
 void print_skip_reasons(const std::vector<std::pair<std::string, std::string>>& skipped) {

@@ -42,10 +42,6 @@ namespace tetra::cli {
 /// The [layout] keys of a layout as a JSON object (first/last stage layers when uneven).
 [[nodiscard]] nlohmann::json layout_json(const parallel::Layout& layout);
 
-/// "tp4 cp8 pp16 dp32 vp4 mbs1 interleaved", with the uneven first/last stage split, the DP
-/// shard x replica split, recompute, the precision and "compiled" when not the default.
-[[nodiscard]] std::string layout_text(const parallel::Layout& layout, const parallel::Fp8Training& fp8, bool compile);
-
 /// Exit codes of a search or plan that ran but ranked nothing, told apart from success (0), a
 /// user error (1) and a usage error (2): every layout broke a rule, or the valid ones all need
 /// more memory than the budget.

@@ -116,7 +116,7 @@ constexpr std::array kKeys = std::to_array<KeyInfo>({
     // ---- [search] ----
     {"search", "tp", "list", "[1, 2, 4, 8]", "integers >= 1", "tensor-parallel sizes to try", ""},
     {"search", "cp", "list", "[1]", "integers >= 1", "context-parallel sizes to try", ""},
-    {"search", "pp", "list or \"divisors\"", "\"divisors\"", "integers >= 1", "pipeline sizes; \"divisors\" = every divisor of the layers, plus uneven first/last splits", ""},
+    {"search", "pp", "list or \"divisors\"", "\"divisors\"", "integers >= 1", "pipeline sizes; \"divisors\" = every divisor of the layers, and every power of two an uneven first/last split serves (126 layers: pp 4, 8, 16, ...)", ""},
     {"search", "mbs", "list", "[1, 2, 4]", "integers >= 1", "micro-batch sizes", ""},
     {"search", "vp", "list", "[1]", "integers >= 1", "virtual stages per pipeline rank", ""},
     {"search", "recompute", "list", "[\"none\", \"selective\", \"full\"]", "the [layout] recompute names", "recomputation modes; selective cells keep [layout] recompute_modules", ""},

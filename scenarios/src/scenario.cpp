@@ -8,6 +8,7 @@
 #include "tetra/base/error.hpp"
 #include "tetra/calib/curve_fit.hpp"
 #include "tetra/parallel/validate.hpp"
+#include "tetra/scenarios/compact_layout.hpp"
 #include "tetra/scenarios/profile_io.hpp"
 
 namespace tetra::scenarios {
@@ -159,9 +160,14 @@ Scenario load_scenario_text(std::string_view toml_text, const std::string& origi
 
   if (layout != nullptr) detail::apply_layout(doc, *layout, sc.layout, origins);
   if (!layout_override.empty()) {
+    // key=value pairs, or the compact form search and plan print (compact_layout.hpp).
     const Doc over{"--layout", fs::current_path(), 0, true, ""};
-    const toml::table t = detail::parse_key_values(layout_override, ',', over);
+    const auto compact = expand_compact_layout(layout_override);
+    const toml::table t = detail::parse_key_values(compact ? compact->layout : layout_override, ',', over);
     detail::apply_layout(over, t, sc.layout, origins);
+    if (compact && !compact->training.empty()) {
+      detail::apply_training(over, detail::parse_key_values(compact->training, ',', over), sc.training, origins);
+    }
   }
   const bool given = layout != nullptr || !layout_override.empty();
   if (!given && require_layout) {

@@ -15,7 +15,11 @@ std::vector<int> pp_values(const SearchSpace& space, int layers) {
   if (!space.pp_divisors) return space.pp;
   std::vector<int> out;
   for (int d = 1; d <= layers; ++d) {
-    if (layers % d == 0) out.push_back(d);
+    // The divisors, and the powers of two that an uneven first / last stage split serves
+    // (Megatron-Core `decoder_first_pipeline_num_layers` / `decoder_last_pipeline_num_layers`):
+    // Llama 3.1 405B's 126 layers run on pp 8 and 16 that way (arXiv 2407.21783 section 3.3.2).
+    const bool power_of_two = (d & (d - 1)) == 0;
+    if (layers % d == 0 || (power_of_two && parallel::uneven_split(layers, d))) out.push_back(d);
   }
   return out;
 }

@@ -19,6 +19,7 @@
 #include "tetra/model/presets.hpp"
 #include "tetra/parallel/validate.hpp"
 #include "tetra/scenarios/scenario.hpp"
+#include "tetra/search/enumerate.hpp"
 #include "tetra/search/search.hpp"
 
 using namespace tetra;
@@ -143,6 +144,29 @@ TEST_SUITE("search") {
     CHECK_FALSE(search::uneven_split(5, 4));
   }
 
+  TEST_CASE("pp = \"divisors\" ranks Llama 3.1 405B's 126 layers on pp 8 and 16 (uneven end stages)") {
+    // 126 = 2 x 3^2 x 7 has no divisor 8 or 16; Llama 3 trained it on pp 16 with lighter end
+    // stages (arXiv 2407.21783 section 3.3.2), which Megatron-Core's first / last stage layer
+    // counts express.
+    const std::string text =
+        "[model]\npreset = \"llama3.1-405b\"\n[cluster]\npreset = \"dgx-h100\"\nnodes = 32\n"
+        "[training]\nseq_len = 8192\nglobal_batch = 256\n"
+        "[search]\ntp = [8]\ncp = [1]\nmbs = [1]\nrecompute = [\"full\"]\npp = \"divisors\"\n";
+    const auto sc = scenarios::load_scenario_text(text, "search.toml", "", false);
+    const auto pp = search::pp_values(sc.search, sc.model.layers);
+    CHECK(pp == std::vector<int>{1, 2, 3, 4, 6, 7, 8, 9, 14, 16, 18, 21, 32, 42, 63, 64, 126});
+    std::set<int> ranked;
+    for (const auto& r : search_scenario(sc).layouts) {
+      ranked.insert(r.layout.pp);
+      if (r.layout.pp == 16) {
+        CHECK(r.layout.first_stage_layers == 7);  // 14 x 8 + 7 + 7 = 126
+        CHECK(r.layout.last_stage_layers == 7);
+      }
+    }
+    CHECK(ranked.count(8) == 1);
+    CHECK(ranked.count(16) == 1);
+  }
+
   TEST_CASE("uneven splits pass the layout rules and parallel::stage_layers agrees") {
     const auto m = model::find_model_preset("llama3.1-405b");
     REQUIRE(m);
@@ -170,11 +194,15 @@ TEST_SUITE("search") {
     }
   }
 
-  TEST_CASE("pp = \"divisors\": every divisor of the layer count") {
+  TEST_CASE("pp = \"divisors\": every divisor of the layer count and the powers of two an uneven split serves") {
     search::SearchSpace s;
     s.pp_divisors = true;
-    // 126 = 2·3²·7: 1, 2, 3, 6, 7, 9, 14, 18, 21, 42, 63, 126.
-    CHECK(search::pp_values(s, 126) == std::vector<int>{1, 2, 3, 6, 7, 9, 14, 18, 21, 42, 63, 126});
+    // 126 = 2·3²·7: 1, 2, 3, 6, 7, 9, 14, 18, 21, 42, 63, 126; and 4, 8, 16, 32, 64 with lighter
+    // end stages (32: 30 ranks of 4 and 3 + 3; 64: 62 of 2 and 1 + 1).
+    CHECK(search::pp_values(s, 126) ==
+          std::vector<int>{1, 2, 3, 4, 6, 7, 8, 9, 14, 16, 18, 21, 32, 42, 63, 64, 126});
+    // 80 layers: 32 would need 30 ranks of 3 = 90 > 80, so no uneven split serves it.
+    CHECK(search::pp_values(s, 80) == std::vector<int>{1, 2, 4, 5, 8, 10, 16, 20, 40, 80});
     s.pp_divisors = false;
     s.pp = {4, 16};
     CHECK(search::pp_values(s, 126) == std::vector<int>{4, 16});

@@ -28,7 +28,7 @@ using parallel::uneven_split;
 using parallel::uneven_chunk_split;
 
 /// The pipeline sizes to try: the list of the space, or with `pp_divisors` every divisor of
-/// the layer count (ascending).
+/// the layer count and every power of two an uneven first / last split serves (ascending).
 [[nodiscard]] std::vector<int> pp_values(const SearchSpace& space, int layers);
 
 /// Outcome of the enumeration.

@@ -12,7 +12,8 @@ struct SearchSpace {
   std::vector<int> cp{1};
   std::vector<int> pp;                 ///< empty with pp_divisors: every pp that fits (see below)
   bool pp_divisors = true;             ///< pp = "divisors": divisors of the layer count, plus
-                                       ///< uneven first/last splits where layers do not divide
+                                       ///< the powers of two that an uneven first/last split
+                                       ///< serves where they do not divide (search::pp_values)
   std::vector<int> mbs{1, 2, 4};
   std::vector<int> vp{1};
   std::vector<parallel::Recompute> recompute{parallel::Recompute::none, parallel::Recompute::selective,
