@@ -6,6 +6,7 @@
 
 #include "loader.hpp"
 #include "tetra/base/error.hpp"
+#include "tetra/calib/bounded_fit.hpp"
 #include "tetra/calib/curve_fit.hpp"
 #include "tetra/parallel/validate.hpp"
 #include "tetra/scenarios/compact_layout.hpp"
@@ -69,7 +70,22 @@ costmodel::Profile load_profile(const Doc& doc, const toml::table& cluster,
     detail::fail(doc, n != nullptr ? n->source() : cluster.source(), "[cluster].profile",
                  "cannot read \"" + path + "\": no such file");
   }
-  return detail::load_profile_file(path, cluster_sms);
+  costmodel::Profile profile = detail::load_profile_file(path, cluster_sms);
+  return profile;
+}
+
+/// A profile measured on one GPU model applied to a cluster of another: refused at the key
+/// unless [cluster].profile_any_gpu says so (names neither side knows are let through).
+void check_profile_gpu(const Doc& doc, const toml::table& cluster, const costmodel::Profile& profile,
+                       const hw::Cluster& c) {
+  if (c.profile_any_gpu || profile.meta.gpu.empty()) return;
+  const auto measured = calib::find_device(profile.meta.gpu);
+  const auto target = calib::find_device(c.gpu.name, c.gpu.memory_bytes);
+  if (!measured || !target || calib::same_device(measured->key, target->key)) return;
+  const toml::node* n = cluster.get("profile");
+  detail::fail(doc, n != nullptr ? n->source() : cluster.source(), "[cluster].profile",
+               "measured on " + profile.meta.gpu + ", but the cluster's GPU is " + c.gpu.name +
+                   " (set profile_any_gpu = true in [cluster] to apply it anyway)");
 }
 
 }  // namespace
@@ -189,6 +205,7 @@ Scenario load_scenario_text(std::string_view toml_text, const std::string& origi
 
   if (!sc.cluster.profile_path.empty()) {
     sc.profile = load_profile(doc, *cluster, sc.cluster.profile_path, sc.cluster.gpu.sms);
+    check_profile_gpu(doc, *cluster, *sc.profile, sc.cluster);
   }
   return sc;
 }

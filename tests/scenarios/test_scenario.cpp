@@ -143,6 +143,21 @@ TEST_CASE("a node preset's NVLink domain follows gpus_per_node; a rack preset ke
   CHECK(rack.cluster.nvlink_domain() == 72);
 }
 
+TEST_CASE("a profile measured on another GPU model is refused at [cluster].profile unless asked for") {
+  // tests/data/calib/h100_sxm_calibrate.profile.toml records gpu = "NVIDIA H100 80GB HBM3".
+  const std::string profile = std::string(TETRA_SOURCE_DIR) + "/tests/data/calib/h100_sxm_calibrate.profile.toml";
+  auto text = [&](const char* preset, const char* extra) {
+    return std::string("[model]\npreset = \"llama3.1-8b\"\n[cluster]\npreset = \"") + preset +
+           "\"\nnodes = 1\nprofile = \"" + profile + "\"\n" + extra +
+           "[training]\nseq_len = 4096\nglobal_batch = 8\n";
+  };
+  CHECK(load(text("dgx-h100", ""), {}, false).profile.has_value());
+  const std::string err = error_of([&] { (void)load(text("dgx-a100-80gb", ""), {}, false); });
+  CHECK(err.rfind("t.toml:6:11: [cluster].profile: measured on NVIDIA H100 80GB HBM3, but the cluster's GPU is", 0) == 0);
+  CHECK(err.find("profile_any_gpu = true") != std::string::npos);
+  CHECK(load(text("dgx-a100-80gb", "profile_any_gpu = true\n"), {}, false).profile.has_value());
+}
+
 TEST_CASE("an explicit model and cluster without presets") {
   const Scenario sc = load(R"([model]
 arch = "gpt"

@@ -64,6 +64,7 @@ struct Cluster {
   IntraNode intra;
   InterNode inter;
   std::string profile_path;  ///< calibration profile (docs/calibration.md), empty for built-in
+  bool profile_any_gpu = false;  ///< apply the profile even if it was measured on another GPU
 
   [[nodiscard]] long long total_gpus() const noexcept {
     return static_cast<long long>(gpus_per_node) * nodes;
