@@ -19,6 +19,7 @@
 
 #include "commands.hpp"
 #include "output.hpp"
+#include "tetra/base/text_file.hpp"
 #include "tetra/costmodel/error_band.hpp"
 #include "tetra/costmodel/memory.hpp"
 #include "tetra/fit/fit.hpp"
@@ -159,13 +160,11 @@ std::string band_cell(const costmodel::ErrorBand& b) {
 }
 
 int run_bands(const BandsArgs& given) {
-  if (given.threads < 0) throw UserError(SourceLocation{"--threads"}, "threads", "must be 0 (all cores) or more");
+  check_threads(given.threads);
   BandsArgs args = given;
   std::string committed;
   if (!args.check.empty()) {
-    std::ifstream in(args.check, std::ios::binary);
-    if (!in) throw UserError(SourceLocation{args.check}, "", "cannot be read");
-    committed.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+    committed = read_input_file(args.check);
     const costmodel::GenerationBands recorded = scenarios::parse_error_bands(committed, args.check);
     // The check regenerates exactly what the file records: its sources and its commit.
     if (args.csvs.empty()) args.csvs = recorded.sources;

@@ -155,7 +155,7 @@ void print_fit_text(const FitArgs& args, const FitOutcome& r) {
 }
 
 int run_fit(const FitArgs& args) {
-  if (args.threads < 0) throw UserError(SourceLocation{"--threads"}, "threads", "must be 0 (all cores) or more");
+  check_threads(args.threads);
   if (args.take < 0) throw UserError(SourceLocation{"--take"}, "take", "must be a positive number of rows");
   fit::FitOptions options;
   options.threads = args.threads;

@@ -388,9 +388,7 @@ void draw_progress(std::size_t done, std::size_t total) {
 }
 
 int run_plan(const PlanArgs& args) {
-  if (args.threads < 0) {
-    throw UserError(SourceLocation{"--threads"}, "threads", "must be 0 (all cores) or more");
-  }
+  check_threads(args.threads);
   const auto start = std::chrono::steady_clock::now();
   std::optional<std::pair<int, int>> shard;
   if (!args.shard.empty()) shard = parse_shard(args.shard);  // checked by the option's validator
@@ -451,7 +449,8 @@ int run_plan(const PlanArgs& args) {
               << fixed(sc.search.memory_fraction, 2) << " of the GPU memory)\n";
     return kExitNothingFits;
   }
-  if (!args.csv.empty()) write_file_atomic(args.csv, plan_csv(in, rep));
+  std::vector<OutputFile> outputs;  // written together, or none of them
+  if (!args.csv.empty()) outputs.push_back({args.csv, plan_csv(in, rep)});
   nlohmann::json j = plan_json(sc, in, evals, rep);
   j["fit"] = args.fit.empty() ? nlohmann::json(nullptr) : nlohmann::json(args.fit);
   if (!args.html.empty()) {
@@ -459,8 +458,9 @@ int run_plan(const PlanArgs& args) {
     for (const plan::Row& r : rep.rows) {
       if (r.fits) layouts[r.index] = scenarios::compact_layout(r.best.layout, r.best.fp8, r.best.compile);
     }
-    write_file_atomic(args.html, report::plan_html(plan_page(j, layouts)));
+    outputs.push_back({args.html, report::plan_html(plan_page(j, layouts))});
   }
+  write_outputs(outputs);
   if (args.json) {
     print_json(j);
     return 0;

@@ -179,9 +179,7 @@ std::string ranked_table(const scenarios::Scenario& sc, const search::SearchResu
 }
 
 int run_search(const SearchArgs& args) {
-  if (args.threads < 0) {
-    throw UserError(SourceLocation{"--threads"}, "threads", "must be 0 (all cores) or more");
-  }
+  check_threads(args.threads);
   const auto start = std::chrono::steady_clock::now();
   const scenarios::Scenario sc = scenarios::load_scenario(args.scenario, "", false);
 
@@ -204,7 +202,15 @@ int run_search(const SearchArgs& args) {
   options.threads = args.threads;
   const bool tty = isatty(STDERR_FILENO) != 0;
   if (tty) options.progress = draw_progress;
-  const search::SearchResult res = search::run_search(in, options);
+  const search::SearchResult res = [&] {
+    try {
+      return search::run_search(in, options);
+    } catch (const UserError& e) {
+      // The search names the [search] key; the scenario file is where it stands.
+      if (!e.where().file.empty()) throw;
+      throw UserError(SourceLocation{sc.path}, e.key(), e.detail());
+    }
+  }();
   if (tty) std::fputs("\r\033[K", stderr);
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -212,16 +218,17 @@ int run_search(const SearchArgs& args) {
 
   const std::size_t all = res.layouts.size();
   const std::size_t listed = args.top >= 0 ? std::min<std::size_t>(static_cast<std::size_t>(args.top), all) : all;
-  if (!args.csv.empty()) write_file_atomic(args.csv, csv_text(res.layouts, listed));
-
+  std::vector<OutputFile> outputs;  // written together, or none of them
+  if (!args.csv.empty()) outputs.push_back({args.csv, csv_text(res.layouts, listed)});
   if (!args.html.empty()) {
     // The page plots every ranked layout; its table shows the --top N (default 10).
     std::vector<std::string> texts;
     for (const auto& r : res.layouts) texts.push_back(scenarios::compact_layout(r.layout, r.fp8, r.compile));
     const std::size_t table = args.top >= 0 ? listed : std::min<std::size_t>(10, all);
-    write_file_atomic(args.html,
-                      report::search_html(search_page(search_json(sc, res, seconds, all, band), texts, table)));
+    outputs.push_back(
+        {args.html, report::search_html(search_page(search_json(sc, res, seconds, all, band), texts, table))});
   }
+  write_outputs(outputs);
   const SearchVerdict verdict = search_verdict(s);
   if (args.json) {
     nlohmann::json j = search_json(sc, res, seconds, listed, band);

@@ -103,13 +103,12 @@ int run_simulate(const SimulateArgs& args) {
   options.memory_fraction = sc.search.memory_fraction;
   sim::Simulator simulator;
   const sim::Result r = simulator.run(in, options);
-  if (!args.trace.empty()) write_file_atomic(args.trace, simulator.chrome_trace());
   const costmodel::StepBand band = band_for(sc.cluster.gpu, fitted ? &*fitted : nullptr, args.fit);
-
   const nlohmann::json j = simulate_json(sc, r, band);
-  if (!args.html.empty()) {
-    write_file_atomic(args.html, report::simulate_html(simulate_page(j, simulator.chrome_trace())));
-  }
+  std::vector<OutputFile> outputs;  // written together, or none of them
+  if (!args.trace.empty()) outputs.push_back({args.trace, simulator.chrome_trace()});
+  if (!args.html.empty()) outputs.push_back({args.html, report::simulate_html(simulate_page(j, simulator.chrome_trace()))});
+  write_outputs(outputs);
   if (args.json) {
     print_json(j);
     return 0;

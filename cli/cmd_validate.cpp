@@ -206,7 +206,7 @@ ValidationStats validation_stats(const std::vector<RowResult>& done, const std::
 }
 
 int run_validate(const ValidateArgs& args) {
-  if (args.threads < 0) throw UserError(SourceLocation{"--threads"}, "threads", "must be 0 (all cores) or more");
+  check_threads(args.threads);
   const costmodel::Factors factors = args.fit.empty() ? costmodel::Factors{} : scenarios::read_fitted(args.fit).factors;
   const std::vector<scenarios::MeasurementRow> all_rows = scenarios::read_measurements(args.csv);
   if (!all_rows.empty() && all_rows.front().columns.find(args.group_by) == all_rows.front().columns.end()) {

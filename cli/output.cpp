@@ -1,8 +1,12 @@
 #include "output.hpp"
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -11,6 +15,7 @@
 #include <system_error>
 
 #include "tetra/base/error.hpp"
+#include "tetra/base/text_file.hpp"
 #include "tetra/base/units.hpp"
 
 namespace tetra::cli {
@@ -125,28 +130,74 @@ void print_skip_reasons(const std::vector<std::pair<std::string, std::string>>& 
   for (const auto& [neg, reason] : by_count) std::cout << "skipped   " << -neg << "  " << reason << '\n';
 }
 
-void write_file_atomic(const std::string& path, const std::string& content) {
-  namespace fs = std::filesystem;
-  const fs::path target(path);
-  fs::path tmp = target;
-  tmp += ".tmp";
-  {
-    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
-    if (!f) throw UserError(SourceLocation{path}, "", "cannot open for writing");
-    f << content;
-    f.flush();
-    if (!f) {
-      std::error_code ec;
-      fs::remove(tmp, ec);
-      throw UserError(SourceLocation{path}, "", "write failed");
-    }
+namespace {
+
+/// A new, uniquely named empty file beside `target`, or the OS reason it cannot be made.
+std::string make_temporary(const std::filesystem::path& target) {
+  const std::filesystem::path dir = target.has_parent_path() ? target.parent_path() : ".";
+  std::string name = (dir / ("." + target.filename().string() + ".XXXXXX")).string();
+  const int fd = mkstemp(name.data());
+  if (fd < 0) {
+    throw UserError(SourceLocation{target.string()}, "", std::string("cannot write: ") + std::strerror(errno));
   }
-  std::error_code ec;
-  fs::rename(tmp, target, ec);
-  if (ec) {
-    fs::remove(tmp, ec);
-    throw UserError(SourceLocation{path}, "", "cannot replace the file: " + ec.message());
+  close(fd);
+  return name;
+}
+
+}  // namespace
+
+void write_outputs(const std::vector<OutputFile>& files) {
+  namespace fs = std::filesystem;
+  std::vector<fs::path> targets;
+  for (const OutputFile& f : files) {
+    const fs::path target(f.path);
+    if (read_as_input(f.path)) {
+      throw UserError(SourceLocation{f.path}, "", "is an input of this command; write the output elsewhere");
+    }
+    for (const fs::path& t : targets) {
+      std::error_code ec;
+      if (t == target || fs::equivalent(t, target, ec)) {
+        throw UserError(SourceLocation{f.path}, "", "named for two outputs of this command");
+      }
+    }
+    targets.push_back(target);
+  }
+  std::vector<std::string> temps;
+  auto discard = [&] {
+    std::error_code ec;
+    for (const auto& t : temps) fs::remove(t, ec);
+  };
+  try {
+    for (const OutputFile& f : files) {
+      temps.push_back(make_temporary(f.path));
+      std::ofstream out(temps.back(), std::ios::binary | std::ios::trunc);
+      errno = 0;
+      out << f.content;
+      out.flush();
+      if (!out) {
+        throw UserError(SourceLocation{f.path}, "",
+                        std::string("write failed: ") + (errno != 0 ? std::strerror(errno) : "stream error"));
+      }
+    }
+    for (std::size_t i = 0; i < files.size(); ++i) {
+      std::error_code ec;
+      fs::rename(temps[i], targets[i], ec);
+      if (ec) throw UserError(SourceLocation{files[i].path}, "", "cannot replace the file: " + ec.message());
+      temps[i].clear();
+    }
+  } catch (...) {
+    discard();
+    throw;
   }
 }
+
+void check_threads(int threads) {
+  if (threads < 0 || threads > kMaxThreads) {
+    throw UserError(SourceLocation{"--threads"}, "threads",
+                    "must be 0 (all cores) to " + std::to_string(kMaxThreads) + " (got " + std::to_string(threads) + ")");
+  }
+}
+
+void write_file_atomic(const std::string& path, const std::string& content) { write_outputs({{path, content}}); }
 
 }  // namespace tetra::cli

@@ -62,8 +62,25 @@ void print_json(const nlohmann::json& j);
 /// for (id, reason) pairs.
 void print_skip_reasons(const std::vector<std::pair<std::string, std::string>>& skipped);
 
-/// Writes `content` to `path` through a temporary file in the same folder and a rename, so
-/// readers never see a partial file. Throws UserError naming the path on failure.
+/// Threads a command may run: 0 (all cores) up to this many; more is a mistake, not a machine.
+inline constexpr int kMaxThreads = 4096;
+
+/// Refuses a --threads value outside 0..kMaxThreads (UserError naming --threads).
+void check_threads(int threads);
+
+/// One output file of a command: its path and its whole content.
+struct OutputFile {
+  std::string path;
+  std::string content;
+};
+
+/// Writes every file or none: each goes to a uniquely named temporary beside its target, and
+/// the targets are replaced only once every temporary is complete. Refuses (UserError naming
+/// the output) a path that is an input this command read (base/text_file.hpp) or that two
+/// outputs share; write errors give the OS reason.
+void write_outputs(const std::vector<OutputFile>& files);
+
+/// write_outputs of one file.
 void write_file_atomic(const std::string& path, const std::string& content);
 
 }  // namespace tetra::cli

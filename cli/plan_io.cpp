@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "output.hpp"
+#include "tetra/base/text_file.hpp"
 #include "tetra/base/error.hpp"
 #include "tetra/parallel/fp8.hpp"
 #include "tetra/scenarios/scenario.hpp"
@@ -38,13 +39,7 @@ struct Fnv1a {
   }
 };
 
-std::string read_all(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw UserError(SourceLocation{path}, "", "cannot open the file for reading");
-  std::ostringstream buf;
-  buf << in.rdbuf();
-  return buf.str();
-}
+std::string read_all(const std::string& path) { return read_input_file(path); }
 
 nlohmann::json evaluation_json(const scenarios::PlanScenario& sc, std::size_t index, const plan::Evaluation& e) {
   const plan::Candidate& c = sc.candidates.at(index);

@@ -1,4 +1,5 @@
 // CSV form of the measured calibration tables (format in tables.hpp).
+#include "tetra/base/text_file.hpp"
 #include "tetra/calib/tables.hpp"
 
 #include <algorithm>
@@ -255,11 +256,7 @@ costmodel::Profile parse_tables_csv(std::string_view text, const std::string& or
 }
 
 costmodel::Profile read_tables_csv(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw UserError(SourceLocation{path, 0, 0}, "", "cannot open the table file");
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return parse_tables_csv(ss.str(), path);
+  return parse_tables_csv(read_input_file(path), path);
 }
 
 std::string format_tables_csv(const costmodel::Profile& p) {

@@ -1,4 +1,5 @@
 // Kernel times from Chrome / Kineto traces and Nsight Systems JSON exports (trace_import.hpp).
+#include "tetra/base/text_file.hpp"
 #include "tetra/calib/trace_import.hpp"
 
 #include "trace_common.hpp"
@@ -822,6 +823,7 @@ TraceImport import_trace_text(std::string_view raw, const std::string& origin, c
 TraceImport import_trace(const std::string& path, const TraceImportOptions& options) {
   std::ifstream in(path, std::ios::binary);
   if (!in) fail(path, "cannot open the trace file");
+  note_input(path);
   // Read at most the limit plus one byte: the file's size is never trusted (a pipe or a
   // growing file has none).
   std::string data;

@@ -34,6 +34,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "tetra/base/text_file.hpp"
 #include "tetra/base/error.hpp"
 #include "tetra/model/presets.hpp"
 
@@ -320,12 +321,7 @@ Model model_from_hf_config_text(std::string_view json_text, const std::string& o
 }
 
 Model model_from_hf_config(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw UserError(SourceLocation{path, 0, 0}, "", "cannot open the file for reading");
-  std::ostringstream buf;
-  buf << in.rdbuf();
-  if (in.bad()) throw UserError(SourceLocation{path, 0, 0}, "", "cannot read the file");
-  return model_from_hf_config_text(buf.str(), path);
+  return model_from_hf_config_text(read_input_file(path), path);
 }
 
 }  // namespace tetra::model

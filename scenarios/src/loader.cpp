@@ -2,6 +2,7 @@
 
 #include "section.hpp"
 
+#include "tetra/base/text_file.hpp"
 #include "tetra/scenarios/keys.hpp"
 
 #include <algorithm>
@@ -60,26 +61,10 @@ const toml::table* table_or_fail(const Doc& doc, const toml::table& root, std::s
 
 namespace {
 
-constexpr std::uintmax_t kMaxFileBytes = 64ull * 1024 * 1024;
 
 }  // namespace
 
-std::string read_text_file(const std::string& path) {
-  std::error_code ec;
-  const fs::file_status st = fs::status(path, ec);
-  if (ec || !fs::exists(st)) throw UserError(SourceLocation{path}, "", "no such file");
-  if (fs::is_directory(st)) throw UserError(SourceLocation{path}, "", "is a directory, not a file");
-  const auto size = fs::file_size(path, ec);
-  if (!ec && size > kMaxFileBytes) {
-    throw UserError(SourceLocation{path}, "", "file is larger than 64 MiB");
-  }
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw UserError(SourceLocation{path}, "", "cannot open the file for reading");
-  std::ostringstream buf;
-  buf << in.rdbuf();
-  if (in.bad()) throw UserError(SourceLocation{path}, "", "read error");
-  return buf.str();
-}
+std::string read_text_file(const std::string& path) { return read_input_file(path); }
 
 
 

@@ -307,6 +307,20 @@ void read_value(const RowCells& c, MeasurementRow& row) {
     if (value.empty() || res.ec != std::errc{} || res.ptr != e || !std::isfinite(v) || v <= 0) {
       throw UserError(at, "value", "expected a positive number, got \"" + value + "\"");
     }
+    // Physical ranges: MFU is a fraction of the peak (a measured 0.55, not 55); a step, a
+    // throughput or a memory peak beyond these is a unit slip, not a run.
+    if (row.metric == Metric::mfu && v > 1.0) {
+      throw UserError(at, "value", "mfu is a fraction of the peak, at most 1 (got " + value + "; 55 % is 0.55)");
+    }
+    if (row.metric == Metric::step_time_s && v > 1e6) {
+      throw UserError(at, "value", "step_time_s above 10^6 s (11.6 days) is not a training step (got " + value + ")");
+    }
+    if ((row.metric == Metric::peak_alloc_gib || row.metric == Metric::peak_reserved_gib) && v > 1e6) {
+      throw UserError(at, "value", "a memory peak above 10^6 GiB is not one GPU's (got " + value + ")");
+    }
+    if (row.metric == Metric::tokens_per_s_per_gpu && v > 1e9) {
+      throw UserError(at, "value", "tokens_per_s_per_gpu above 10^9 is not one GPU's (got " + value + ")");
+    }
     row.value = v;
   }
 

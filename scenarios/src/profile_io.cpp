@@ -459,6 +459,9 @@ fit::FitSummary load_fitted(const Doc& doc, const toml::table& root) {
 costmodel::Profile parse_profile(std::string_view text, const std::string& origin) {
   const toml::table root = detail::parse_toml_text(text, origin);
   const Doc doc{origin, {}, 0, false, ""};
+  if (root.empty()) {
+    throw UserError(SourceLocation{origin}, "", "empty: a profile holds measured rows or a [fit] (tetrasim calibrate --out)");
+  }
   return load(doc, root);
 }
 
@@ -538,6 +541,9 @@ std::string format_profile(const costmodel::Profile& p) {
 fit::FitSummary parse_fitted(std::string_view text, const std::string& origin) {
   const toml::table root = detail::parse_toml_text(text, origin);
   const Doc doc{origin, {}, 0, false, ""};
+  if (root.empty()) {
+    throw UserError(SourceLocation{origin}, "", "empty: a fitted file holds [factors.*] tables (tetrasim fit -o)");
+  }
   return load_fitted(doc, root);
 }
 

@@ -68,8 +68,35 @@ struct Section {
     if (worst == nullptr) return;
     std::vector<std::string> names;
     for (auto n : known) names.emplace_back(n);
+    const std::string near = closest_name(worst->str(), known);
     fail(doc, worst->source(), key(worst->str()),
-         "unknown key (known keys: " + join(names) + ")");
+         "unknown key (" + (near.empty() ? std::string() : "did you mean " + near + "? ") + "known keys: " +
+             join(names) + ")");
+  }
+
+  /// The known name within edit distance 2 of `typed` (ties: the first), or "".
+  static std::string closest_name(std::string_view typed, const std::vector<std::string_view>& known) {
+    std::string best;
+    std::size_t best_d = 3;
+    for (std::string_view k : known) {
+      // Levenshtein distance, one row at a time.
+      std::vector<std::size_t> row(k.size() + 1);
+      for (std::size_t j = 0; j <= k.size(); ++j) row[j] = j;
+      for (std::size_t i = 1; i <= typed.size(); ++i) {
+        std::size_t diag = row[0];
+        row[0] = i;
+        for (std::size_t j = 1; j <= k.size(); ++j) {
+          const std::size_t up = row[j];
+          row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (typed[i - 1] == k[j - 1] ? 0 : 1)});
+          diag = up;
+        }
+      }
+      if (row[k.size()] < best_d) {
+        best_d = row[k.size()];
+        best = std::string(k);
+      }
+    }
+    return best;
   }
 
   [[nodiscard]] const toml::node* get(std::string_view k) const { return table.get(k); }

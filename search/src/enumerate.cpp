@@ -70,6 +70,19 @@ Enumeration enumerate_layouts(const model::Model& model, long long world,
   const std::vector<int> one{1};
   const std::vector<int>& eps = model.is_moe() ? space.ep : one;
   const std::vector<int>& etps = model.is_moe() ? space.etp : one;
+  // Bounded before anything is drawn: every candidate is checked one by one.
+  const double candidates = static_cast<double>(space.tp.size()) * static_cast<double>(space.cp.size()) *
+                            static_cast<double>(pps.size()) * static_cast<double>(space.vp.size()) *
+                            static_cast<double>(space.mbs.size()) * static_cast<double>(space.recompute.size()) *
+                            static_cast<double>(space.schedule.size()) * static_cast<double>(space.sp.size()) *
+                            static_cast<double>(space.dp_replicate.size()) * static_cast<double>(space.ac_freq.size()) *
+                            static_cast<double>(eps.size()) * static_cast<double>(etps.size());
+  if (candidates > kMaxCandidates) {
+    throw UserError(SourceLocation{}, "[search]",
+                    "the lists span " + std::to_string(static_cast<long long>(candidates)) +
+                        " candidates (the product of their lengths), more than " +
+                        std::to_string(static_cast<long long>(kMaxCandidates)) + ": shorten them");
+  }
 
   // sp values: as listed where tp > 1 (duplicates removed, order kept), sp = false at tp = 1.
   std::vector<bool> sp_multi;

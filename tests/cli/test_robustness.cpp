@@ -11,6 +11,7 @@
 #include <atomic>
 #include <filesystem>
 #include <fstream>
+#include <initializer_list>
 #include <sstream>
 #include <string>
 
@@ -230,6 +231,74 @@ TEST_CASE("robustness: a failed command leaves no output file behind") {
   for (const auto& e : fs::directory_iterator(scratch())) {
     CHECK(e.path().extension() != ".tmp");
   }
+}
+
+/// One line on stderr, exit 1, nothing on stdout, and every piece of `parts` in the line.
+void check_refused(const Run& r, std::initializer_list<std::string> parts) {
+  CAPTURE(r.err);
+  CHECK(r.code == 1);
+  CHECK(r.out.empty());
+  CHECK(count_lines(r.err) == 1);
+  for (const auto& p : parts) CHECK(r.err.find(p) != std::string::npos);
+}
+
+TEST_CASE("bad input: an input that never ends (/dev/zero) is read to the limit and refused") {
+  check_refused(tetrasim("memory /dev/zero"), {"/dev/zero", "larger than 64 MiB"});
+  check_refused(tetrasim("validate /dev/zero"), {"/dev/zero", "larger than 64 MiB"});
+  const fs::path good = write("zero_fit.toml", scenario_with("", ""));
+  check_refused(tetrasim("simulate '" + good.string() + "' --fit /dev/zero"), {"/dev/zero", "larger than 64 MiB"});
+}
+
+TEST_CASE("bad input: an output path that is an input of the command is refused and the input kept") {
+  const fs::path sc = write("self.toml", scenario_with("", ""));
+  const std::string before = slurp(sc);
+  check_refused(tetrasim("simulate '" + sc.string() + "' --trace '" + sc.string() + "'"),
+                {sc.string(), "is an input of this command"});
+  check_refused(tetrasim("simulate '" + sc.string() + "' --html '" + sc.string() + "'"), {"is an input of this command"});
+  CHECK(slurp(sc) == before);
+  // Two outputs on one path.
+  const fs::path twice = scratch() / "twice.out";
+  check_refused(tetrasim("simulate '" + sc.string() + "' --trace '" + twice.string() + "' --html '" + twice.string() + "'"),
+                {"named for two outputs"});
+  CHECK_FALSE(fs::exists(twice));
+}
+
+TEST_CASE("bad input: the outputs of a command are written together, or none of them") {
+  const fs::path sc = write("together.toml", scenario_with("", ""));
+  const fs::path csv = scratch() / "together.csv";
+  fs::remove(csv);
+  const fs::path nowhere = scratch() / "no_such_folder" / "page.html";
+  const Run r = tetrasim("search '" + sc.string() + "' --csv '" + csv.string() + "' --html '" + nowhere.string() + "'");
+  check_refused(r, {nowhere.string(), "cannot write: No such file or directory"});
+  CHECK_FALSE(fs::exists(csv));  // the CSV waited for the page, which failed
+  for (const auto& e : fs::directory_iterator(scratch())) {
+    CHECK(e.path().filename().string().find(".together.csv.") == std::string::npos);  // no temporary left
+  }
+}
+
+TEST_CASE("bad input: --threads outside 0..4096, an mfu above 1, empty fit and profile files") {
+  const fs::path sc = write("threads.toml", scenario_with("", ""));
+  check_refused(tetrasim("search '" + sc.string() + "' --threads 1000000000"), {"--threads", "0 (all cores) to 4096"});
+  const std::string head = "id,source,model,cluster,n_gpus,tp,cp,pp,vp,mbs,gbs,seq_len,sp,recompute,metric,value\n";
+  const fs::path mfu = write("mfu.csv", head + "r1,test,llama3.1-8b,dgx-h100,8,1,1,1,1,1,64,4096,0,none,mfu,55\n");
+  check_refused(tetrasim("validate '" + mfu.string() + "'"), {mfu.string() + ":2", "mfu is a fraction of the peak"});
+  const fs::path empty = write("empty_fit.toml", "");
+  check_refused(tetrasim("simulate '" + sc.string() + "' --fit '" + empty.string() + "'"), {"empty: a fitted file holds"});
+  const fs::path profile = write("empty.profile.toml", "");
+  const fs::path with_profile =
+      write("with_profile.toml", scenario_with("nodes = 1", "nodes = 1\nprofile = \"empty.profile.toml\""));
+  check_refused(tetrasim("simulate '" + with_profile.string() + "'"), {"empty.profile.toml", "empty: a profile holds"});
+}
+
+TEST_CASE("bad input: a mistyped key gets a suggestion; a search space too large to enumerate is refused") {
+  const fs::path typo = write("typo.toml", scenario_with("seq_len = 4096", "seq_len = 4096\ntp_comm_overlapp = true"));
+  check_refused(tetrasim("memory '" + typo.string() + "'"), {"tp_comm_overlapp", "did you mean tp_comm_overlap?"});
+  std::string sixty;
+  for (int i = 1; i <= 60; ++i) sixty += (i > 1 ? ", " : "") + std::to_string(i);
+  const fs::path big = write("big_space.toml", scenario_with("[layout]\ntp = 2\npp = 2\nmbs = 1\n", "") +
+                                                   "[search]\ntp = [" + sixty + "]\ncp = [" + sixty + "]\npp = [" +
+                                                   sixty + "]\nmbs = [" + sixty + "]\n");
+  check_refused(tetrasim("search '" + big.string() + "'"), {big.string(), "[search]", "more than 10000000"});
 }
 
 TEST_CASE("determinism: JSON output is byte-identical across runs") {

@@ -262,7 +262,7 @@ TEST_CASE("errors carry file:line:col and the key") {
   }
   SUBCASE("unknown key, with the known keys listed") {
     const std::string e = error_of([] { (void)load(kBase + "tpp = 2\n"); });
-    CHECK(e.rfind("t.toml:16:1: [layout].tpp: unknown key (known keys: tp, cp, pp", 0) == 0);
+    CHECK(e.rfind("t.toml:16:1: [layout].tpp: unknown key (did you mean tp? known keys: tp, cp, pp", 0) == 0);
   }
   SUBCASE("unknown key in a sub-table") {
     std::string text = kBase;

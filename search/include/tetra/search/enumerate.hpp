@@ -31,6 +31,10 @@ using parallel::uneven_chunk_split;
 /// the layer count and every power of two an uneven first / last split serves (ascending).
 [[nodiscard]] std::vector<int> pp_values(const SearchSpace& space, int layers);
 
+/// The most candidates a search space may span (the product of its list lengths): refused
+/// above, before any is drawn.
+inline constexpr double kMaxCandidates = 1e7;
+
 /// Outcome of the enumeration.
 struct Enumeration {
   std::vector<parallel::Layout> valid;       ///< candidates that pass every layout rule, in
