@@ -7,6 +7,7 @@
 #include <optional>
 #include <string>
 
+#include "tetra/base/error.hpp"
 #include "tetra/costmodel/collective.hpp"
 #include "tetra/costmodel/compute.hpp"
 #include "tetra/parallel/execution.hpp"
@@ -65,6 +66,44 @@ ChunkCost chunk_cost(const LayerTimes& layer, const LayerTimes& embedding, const
 
 }  // namespace
 
+namespace {
+
+/// The longest one op may take: simulated time is int64 picoseconds (about 106 days), and a
+/// step holds many ops times many micro-batches.
+constexpr double kMaxOpSeconds = 1e4;
+
+/// `seconds`, or a UserError when one op alone would take longer than kMaxOpSeconds.
+double checked_op_seconds(const ops::Op& op, double seconds) {
+  if (!(seconds <= kMaxOpSeconds)) {
+    throw UserError(SourceLocation{}, "",
+                    std::string("one ") + op.name + " would take " + std::to_string(static_cast<long long>(seconds)) +
+                        " s (more than 10^4 s): the run is too large to simulate (shorter sequences or more "
+                        "parallelism)");
+  }
+  return seconds;
+}
+
+/// The busiest GPU of a step may work at most this long in the simulated replay (at most
+/// kMaxSimulatedMicroBatches micro-batches; longer steps are extrapolated from it).
+constexpr double kMaxReplaySeconds = 1e6;
+
+/// Refuses a spec whose replay would run a GPU longer than kMaxReplaySeconds.
+void check_replay_length(const StepSpec& spec) {
+  const double m = std::min(spec.m, kMaxSimulatedMicroBatches);
+  for (const StageSpec& st : spec.stages) {
+    double busy = st.optimizer.seconds();
+    for (const ChunkCost& c : st.chunks) busy += m * (c.forward.seconds() + c.backward.seconds());
+    if (busy > kMaxReplaySeconds) {
+      throw UserError(SourceLocation{}, "",
+                      "one step would keep a GPU busy for more than 10^6 s (" + std::to_string(static_cast<long long>(busy)) +
+                          " s in " + std::to_string(static_cast<int>(m)) +
+                          " micro-batches): the run is too large to simulate");
+    }
+  }
+}
+
+}  // namespace
+
 OpPricer Simulator::pricer(const SimInput& in) {
   // Communication prices of this run by op shape: comm_op_seconds reads only (kind, coll,
   // dim, group, bytes, and a dispatch's routing, whose experts are the model's), and the DP
@@ -75,14 +114,14 @@ OpPricer Simulator::pricer(const SimInput& in) {
   const costmodel::CommParams* cm = in.comm;
   const parallel::Layout* layout = &in.layout;
   return [this, cp, cm, layout](const ops::Op& op) {
-    if (op.is_compute()) return costmodel::op_seconds(op, *cp);
+    if (op.is_compute()) return checked_op_seconds(op, costmodel::op_seconds(op, *cp));
     for (const auto& c : comm_memo_) {
       if (c.kind == op.kind && c.coll == op.coll && c.dim == op.dim && c.group == op.group &&
           c.route_topk == op.route_topk && c.route_backend == op.route_backend && c.bytes == op.bytes) {
         return c.seconds;
       }
     }
-    const double s = costmodel::comm_op_seconds(op, *layout, *cm);
+    const double s = checked_op_seconds(op, costmodel::comm_op_seconds(op, *layout, *cm));
     comm_memo_.push_back({op.kind, op.coll, op.dim, op.group, op.route_topk, op.route_backend, op.bytes, s});
     return s;
   };
@@ -480,6 +519,7 @@ Result Simulator::run(const SimInput& in, const SimOptions& options) {
   const OpPricer price = pricer(in);
   price_layers(in, options, price);
   build_spec(in, options, price);
+  check_replay_length(spec_);
   const int p = p_;
   const int v = v_;
   const int m = spec_.m;

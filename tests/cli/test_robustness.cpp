@@ -163,6 +163,22 @@ TEST_CASE("robustness: a step too large to simulate is refused at once, never ha
   const Run r = tetrasim("simulate '" + q.string() + "' --json");
   CAPTURE(r.err);
   CHECK(r.code == 0);
+  // Inside every key's bounds but too long for int64 picoseconds: one op of a 10^8-token
+  // sequence, or a replay of 10^6 s, is refused with one line, never an internal error.
+  const fs::path seq = write("seq.toml", scenario_with("seq_len = 4096", "seq_len = 100000000"));
+  const Run s = tetrasim("simulate '" + seq.string() + "'");
+  CAPTURE(s.err);
+  CHECK(s.code == 1);
+  CHECK(count_lines(s.err) == 1);
+  CHECK(s.err.find("too large to simulate") != std::string::npos);
+  CHECK(s.err.find("internal error") == std::string::npos);
+  std::string long_text = scenario_with("seq_len = 4096", "seq_len = 2000000");
+  long_text.replace(long_text.find("global_batch = 32"), 17, "global_batch = 100000");
+  const fs::path long_step = write("long.toml", long_text);
+  const Run l = tetrasim("simulate '" + long_step.string() + "'");
+  CAPTURE(l.err);
+  CHECK(l.code == 1);
+  CHECK(l.err.find("too large to simulate") != std::string::npos);
 }
 
 TEST_CASE("robustness: --layout with absurd values names --layout and the key") {
