@@ -143,7 +143,9 @@ std::string ranked_table(const scenarios::Scenario& sc, const search::SearchResu
                     std::to_string(l.dp), std::to_string(l.vp), std::to_string(l.mbs),
                     l.sp ? "on" : "off", to_string(l.recompute),
                     to_string(l.schedule), fixed(r.step_time_s, 3), interval_text(band, r.step_time_s),
-                    fixed(r.tokens_per_s / 1e6, 3), fixed(r.tflops_per_gpu, 0),
+                    fixed(r.tokens_per_s / 1e6, 3),
+                    fixed(r.tokens_per_s / static_cast<double>(std::max<long long>(1, sc.cluster.total_gpus())), 0),
+                    fixed(r.tflops_per_gpu, 0),
                     fixed(r.mfu * 100.0, 1), fixed(std::max(0.0, r.bubble_fraction) * 100.0, 1),
                     fixed(gib(r.peak_bytes), 1)});
     std::string rc = to_string(l.recompute);
@@ -165,7 +167,7 @@ std::string ranked_table(const scenarios::Scenario& sc, const search::SearchResu
     }
   }
   std::vector<std::string> header{"rank", "tp", "cp", "pp", "dp", "vp", "mbs", "sp", "recompute",
-                                  "schedule", "step s", "step band", "Mtok/s", "TFLOP/s", "MFU %", "bubble %",
+                                  "schedule", "step s", "step band", "Mtok/s", "tok/s/GPU", "TFLOP/s", "MFU %", "bubble %",
                                   "peak GiB"};
   if (by_grads) header.insert(header.begin() + 10, "grads");
   if (by_compile) header.insert(header.begin() + 10, "compile");
@@ -274,7 +276,11 @@ int run_search(const SearchArgs& args) {
     std::cout << "no layout fits the memory budget\n";
     return verdict.exit_code;
   }
-  std::cout << ranked_table(sc, res, shown, band);
+  std::cout << ranked_table(sc, res, shown, band)
+            << "\nMFU       model FLOPs per second (Megatron-LM's count: no recomputation, causal attention at half) "
+               "over the GPU's dense "
+               "BF16 peak, "
+            << fixed(sc.cluster.gpu.bf16_peak_flops / 1e12, 0) << " TFLOP/s\n";
   return 0;
 }
 
