@@ -96,6 +96,26 @@ constexpr Row kFa2H100[] = {
     {64, true, {141, 192, 232, 257, 273, 284}},
     {128, true, {163, 221, 265, 294, 308, 328}},
 };
+/// FlashAttention (v1) and the Triton FlashAttention, fwd+bwd, from the same two figures [FA2]
+/// (bars "FlashAttention" and "FlashAttention Triton"; the H100 figure has no Triton bars).
+constexpr Row kFa1A100[] = {
+    {64, false, {91, 92, 104, 108, 110, 110}},
+    {128, false, {76, 72, 76, 80, 82, 83}},
+    {64, true, {58, 70, 77, 87, 92, 97}},
+    {128, true, {55, 62, 69, 76, 80, 83}},
+};
+constexpr Row kTritonA100[] = {
+    {64, false, {90, 102, 98, 98, 100, 100}},
+    {128, false, {78, 85, 90, 93, 95, 95}},
+    {64, true, {59, 75, 79, 76, 79, 80}},
+    {128, true, {50, 61, 68, 74, 78, 80}},
+};
+constexpr Row kFa1H100[] = {
+    {64, false, {157, 159, 161, 161, 166, 168}},
+    {128, false, {127, 127, 128, 131, 137, 139}},
+    {64, true, {104, 123, 136, 138, 149, 156}},
+    {128, true, {98, 109, 108, 126, 135, 137}},
+};
 /// FA3 forward, H100-SXM5-80GB [FA3].
 constexpr Row kFa3H100[] = {
     {64, false, {333, 392, 460, 476, 496, 497}},
@@ -224,10 +244,13 @@ std::vector<AttentionRate> published_attention_rates(const hw::Gpu& gpu) {
   switch (gpu_family(gpu)) {
     case GpuFamily::a100:
       append(out, kFa2A100, AttentionKernel::flash2, AttentionRatePass::fwd_bwd);
+      append(out, kFa1A100, AttentionKernel::flash1, AttentionRatePass::fwd_bwd);
+      append(out, kTritonA100, AttentionKernel::triton, AttentionRatePass::fwd_bwd);
       break;
     case GpuFamily::h100:
     case GpuFamily::h200:  // same GH100 compute; H100 tables [assumed]
       append(out, kFa2H100, AttentionKernel::flash2, AttentionRatePass::fwd_bwd);
+      append(out, kFa1H100, AttentionKernel::flash1, AttentionRatePass::fwd_bwd);
       append(out, kFa3H100, AttentionKernel::flash3, AttentionRatePass::fwd);
       for (auto& r : out) r.flops *= hopper_sustained_share(gpu_family(gpu));
       break;

@@ -230,9 +230,23 @@ double attention_rate_flops(const ops::AttentionShape& a, bool backward,
                            a.causal, seq);
     }
     case AttentionKernel::flash1:
-      // FlashAttention-2 is "around 2x" faster than FlashAttention (arXiv 2307.08691 abstract).
+    case AttentionKernel::triton: {
+      // The published bars of FlashAttention (v1) and of the Triton FlashAttention (FA2 README
+      // figures, A100 and H100). Hopper has no Triton bars: there it runs at FlashAttention's
+      // rate [assumed; on the A100 the two are within 0.8-1.2x of each other at every length].
+      if (a.kernel == AttentionKernel::triton) {
+        const double own = table_rate_hd(rates, AttentionKernel::triton, AttentionRatePass::fwd_bwd,
+                                         a.head_dim, a.causal, seq);
+        if (own > 0) return own;
+      }
+      const double v1 = table_rate_hd(rates, AttentionKernel::flash1, AttentionRatePass::fwd_bwd, a.head_dim,
+                                      a.causal, seq);
+      if (v1 > 0) return v1;
+      // No published bars for this GPU: FlashAttention-2 is "around 2x" faster than
+      // FlashAttention (arXiv 2307.08691 abstract).
       return 0.5 * table_rate_hd(rates, AttentionKernel::flash2, AttentionRatePass::fwd_bwd,
                                  a.head_dim, a.causal, seq);
+    }
     case AttentionKernel::fused:
     case AttentionKernel::torch:
       return 0;  // priced as GEMMs

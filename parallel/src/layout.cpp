@@ -22,13 +22,14 @@ constexpr EnumNames<Schedule, 5> kSchedule = {{
     {Schedule::interleaved, "interleaved"},
     {Schedule::zb_h1, "zb-h1"},
     {Schedule::layered, "layered"}}};
-constexpr EnumNames<AttentionKernel, 6> kAttention = {{
+constexpr EnumNames<AttentionKernel, 7> kAttention = {{
     {AttentionKernel::flash2, "flash2"},
     {AttentionKernel::flash3, "flash3"},
     {AttentionKernel::flash1, "flash1"},
     {AttentionKernel::cudnn, "cudnn"},
     {AttentionKernel::fused, "fused"},
-    {AttentionKernel::torch, "torch"}}};
+    {AttentionKernel::torch, "torch"},
+    {AttentionKernel::triton, "triton"}}};
 constexpr EnumNames<Precision, 3> kPrecision = {{
     {Precision::bf16, "bf16"}, {Precision::fp16, "fp16"}, {Precision::fp32, "fp32"}}};
 constexpr EnumNames<Framework, 3> kFramework = {{

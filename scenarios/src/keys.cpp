@@ -78,7 +78,7 @@ constexpr std::array kKeys = std::to_array<KeyInfo>({
     {"training", "precision", "name", "bf16", "bf16, fp16, fp32, fp8", "weights and activations; fp8 = bf16 with FP8 linears (delayed scaling unless fp8_recipe says)", ""},
     {"training", "grad_dtype", "name", "fp32", "bf16, fp16, fp32", "dtype gradients are accumulated and reduced in", "Megatron-Core `grad_reduce_in_fp32`"},
     {"training", "optimizer", "name", "adam", "adam", "the optimizer", ""},
-    {"training", "attention", "name", "flash2", "flash2, flash3, flash1, cudnn, fused, torch", "the attention kernel", "FlashAttention; Transformer Engine `FusedAttention` = cudnn"},
+    {"training", "attention", "name", "flash2", "flash2, flash3, flash1, cudnn, fused, torch, triton", "the attention kernel (triton: the Triton FlashAttention of MPT / llm-foundry `attn_impl: triton`)", "FlashAttention; Transformer Engine `FusedAttention` = cudnn"},
     {"training", "framework", "name", "megatron", "megatron, deepspeed, fsdp", "the training stack: Megatron-Core, DeepSpeed, PyTorch FSDP (torchtitan, Composer)", ""},
     {"training", "fp8_recipe", "name", "delayed", "delayed, current, blockwise, mxfp8, nvfp4, tensorwise, rowwise", "FP8 / FP4 scaling recipe; needs precision = \"fp8\" (tensorwise, rowwise: torchao Float8)", "Transformer Engine recipes; torchao float8"},
     {"training", "fp8_param_gather", "boolean", "false", "", "weights are gathered in FP8 with no BF16 copy", "Megatron-Core `fp8_param_gather`"},

@@ -210,7 +210,8 @@ inline constexpr std::initializer_list<parallel::Schedule> kSchedule{
     parallel::Schedule::zb_h1, parallel::Schedule::layered};
 inline constexpr std::initializer_list<parallel::AttentionKernel> kAttention{
     parallel::AttentionKernel::flash2, parallel::AttentionKernel::flash3, parallel::AttentionKernel::flash1,
-    parallel::AttentionKernel::cudnn, parallel::AttentionKernel::fused, parallel::AttentionKernel::torch};
+    parallel::AttentionKernel::cudnn, parallel::AttentionKernel::fused, parallel::AttentionKernel::torch,
+    parallel::AttentionKernel::triton};
 inline constexpr std::initializer_list<parallel::Precision> kPrecision{
     parallel::Precision::bf16, parallel::Precision::fp16, parallel::Precision::fp32};
 inline constexpr std::initializer_list<parallel::Fp8Recipe> kFp8Recipe{

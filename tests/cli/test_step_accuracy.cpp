@@ -169,10 +169,36 @@ TEST_SUITE("cli") {
     CHECK(h.n + skipped_steps == 401);
     CHECK(s.n == 19);
     // Achieved today (see the header comment); a regression beyond these fails.
-    CHECK(h.mape <= 0.15);  // 14.0 % (median 13.3 %)
+    CHECK(h.mape <= 0.145);  // 13.7 % (median 12.8 %)
     CHECK(s.mape <= 0.095);  // 8.8 % (median 8.8 %); the target is 10 %
-    CHECK(h.spearman >= 0.84);  // 0.855
+    CHECK(h.spearman >= 0.84);  // 0.853
     CHECK(s.spearman >= 0.95);  // 1.000
+  }
+
+  TEST_CASE("validate llm_foundry.csv: MAPE <= 15 % and every GPU class <= 18 %") {
+    // MPT on PyTorch FSDP (Composer), 125M to 70B, A100 40 / 80 GB and H100, zero-shot; the
+    // Triton FlashAttention rows at its published rate. Today 9.0 %: A100 40GB 4.9 %, A100 80GB
+    // 8.7 %, H100 13.4 %.
+    const auto j = validate("llm_foundry.csv");
+    double sum = 0;
+    std::map<std::string, std::pair<int, double>> by_gpu;
+    for (const auto& r : j["per_row"]) {
+      const std::string id = r["id"].get<std::string>();
+      const double ape = r["ape"].get<double>();
+      sum += ape;
+      const std::string gpu = id.find("a100-40gb") != std::string::npos   ? "a100-40gb"
+                              : id.find("a100-80gb") != std::string::npos ? "a100-80gb"
+                                                                          : "h100";
+      by_gpu[gpu].first += 1;
+      by_gpu[gpu].second += ape;
+    }
+    REQUIRE(j["per_row"].size() == 216);
+    CHECK(sum / 216.0 <= 0.10);
+    CHECK(by_gpu.size() == 3);
+    for (const auto& [gpu, acc] : by_gpu) {
+      CAPTURE(gpu);
+      CHECK(acc.second / acc.first <= 0.15);
+    }
   }
 
   TEST_CASE("validate step_time_s: target MAPE <= 10 % on hagemann2023.csv (not met yet)" *

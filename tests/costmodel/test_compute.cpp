@@ -157,6 +157,32 @@ TEST_SUITE("costmodel") {
     CHECK(attention_rate_flops(a, false, pa) == approx(182e12));
   }
 
+  TEST_CASE("FlashAttention (v1) and the Triton FlashAttention at their published fwd+bwd bars") {
+    // Dao-AILab/flash-attention assets/flash2_a100_fwd_bwd_benchmark.png, panel (d) causal
+    // head dim 128: at 4k "FlashAttention" 76, "FlashAttention Triton" 74, FlashAttention-2 173.
+    const ComputeParams pa = builtin_params("dgx-a100-80gb");
+    ops::AttentionShape a{parallel::AttentionKernel::triton, true, 1, 4096, 4096, 32, 8, 128};
+    CHECK(attention_rate_flops(a, false, pa) == approx(74e12));
+    a.kernel = parallel::AttentionKernel::flash1;
+    CHECK(attention_rate_flops(a, false, pa) == approx(76e12));
+    // Panel (a), non-causal head dim 64 at 16k: Triton 100 (FlashAttention-2 176).
+    a.kernel = parallel::AttentionKernel::triton;
+    a.causal = false;
+    a.head_dim = 64;
+    a.seq_q = a.seq_kv = 16384;
+    CHECK(attention_rate_flops(a, false, pa) == approx(100e12));
+    // H100 (flash2_h100_fwd_bwd_benchmark.png) has FlashAttention bars but no Triton ones: the
+    // Triton kernel runs at FlashAttention's, panel (d) causal hd 128 at 4k: 126, at the
+    // sustained share 0.981962.
+    const ComputeParams p = builtin_params("dgx-h100");
+    a.causal = true;
+    a.head_dim = 128;
+    a.seq_q = a.seq_kv = 4096;
+    CHECK(attention_rate_flops(a, false, p) == approx(126e12 * 1377.3 / 1402.6));
+    a.kernel = parallel::AttentionKernel::flash1;
+    CHECK(attention_rate_flops(a, false, p) == approx(126e12 * 1377.3 / 1402.6));
+  }
+
   TEST_CASE("Unfused attention is priced as GEMMs over the full s^2") {
     const ComputeParams p = builtin_params("dgx-h100");
     ops::AttentionShape a{parallel::AttentionKernel::torch, true, 1, 4096, 4096, 32, 8, 128};

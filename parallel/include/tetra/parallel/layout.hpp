@@ -26,7 +26,9 @@ enum class Recompute { none, selective, full, selective_op, selective_layer };
 enum class Schedule { gpipe, one_f_one_b, interleaved, zb_h1, layered };
 /// Attention kernels: FlashAttention 2 / 3 / 1, cuDNN's fused attention (Transformer Engine's
 /// FusedAttention, PyTorch's cuDNN SDPA), Megatron's fused softmax (unfused GEMMs), plain PyTorch.
-enum class AttentionKernel { flash2, flash3, flash1, cudnn, fused, torch };
+/// The core-attention kernel. triton: the Triton FlashAttention that MPT / llm-foundry run
+/// under `attn_impl: triton` (`llmfoundry/models/layers/flash_attn_triton.py`).
+enum class AttentionKernel { flash2, flash3, flash1, cudnn, fused, torch, triton };
 enum class Precision { bf16, fp16, fp32 };
 enum class Framework { megatron, deepspeed, fsdp };
 enum class Optimizer { adam };
