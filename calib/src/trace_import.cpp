@@ -821,19 +821,9 @@ TraceImport import_trace_text(std::string_view raw, const std::string& origin, c
 }
 
 TraceImport import_trace(const std::string& path, const TraceImportOptions& options) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) fail(path, "cannot open the trace file");
-  note_input(path);
   // Read at most the limit plus one byte: the file's size is never trusted (a pipe or a
   // growing file has none).
-  std::string data;
-  char buf[1 << 16];
-  while (in) {
-    in.read(buf, sizeof buf);
-    data.append(buf, static_cast<std::size_t>(in.gcount()));
-    if (data.size() > options.max_bytes) fail(path, "the trace is larger than " + mib(options.max_bytes) + ", the import limit");
-  }
-  if (in.bad()) fail(path, "cannot read the trace file");
+  const std::string data = read_input_file(path, options.max_bytes);
   return import_trace_text(data, path, options);
 }
 

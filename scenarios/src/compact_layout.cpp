@@ -103,19 +103,20 @@ std::optional<CompactLayoutKeys> expand_compact_layout(std::string_view text) {
       number("vp", "vp");
     } else if (t.rfind("ep", 0) == 0) {
       number("ep", "ep");
-    } else if (t.rfind("pp", 0) == 0) {
-      const Sized s = sized(t, t.substr(2), '/');
-      if (s.n < 0) refuse(t, "expected pp<stages> or pp<stages>(<first>/<last>)");
-      layout.push_back("pp=" + std::to_string(s.n));
-      if (s.a >= 0) {
+    } else if (t.rfind("pp", 0) == 0 || t.rfind("dp", 0) == 0) {
+      // pp<stages>(<first>/<last>) or dp<ranks>(<shard>x<replicas>).
+      const bool pp = t[0] == 'p';
+      const Sized s = sized(t, t.substr(2), pp ? '/' : 'x');
+      if (s.n < 0) {
+        refuse(t, pp ? "expected pp<stages> or pp<stages>(<first>/<last>)"
+                     : "expected dp<ranks> or dp<ranks>(<shard>x<replicas>)");
+      }
+      layout.push_back(std::string(pp ? "pp=" : "dp=") + std::to_string(s.n));
+      if (pp && s.a >= 0) {
         layout.push_back("first_stage_layers=" + std::to_string(s.a));
         layout.push_back("last_stage_layers=" + std::to_string(s.b));
       }
-    } else if (t.rfind("dp", 0) == 0) {
-      const Sized s = sized(t, t.substr(2), 'x');
-      if (s.n < 0) refuse(t, "expected dp<ranks> or dp<ranks>(<shard>x<replicas>)");
-      layout.push_back("dp=" + std::to_string(s.n));
-      if (s.b >= 0) layout.push_back("dp_replicate=" + std::to_string(s.b));
+      if (!pp && s.b >= 0) layout.push_back("dp_replicate=" + std::to_string(s.b));
     } else if (t == "no-sp") {
       no_sp = true;
     } else if (t == "compiled") {
