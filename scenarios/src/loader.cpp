@@ -64,7 +64,6 @@ namespace {
 
 }  // namespace
 
-std::string read_text_file(const std::string& path) { return read_input_file(path); }
 
 
 
@@ -82,7 +81,7 @@ toml::table parse_toml_text(std::string_view text, const std::string& origin) {
 }
 
 toml::table parse_toml_file(const std::string& path) {
-  return parse_toml_text(read_text_file(path), path);
+  return parse_toml_text(read_input_file(path), path);
 }
 
 toml::table parse_key_values(std::string_view text, char separator, const Doc& doc) {

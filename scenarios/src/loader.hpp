@@ -43,10 +43,6 @@ struct Doc {
 /// UserError naming `[name]`.
 [[nodiscard]] const toml::table* table_or_fail(const Doc& doc, const toml::table& root, std::string_view name);
 
-/// Reads a whole text file; a missing file, a folder or an unreadable file is a UserError
-/// naming the path.
-[[nodiscard]] std::string read_text_file(const std::string& path);
-
 /// The text of data/error_bands.toml at build time (error_bands_data.cpp.in, configured by CMake).
 [[nodiscard]] std::string_view builtin_error_bands_text() noexcept;
 
@@ -117,6 +113,12 @@ struct PlanTable {
 /// Reads a calibration profile and fits it when it has no [fit] table (docs/calibration.md);
 /// `cluster_sms` when the profile does not say. Errors name the profile file.
 [[nodiscard]] costmodel::Profile load_profile_file(const std::string& path, int cluster_sms);
+
+/// Why `profile` must not be applied to cluster `c`: it was measured on another GPU model and
+/// [cluster].profile_any_gpu is not set (names neither side knows are let through); nothing
+/// when it may.
+[[nodiscard]] std::optional<std::string> profile_gpu_mismatch(const costmodel::Profile& profile,
+                                                              const hw::Cluster& c);
 
 /// Checks rank_order: a permutation of tp, cp, dp, pp joined by '-'. Empty when fine,
 /// otherwise what is wrong.

@@ -1,3 +1,4 @@
+#include "tetra/base/text_file.hpp"
 #include "tetra/scenarios/measurements.hpp"
 
 #include "tetra/parallel/flops.hpp"
@@ -500,7 +501,7 @@ std::vector<MeasurementRow> read_measurements_text(std::string_view text, const 
 }
 
 std::vector<MeasurementRow> read_measurements(const std::string& csv_path) {
-  return read_measurements_text(detail::read_text_file(csv_path), csv_path);
+  return read_measurements_text(read_input_file(csv_path), csv_path);
 }
 
 }  // namespace tetra::scenarios

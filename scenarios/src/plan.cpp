@@ -1,5 +1,6 @@
 // Plan scenarios: [plan] and its candidates over the tables `search` reads (plan.hpp).
 
+#include "tetra/base/text_file.hpp"
 #include "tetra/scenarios/plan.hpp"
 
 #include <algorithm>
@@ -130,6 +131,9 @@ PlanScenario load_plan_scenario_text(std::string_view toml_text, const std::stri
     std::optional<costmodel::Profile> profile;
     if (!e.cluster.profile_path.empty()) {
       profile = detail::load_profile_file(e.cluster.profile_path, e.cluster.gpu.sms);
+      if (const auto bad = detail::profile_gpu_mismatch(*profile, e.cluster)) {
+        throw UserError(e.cluster_at, e.cluster_key, e.name + ": profile " + *bad);
+      }
       sc.input_files.push_back(e.cluster.profile_path);
     }
     for (std::size_t k = 0; k < e.gpus.size(); ++k) {
@@ -153,7 +157,7 @@ PlanScenario load_plan_scenario_text(std::string_view toml_text, const std::stri
 }
 
 PlanScenario load_plan_scenario(const std::string& path) {
-  return load_plan_scenario_text(detail::read_text_file(path), path);
+  return load_plan_scenario_text(read_input_file(path), path);
 }
 
 }  // namespace tetra::scenarios

@@ -1,4 +1,5 @@
 // Calibration profile TOML; see profile_io.hpp and docs/calibration.md for the format.
+#include "tetra/base/text_file.hpp"
 #include "tetra/scenarios/profile_io.hpp"
 
 #include <algorithm>
@@ -466,7 +467,7 @@ costmodel::Profile parse_profile(std::string_view text, const std::string& origi
 }
 
 costmodel::Profile read_profile(const std::string& path) {
-  return parse_profile(detail::read_text_file(path), path);
+  return parse_profile(read_input_file(path), path);
 }
 
 std::string format_profile(const costmodel::Profile& p) {
@@ -547,7 +548,7 @@ fit::FitSummary parse_fitted(std::string_view text, const std::string& origin) {
   return load_fitted(doc, root);
 }
 
-fit::FitSummary read_fitted(const std::string& path) { return parse_fitted(detail::read_text_file(path), path); }
+fit::FitSummary read_fitted(const std::string& path) { return parse_fitted(read_input_file(path), path); }
 
 std::string format_fitted(const fit::FitSummary& f) {
   std::ostringstream os;

@@ -1,3 +1,4 @@
+#include "tetra/base/text_file.hpp"
 #include "tetra/scenarios/scenario.hpp"
 
 #include <algorithm>
@@ -70,25 +71,19 @@ costmodel::Profile load_profile(const Doc& doc, const toml::table& cluster,
     detail::fail(doc, n != nullptr ? n->source() : cluster.source(), "[cluster].profile",
                  "cannot read \"" + path + "\": no such file");
   }
-  costmodel::Profile profile = detail::load_profile_file(path, cluster_sms);
-  return profile;
-}
-
-/// A profile measured on one GPU model applied to a cluster of another: refused at the key
-/// unless [cluster].profile_any_gpu says so (names neither side knows are let through).
-void check_profile_gpu(const Doc& doc, const toml::table& cluster, const costmodel::Profile& profile,
-                       const hw::Cluster& c) {
-  if (c.profile_any_gpu || profile.meta.gpu.empty()) return;
-  const auto measured = calib::find_device(profile.meta.gpu);
-  const auto target = calib::find_device(c.gpu.name, c.gpu.memory_bytes);
-  if (!measured || !target || calib::same_device(measured->key, target->key)) return;
-  const toml::node* n = cluster.get("profile");
-  detail::fail(doc, n != nullptr ? n->source() : cluster.source(), "[cluster].profile",
-               "measured on " + profile.meta.gpu + ", but the cluster's GPU is " + c.gpu.name +
-                   " (set profile_any_gpu = true in [cluster] to apply it anyway)");
+  return detail::load_profile_file(path, cluster_sms);
 }
 
 }  // namespace
+
+std::optional<std::string> detail::profile_gpu_mismatch(const costmodel::Profile& profile, const hw::Cluster& c) {
+  if (c.profile_any_gpu || profile.meta.gpu.empty()) return std::nullopt;
+  const auto measured = calib::find_device(profile.meta.gpu);
+  const auto target = calib::find_device(c.gpu.name, c.gpu.memory_bytes);
+  if (!measured || !target || calib::same_device(measured->key, target->key)) return std::nullopt;
+  return "measured on " + profile.meta.gpu + ", but the cluster's GPU is " + c.gpu.name +
+         " (set profile_any_gpu = true in [cluster] to apply it anyway)";
+}
 
 costmodel::Profile detail::load_profile_file(const std::string& path, int cluster_sms) {
   costmodel::Profile profile = read_profile(path);
@@ -205,14 +200,17 @@ Scenario load_scenario_text(std::string_view toml_text, const std::string& origi
 
   if (!sc.cluster.profile_path.empty()) {
     sc.profile = load_profile(doc, *cluster, sc.cluster.profile_path, sc.cluster.gpu.sms);
-    check_profile_gpu(doc, *cluster, *sc.profile, sc.cluster);
+    if (const auto bad = detail::profile_gpu_mismatch(*sc.profile, sc.cluster)) {
+      const toml::node* n = cluster->get("profile");
+      detail::fail(doc, n != nullptr ? n->source() : cluster->source(), "[cluster].profile", *bad);
+    }
   }
   return sc;
 }
 
 Scenario load_scenario(const std::string& path, std::string_view layout_override,
                        bool require_layout) {
-  return load_scenario_text(detail::read_text_file(path), path, layout_override, require_layout);
+  return load_scenario_text(read_input_file(path), path, layout_override, require_layout);
 }
 
 }  // namespace tetra::scenarios

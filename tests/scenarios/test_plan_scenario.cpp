@@ -143,3 +143,15 @@ gpus = 8
     }
   }
 }
+TEST_CASE("plan: a candidate's profile measured on another GPU model is refused at its cluster") {
+  const std::string err = error_of(R"([plan]
+tokens = 1e9
+[[plan.candidate]]
+cluster_file = "a100_with_h100_profile.cluster.toml"
+gpus = 8
+)");
+  CAPTURE(err);
+  CHECK(err.find("cluster_file") != std::string::npos);
+  CHECK(err.find("profile measured on NVIDIA H100 80GB HBM3, but the cluster's GPU is") != std::string::npos);
+}
+
