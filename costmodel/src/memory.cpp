@@ -472,9 +472,15 @@ LogitsTerms logits_terms(const LayoutTerms& terms) {
     // MLM cross_entropy.py: fp32 softmax of the local shard held until backward (the bf16
     // logits under a compiled or fused loss), plus the LM-head input shard; bf16 logits /
     // logit gradient transient.
-    const double saved = (hab.compiled_loss || hab.fused_loss) ? 2.0 : 4.0;
+    const bool bf16_only = hab.compiled_loss || hab.fused_loss;
+    const double saved = bf16_only ? 2.0 : 4.0;
     l.held = live * (saved * g.s * g.b * terms.vocab / g.t + 2.0 * g.s * g.b * g.h / g.nd);
-    l.transient = 2.0 * g.s * g.b * terms.vocab / g.t;
+    // PyTorch's loss_parallel backward builds `(grad_input + exp(x)) * grad_output` in fp32
+    // beside the saved log-softmax x and the zero-filled NLL gradient: three more fp32
+    // tensors of the shard's size at its peak (the exp and the sum, then the sum and the
+    // product), 12 bytes per element on top of the 4 held.
+    const bool out_of_place = !hab.vocab_parallel_loss_in_place && !bf16_only;
+    l.transient = (out_of_place ? 12.0 : 2.0) * g.s * g.b * terms.vocab / g.t;
   } else {
     // Gathered logits: bf16 full-vocabulary logits (2) and the fp32 log-softmax saved by
     // cross_entropy (4) held; in backward the fp32 NLL gradient (4) and the log-softmax

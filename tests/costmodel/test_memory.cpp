@@ -426,6 +426,37 @@ TEST_SUITE("costmodel") {
     CHECK(tt1.logits_bytes == approx(4.0 * s * V));
   }
 
+  TEST_CASE("memory: PyTorch's loss_parallel backward is out of place, Megatron's in place") {
+    // torch/distributed/tensor/parallel/loss.py `_nll_loss_and_log_softmax_backward` returns
+    // `(grad_input + exp(x)) * grad_output` in fp32 beside the saved log-softmax x and the
+    // zero-filled grad_input: 12 bytes per element of the vocabulary shard on top of the 4
+    // held. Megatron-Core's cross_entropy.py writes the gradient into its saved softmax: the
+    // bf16 logit gradient (2) only. A vocabulary of 2^20 makes the loss the largest working
+    // set: s = 4096, b = 1, t = 8: N = 4096 x 1,048,576 / 8 = 536,870,912 elements.
+    model::Model m = preset_model("llama3.1-8b");
+    m.vocab = 1 << 20;
+    const hw::Cluster c = cluster("dgx-h100");
+    parallel::Training t;
+    t.seq_len = 4096;
+    t.global_batch = 8;
+    parallel::Layout l = simple_layout(8, 1, 8, 1);
+    l.sp = true;
+    l.recompute = parallel::Recompute::full;
+    const double n = 536870912.0;
+    const auto meg = estimate_memory(m, c, t, l).stages.back();
+    CHECK(meg.transient_bytes < 4.0 * n);
+    t.framework = parallel::Framework::fsdp;
+    t.zero_stage = 3;
+    const auto tt = estimate_memory(m, c, t, l).stages.back();
+    // 12 N = 6,442,450,944 B (6.0 GiB).
+    CHECK(tt.transient_bytes == approx(6442450944.0));
+    // A compiled loss keeps the bf16 logits and Inductor's fused backward writes bf16: 2 N.
+    t.torch.compile = true;
+    t.torch.compile_loss = true;
+    const auto compiled = estimate_memory(m, c, t, l).stages.back();
+    CHECK(compiled.transient_bytes < 0.5 * tt.transient_bytes);
+  }
+
   TEST_CASE("memory: simulator in-flight override and buffers") {
     const model::Model m = preset_model("llama3.1-8b");
     const hw::Cluster c = cluster("dgx-h100");

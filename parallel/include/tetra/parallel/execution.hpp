@@ -40,6 +40,11 @@ struct MemoryHabits {
   /// torchtitan's train step drops the bf16 logits before backward (`del pred` in `train.py`
   /// at 9dec370): the loss holds only its fp32 log-softmax.
   bool frees_logits_before_backward = false;
+  /// Megatron-Core's vocab-parallel cross entropy overwrites its saved softmax with the logit
+  /// gradient in backward (`megatron/core/tensor_parallel/cross_entropy.py`); PyTorch's
+  /// `loss_parallel` builds the gradient out of place in fp32
+  /// (`torch/distributed/tensor/parallel/loss.py` `_nll_loss_and_log_softmax_backward`).
+  bool vocab_parallel_loss_in_place = true;
   /// Under torch.compile the block's graph saves what its backward reads (the partitioner of
   /// `torch/_functorch/partitioners.py`), not every output a checkpoint policy marks.
   bool saves_unread_outputs = true;
@@ -153,6 +158,7 @@ struct ExecutionTraits {
   h.fused_swiglu = h.megatron;
   h.fused_norm = tr.fused_rmsnorm;
   h.fused_loss = tr.fused_cross_entropy;
+  h.vocab_parallel_loss_in_place = h.megatron;
   const double moments = 2.0 * bytes_of(tr.adam_moments_dtype);
   if (tr.precision == Precision::fp32) {
     h.optimizer_bytes = moments;  // the weights are the master copy
