@@ -435,6 +435,12 @@ NcclTopology derive_topology(const hw::Cluster& cluster) {
   const double links = std::max(1.0, std::round(cluster.intra.bandwidth_Bps / link_Bps));
   const double per_link = nvlink5 ? 40.1 : t.compute_capability >= 90 ? 20.6 : 20.0;
   t.nvlink_GBps = t.nvlink ? links * per_link : 12.0;
+  // NVIDIA HGX H100 4-GPU and similar boards: the GPUs are linked pairwise, no NVSwitch.
+  const bool mesh = cluster.intra.kind == hw::IntraKind::nvlink_mesh && cluster.gpus_per_node > 2;
+  if (mesh) {
+    t.mesh_gpus = cluster.gpus_per_node;
+    t.nvls = false;
+  }
   t.nic_GBps = cluster.inter.nic_bandwidth_Bps / 1e9;  // speed_Mbps / 8000 [TOPO]
   // A multi-node NVLink domain is one NCCL node with the NICs of all its trays [MNNVL].
   t.gpus_per_node = cluster.nvlink_domain();
@@ -442,6 +448,7 @@ NcclTopology derive_topology(const hw::Cluster& cluster) {
   const GpuFamily fam = gpu_family(g);
   // Pair copy: 88 % of the NVLink line rate (measured on H200 [NVB]; A100 assumed the same).
   t.p2p_intra_Bps = t.nvlink ? 0.88 * cluster.intra.bandwidth_Bps : cluster.intra.bandwidth_Bps;
+  if (mesh) t.p2p_intra_Bps /= cluster.gpus_per_node - 1;  // the links between the pair only
   // NIC effective: ConnectX-7 48.5 of 50 GB/s, ConnectX-6 23.5 of 25 GB/s [SIMAI] (97 / 94 %).
   t.p2p_inter_Bps = cluster.inter.nic_bandwidth_Bps * (t.nic_GBps >= 50 ? 48.5 / 50.0 : 23.5 / 25.0);
   t.p2p_intra_lat_s = cluster.intra.latency_s;

@@ -114,7 +114,7 @@ Speeds speeds_for(int cc, bool inter) {
 
 /// Channels of speed `s` that fit: the intra bandwidth, and across nodes the NICs owned.
 int channels_at(const NcclTopology& t, double s, int ranks_per_node, int nodes) {
-  const double intra_bw = t.nvlink ? t.nvlink_GBps : t.pci_GBps;
+  const double intra_bw = group_nvlink_GBps(t, ranks_per_node);
   // Inside one node every GPU forwards each channel over its links; across nodes the GPU that
   // hands a channel to its NIC does not, so the links carry (ppn − 1)/ppn of the channels.
   const double load = nodes > 1 ? s * (ranks_per_node - 1.0) / std::max(1, ranks_per_node) : s;
@@ -132,10 +132,10 @@ int channels_at(const NcclTopology& t, double s, int ranks_per_node, int nodes) 
 GraphInfo search(const NcclTopology& t, int ranks_per_node, int nodes) {
   const bool inter = nodes > 1;
   const Speeds sp = speeds_for(t.compute_capability, inter);
-  const double total = inter ? std::min(t.nvlink ? t.nvlink_GBps : t.pci_GBps,
+  const double total = inter ? std::min(group_nvlink_GBps(t, ranks_per_node),
                                         t.nic_GBps * std::max(1.0, static_cast<double>(ranks_per_node) *
                                                                        t.nics_per_node / std::max(1, t.gpus_per_node)))
-                             : (t.nvlink ? t.nvlink_GBps : t.pci_GBps);
+                             : group_nvlink_GBps(t, ranks_per_node);
   GraphInfo best;
   for (std::size_t i = 0; i < sp.n; ++i) {
     const double s = sp.v[i];
@@ -161,6 +161,16 @@ GraphInfo search(const NcclTopology& t, int ranks_per_node, int nodes) {
 
 }  // namespace
 
+double group_nvlink_GBps(const NcclTopology& t, int ranks_per_node) noexcept {
+  if (!t.nvlink) return t.pci_GBps;
+  if (t.mesh_gpus < 2) return t.nvlink_GBps;
+  // A ring through k mesh GPUs can use every link among them: the directed links of the
+  // complete graph split into rings with equal shares (Tillson 1980 for most k; fractionally
+  // for all), i.e. the k - 1 of each GPU's mesh_gpus - 1 link bundles that lead to members.
+  const int k = std::clamp(ranks_per_node, 2, t.mesh_gpus);
+  return t.nvlink_GBps * (k - 1) / (t.mesh_gpus - 1);
+}
+
 GraphInfo ring_graph(const NcclTopology& t, int ranks_per_node, int nodes) noexcept {
   GraphInfo g = search(t, ranks_per_node, nodes);
   // Pass 2: raise the speed with the same channel count while it still fits.
@@ -182,7 +192,7 @@ GraphInfo tree_graph(const NcclTopology& t, int ranks_per_node, int nodes) noexc
   if (nodes <= 1) return g;
   // Pass 2 for trees: bwIntra may rise up to 2 x bwInter where NVLink carries it.
   const Speeds sp = speeds_for(t.compute_capability, true);
-  const double intra_bw = t.nvlink ? t.nvlink_GBps : t.pci_GBps;
+  const double intra_bw = group_nvlink_GBps(t, ranks_per_node);
   for (std::size_t i = 0; i < sp.n; ++i) {
     const double s = sp.v[i];
     if (s <= g.bw_intra_GBps) break;

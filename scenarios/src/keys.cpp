@@ -61,7 +61,7 @@ constexpr std::array kKeys = std::to_array<KeyInfo>({
     {"cluster.gpu", "sms", "integer", "the preset's", "1..100000", "streaming multiprocessors (GEMM wave quantization)", "CUDA device query"},
     {"cluster.gpu", "rated_power", "quantity", "the preset's", "> 0", "the board power the rates hold at, e.g. \"700W\"", "the GPU's datasheet"},
     {"cluster.gpu", "power_limit", "quantity", "rated_power", "> 0, at most rated_power", "a lower power cap: tensor-core rates scale by (limit / rating)^0.625 (docs/architecture.md)", "MLPerf Inference v4.1 MaxQ runs"},
-    {"cluster.intra_node", "kind", "name", "the preset's", "nvswitch, nvlink-mesh, pcie", "how the GPUs of a node are joined", ""},
+    {"cluster.intra_node", "kind", "name", "the preset's", "nvswitch, nvlink-mesh, pcie", "how the GPUs of a node are joined; on a mesh each pair has 1/(gpus_per_node - 1) of the bandwidth", "NVIDIA HGX H100 4-GPU"},
     {"cluster.intra_node", "bandwidth", "quantity", "the preset's", "> 0", "per GPU per direction, e.g. \"450GB/s\"", "NVLink datasheets"},
     {"cluster.intra_node", "latency", "quantity", "the preset's", "0..10s", "one hop, e.g. \"1us\"", ""},
     {"cluster.intra_node", "nvls", "boolean", "the preset's", "", "NVLink SHARP in-switch reductions (NCCL NVLS algorithm)", "NCCL `NCCL_NVLS_ENABLE`"},

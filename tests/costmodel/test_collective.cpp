@@ -57,6 +57,30 @@ TEST_SUITE("costmodel") {
     CHECK(ring_graph(a.topo, 8, 4).bw_inter_GBps == approx(24.0));
   }
 
+  TEST_CASE("A 4-GPU NVLink mesh: a group reaches only the links to its own members") {
+    // NVIDIA HGX H100 4-GPU boards (TSUBAME 4.0, JUPITER's 4 x GH200 nodes): the 18 links of a
+    // GPU go 6 to each of its 3 peers, 150 GB/s per direction to a peer (JSC JUPITER
+    // configuration page: "300 GB/s between pairs of GPUs"). NCCL's paths follow those links.
+    hw::Cluster c = cluster("dgx-h100");
+    c.gpus_per_node = 4;
+    c.intra.kind = hw::IntraKind::nvlink_mesh;
+    const CommParams m = make_comm_params(c, builtin_profile(c));
+    CHECK(m.topo.mesh_gpus == 4);
+    CHECK_FALSE(m.topo.nvls);
+    // 370.8 x (k - 1) / 3: a pair 123.6, three GPUs 247.2, all four 370.8.
+    CHECK(group_nvlink_GBps(m.topo, 2) == approx(123.6));
+    CHECK(group_nvlink_GBps(m.topo, 3) == approx(247.2));
+    CHECK(group_nvlink_GBps(m.topo, 4) == approx(370.8));
+    // A pair's ring: 2 channels at 60 (120 <= 123.6; slower speeds fill no more), duplicated
+    // (>= 50) to 4 at 30; pass 2 cannot raise 4 channels to 40 (160 > 123.6): 120 GB/s.
+    CHECK(ring_graph(m.topo, 2, 1).channels == 4);
+    CHECK(ring_graph(m.topo, 2, 1).bw_intra_GBps == approx(30.0));
+    // The same pair on an NVSwitch: the whole 370.8: 12 channels at 30.
+    CHECK(ring_graph(params("dgx-h100").topo, 2, 1).channels == 12);
+    // A pair copy: 88 % of the pair's 150 GB/s = 132 GB/s.
+    CHECK(m.topo.p2p_intra_Bps == approx(0.88 * 450e9 / 3));
+  }
+
   TEST_CASE("NCCL latency / bandwidth formulas by hand (tuning.cc ncclTopoTuneModel)") {
     const CommParams a = params("dgx-a100-80gb");
     const CommParams h = params("dgx-h100");

@@ -53,6 +53,11 @@ struct NcclTopology {
   bool nvls = false;           ///< NVLink SHARP (third-generation NVSwitch)
   bool cpu_amd = false;        ///< llMaxBws row and net overhead (x86 AMD)
   double nvlink_GBps = 370.8;  ///< NCCL's intra-node bandwidth of one GPU (all its links)
+  /// GPUs of a node joined pairwise by NVLink with no switch (0: switched). Each GPU's links
+  /// are split evenly over its peers, so a group of k of the node's GPUs reaches only the
+  /// (k - 1) / (mesh_gpus - 1) of them that lead to its own members (NCCL's paths follow the
+  /// links: `src/graph/paths.cc`), and a pair copy only the links between the pair.
+  int mesh_gpus = 0;
   double pci_GBps = 12.0;      ///< PCI_BW
   double nic_GBps = 50.0;      ///< one NIC
   int nics_per_node = 8;
@@ -89,6 +94,8 @@ struct NcclTopology {
 /// `NCCL_DEBUG=INFO` prints the real values (`Pattern .., nChannels .., bw ../..`); a profile's
 /// measured rows take precedence.
 [[nodiscard]] GraphInfo ring_graph(const NcclTopology& t, int ranks_per_node, int nodes) noexcept;
+/// The intra-node bandwidth a group with `ranks_per_node` ranks on each node can use (NCCL units).
+[[nodiscard]] double group_nvlink_GBps(const NcclTopology& t, int ranks_per_node) noexcept;
 [[nodiscard]] GraphInfo tree_graph(const NcclTopology& t, int ranks_per_node, int nodes) noexcept;
 [[nodiscard]] GraphInfo nvls_graph(const NcclTopology& t, int ranks_per_node, int nodes) noexcept;
 
