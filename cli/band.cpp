@@ -12,9 +12,10 @@ std::string percentile(double q) { return std::to_string(static_cast<int>(std::l
 std::string ordinal(double q) { return percentile(q) + "th"; }
 }  // namespace
 
-costmodel::StepBand band_for(const hw::Gpu& gpu, const fit::FitSummary* fit, const std::string& fit_path) {
-  if (fit != nullptr) return costmodel::fitted_band(fit->band, fit_path, gpu);
-  return costmodel::zero_shot_band(scenarios::builtin_error_bands(), gpu);
+costmodel::StepBand band_for(parallel::Framework framework, const fit::FitSummary* fit,
+                             const std::string& fit_path) {
+  if (fit != nullptr) return costmodel::fitted_band(fit->band, fit_path, framework);
+  return costmodel::zero_shot_band(scenarios::builtin_error_bands(), framework);
 }
 
 nlohmann::json interval_json(const costmodel::StepBand& band, double predicted_s) {
@@ -27,7 +28,7 @@ nlohmann::json band_source_json(const costmodel::StepBand& band) {
   nlohmann::json j;
   const bool ok = band.band.available();
   j["basis"] = band.basis;
-  j["generation"] = band.generation;
+  j["framework"] = band.regime;
   j["rows"] = band.band.rows;
   j["low_quantile"] = band.band.low_quantile;
   j["high_quantile"] = band.band.high_quantile;
@@ -48,8 +49,9 @@ std::string band_basis_text(const costmodel::StepBand& band) {
   const std::string range = ordinal(band.band.low_quantile) + "-" + ordinal(band.band.high_quantile) +
                             " percentile of the signed errors on " + std::to_string(band.band.rows);
   if (band.basis == "fit") return range + " rows, cross-validated on the fitted file's rows";
-  const auto g = costmodel::parse_generation(band.generation);
-  return range + " published " + costmodel::display_name(g.value_or(costmodel::GpuGeneration::other)) + " rows";
+  const auto f = costmodel::parse_regime(band.regime);
+  if (!f) return range + " published rows of every framework";
+  return range + " published " + costmodel::regime_name(*f) + " rows";
 }
 
 std::string interval_text(const costmodel::StepBand& band, double predicted_s, int digits) {

@@ -1,6 +1,6 @@
 #pragma once
 // The error band of predicted step times in command output (simulate, search, plan): which band
-// applies (the GPU generation's zero-shot band, or a fitted file's cross-validated one) and how
+// applies (the framework's zero-shot band, or a fitted file's cross-validated one) and how
 // it is written as JSON and text.
 
 #include <string>
@@ -9,25 +9,25 @@
 
 #include "tetra/costmodel/error_band.hpp"
 #include "tetra/fit/fit.hpp"
-#include "tetra/hw/cluster.hpp"
+#include "tetra/parallel/layout.hpp"
 
 namespace tetra::cli {
 
-/// The band of steps predicted on `gpu`: the fitted file's (`fit` read from `fit_path`) when
-/// one is given, else the built-in zero-shot band of the GPU's generation.
-[[nodiscard]] costmodel::StepBand band_for(const hw::Gpu& gpu, const fit::FitSummary* fit,
+/// The band of steps run by `framework`: the fitted file's (`fit` read from `fit_path`) when
+/// one is given, else the built-in zero-shot band of the framework.
+[[nodiscard]] costmodel::StepBand band_for(parallel::Framework framework, const fit::FitSummary* fit,
                                            const std::string& fit_path);
 
-/// Where a band comes from: basis, generation, rows, quantiles, errors, note (no interval).
+/// Where a band comes from: basis, framework, rows, quantiles, errors, note (no interval).
 [[nodiscard]] nlohmann::json band_source_json(const costmodel::StepBand& band);
 /// {"low", "high"} in seconds around `predicted_s` (null without a band).
 [[nodiscard]] nlohmann::json interval_json(const costmodel::StepBand& band, double predicted_s);
-/// {"low", "high", "basis", "generation", "rows", "low_quantile", "high_quantile",
+/// {"low", "high", "basis", "framework", "rows", "low_quantile", "high_quantile",
 /// "low_error", "high_error", "note"}: the interval and where it comes from; null values where
 /// there is no band.
 [[nodiscard]] nlohmann::json band_json(const costmodel::StepBand& band, double predicted_s);
 /// What the band is, in words: "10th-90th percentile of the signed errors on 420 published
-/// Ampere rows" (or the note).
+/// Megatron-Core rows" (or the note).
 [[nodiscard]] std::string band_basis_text(const costmodel::StepBand& band);
 /// "1.21 .. 1.47 s" or "-" without a band.
 [[nodiscard]] std::string interval_text(const costmodel::StepBand& band, double predicted_s, int digits = 3);

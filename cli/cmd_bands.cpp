@@ -1,8 +1,8 @@
 // tetrasim bands [CSV...] [-o FILE] [--check FILE] [--commit REV] [--threads N] [--json]: the
 // zero-shot error bands of predicted step times (costmodel/error_band.hpp). Every step-time row
 // of the measurement files (step_time_s, and tokens/s per GPU and MFU as the step they imply)
-// is predicted; its signed error predicted / measured - 1 goes to the band of its GPU's
-// generation. Each file is also checked against the band built without its rows (leave one
+// is predicted; its signed error predicted / measured - 1 goes to the band of the framework
+// that ran it. Each file is also checked against the band built without its rows (leave one
 // file out). -o writes the bands file the build embeds (make error-bands); --check fails when
 // a committed one differs from what the files give now.
 
@@ -44,7 +44,7 @@ struct BandsArgs {
 struct RowError {
   std::size_t file = 0;  ///< index into the files
   std::string id;
-  costmodel::GpuGeneration generation = costmodel::GpuGeneration::other;
+  parallel::Framework framework = parallel::Framework::megatron;
   double measured_s = 0;
   double predicted_s = 0;
   double error = 0;      ///< signed_error(predicted_s, measured_s)
@@ -99,7 +99,7 @@ void file_errors(std::size_t file, const std::vector<scenarios::MeasurementRow>&
       excluded.push_back({file, cases[i].id, pred[i].failure});
       continue;
     }
-    out.push_back({file, cases[i].id, costmodel::gpu_generation(sources[i]->cluster.gpu), cases[i].measured_s,
+    out.push_back({file, cases[i].id, sources[i]->training.framework, cases[i].measured_s,
                    pred[i].seconds, costmodel::signed_error(pred[i].seconds, cases[i].measured_s)});
   }
 }
@@ -113,22 +113,27 @@ costmodel::ErrorBand rounded(costmodel::ErrorBand b) {
   return b;
 }
 
-costmodel::GenerationBands compute_bands(const BandsArgs& args, const std::vector<RowError>& errors) {
-  costmodel::GenerationBands b;
+costmodel::RegimeBands compute_bands(const BandsArgs& args, const std::vector<RowError>& errors) {
+  costmodel::RegimeBands b;
   b.command = "tetrasim bands";
   for (const auto& f : args.csvs) b.command += " " + f;
   b.commit = args.commit;
   b.sources = args.csvs;
-  std::map<costmodel::GpuGeneration, std::vector<double>> by_gen;
-  for (const auto& e : errors) by_gen[e.generation].push_back(e.error);
+  std::map<parallel::Framework, std::vector<double>> by_gen;
+  for (const auto& e : errors) by_gen[e.framework].push_back(e.error);
   for (const auto& [g, list] : by_gen) b.entries.push_back({g, rounded(costmodel::band_of_errors(list))});
+  std::vector<double> every;
+  for (const auto& e : errors) every.push_back(e.error);
+  b.pooled = rounded(costmodel::band_of_errors(every));
   for (std::size_t f = 0; f < args.csvs.size(); ++f) {
     for (const auto& [g, all] : by_gen) {
       (void)all;
       std::vector<double> others;
+      std::vector<double> all_others;
       std::vector<const RowError*> mine;
       for (const auto& e : errors) {
-        if (e.generation != g) continue;
+        if (e.file != f) all_others.push_back(e.error);
+        if (e.framework != g) continue;
         if (e.file == f) {
           mine.push_back(&e);
         } else {
@@ -138,9 +143,14 @@ costmodel::GenerationBands compute_bands(const BandsArgs& args, const std::vecto
       if (mine.empty()) continue;
       costmodel::BandCoverage c;
       c.file = args.csvs[f];
-      c.generation = g;
+      c.framework = g;
       c.rows = mine.size();
       c.band = rounded(costmodel::band_of_errors(others));
+      if (!c.band.available()) {
+        // As zero_shot_band: a framework with too few rows gets the pooled band.
+        c.pooled = true;
+        c.band = rounded(costmodel::band_of_errors(all_others));
+      }
       if (c.band.available()) {
         for (const RowError* e : mine) {
           const costmodel::StepInterval iv = costmodel::band_interval(c.band, e->predicted_s);
@@ -165,7 +175,7 @@ int run_bands(const BandsArgs& given) {
   std::string committed;
   if (!args.check.empty()) {
     committed = read_input_file(args.check);
-    const costmodel::GenerationBands recorded = scenarios::parse_error_bands(committed, args.check);
+    const costmodel::RegimeBands recorded = scenarios::parse_error_bands(committed, args.check);
     // The check regenerates exactly what the file records: its sources and its commit.
     if (args.csvs.empty()) args.csvs = recorded.sources;
     args.commit = recorded.commit;
@@ -179,7 +189,7 @@ int run_bands(const BandsArgs& given) {
     for (const auto& r : rows) step_rows += is_step_metric(r.metric) ? 1 : 0;
     file_errors(f, rows, args.threads, errors, excluded);
   }
-  const costmodel::GenerationBands bands = compute_bands(args, errors);
+  const costmodel::RegimeBands bands = compute_bands(args, errors);
   const std::string text = scenarios::format_error_bands(bands);
   if (!args.check.empty() && text != committed) {
     throw UserError(SourceLocation{args.check}, "",
@@ -196,17 +206,22 @@ int run_bands(const BandsArgs& given) {
     j["min_rows"] = costmodel::kMinBandRows;
     nlohmann::json gens = nlohmann::json::object();
     for (const auto& e : bands.entries) {
-      gens[costmodel::to_string(e.generation)] = {
+      gens[costmodel::regime_key(e.framework)] = {
           {"rows", e.band.rows},
           {"low_error", e.band.available() ? nlohmann::json(e.band.low_error) : nlohmann::json(nullptr)},
           {"high_error", e.band.available() ? nlohmann::json(e.band.high_error) : nlohmann::json(nullptr)}};
     }
-    j["generations"] = std::move(gens);
+    gens["all"] = {
+        {"rows", bands.pooled.rows},
+        {"low_error", bands.pooled.available() ? nlohmann::json(bands.pooled.low_error) : nlohmann::json(nullptr)},
+        {"high_error", bands.pooled.available() ? nlohmann::json(bands.pooled.high_error) : nlohmann::json(nullptr)}};
+    j["frameworks"] = std::move(gens);
     nlohmann::json cov = nlohmann::json::array();
     for (const auto& c : bands.coverage) {
       const bool ok = c.band.available();
       cov.push_back({{"file", c.file},
-                     {"generation", costmodel::to_string(c.generation)},
+                     {"framework", costmodel::regime_key(c.framework)},
+                     {"pooled", c.pooled},
                      {"rows", c.rows},
                      {"band_rows", c.band.rows},
                      {"low_error", ok ? nlohmann::json(c.band.low_error) : nlohmann::json(nullptr)},
@@ -223,7 +238,7 @@ int run_bands(const BandsArgs& given) {
     for (const auto& e : errors) {
       per.push_back({{"file", args.csvs[e.file]},
                      {"id", e.id},
-                     {"generation", costmodel::to_string(e.generation)},
+                     {"framework", costmodel::regime_key(e.framework)},
                      {"measured_s", round_to(e.measured_s, 6)},
                      {"predicted_s", round_to(e.predicted_s, 6)},
                      {"error", round_error(e.error)}});
@@ -245,20 +260,32 @@ int run_bands(const BandsArgs& given) {
   std::cout << '\n';
   std::vector<std::vector<std::string>> rows;
   for (const auto& e : bands.entries) {
-    rows.push_back({costmodel::display_name(e.generation), std::to_string(e.band.rows),
+    rows.push_back({costmodel::regime_name(e.framework), std::to_string(e.band.rows),
                     e.band.available() ? band_cell(e.band)
                                        : "too few rows (a band needs " + std::to_string(costmodel::kMinBandRows) + ")"});
   }
-  std::cout << format_table({"generation", "rows", "signed error band"}, rows);
+  rows.push_back({"all (pooled)", std::to_string(bands.pooled.rows), band_cell(bands.pooled)});
+  std::cout << format_table({"framework", "rows", "signed error band"}, rows);
   std::cout << "\nleave one file out: each file against the band of the other files' rows\n";
   rows.clear();
   for (const auto& c : bands.coverage) {
-    rows.push_back({c.file, costmodel::display_name(c.generation), std::to_string(c.rows), std::to_string(c.band.rows),
+    rows.push_back({c.file, std::string(costmodel::regime_name(c.framework)) + (c.pooled ? " (pooled)" : ""),
+                    std::to_string(c.rows), std::to_string(c.band.rows),
                     band_cell(c.band),
                     c.band.available() ? std::to_string(c.inside) + " (" + percent(static_cast<double>(c.inside) / c.rows) + ")"
                                        : std::string("no band")});
   }
-  std::cout << format_table({"file", "generation", "rows", "band rows", "band", "inside"}, rows);
+  std::cout << format_table({"file", "framework", "rows", "band rows", "band", "inside"}, rows);
+  std::size_t pooled_rows = 0;
+  std::size_t pooled_inside = 0;
+  for (const auto& c : bands.coverage) {
+    pooled_rows += c.rows;
+    pooled_inside += c.inside;
+  }
+  if (pooled_rows > 0) {
+    std::cout << "pooled    " << pooled_inside << " of " << pooled_rows << " rows inside ("
+              << percent(static_cast<double>(pooled_inside) / pooled_rows) << ")\n";
+  }
   if (!args.out.empty()) std::cout << "\nwritten   " << args.out << '\n';
   if (!args.check.empty()) std::cout << "\nchecked   " << args.check << " is up to date\n";
   return 0;

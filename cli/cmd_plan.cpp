@@ -369,7 +369,7 @@ std::string apply_fit(const std::string& path, scenarios::PlanScenario& sc) {
   for (plan::Candidate& c : sc.candidates) {
     if (f.cluster.empty() || f.cluster == c.cluster.name) {
       c.factors = f.factors;
-      c.band = costmodel::fitted_band(f.band, path, c.cluster.gpu);
+      c.band = costmodel::fitted_band(f.band, path, sc.training.framework);
       ++n;
     }
   }
@@ -393,7 +393,7 @@ int run_plan(const PlanArgs& args) {
   std::optional<std::pair<int, int>> shard;
   if (!args.shard.empty()) shard = parse_shard(args.shard);  // checked by the option's validator
   scenarios::PlanScenario sc = scenarios::load_plan_scenario(args.scenario);
-  for (plan::Candidate& c : sc.candidates) c.band = band_for(c.cluster.gpu, nullptr, "");
+  for (plan::Candidate& c : sc.candidates) c.band = band_for(sc.training.framework, nullptr, "");
   const std::string fit_line = args.fit.empty() ? "" : apply_fit(args.fit, sc);
 
   plan::PlanInput in;

@@ -199,7 +199,7 @@ int run_search(const SearchArgs& args) {
     fitted = scenarios::read_fitted(args.fit);
     in.factors = fitted->factors;
   }
-  const costmodel::StepBand band = band_for(sc.cluster.gpu, fitted ? &*fitted : nullptr, args.fit);
+  const costmodel::StepBand band = band_for(sc.training.framework, fitted ? &*fitted : nullptr, args.fit);
   search::SearchOptions options;
   options.threads = args.threads;
   const bool tty = isatty(STDERR_FILENO) != 0;

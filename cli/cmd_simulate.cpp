@@ -103,7 +103,7 @@ int run_simulate(const SimulateArgs& args) {
   options.memory_fraction = sc.search.memory_fraction;
   sim::Simulator simulator;
   const sim::Result r = simulator.run(in, options);
-  const costmodel::StepBand band = band_for(sc.cluster.gpu, fitted ? &*fitted : nullptr, args.fit);
+  const costmodel::StepBand band = band_for(sc.training.framework, fitted ? &*fitted : nullptr, args.fit);
   const nlohmann::json j = simulate_json(sc, r, band);
   std::vector<OutputFile> outputs;  // written together, or none of them
   if (!args.trace.empty()) outputs.push_back({args.trace, simulator.chrome_trace()});

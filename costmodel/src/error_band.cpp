@@ -1,61 +1,30 @@
 #include "tetra/costmodel/error_band.hpp"
 
 #include <algorithm>
-#include <array>
 #include <cmath>
 
-#include "tetra/costmodel/builtin_profiles.hpp"
 
 namespace tetra::costmodel {
 
 namespace {
-constexpr std::array<GpuGeneration, 4> kGenerations{GpuGeneration::ampere, GpuGeneration::hopper,
-                                                    GpuGeneration::blackwell, GpuGeneration::other};
-
 std::string too_few(std::size_t rows, const std::string& what) {
   return "too few " + what + " (" + std::to_string(rows) + ", a band needs " + std::to_string(kMinBandRows) + ")";
 }
 }  // namespace
 
-GpuGeneration gpu_generation(const hw::Gpu& gpu) noexcept {
-  switch (gpu_family(gpu)) {
-    case GpuFamily::a100: return GpuGeneration::ampere;
-    case GpuFamily::h100:
-    case GpuFamily::h200: return GpuGeneration::hopper;
-    case GpuFamily::b200:
-    case GpuFamily::b300:
-    case GpuFamily::gb200:
-    case GpuFamily::gb300: return GpuGeneration::blackwell;
-    case GpuFamily::other: break;
+const char* regime_key(parallel::Framework f) noexcept { return parallel::to_string(f); }
+
+const char* regime_name(parallel::Framework f) noexcept {
+  switch (f) {
+    case parallel::Framework::megatron: return "Megatron-Core";
+    case parallel::Framework::deepspeed: return "DeepSpeed";
+    case parallel::Framework::fsdp: return "PyTorch FSDP";
   }
-  return GpuGeneration::other;
+  return "Megatron-Core";
 }
 
-const char* to_string(GpuGeneration g) noexcept {
-  switch (g) {
-    case GpuGeneration::ampere: return "ampere";
-    case GpuGeneration::hopper: return "hopper";
-    case GpuGeneration::blackwell: return "blackwell";
-    case GpuGeneration::other: return "other";
-  }
-  return "other";
-}
-
-const char* display_name(GpuGeneration g) noexcept {
-  switch (g) {
-    case GpuGeneration::ampere: return "Ampere";
-    case GpuGeneration::hopper: return "Hopper";
-    case GpuGeneration::blackwell: return "Blackwell";
-    case GpuGeneration::other: return "other GPUs";
-  }
-  return "other GPUs";
-}
-
-std::optional<GpuGeneration> parse_generation(std::string_view name) noexcept {
-  for (GpuGeneration g : kGenerations) {
-    if (name == to_string(g)) return g;
-  }
-  return std::nullopt;
+std::optional<parallel::Framework> parse_regime(std::string_view name) noexcept {
+  return parallel::parse_framework(name);
 }
 
 double signed_error(double predicted_s, double measured_s) noexcept { return predicted_s / measured_s - 1.0; }
@@ -82,9 +51,9 @@ StepInterval band_interval(const ErrorBand& band, double predicted_s) noexcept {
   return {predicted_s / (1.0 + band.high_error), predicted_s / (1.0 + band.low_error)};
 }
 
-ErrorBand GenerationBands::find(GpuGeneration g) const noexcept {
+ErrorBand RegimeBands::find(parallel::Framework f) const noexcept {
   for (const Entry& e : entries) {
-    if (e.generation == g) return e.band;
+    if (e.framework == f) return e.band;
   }
   return {};
 }
@@ -94,20 +63,24 @@ std::optional<StepInterval> StepBand::interval(double predicted_s) const noexcep
   return band_interval(band, predicted_s);
 }
 
-StepBand zero_shot_band(const GenerationBands& bands, const hw::Gpu& gpu) {
-  const GpuGeneration g = gpu_generation(gpu);
+StepBand zero_shot_band(const RegimeBands& bands, parallel::Framework framework) {
   StepBand out;
   out.basis = "zero-shot";
-  out.generation = to_string(g);
-  out.band = bands.find(g);
-  if (!out.band.available()) out.note = too_few(out.band.rows, std::string("published rows for ") + display_name(g));
+  out.regime = regime_key(framework);
+  out.band = bands.find(framework);
+  if (!out.band.available() && bands.pooled.available()) {
+    out.regime = "all";
+    out.band = bands.pooled;
+  }
+  if (!out.band.available()) out.note = too_few(out.band.rows, std::string("published rows for ") + regime_name(framework));
   return out;
 }
 
-StepBand fitted_band(const std::optional<ErrorBand>& band, const std::string& fit_file, const hw::Gpu& gpu) {
+StepBand fitted_band(const std::optional<ErrorBand>& band, const std::string& fit_file,
+                     parallel::Framework framework) {
   StepBand out;
   out.basis = "fit";
-  out.generation = to_string(gpu_generation(gpu));
+  out.regime = regime_key(framework);
   if (!band) {
     out.note = fit_file + " has no [band] table (fitted before bands were recorded; fit again)";
     return out;

@@ -574,7 +574,7 @@ std::string format_fitted(const fit::FitSummary& f) {
   return os.str();
 }
 
-costmodel::GenerationBands parse_error_bands(std::string_view text, const std::string& origin) {
+costmodel::RegimeBands parse_error_bands(std::string_view text, const std::string& origin) {
   const toml::table root = detail::parse_toml_text(text, origin);
   const Doc doc{origin, {}, 0, false, ""};
   for (const auto& [k, node] : root) {
@@ -583,7 +583,7 @@ costmodel::GenerationBands parse_error_bands(std::string_view text, const std::s
       fail(doc, k.source(), std::string(k.str()), "unknown table (expected provenance, band, coverage)");
     }
   }
-  costmodel::GenerationBands out;
+  costmodel::RegimeBands out;
   if (const toml::table* t = detail::table_or_fail(doc, root, "provenance")) {
     const Section s{doc, "[provenance]", *t};
     check_keys(s, {"command", "commit", "sources"});
@@ -598,21 +598,26 @@ costmodel::GenerationBands parse_error_bands(std::string_view text, const std::s
       }
     }
   }
-  auto generation = [&](const toml::key& k, const std::string& key) {
-    const auto g = costmodel::parse_generation(k.str());
-    if (!g) fail(doc, k.source(), key, "unknown GPU generation (expected ampere, hopper, blackwell, other)");
-    return *g;
+  auto regime = [&](const toml::key& k, const std::string& key) {
+    const auto f = costmodel::parse_regime(k.str());
+    if (!f) fail(doc, k.source(), key, "unknown framework (expected megatron, deepspeed, fsdp, all)");
+    return *f;
   };
   if (const toml::table* bands = detail::table_or_fail(doc, root, "band")) {
     for (const auto& [k, node] : *bands) {
       const std::string name = "[band." + std::string(k.str()) + "]";
-      const costmodel::GpuGeneration g = generation(k, name);
       const toml::table* t = node.as_table();
+      if (k.str() == "all") {
+        if (t == nullptr) fail(doc, node.source(), name, "expected a table");
+        out.pooled = load_band(Section{doc, name, *t}, {});
+        continue;
+      }
+      const parallel::Framework g = regime(k, name);
       if (t == nullptr) fail(doc, node.source(), name, "expected a table");
       out.entries.push_back({g, load_band(Section{doc, name, *t}, {})});
     }
     std::stable_sort(out.entries.begin(), out.entries.end(),
-                     [](const auto& a, const auto& b) { return a.generation < b.generation; });
+                     [](const auto& a, const auto& b) { return a.framework < b.framework; });
   }
   if (const toml::node* cov = root.get("coverage")) {
     const toml::array* arr = cov->as_array();
@@ -623,13 +628,17 @@ costmodel::GenerationBands parse_error_bands(std::string_view text, const std::s
       const toml::table* t = n.as_table();
       if (t == nullptr) fail(doc, n.source(), name, "expected a table");
       const Section s{doc, name, *t};
-      check_keys(s, {"file", "generation", "rows", "band_rows", "inside", "low_error", "high_error"});
+      check_keys(s, {"file", "framework", "pooled", "rows", "band_rows", "inside", "low_error", "high_error"});
       costmodel::BandCoverage c;
       c.file = get_string(s, "file", true);
-      const std::string gen = get_string(s, "generation", true);
-      const auto g = costmodel::parse_generation(gen);
-      if (!g) fail(doc, t->get("generation")->source(), s.key("generation"), "unknown GPU generation");
-      c.generation = *g;
+      const std::string fw = get_string(s, "framework", true);
+      const auto g = costmodel::parse_regime(fw);
+      if (!g) fail(doc, t->get("framework")->source(), s.key("framework"), "unknown framework (expected megatron, deepspeed, fsdp)");
+      c.framework = *g;
+      if (const toml::node* p = t->get("pooled")) {
+        if (!p->is_boolean()) fail(doc, p->source(), s.key("pooled"), "expected true or false");
+        c.pooled = p->as_boolean()->get();
+      }
       c.rows = static_cast<std::size_t>(get_int(s, "rows", true, 0, false));
       c.band.rows = static_cast<std::size_t>(get_int(s, "band_rows", true, 0, false));
       c.inside = static_cast<std::size_t>(get_int(s, "inside", true, 0, false));
@@ -644,9 +653,9 @@ costmodel::GenerationBands parse_error_bands(std::string_view text, const std::s
   return out;
 }
 
-std::string format_error_bands(const costmodel::GenerationBands& b) {
+std::string format_error_bands(const costmodel::RegimeBands& b) {
   std::ostringstream os;
-  os << "# Error bands of predicted step times (docs/accuracy.md, \"Error bands\"): per GPU generation, the "
+  os << "# Error bands of predicted step times (docs/accuracy.md, \"Error bands\"): per framework, the "
      << num(costmodel::kBandLowQuantile) << " and " << num(costmodel::kBandHighQuantile) << "\n"
      << "# quantiles of the signed errors (predicted / measured - 1) of the published step-time rows\n"
      << "# the model predicts to fit. Written by `make error-bands`; a test regenerates it and fails\n"
@@ -655,20 +664,22 @@ std::string format_error_bands(const costmodel::GenerationBands& b) {
   for (std::size_t i = 0; i < b.sources.size(); ++i) os << (i == 0 ? "" : ", ") << quoted(b.sources[i]);
   os << "]\n";
   for (const auto& e : b.entries) {
-    os << "\n[band." << costmodel::to_string(e.generation) << "]\n" << format_band(e.band);
+    os << "\n[band." << costmodel::regime_key(e.framework) << "]\n" << format_band(e.band);
   }
+  if (b.pooled.rows > 0) os << "\n[band.all]\n" << format_band(b.pooled);
   os << "\n# Leave one file out: each file's rows against the band of the other files' rows of the\n"
-        "# same generation; `inside` of `rows` measured steps lie in it.\n";
+        "# same framework; `inside` of `rows` measured steps lie in it.\n";
   for (const auto& c : b.coverage) {
-    os << "\n[[coverage]]\nfile = " << quoted(c.file) << "\ngeneration = " << quoted(costmodel::to_string(c.generation))
+    os << "\n[[coverage]]\nfile = " << quoted(c.file) << "\nframework = " << quoted(costmodel::regime_key(c.framework))
+       << (c.pooled ? "\npooled = true" : "")
        << "\nrows = " << c.rows << "\nband_rows = " << c.band.rows << "\ninside = " << c.inside << "\n";
     if (c.band.available()) os << "low_error = " << num(c.band.low_error) << "\nhigh_error = " << num(c.band.high_error) << "\n";
   }
   return os.str();
 }
 
-const costmodel::GenerationBands& builtin_error_bands() {
-  static const costmodel::GenerationBands bands =
+const costmodel::RegimeBands& builtin_error_bands() {
+  static const costmodel::RegimeBands bands =
       parse_error_bands(detail::builtin_error_bands_text(), "data/error_bands.toml (built in)");
   return bands;
 }

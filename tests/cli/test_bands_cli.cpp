@@ -46,7 +46,7 @@ TEST_SUITE("cli") {
     REQUIRE(j["excluded"].size() == 3);
     CHECK(j["excluded"][0]["reason"] == "predicted out of memory");
     CHECK(j["excluded"][2]["id"] == "hag23-13b2k32sp-131876-tp3");
-    const auto& amp = j["generations"]["ampere"];
+    const auto& amp = j["frameworks"]["deepspeed"];  // Hagemann et al. ran a DeepSpeed-style trainer
     CHECK(amp["rows"] == 14);
     CHECK(amp["low_error"].get<double>() < amp["high_error"].get<double>());
     for (const auto& row : j["per_row"]) {
@@ -60,7 +60,7 @@ TEST_SUITE("cli") {
 
     const std::string text = slurp(out);
     CHECK(text.find("commit = \"test\"") != std::string::npos);
-    CHECK(text.find("[band.ampere]\nrows = 14\n") != std::string::npos);
+    CHECK(text.find("[band.deepspeed]\nrows = 14\n") != std::string::npos);
     const Run ok = tetrasim("bands --check '" + out.string() + "'");
     CAPTURE(ok.err);
     CHECK(ok.code == 0);
@@ -77,13 +77,13 @@ TEST_SUITE("cli") {
           std::string::npos);
   }
 
-  TEST_CASE("simulate: the zero-shot band of the GPU's generation, in JSON and text") {
+  TEST_CASE("simulate: the zero-shot band of the run's framework, in JSON and text") {
     const Run r = tetrasim("simulate scenarios/default.toml --json");
     REQUIRE(r.code == 0);
     const auto j = nlohmann::json::parse(r.out);
     const auto& b = j["step_time_band_s"];
     CHECK(b["basis"] == "zero-shot");
-    CHECK(b["generation"] == "hopper");
+    CHECK(b["framework"] == "megatron");
     CHECK(b["rows"].get<int>() >= 10);
     const double step = j["step_time_s"].get<double>();
     CHECK(b["low"].get<double>() == approx(step / (1 + b["high_error"].get<double>())).epsilon(1e-5));
@@ -91,14 +91,14 @@ TEST_SUITE("cli") {
     const Run t = tetrasim("simulate scenarios/default.toml");
     REQUIRE(t.code == 0);
     CHECK(t.out.find("step time band") != std::string::npos);
-    CHECK(t.out.find("published Hopper rows") != std::string::npos);
+    CHECK(t.out.find("published Megatron-Core rows") != std::string::npos);
   }
 
   TEST_CASE("search: every ranked layout carries its band") {
     const Run r = tetrasim("search scenarios/default.toml --top 3 --json");
     REQUIRE(r.code == 0);
     const auto j = nlohmann::json::parse(r.out);
-    CHECK(j["step_time_band"]["generation"] == "hopper");
+    CHECK(j["step_time_band"]["framework"] == "megatron");
     REQUIRE(j["layouts"].size() == 3);
     for (const auto& l : j["layouts"]) {
       CHECK(l["step_time_band_s"]["low"].get<double>() < l["step_time_band_s"]["high"].get<double>());

@@ -1,24 +1,16 @@
 // Error bands of predicted step times (costmodel/error_band.hpp): quantiles, the interval
-// around a prediction, the GPU generation of each GPU, and the notes when there is no band.
+// around a prediction, the regime (framework) of each band, and the notes when there is no band.
 #include <doctest/doctest.h>
 #include "support/approx.hpp"
 
 #include <vector>
 
 #include "tetra/costmodel/error_band.hpp"
-#include "tetra/hw/presets.hpp"
+#include <string>
 
 using tetra::test::approx;
 using namespace tetra;
 using namespace tetra::costmodel;
-
-namespace {
-hw::Gpu gpu(const char* preset) {
-  auto g = hw::find_gpu_preset(preset);
-  REQUIRE(g);
-  return *g;
-}
-}  // namespace
 
 TEST_SUITE("costmodel") {
   TEST_CASE("error band: quantiles interpolate between order statistics (type 7)") {
@@ -59,49 +51,37 @@ TEST_SUITE("costmodel") {
     CHECK(iv.high_s == approx(12.5).epsilon(1e-12));
   }
 
-  TEST_CASE("error band: GPU generations") {
-    CHECK(gpu_generation(gpu("a100-sxm-40gb")) == GpuGeneration::ampere);
-    CHECK(gpu_generation(gpu("a100-sxm-80gb")) == GpuGeneration::ampere);
-    CHECK(gpu_generation(gpu("h100-sxm-80gb")) == GpuGeneration::hopper);
-    CHECK(gpu_generation(gpu("h200-sxm-141gb")) == GpuGeneration::hopper);
-    CHECK(gpu_generation(gpu("b200")) == GpuGeneration::blackwell);
-    CHECK(gpu_generation(gpu("gb200")) == GpuGeneration::blackwell);
-    CHECK(gpu_generation(gpu("gb300")) == GpuGeneration::blackwell);
-    hw::Gpu custom;
-    custom.name = "custom";
-    custom.compute_capability = 90;
-    CHECK(gpu_generation(custom) == GpuGeneration::hopper);
-    custom.compute_capability = 75;
-    CHECK(gpu_generation(custom) == GpuGeneration::other);
-    for (GpuGeneration g : {GpuGeneration::ampere, GpuGeneration::hopper, GpuGeneration::blackwell, GpuGeneration::other}) {
-      CHECK(parse_generation(to_string(g)) == g);
+  TEST_CASE("error band: one regime per framework, named for sentences and parsed back") {
+    for (parallel::Framework f : {parallel::Framework::megatron, parallel::Framework::deepspeed, parallel::Framework::fsdp}) {
+      CHECK(parse_regime(regime_key(f)) == f);
     }
-    CHECK_FALSE(parse_generation("volta"));
+    CHECK(std::string(regime_name(parallel::Framework::fsdp)) == "PyTorch FSDP");
+    CHECK_FALSE(parse_regime("ampere"));
   }
 
-  TEST_CASE("error band: a generation with too few rows says so instead of a band") {
-    GenerationBands bands;
+  TEST_CASE("error band: a framework with too few rows says so instead of a band") {
+    RegimeBands bands;
     ErrorBand ampere;
     ampere.rows = 12;
     ampere.low_error = -0.1;
     ampere.high_error = 0.05;
     ErrorBand blackwell;
     blackwell.rows = 4;
-    bands.entries = {{GpuGeneration::ampere, ampere}, {GpuGeneration::blackwell, blackwell}};
+    bands.entries = {{parallel::Framework::megatron, ampere}, {parallel::Framework::fsdp, blackwell}};
 
-    const StepBand a = zero_shot_band(bands, gpu("a100-sxm-80gb"));
+    const StepBand a = zero_shot_band(bands, parallel::Framework::megatron);
     CHECK(a.basis == "zero-shot");
-    CHECK(a.generation == "ampere");
+    CHECK(a.regime == "megatron");
     CHECK(a.note.empty());
     REQUIRE(a.interval(2.0));
     CHECK(a.interval(2.0)->low_s == approx(2.0 / 1.05).epsilon(1e-12));
     CHECK(a.interval(2.0)->high_s == approx(2.0 / 0.9).epsilon(1e-12));
 
-    const StepBand b = zero_shot_band(bands, gpu("gb200"));
+    const StepBand b = zero_shot_band(bands, parallel::Framework::fsdp);
     CHECK_FALSE(b.interval(2.0));
-    CHECK(b.note == "too few published rows for Blackwell (4, a band needs 10)");
-    const StepBand h = zero_shot_band(bands, gpu("h100-sxm-80gb"));
-    CHECK(h.note == "too few published rows for Hopper (0, a band needs 10)");
+    CHECK(b.note == "too few published rows for PyTorch FSDP (4, a band needs 10)");
+    const StepBand h = zero_shot_band(bands, parallel::Framework::deepspeed);
+    CHECK(h.note == "too few published rows for DeepSpeed (0, a band needs 10)");
   }
 
   TEST_CASE("error band: a fitted file's band, or why there is none") {
@@ -109,15 +89,15 @@ TEST_SUITE("costmodel") {
     b.rows = 16;
     b.low_error = -0.05;
     b.high_error = 0.04;
-    const StepBand f = fitted_band(b, "f.toml", gpu("a100-sxm-80gb"));
+    const StepBand f = fitted_band(b, "f.toml", parallel::Framework::megatron);
     CHECK(f.basis == "fit");
     REQUIRE(f.interval(1.0));
     CHECK(f.interval(1.0)->high_s == approx(1.0 / 0.95).epsilon(1e-12));
-    const StepBand old = fitted_band(std::nullopt, "old.toml", gpu("a100-sxm-80gb"));
+    const StepBand old = fitted_band(std::nullopt, "old.toml", parallel::Framework::megatron);
     CHECK_FALSE(old.interval(1.0));
     CHECK(old.note == "old.toml has no [band] table (fitted before bands were recorded; fit again)");
     b.rows = 6;
-    CHECK(fitted_band(b, "f.toml", gpu("a100-sxm-80gb")).note ==
+    CHECK(fitted_band(b, "f.toml", parallel::Framework::megatron).note ==
           "too few cross-validated rows in f.toml (6, a band needs 10)");
   }
 }

@@ -246,8 +246,8 @@ TEST_SUITE("scenarios") {
           "f.toml:5:13: [band].low_error: a band of fewer than 10 rows has no errors");
   }
 
-  TEST_CASE("error bands file: format then parse, and the built-in one names its sources and generations") {
-    costmodel::GenerationBands b;
+  TEST_CASE("error bands file: format then parse, and the built-in one names its sources and frameworks") {
+    costmodel::RegimeBands b;
     b.command = "tetrasim bands a.csv b.csv";
     b.commit = "abc1234";
     b.sources = {"a.csv", "b.csv"};
@@ -257,36 +257,36 @@ TEST_SUITE("scenarios") {
     amp.high_error = 0.05;
     costmodel::ErrorBand bw;
     bw.rows = 3;
-    b.entries = {{costmodel::GpuGeneration::ampere, amp}, {costmodel::GpuGeneration::blackwell, bw}};
+    b.entries = {{parallel::Framework::megatron, amp}, {parallel::Framework::fsdp, bw}};
     costmodel::BandCoverage c;
     c.file = "a.csv";
-    c.generation = costmodel::GpuGeneration::ampere;
+    c.framework = parallel::Framework::megatron;
     c.rows = 20;
     c.band = amp;
     c.band.rows = 10;
     c.inside = 15;
     b.coverage = {c};
     const std::string text = format_error_bands(b);
-    const costmodel::GenerationBands q = parse_error_bands(text, "bands.toml");
+    const costmodel::RegimeBands q = parse_error_bands(text, "bands.toml");
     CHECK(format_error_bands(q) == text);
     CHECK(q.commit == "abc1234");
     CHECK(q.sources == b.sources);
-    CHECK(q.find(costmodel::GpuGeneration::ampere).high_error == 0.05);
-    CHECK_FALSE(q.find(costmodel::GpuGeneration::blackwell).available());
-    CHECK(q.find(costmodel::GpuGeneration::hopper).rows == 0);
+    CHECK(q.find(parallel::Framework::megatron).high_error == 0.05);
+    CHECK_FALSE(q.find(parallel::Framework::fsdp).available());
+    CHECK(q.find(parallel::Framework::deepspeed).rows == 0);
     REQUIRE(q.coverage.size() == 1);
     CHECK(q.coverage[0].inside == 15);
 
-    CHECK(error_message([] { (void)parse_error_bands("[band.volta]\nrows = 1\n", "e.toml"); }) ==
-          "e.toml:1:7: [band.volta]: unknown GPU generation (expected ampere, hopper, blackwell, other)");
+    CHECK(error_message([] { (void)parse_error_bands("[band.jax]\nrows = 1\n", "e.toml"); }) ==
+          "e.toml:1:7: [band.jax]: unknown framework (expected megatron, deepspeed, fsdp, all)");
     CHECK(error_message([] {
-            (void)parse_error_bands("[[coverage]]\nfile = \"a\"\ngeneration = \"ampere\"\nrows = 2\nband_rows = 0\ninside = 3\n",
+            (void)parse_error_bands("[[coverage]]\nfile = \"a\"\nframework = \"megatron\"\nrows = 2\nband_rows = 0\ninside = 3\n",
                                     "e.toml");
           }) == "e.toml:6:10: [[coverage]] #1.inside: exceeds rows");
 
-    const costmodel::GenerationBands& builtin = builtin_error_bands();
+    const costmodel::RegimeBands& builtin = builtin_error_bands();
     CHECK_FALSE(builtin.sources.empty());
-    CHECK(builtin.find(costmodel::GpuGeneration::ampere).available());
+    CHECK(builtin.find(parallel::Framework::megatron).available());
     CHECK_FALSE(builtin.coverage.empty());
   }
 }

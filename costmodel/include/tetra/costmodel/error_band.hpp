@@ -1,8 +1,8 @@
 #pragma once
 /// The error band of a predicted step time (docs/accuracy.md, "Error bands"): the spread of the signed
 /// errors the model made on published measurements, turned into an interval around a new
-/// prediction. Zero-shot, the errors are those of the published rows of the same GPU
-/// generation (data/error_bands.toml, written by `tetrasim bands`); with fitted factors, the
+/// prediction. Zero-shot, the errors are those of the published rows run by the same framework
+/// (data/error_bands.toml, written by `tetrasim bands`); with fitted factors, the
 /// cross-validated errors of that fit (the fitted file's [band] table).
 
 #include <cstddef>
@@ -11,26 +11,25 @@
 #include <string_view>
 #include <vector>
 
-#include "tetra/hw/cluster.hpp"
+#include "tetra/parallel/layout.hpp"
 
 namespace tetra::costmodel {
 
-/// GPU generations the bands are kept by; the one place GPUs are mapped to them.
-enum class GpuGeneration { ampere, hopper, blackwell, other };
-
-/// Ampere: A100; Hopper: H100, H200; Blackwell: B200, B300, GB200, GB300 (by the GPU family of
-/// builtin_profiles.hpp: preset name, else compute capability); anything else: other.
-[[nodiscard]] GpuGeneration gpu_generation(const hw::Gpu& gpu) noexcept;
-/// "ampere", "hopper", "blackwell", "other" (the keys of the bands file).
-[[nodiscard]] const char* to_string(GpuGeneration g) noexcept;
-/// "Ampere", "Hopper", "Blackwell", "other GPUs" (for sentences).
-[[nodiscard]] const char* display_name(GpuGeneration g) noexcept;
-/// Inverse of to_string; nothing for an unknown name.
-[[nodiscard]] std::optional<GpuGeneration> parse_generation(std::string_view name) noexcept;
+/// The regimes bands are kept by: the framework that runs the step. The model's habits differ
+/// most between frameworks (which kernels run, which buffers are kept, what is fused), and the
+/// published sources of one framework share its errors more than those of one GPU generation:
+/// leaving each file out, 78 % of the rows land in their framework's band against 68 % in their
+/// generation's (`tetrasim bands data/validation/*.csv`, docs/accuracy.md).
+/// "megatron", "deepspeed", "fsdp" (the keys of the bands file: parallel::to_string).
+[[nodiscard]] const char* regime_key(parallel::Framework f) noexcept;
+/// "Megatron-Core", "DeepSpeed", "PyTorch FSDP" (for sentences).
+[[nodiscard]] const char* regime_name(parallel::Framework f) noexcept;
+/// Inverse of regime_key; nothing for an unknown name.
+[[nodiscard]] std::optional<parallel::Framework> parse_regime(std::string_view name) noexcept;
 
 /// The band covers the 10th to the 90th percentile of the signed errors: a nominal 80 %
 /// interval, wide enough to say how far off a prediction usually is and narrow enough that the
-/// few worst rows of a generation do not set it.
+/// few worst rows of a regime do not set it.
 inline constexpr double kBandLowQuantile = 0.10;
 inline constexpr double kBandHighQuantile = 0.90;
 /// Fewest rows a band is computed from: below 10 the 10th and 90th percentiles are the
@@ -75,32 +74,36 @@ struct StepInterval {
 /// (leave one file out): the check that a band means what it says.
 struct BandCoverage {
   std::string file;                    ///< the measurement file, as given
-  GpuGeneration generation = GpuGeneration::other;
-  std::size_t rows = 0;                ///< its rows of that generation with a signed error
-  ErrorBand band;                      ///< from the other files' rows of the generation
+  parallel::Framework framework = parallel::Framework::megatron;
+  std::size_t rows = 0;                ///< its rows of that framework with a signed error
+  ErrorBand band;                      ///< from the other files' rows of the framework
+  /// The other files held too few rows of the framework: `band` is from all their rows, as a
+  /// prediction for a framework with too few published rows gets the pooled band.
+  bool pooled = false;
   std::size_t inside = 0;              ///< rows whose measured step lies in the band (0 without one)
 };
 
-/// The bands of every generation, with where they come from.
-struct GenerationBands {
+/// The bands of every framework, with where they come from.
+struct RegimeBands {
   std::string command;                 ///< the command that wrote them
   std::string commit;                  ///< the tetrasim commit that wrote them
   std::vector<std::string> sources;    ///< the measurement files, as given
   struct Entry {
-    GpuGeneration generation = GpuGeneration::other;
+    parallel::Framework framework = parallel::Framework::megatron;
     ErrorBand band;
   };
-  std::vector<Entry> entries;          ///< in GpuGeneration order, each at most once
-  std::vector<BandCoverage> coverage;  ///< per file and generation, in file order
+  std::vector<Entry> entries;          ///< in Framework order, each at most once
+  ErrorBand pooled;                    ///< every row: the band of a framework with too few rows
+  std::vector<BandCoverage> coverage;  ///< per file and framework, in file order
 
-  /// The band of `g`; rows = 0 when the files held none of its rows.
-  [[nodiscard]] ErrorBand find(GpuGeneration g) const noexcept;
+  /// The band of `f`; rows = 0 when the files held none of its rows.
+  [[nodiscard]] ErrorBand find(parallel::Framework f) const noexcept;
 };
 
 /// The band a prediction carries, as commands report it.
 struct StepBand {
   std::string basis;                   ///< "zero-shot" or "fit"
-  std::string generation;              ///< to_string of the GPU's generation
+  std::string regime;                  ///< regime_key of the run's framework, or "all" (the pooled band)
   ErrorBand band;
   std::string note;                    ///< why there is no band ("too few published rows for ..."), else empty
 
@@ -108,11 +111,12 @@ struct StepBand {
   [[nodiscard]] std::optional<StepInterval> interval(double predicted_s) const noexcept;
 };
 
-/// The zero-shot band of steps predicted on `gpu`: the band of its generation in `bands`.
-[[nodiscard]] StepBand zero_shot_band(const GenerationBands& bands, const hw::Gpu& gpu);
+/// The zero-shot band of steps run by `framework`: its band in `bands`, or the pooled band when
+/// its own rows are too few.
+[[nodiscard]] StepBand zero_shot_band(const RegimeBands& bands, parallel::Framework framework);
 /// The band of steps predicted with fitted factors: their cross-validated errors (`band`), or
 /// a note when the fitted file `fit_file` has none or too few rows.
 [[nodiscard]] StepBand fitted_band(const std::optional<ErrorBand>& band, const std::string& fit_file,
-                                   const hw::Gpu& gpu);
+                                   parallel::Framework framework);
 
 }  // namespace tetra::costmodel

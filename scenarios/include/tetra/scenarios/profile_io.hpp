@@ -43,14 +43,14 @@ namespace tetra::scenarios {
 [[nodiscard]] std::string format_fitted(const fit::FitSummary& fit);
 
 /// Error-band files (data/error_bands.toml, written by `tetrasim bands`): `[provenance]`
-/// (command, commit, sources = [files]), one `[band.GENERATION]` table per generation (rows,
+/// (command, commit, sources = [files]), one `[band.FRAMEWORK]` table per framework and `[band.all]` for every row (rows,
 /// low_quantile, high_quantile and, from costmodel::kMinBandRows rows, low_error and
-/// high_error) and `[[coverage]]` tables (file, generation, rows, band_rows, inside and, when
+/// high_error) and `[[coverage]]` tables (file, framework, pooled, rows, band_rows, inside and, when
 /// the band exists, low_error and high_error). Errors name file:line:col and the key.
-[[nodiscard]] costmodel::GenerationBands parse_error_bands(std::string_view text, const std::string& origin);
+[[nodiscard]] costmodel::RegimeBands parse_error_bands(std::string_view text, const std::string& origin);
 /// The TOML text of error bands (deterministic; parse_error_bands reads it back).
-[[nodiscard]] std::string format_error_bands(const costmodel::GenerationBands& bands);
+[[nodiscard]] std::string format_error_bands(const costmodel::RegimeBands& bands);
 /// The bands of data/error_bands.toml as the build embedded it (parsed once).
-[[nodiscard]] const costmodel::GenerationBands& builtin_error_bands();
+[[nodiscard]] const costmodel::RegimeBands& builtin_error_bands();
 
 }  // namespace tetra::scenarios
