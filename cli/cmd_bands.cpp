@@ -169,6 +169,38 @@ std::string band_cell(const costmodel::ErrorBand& b) {
   return b.available() ? signed_percent(b.low_error) + " .. " + signed_percent(b.high_error) : std::string("-");
 }
 
+/// The bands of each framework and the leave-one-file-out coverage, as tables.
+void print_band_tables(const costmodel::RegimeBands& bands) {
+  std::vector<std::vector<std::string>> rows;
+  for (const auto& e : bands.entries) {
+    rows.push_back({costmodel::regime_name(e.framework), std::to_string(e.band.rows),
+                    e.band.available() ? band_cell(e.band)
+                                       : "too few rows (a band needs " + std::to_string(costmodel::kMinBandRows) + ")"});
+  }
+  rows.push_back({"all (pooled)", std::to_string(bands.pooled.rows), band_cell(bands.pooled)});
+  std::cout << format_table({"framework", "rows", "signed error band"}, rows);
+  std::cout << "\nleave one file out: each file against the band of the other files' rows\n";
+  rows.clear();
+  for (const auto& c : bands.coverage) {
+    rows.push_back({c.file, std::string(costmodel::regime_name(c.framework)) + (c.pooled ? " (pooled)" : ""),
+                    std::to_string(c.rows), std::to_string(c.band.rows),
+                    band_cell(c.band),
+                    c.band.available() ? std::to_string(c.inside) + " (" + percent(static_cast<double>(c.inside) / c.rows) + ")"
+                                       : std::string("no band")});
+  }
+  std::cout << format_table({"file", "framework", "rows", "band rows", "band", "inside"}, rows);
+  std::size_t pooled_rows = 0;
+  std::size_t pooled_inside = 0;
+  for (const auto& c : bands.coverage) {
+    pooled_rows += c.rows;
+    pooled_inside += c.inside;
+  }
+  if (pooled_rows > 0) {
+    std::cout << "pooled    " << pooled_inside << " of " << pooled_rows << " rows inside ("
+              << percent(static_cast<double>(pooled_inside) / pooled_rows) << ")\n";
+  }
+}
+
 int run_bands(const BandsArgs& given) {
   check_threads(given.threads);
   BandsArgs args = given;
@@ -258,34 +290,7 @@ int run_bands(const BandsArgs& given) {
   for (const auto& e : excluded) ++reasons[e.reason];
   for (const auto& [reason, n] : reasons) std::cout << "          " << n << " " << reason << '\n';
   std::cout << '\n';
-  std::vector<std::vector<std::string>> rows;
-  for (const auto& e : bands.entries) {
-    rows.push_back({costmodel::regime_name(e.framework), std::to_string(e.band.rows),
-                    e.band.available() ? band_cell(e.band)
-                                       : "too few rows (a band needs " + std::to_string(costmodel::kMinBandRows) + ")"});
-  }
-  rows.push_back({"all (pooled)", std::to_string(bands.pooled.rows), band_cell(bands.pooled)});
-  std::cout << format_table({"framework", "rows", "signed error band"}, rows);
-  std::cout << "\nleave one file out: each file against the band of the other files' rows\n";
-  rows.clear();
-  for (const auto& c : bands.coverage) {
-    rows.push_back({c.file, std::string(costmodel::regime_name(c.framework)) + (c.pooled ? " (pooled)" : ""),
-                    std::to_string(c.rows), std::to_string(c.band.rows),
-                    band_cell(c.band),
-                    c.band.available() ? std::to_string(c.inside) + " (" + percent(static_cast<double>(c.inside) / c.rows) + ")"
-                                       : std::string("no band")});
-  }
-  std::cout << format_table({"file", "framework", "rows", "band rows", "band", "inside"}, rows);
-  std::size_t pooled_rows = 0;
-  std::size_t pooled_inside = 0;
-  for (const auto& c : bands.coverage) {
-    pooled_rows += c.rows;
-    pooled_inside += c.inside;
-  }
-  if (pooled_rows > 0) {
-    std::cout << "pooled    " << pooled_inside << " of " << pooled_rows << " rows inside ("
-              << percent(static_cast<double>(pooled_inside) / pooled_rows) << ")\n";
-  }
+  print_band_tables(bands);
   if (!args.out.empty()) std::cout << "\nwritten   " << args.out << '\n';
   if (!args.check.empty()) std::cout << "\nchecked   " << args.check << " is up to date\n";
   return 0;
