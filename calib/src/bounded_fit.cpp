@@ -154,25 +154,15 @@ bool same_device(std::string_view a, std::string_view b) noexcept {
   return lower(a) == lower(b);
 }
 
-BoundedFit fit_bounded(const costmodel::Profile& in, const DeviceSpec& dev, const BoundedFitOptions& opt) {
-  BoundedFit out;
-  out.profile = in;
-  auto& p = out.profile;
-  p.gemm.clear();
-  p.attention.clear();
-  p.memory_bound.clear();
-  p.collective.clear();
-  if (p.meta.sms <= 0) p.meta.sms = dev.sms;
-  if (!(p.meta.l2_bytes > 0)) p.meta.l2_bytes = dev.l2_bytes;
+namespace {
+
+/// Memory-bound: rows above the HBM bandwidth are dropped; rows within 2 x L2 unfitted.
+/// Kept rows go to `p`, the fit (HBM bandwidth, launch time, per-kernel lines) to `p.fit`.
+TableReport bound_memory(const costmodel::Profile& in, const DeviceSpec& dev, const BoundedFitOptions& opt,
+                         costmodel::Profile& p) {
   const double l2 = p.meta.l2_bytes;
   costmodel::ProfileFit& fit = p.fit;
-  fit = costmodel::ProfileFit{};
-  fit.valid = true;
-  fit.gemm_tile_m = opt.tile_m;
-  fit.gemm_tile_n = opt.tile_n;
   char buf[320];
-
-  // ---- memory-bound: rows above the HBM bandwidth are dropped; rows within 2 x L2 unfitted.
   TableReport mem;
   mem.table = "memory_bound";
   std::vector<costmodel::MemoryBoundRow> mem_fit_rows;
@@ -198,35 +188,42 @@ BoundedFit fit_bounded(const costmodel::Profile& in, const DeviceSpec& dev, cons
     std::snprintf(buf, sizeof buf, "%zu rows above 2 x L2, fewer than %d: built-in HBM bandwidth kept",
                   mem_fit_rows.size(), opt.min_memory_rows);
     mem.notes.emplace_back(buf);
-  } else {
-    try {
-      const auto mf = fit_memory_bound(mem_fit_rows, 0);
-      if (mf.all.fit.Bps > 0 && mf.all.fit.Bps <= dev.hbm_Bps) {
-        fit.hbm_Bps = mf.all.fit.Bps;
-        fit.kernel_launch_s = mf.all.fit.launch_s;
-        mem.fitted = true;
-        mem.fitted_rows = mf.all.quality.rows;
-        std::snprintf(buf, sizeof buf, "fit on %d rows: %.0f GB/s (datasheet %.0f), launch %.2f us", mf.all.quality.rows,
-                      fit.hbm_Bps / 1e9, dev.hbm_Bps / 1e9, fit.kernel_launch_s * 1e6);
-        mem.notes.emplace_back(buf);
-        for (std::size_t i = 0; i < mf.per_kernel.size(); ++i) {
-          const auto& k = mf.per_kernel[i];
-          if (k.quality.rows >= opt.min_memory_rows && k.fit.Bps > 0 && k.fit.Bps <= dev.hbm_Bps) {
-            fit.memory_bound.push_back(k.fit);
-          }
-        }
-      } else {
-        std::snprintf(buf, sizeof buf, "fit gives %.0f GB/s, outside (0, %.0f] of the datasheet: built-in kept",
-                      mf.all.fit.Bps / 1e9, dev.hbm_Bps / 1e9);
-        mem.notes.emplace_back(buf);
-      }
-    } catch (const UserError& e) {
-      mem.notes.emplace_back(std::string("not fitted: ") + e.what());
-    }
+    return mem;
   }
+  try {
+    const auto mf = fit_memory_bound(mem_fit_rows, 0);
+    if (mf.all.fit.Bps > 0 && mf.all.fit.Bps <= dev.hbm_Bps) {
+      fit.hbm_Bps = mf.all.fit.Bps;
+      fit.kernel_launch_s = mf.all.fit.launch_s;
+      mem.fitted = true;
+      mem.fitted_rows = mf.all.quality.rows;
+      std::snprintf(buf, sizeof buf, "fit on %d rows: %.0f GB/s (datasheet %.0f), launch %.2f us", mf.all.quality.rows,
+                    fit.hbm_Bps / 1e9, dev.hbm_Bps / 1e9, fit.kernel_launch_s * 1e6);
+      mem.notes.emplace_back(buf);
+      for (std::size_t i = 0; i < mf.per_kernel.size(); ++i) {
+        const auto& k = mf.per_kernel[i];
+        if (k.quality.rows >= opt.min_memory_rows && k.fit.Bps > 0 && k.fit.Bps <= dev.hbm_Bps) {
+          fit.memory_bound.push_back(k.fit);
+        }
+      }
+    } else {
+      std::snprintf(buf, sizeof buf, "fit gives %.0f GB/s, outside (0, %.0f] of the datasheet: built-in kept",
+                    mf.all.fit.Bps / 1e9, dev.hbm_Bps / 1e9);
+      mem.notes.emplace_back(buf);
+    }
+  } catch (const UserError& e) {
+    mem.notes.emplace_back(std::string("not fitted: ") + e.what());
+  }
+  return mem;
+}
 
-  // ---- GEMM: rows above their dtype's peak or of a dtype without one are dropped; the fit
-  // takes bf16 / fp16 rows that are compute-bound at the datasheet HBM bandwidth.
+/// GEMM: rows above their dtype's peak or of a dtype without one are dropped; the fit
+/// takes bf16 / fp16 rows that are compute-bound at the datasheet HBM bandwidth.
+/// Kept rows go to `p`, the fit (peak, launch and wave times) to `p.fit`.
+TableReport bound_gemm(const costmodel::Profile& in, const DeviceSpec& dev, const BoundedFitOptions& opt,
+                       costmodel::Profile& p) {
+  costmodel::ProfileFit& fit = p.fit;
+  char buf[320];
   TableReport gemm;
   gemm.table = "gemm";
   std::vector<costmodel::GemmRow> gemm_fit_rows;
@@ -264,33 +261,40 @@ BoundedFit fit_bounded(const costmodel::Profile& in, const DeviceSpec& dev, cons
     std::snprintf(buf, sizeof buf, "%zu compute-bound bf16 / fp16 rows, fewer than %d: built-in GEMM rate kept",
                   gemm_fit_rows.size(), opt.min_gemm_rows);
     gemm.notes.emplace_back(buf);
-  } else {
-    try {
-      GemmFitOptions g;
-      g.tile_m = opt.tile_m;
-      g.tile_n = opt.tile_n;
-      g.sms = p.meta.sms;
-      const auto gf = fit_gemm(gemm_fit_rows, g);
-      if (gf.peak_flops > 0 && gf.peak_flops <= dev.bf16_flops) {
-        fit.gemm_peak_flops = gf.peak_flops;
-        fit.gemm_launch_s = gf.launch_s;
-        fit.gemm_wave_s = gf.wave_s;
-        gemm.fitted = true;
-        gemm.fitted_rows = gf.quality.rows;
-        std::snprintf(buf, sizeof buf, "fit on %d rows: peak %.1f TFLOP/s (bf16 datasheet %.1f), launch %.2f us",
-                      gf.quality.rows, gf.peak_flops / 1e12, dev.bf16_flops / 1e12, gf.launch_s * 1e6);
-        gemm.notes.emplace_back(buf);
-      } else {
-        std::snprintf(buf, sizeof buf, "fit gives %.1f TFLOP/s, outside (0, %.1f] of the bf16 datasheet: built-in kept",
-                      gf.peak_flops / 1e12, dev.bf16_flops / 1e12);
-        gemm.notes.emplace_back(buf);
-      }
-    } catch (const UserError& e) {
-      gemm.notes.emplace_back(std::string("not fitted: ") + e.what());
-    }
+    return gemm;
   }
+  try {
+    GemmFitOptions g;
+    g.tile_m = opt.tile_m;
+    g.tile_n = opt.tile_n;
+    g.sms = p.meta.sms;
+    const auto gf = fit_gemm(gemm_fit_rows, g);
+    if (gf.peak_flops > 0 && gf.peak_flops <= dev.bf16_flops) {
+      fit.gemm_peak_flops = gf.peak_flops;
+      fit.gemm_launch_s = gf.launch_s;
+      fit.gemm_wave_s = gf.wave_s;
+      gemm.fitted = true;
+      gemm.fitted_rows = gf.quality.rows;
+      std::snprintf(buf, sizeof buf, "fit on %d rows: peak %.1f TFLOP/s (bf16 datasheet %.1f), launch %.2f us",
+                    gf.quality.rows, gf.peak_flops / 1e12, dev.bf16_flops / 1e12, gf.launch_s * 1e6);
+      gemm.notes.emplace_back(buf);
+    } else {
+      std::snprintf(buf, sizeof buf, "fit gives %.1f TFLOP/s, outside (0, %.1f] of the bf16 datasheet: built-in kept",
+                    gf.peak_flops / 1e12, dev.bf16_flops / 1e12);
+      gemm.notes.emplace_back(buf);
+    }
+  } catch (const UserError& e) {
+    gemm.notes.emplace_back(std::string("not fitted: ") + e.what());
+  }
+  return gemm;
+}
 
-  // ---- attention: rows above the bf16 peak dropped; each pass fitted from its minimum.
+/// Attention: rows above the bf16 peak dropped; each pass fitted from its minimum.
+/// Kept rows go to `p`, the per-pass rates to `p.fit`.
+TableReport bound_attention(const costmodel::Profile& in, const DeviceSpec& dev, const BoundedFitOptions& opt,
+                            costmodel::Profile& p) {
+  costmodel::ProfileFit& fit = p.fit;
+  char buf[320];
   TableReport att;
   att.table = "attention";
   for (const auto& r : in.attention) {
@@ -307,35 +311,67 @@ BoundedFit fit_bounded(const costmodel::Profile& in, const DeviceSpec& dev, cons
     p.attention.push_back(r);
     ++att.kept;
   }
-  {
-    int fwd = 0, bwd = 0;
-    for (const auto& r : p.attention) (r.pass == costmodel::AttentionPass::fwd ? fwd : bwd) += 1;
-    try {
-      const auto af = fit_attention(p.attention);
-      auto take = [&](const char* pass, int rows, double rate, double& field) {
-        if (rows < opt.min_attention_rows) {
-          std::snprintf(buf, sizeof buf, "%s: %d rows, fewer than %d: built-in rate kept", pass, rows,
-                        opt.min_attention_rows);
-        } else if (!(rate > 0) || rate > dev.bf16_flops) {
-          std::snprintf(buf, sizeof buf, "%s: fit gives %.1f TFLOP/s, outside (0, %.1f]: built-in kept", pass,
-                        rate / 1e12, dev.bf16_flops / 1e12);
-        } else {
-          field = rate;
-          att.fitted = true;
-          att.fitted_rows += rows;
-          std::snprintf(buf, sizeof buf, "%s: fit on %d rows: %.1f TFLOP/s (bf16 datasheet %.1f)", pass, rows,
-                        rate / 1e12, dev.bf16_flops / 1e12);
-        }
-        att.notes.emplace_back(buf);
-      };
-      take("fwd", fwd, af.fwd_flops, fit.attention_fwd_flops);
-      take("bwd", bwd, af.bwd_flops, fit.attention_bwd_flops);
-    } catch (const UserError& e) {
-      att.notes.emplace_back(std::string("not fitted: ") + e.what());
-    }
+  int fwd = 0, bwd = 0;
+  for (const auto& r : p.attention) (r.pass == costmodel::AttentionPass::fwd ? fwd : bwd) += 1;
+  try {
+    const auto af = fit_attention(p.attention);
+    auto take = [&](const char* pass, int rows, double rate, double& field) {
+      if (rows < opt.min_attention_rows) {
+        std::snprintf(buf, sizeof buf, "%s: %d rows, fewer than %d: built-in rate kept", pass, rows,
+                      opt.min_attention_rows);
+      } else if (!(rate > 0) || rate > dev.bf16_flops) {
+        std::snprintf(buf, sizeof buf, "%s: fit gives %.1f TFLOP/s, outside (0, %.1f]: built-in kept", pass,
+                      rate / 1e12, dev.bf16_flops / 1e12);
+      } else {
+        field = rate;
+        att.fitted = true;
+        att.fitted_rows += rows;
+        std::snprintf(buf, sizeof buf, "%s: fit on %d rows: %.1f TFLOP/s (bf16 datasheet %.1f)", pass, rows,
+                      rate / 1e12, dev.bf16_flops / 1e12);
+      }
+      att.notes.emplace_back(buf);
+    };
+    take("fwd", fwd, af.fwd_flops, fit.attention_fwd_flops);
+    take("bwd", bwd, af.bwd_flops, fit.attention_bwd_flops);
+  } catch (const UserError& e) {
+    att.notes.emplace_back(std::string("not fitted: ") + e.what());
   }
+  return att;
+}
 
-  // ---- collectives: rows above the link bandwidth dropped; groups fitted from their minimum.
+/// The fit notes of the kept collective rows, one per (op, ranks) group fitted from its
+/// minimum; the groups within bounds go to `fit`.
+void fit_collective_groups(const std::vector<costmodel::CollectiveRow>& kept, const DeviceSpec& dev,
+                           const BoundedFitOptions& opt, costmodel::ProfileFit& fit, TableReport& coll) {
+  char buf[320];
+  try {
+    for (const auto& line : fit_collectives(kept)) {
+      const int rows = line.quality.rows;
+      const std::string what = line.fit.op + " ranks=" + std::to_string(line.fit.ranks);
+      if (rows < opt.min_collective_rows) {
+        std::snprintf(buf, sizeof buf, "%s: %d rows, fewer than %d: built-in kept", what.c_str(), rows,
+                      opt.min_collective_rows);
+      } else if (!(line.fit.busbw_Bps > 0) || line.fit.busbw_Bps > dev.link_Bps) {
+        std::snprintf(buf, sizeof buf, "%s: fit gives %.1f GB/s, outside (0, %.1f] of the link: built-in kept",
+                      what.c_str(), line.fit.busbw_Bps / 1e9, dev.link_Bps / 1e9);
+      } else {
+        fit.collectives.push_back(line.fit);
+        coll.fitted = true;
+        coll.fitted_rows += rows;
+        std::snprintf(buf, sizeof buf, "%s: fit on %d rows: busbw %.1f GB/s (link %.1f), latency %.2f us",
+                      what.c_str(), rows, line.fit.busbw_Bps / 1e9, dev.link_Bps / 1e9, line.fit.latency_s * 1e6);
+      }
+      coll.notes.emplace_back(buf);
+    }
+  } catch (const UserError& e) {
+    coll.notes.emplace_back(std::string("not fitted: ") + e.what());
+  }
+}
+
+/// Collectives: rows above the link bandwidth dropped; groups fitted from their minimum.
+/// Kept rows go to `p`, the fitted groups to `p.fit`.
+TableReport bound_collectives(const costmodel::Profile& in, const DeviceSpec& dev, const BoundedFitOptions& opt,
+                              costmodel::Profile& p) {
   TableReport coll;
   coll.table = "collective";
   for (const auto& r : in.collective) {
@@ -358,36 +394,39 @@ BoundedFit fit_bounded(const costmodel::Profile& in, const DeviceSpec& dev, cons
     p.collective.push_back(r);
     ++coll.kept;
   }
-  if (!p.collective.empty()) {
-    if (!(dev.link_Bps > 0)) {
-      coll.notes.emplace_back("no datasheet link bandwidth for this GPU: collectives not fitted, built-in kept");
-    } else {
-      try {
-        for (const auto& line : fit_collectives(p.collective)) {
-          const int rows = line.quality.rows;
-          const std::string what = line.fit.op + " ranks=" + std::to_string(line.fit.ranks);
-          if (rows < opt.min_collective_rows) {
-            std::snprintf(buf, sizeof buf, "%s: %d rows, fewer than %d: built-in kept", what.c_str(), rows,
-                          opt.min_collective_rows);
-          } else if (!(line.fit.busbw_Bps > 0) || line.fit.busbw_Bps > dev.link_Bps) {
-            std::snprintf(buf, sizeof buf, "%s: fit gives %.1f GB/s, outside (0, %.1f] of the link: built-in kept",
-                          what.c_str(), line.fit.busbw_Bps / 1e9, dev.link_Bps / 1e9);
-          } else {
-            fit.collectives.push_back(line.fit);
-            coll.fitted = true;
-            coll.fitted_rows += rows;
-            std::snprintf(buf, sizeof buf, "%s: fit on %d rows: busbw %.1f GB/s (link %.1f), latency %.2f us",
-                          what.c_str(), rows, line.fit.busbw_Bps / 1e9, dev.link_Bps / 1e9, line.fit.latency_s * 1e6);
-          }
-          coll.notes.emplace_back(buf);
-        }
-      } catch (const UserError& e) {
-        coll.notes.emplace_back(std::string("not fitted: ") + e.what());
-      }
-    }
-    // One rank's trace times a collective from its own launch: the wait for the others is in it.
-    coll.notes.emplace_back("times of one rank include the wait for the other ranks");
+  if (p.collective.empty()) return coll;
+  if (!(dev.link_Bps > 0)) {
+    coll.notes.emplace_back("no datasheet link bandwidth for this GPU: collectives not fitted, built-in kept");
+  } else {
+    fit_collective_groups(p.collective, dev, opt, p.fit, coll);
   }
+  // One rank's trace times a collective from its own launch: the wait for the others is in it.
+  coll.notes.emplace_back("times of one rank include the wait for the other ranks");
+  return coll;
+}
+
+}  // namespace
+
+BoundedFit fit_bounded(const costmodel::Profile& in, const DeviceSpec& dev, const BoundedFitOptions& opt) {
+  BoundedFit out;
+  out.profile = in;
+  auto& p = out.profile;
+  p.gemm.clear();
+  p.attention.clear();
+  p.memory_bound.clear();
+  p.collective.clear();
+  if (p.meta.sms <= 0) p.meta.sms = dev.sms;
+  if (!(p.meta.l2_bytes > 0)) p.meta.l2_bytes = dev.l2_bytes;
+  costmodel::ProfileFit& fit = p.fit;
+  fit = costmodel::ProfileFit{};
+  fit.valid = true;
+  fit.gemm_tile_m = opt.tile_m;
+  fit.gemm_tile_n = opt.tile_n;
+  // Each table filters its own rows of `in` into `p` and fills its own fields of `p.fit`.
+  const TableReport mem = bound_memory(in, dev, opt, p);
+  const TableReport gemm = bound_gemm(in, dev, opt, p);
+  const TableReport att = bound_attention(in, dev, opt, p);
+  const TableReport coll = bound_collectives(in, dev, opt, p);
   out.tables = {gemm, att, mem, coll};
   return out;
 }

@@ -534,12 +534,256 @@ struct OpIndex {
   }
 };
 
-void import_chrome(const json& doc, TraceImport& out) {
-  const json& events = chrome_events(doc, out);
-  const OpIndex index(events);
+namespace {
+
+/// What a Chrome trace's events add up to before the rows are made: samples per row key, and
+/// the attention and GEMM calls, whose kernels are summed per op instance first.
+struct ChromeSamples {
   Accumulator acc;
   std::map<std::size_t, AttentionCall> attention_calls;  // by op instance
   std::map<std::size_t, GemmCall> gemm_calls;            // by op instance
+};
+
+/// A kernel event with a positive duration: the event, its name, its args ({} when it has
+/// none) and its time.
+struct KernelEvent {
+  const json& event;
+  const std::string& name;
+  const json& args;
+  double seconds;
+};
+
+/// A gpu_memcpy event: a device-to-device copy is a memory-bound copy row.
+void add_memcpy(const std::string& name, const json& args, double seconds, Accumulator& acc) {
+  const double bytes = field(args, "bytes");
+  if (has(lower(name), "dtod") && bytes > 0) {
+    acc.memory[{"copy", 2.0 * bytes}].push_back(seconds);  // read + write
+  }
+}
+
+/// The op that launched the kernel: by External id where that names an op enclosing the
+/// launch (or the launch is not in the trace), else the innermost op enclosing the launch.
+/// npos when neither links it; `out` counts the link used.
+std::size_t launching_op(const json& args, const OpIndex& index, TraceImport& out) {
+  std::size_t oi = npos;
+  const OpIndex::Launch* launch = nullptr;
+  long long corr = 0;
+  if (int_field(args, {"correlation"}, corr)) {
+    auto it = index.launches.find(corr);
+    if (it != index.launches.end()) launch = &it->second;
+  }
+  long long ext = 0;
+  if (int_field(args, {"External id"}, ext)) {
+    auto it = index.by_external_id.find(ext);
+    if (it != index.by_external_id.end() &&
+        (launch == nullptr || index.encloses(it->second, launch->thread, launch->ts))) {
+      oi = it->second;
+      ++out.linked_by_external_id;
+    }
+  }
+  if (oi == npos && launch != nullptr) {
+    oi = index.innermost(launch->thread, launch->ts);
+    if (oi != npos) ++out.linked_by_time;
+  }
+  return oi;
+}
+
+/// A kernel of attention op `op` (instance `oi`): part of that op's one call, whatever the
+/// kernel's name; the op says the pass.
+void add_attention_op_kernel(const CpuOp& op, std::size_t oi, double seconds, ChromeSamples& s, TraceImport& out) {
+  costmodel::AttentionRow r;
+  if (!attention_shape(op, r)) {
+    ++out.skipped["attention kernel without q/k dims (" + op.name.substr(0, 60) + ")"];
+    return;
+  }
+  const int pass = has(lower(op.name), "backward") ? 1 : 0;
+  auto& call = s.attention_calls[oi];
+  call.key = {r.batch, r.seq, r.heads, r.kv_heads, r.head_dim, r.causal, pass};
+  call.seconds += seconds;
+  ++out.used;
+}
+
+/// A kernel of GEMM op `op` (instance `oi`, kind `g`): a piece of that op's call, whatever the
+/// kernel's name; a GEMM-named kernel that is not a cuBLAS helper is the call's main piece.
+void add_gemm_op_kernel(GemmOp g, const CpuOp& op, std::size_t oi, const KernelEvent& kernel, const Classified& c,
+                        ChromeSamples& s, TraceImport& out) {
+  ++out.gemm_kernels;
+  long long m = 0, n = 0, k = 0;
+  std::size_t a = 0;
+  if (g == GemmOp::batched) {
+    ++out.skipped[kBatchedGemm];
+  } else if (!gemm_shape(op, m, n, k, &a) || m <= 0 || n <= 0 || k <= 0) {
+    ++out.skipped["GEMM kernel without a shaped aten op"];
+  } else if (const std::string dtype = a < op.types.size() ? gemm_dtype(op.types[a], kernel.name) : std::string();
+             dtype.empty()) {
+    ++out.skipped["GEMM op of an unknown input type"];
+  } else {
+    auto& call = s.gemm_calls[oi];
+    call.m = m;
+    call.n = n;
+    call.k = k;
+    if (call.dtype.empty() || dtype == "tf32") call.dtype = dtype;
+    const bool main = c.cls == KernelClass::gemm && !gemm_helper_kernel(kernel.name);
+    call.pieces.push_back({field(kernel.event, "ts"), kernel.seconds, main});
+    ++out.used;
+    ++out.gemm_kernels_used;
+  }
+}
+
+/// Elementwise ATen ops whose bytes their inputs give (aten::copy_, aten::add, aten::add_ with
+/// two inputs of one shape).
+bool elementwise_op(const CpuOp* op, const std::string& op_name) {
+  return op != nullptr && (op_name == "aten::copy_" || op_name == "aten::add" || op_name == "aten::add_") &&
+         op->dims.size() >= 2 && op->types.size() >= 2 && !op->dims[0].empty() && op->dims[0] == op->dims[1];
+}
+
+/// A kernel of an elementwise op: a copy (with a dtype cast) reads its source and writes its
+/// destination; a residual add reads two tensors and writes one.
+void add_elementwise_kernel(const CpuOp& op, const std::string& op_name, double seconds, Accumulator& acc,
+                            TraceImport& out) {
+  const double n = static_cast<double>(numel(op.dims[0]));
+  const double dst = dtype_bytes(op.types[0]);
+  const double src = dtype_bytes(op.types[1]);
+  if (n > 0 && dst > 0 && src > 0) {
+    const bool copy = op_name == "aten::copy_";
+    acc.memory[{copy ? "copy" : "residual_add", copy ? n * (dst + src) : n * (2 * src + dst)}].push_back(seconds);
+    ++out.used;
+  } else {
+    ++out.skipped["memory-bound kernel without input dims"];
+  }
+}
+
+/// An NCCL kernel: a collective row from its message and group sizes. Returns whether it made
+/// a row.
+bool add_nccl_kernel(const KernelEvent& kernel, const CpuOp* op, Accumulator& acc, TraceImport& out) {
+  bool used = false;
+  // record_param_comms arguments sit on the kernel (newer Kineto) or on its op.
+  const json& a = kernel.args.contains("Collective name") || op == nullptr ? kernel.args : op->args;
+  const auto opname =
+      collective_op(str_field(a, "Collective name").empty() ? kernel.name : str_field(a, "Collective name"));
+  const double in_n = field(a, "In msg nelems");
+  const double out_n = field(a, "Out msg nelems");
+  const double ranks = field(a, "Group size");
+  const double elt = dtype_bytes(str_field(a, "dtype"));
+  if (!opname.empty() && in_n >= 0 && out_n >= 0 && ranks >= 1 && ranks < 1e7 && elt > 0) {
+    // nccl-tests' size: the larger of the send and receive buffers (NVIDIA/nccl-tests
+    // prints max(sendBytes, recvBytes) as "size").
+    const double bytes = std::max(in_n, out_n) * elt;
+    if (bytes > 0 && bytes < 1e18) {
+      acc.collective[{opname, static_cast<int>(ranks), bytes}].push_back(kernel.seconds);
+      used = true;
+    }
+  }
+  if (!used) ++out.skipped["NCCL kernel without message size and group size"];
+  return used;
+}
+
+/// A memory-bound kernel `memory_kernel`: a row from its op's first input. Returns whether it
+/// made a row.
+bool add_memory_kernel(const std::string& memory_kernel, const CpuOp* op, double seconds, Accumulator& acc,
+                       TraceImport& out) {
+  const double elt = op != nullptr ? dtype_bytes(op->dtype) : 0;
+  const long long n = op != nullptr && !op->dims.empty() ? numel(op->dims[0]) : 0;
+  if (n > 0 && elt > 0) {
+    // Bytes moved: the first input read and an output of the same size written
+    // (an RMSNorm reads its input once and writes its output once, the same count).
+    acc.memory[{memory_kernel, 2.0 * static_cast<double>(n) * elt}].push_back(seconds);
+    return true;
+  }
+  ++out.skipped["memory-bound kernel without input dims"];
+  return false;
+}
+
+/// A kernel event: the op that launched it decides first (attention, GEMM, elementwise ops),
+/// then the class its name gives.
+void add_kernel(const KernelEvent& kernel, const OpIndex& index, ChromeSamples& s, TraceImport& out) {
+  const std::size_t oi = launching_op(kernel.args, index, out);
+  const CpuOp* op = oi != npos ? &index.ops[oi] : nullptr;
+  // Kernels of an attention op are one call, whatever their names; the op says the pass.
+  if (op != nullptr && attention_op(*op)) {
+    add_attention_op_kernel(*op, oi, kernel.seconds, s, out);
+    return;
+  }
+  auto c = classify(kernel.name);
+  // The op decides before the name: every kernel of a GEMM op is part of that GEMM.
+  if (const GemmOp g = op != nullptr ? gemm_op(op->name) : GemmOp::none; g != GemmOp::none) {
+    add_gemm_op_kernel(g, *op, oi, kernel, c, s, out);
+    return;
+  }
+  if (op != nullptr && (c.cls == KernelClass::gemm || c.cls == KernelClass::attention_fwd ||
+                        c.cls == KernelClass::attention_bwd)) {
+    // A convolution's implicit GEMM, an fbgemm kernel, a fused attention-named kernel of an
+    // op that is not attention: the name alone does not make it one.
+    ++out.skipped[std::string(c.cls == KernelClass::gemm ? "GEMM-named kernel under a non-GEMM op ("
+                                                         : "attention-named kernel under a non-attention op (") +
+                  op->name.substr(0, 60) + ")"];
+    return;
+  }
+  if (c.cls == KernelClass::gemm) ++out.gemm_kernels;
+  const auto op_name = op != nullptr ? lower(op->name) : std::string();
+  // PyTorch's fused RMSNorm (`aten::_fused_rms_norm`, torch.nn.RMSNorm) runs a kernel named
+  // after layer norm.
+  if (c.cls == KernelClass::other && op != nullptr && has(op_name, "rms_norm") && !has(op_name, "backward")) {
+    c.cls = KernelClass::memory;
+    c.memory_kernel = "rmsnorm";
+  }
+  if (elementwise_op(op, op_name)) {
+    add_elementwise_kernel(*op, op_name, kernel.seconds, s.acc, out);
+    return;
+  }
+  if (op_name == "aten::silu" || op_name == "aten::silu_") {
+    ++out.skipped["plain SiLU (aten::silu), not SwiGLU: not modelled"];
+    return;
+  }
+  bool used = false;
+  switch (c.cls) {
+    case KernelClass::gemm:
+    case KernelClass::attention_fwd:
+    case KernelClass::attention_bwd:
+      used = add_shaped_kernel(c.cls, op, kernel.seconds, s.acc, out);
+      break;
+    case KernelClass::nccl:
+      used = add_nccl_kernel(kernel, op, s.acc, out);
+      break;
+    case KernelClass::memory:
+      used = add_memory_kernel(c.memory_kernel, op, kernel.seconds, s.acc, out);
+      break;
+    case KernelClass::other:
+      ++out.skipped["kernel kind not modelled"];
+      break;
+  }
+  if (used) ++out.used;
+}
+
+/// One sample per attention call: the sum of its kernels.
+void add_attention_calls(const std::map<std::size_t, AttentionCall>& calls, Accumulator& acc) {
+  for (const auto& [id, call] : calls) acc.attention[call.key].push_back(call.seconds);
+}
+
+/// One sample per GEMM call: in launch order, each main kernel starts a call and the helper
+/// kernels after it are added to it.
+void add_gemm_calls(const std::map<std::size_t, GemmCall>& calls, Accumulator& acc) {
+  for (const auto& [id, call] : calls) {
+    auto pieces = call.pieces;
+    std::stable_sort(pieces.begin(), pieces.end(), [](const auto& a, const auto& b) { return a.ts < b.ts; });
+    std::vector<double> samples;
+    for (const auto& piece : pieces) {
+      if (samples.empty() || piece.main) {
+        samples.push_back(piece.seconds);
+      } else {
+        samples.back() += piece.seconds;
+      }
+    }
+    for (double t : samples) acc.gemm[{call.m, call.n, call.k, call.dtype}].push_back(t);
+  }
+}
+
+}  // namespace
+
+void import_chrome(const json& doc, TraceImport& out) {
+  const json& events = chrome_events(doc, out);
+  const OpIndex index(events);
+  ChromeSamples s;
   const json empty = json::object();
   for (const auto& e : events) {
     if (!e.is_object()) continue;
@@ -558,173 +802,15 @@ void import_chrome(const json& doc, TraceImport& out) {
     }
     const double seconds = dur_us * 1e-6;
     if (memcpy) {
-      const double bytes = field(args, "bytes");
-      if (has(lower(name), "dtod") && bytes > 0) {
-        acc.memory[{"copy", 2.0 * bytes}].push_back(seconds);  // read + write
-      }
-      continue;
+      add_memcpy(name, args, seconds, s.acc);
+    } else {
+      add_kernel(KernelEvent{e, name, args, seconds}, index, s, out);
     }
-    // The op that launched the kernel: by External id where that names an op enclosing the
-    // launch (or the launch is not in the trace), else the innermost op enclosing the launch.
-    std::size_t oi = npos;
-    const OpIndex::Launch* launch = nullptr;
-    long long corr = 0;
-    if (int_field(args, {"correlation"}, corr)) {
-      auto it = index.launches.find(corr);
-      if (it != index.launches.end()) launch = &it->second;
-    }
-    long long ext = 0;
-    if (int_field(args, {"External id"}, ext)) {
-      auto it = index.by_external_id.find(ext);
-      if (it != index.by_external_id.end() &&
-          (launch == nullptr || index.encloses(it->second, launch->thread, launch->ts))) {
-        oi = it->second;
-        ++out.linked_by_external_id;
-      }
-    }
-    if (oi == npos && launch != nullptr) {
-      oi = index.innermost(launch->thread, launch->ts);
-      if (oi != npos) ++out.linked_by_time;
-    }
-    const CpuOp* op = oi != npos ? &index.ops[oi] : nullptr;
-    // Kernels of an attention op are one call, whatever their names; the op says the pass.
-    if (op != nullptr && attention_op(*op)) {
-      costmodel::AttentionRow r;
-      if (!attention_shape(*op, r)) {
-        ++out.skipped["attention kernel without q/k dims (" + op->name.substr(0, 60) + ")"];
-        continue;
-      }
-      const int pass = has(lower(op->name), "backward") ? 1 : 0;
-      auto& call = attention_calls[oi];
-      call.key = {r.batch, r.seq, r.heads, r.kv_heads, r.head_dim, r.causal, pass};
-      call.seconds += seconds;
-      ++out.used;
-      continue;
-    }
-    auto c = classify(name);
-    // The op decides before the name: every kernel of a GEMM op is part of that GEMM.
-    if (const GemmOp g = op != nullptr ? gemm_op(op->name) : GemmOp::none; g != GemmOp::none) {
-      ++out.gemm_kernels;
-      long long m = 0, n = 0, k = 0;
-      std::size_t a = 0;
-      if (g == GemmOp::batched) {
-        ++out.skipped[kBatchedGemm];
-      } else if (!gemm_shape(*op, m, n, k, &a) || m <= 0 || n <= 0 || k <= 0) {
-        ++out.skipped["GEMM kernel without a shaped aten op"];
-      } else if (const std::string dtype = a < op->types.size() ? gemm_dtype(op->types[a], name) : std::string();
-                 dtype.empty()) {
-        ++out.skipped["GEMM op of an unknown input type"];
-      } else {
-        auto& call = gemm_calls[oi];
-        call.m = m;
-        call.n = n;
-        call.k = k;
-        if (call.dtype.empty() || dtype == "tf32") call.dtype = dtype;
-        const bool main = c.cls == KernelClass::gemm && !gemm_helper_kernel(name);
-        call.pieces.push_back({field(e, "ts"), seconds, main});
-        ++out.used;
-        ++out.gemm_kernels_used;
-      }
-      continue;
-    }
-    if (op != nullptr && (c.cls == KernelClass::gemm || c.cls == KernelClass::attention_fwd ||
-                          c.cls == KernelClass::attention_bwd)) {
-      // A convolution's implicit GEMM, an fbgemm kernel, a fused attention-named kernel of an
-      // op that is not attention: the name alone does not make it one.
-      ++out.skipped[std::string(c.cls == KernelClass::gemm ? "GEMM-named kernel under a non-GEMM op ("
-                                                           : "attention-named kernel under a non-attention op (") +
-                    op->name.substr(0, 60) + ")"];
-      continue;
-    }
-    if (c.cls == KernelClass::gemm) ++out.gemm_kernels;
-    const auto op_name = op != nullptr ? lower(op->name) : std::string();
-    // PyTorch's fused RMSNorm (`aten::_fused_rms_norm`, torch.nn.RMSNorm) runs a kernel named
-    // after layer norm.
-    if (c.cls == KernelClass::other && op != nullptr && has(op_name, "rms_norm") && !has(op_name, "backward")) {
-      c.cls = KernelClass::memory;
-      c.memory_kernel = "rmsnorm";
-    }
-    bool used = false;
-    // Elementwise ATen ops whose bytes their inputs give: a copy (with a dtype cast) reads its
-    // source and writes its destination; a residual add reads two tensors and writes one.
-    if (op != nullptr && (op_name == "aten::copy_" || op_name == "aten::add" || op_name == "aten::add_") &&
-        op->dims.size() >= 2 && op->types.size() >= 2 && !op->dims[0].empty() && op->dims[0] == op->dims[1]) {
-      const double n = static_cast<double>(numel(op->dims[0]));
-      const double dst = dtype_bytes(op->types[0]);
-      const double src = dtype_bytes(op->types[1]);
-      if (n > 0 && dst > 0 && src > 0) {
-        const bool copy = op_name == "aten::copy_";
-        acc.memory[{copy ? "copy" : "residual_add", copy ? n * (dst + src) : n * (2 * src + dst)}].push_back(seconds);
-        ++out.used;
-      } else {
-        ++out.skipped["memory-bound kernel without input dims"];
-      }
-      continue;
-    }
-    if (op_name == "aten::silu" || op_name == "aten::silu_") {
-      ++out.skipped["plain SiLU (aten::silu), not SwiGLU: not modelled"];
-      continue;
-    }
-    switch (c.cls) {
-      case KernelClass::gemm:
-      case KernelClass::attention_fwd:
-      case KernelClass::attention_bwd:
-        used = add_shaped_kernel(c.cls, op, seconds, acc, out);
-        break;
-      case KernelClass::nccl: {
-        // record_param_comms arguments sit on the kernel (newer Kineto) or on its op.
-        const json& a = args.contains("Collective name") || op == nullptr ? args : op->args;
-        const auto opname = collective_op(str_field(a, "Collective name").empty() ? name : str_field(a, "Collective name"));
-        const double in_n = field(a, "In msg nelems");
-        const double out_n = field(a, "Out msg nelems");
-        const double ranks = field(a, "Group size");
-        const double elt = dtype_bytes(str_field(a, "dtype"));
-        if (!opname.empty() && in_n >= 0 && out_n >= 0 && ranks >= 1 && ranks < 1e7 && elt > 0) {
-          // nccl-tests' size: the larger of the send and receive buffers (NVIDIA/nccl-tests
-          // prints max(sendBytes, recvBytes) as "size").
-          const double bytes = std::max(in_n, out_n) * elt;
-          if (bytes > 0 && bytes < 1e18) {
-            acc.collective[{opname, static_cast<int>(ranks), bytes}].push_back(seconds);
-            used = true;
-          }
-        }
-        if (!used) ++out.skipped["NCCL kernel without message size and group size"];
-        break;
-      }
-      case KernelClass::memory: {
-        const double elt = op != nullptr ? dtype_bytes(op->dtype) : 0;
-        const long long n = op != nullptr && !op->dims.empty() ? numel(op->dims[0]) : 0;
-        if (n > 0 && elt > 0) {
-          // Bytes moved: the first input read and an output of the same size written
-          // (an RMSNorm reads its input once and writes its output once, the same count).
-          acc.memory[{c.memory_kernel, 2.0 * static_cast<double>(n) * elt}].push_back(seconds);
-          used = true;
-        } else {
-          ++out.skipped["memory-bound kernel without input dims"];
-        }
-        break;
-      }
-      case KernelClass::other:
-        ++out.skipped["kernel kind not modelled"];
-        break;
-    }
-    if (used) ++out.used;
   }
-  for (const auto& [id, call] : attention_calls) acc.attention[call.key].push_back(call.seconds);
-  for (auto& [id, call] : gemm_calls) {
-    auto pieces = call.pieces;
-    std::stable_sort(pieces.begin(), pieces.end(), [](const auto& a, const auto& b) { return a.ts < b.ts; });
-    std::vector<double> calls;
-    for (const auto& piece : pieces) {
-      if (calls.empty() || piece.main) {
-        calls.push_back(piece.seconds);
-      } else {
-        calls.back() += piece.seconds;
-      }
-    }
-    for (double t : calls) acc.gemm[{call.m, call.n, call.k, call.dtype}].push_back(t);
-  }
-  finish(acc, out);
+  // Calls become samples once all their kernels are in.
+  add_attention_calls(s.attention_calls, s.acc);
+  add_gemm_calls(s.gemm_calls, s.acc);
+  finish(s.acc, out);
 }
 
 }  // namespace trace
