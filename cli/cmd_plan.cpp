@@ -25,6 +25,7 @@
 #include "band.hpp"
 #include "commands.hpp"
 #include "html_pages.hpp"
+#include "launcher_export.hpp"
 #include "output.hpp"
 #include "plan_io.hpp"
 #include "tetra/scenarios/compact_layout.hpp"
@@ -50,6 +51,7 @@ struct PlanArgs {
   std::string shard;                 // "I/N"
   std::string out;                   // shard output file ("" = stdout)
   std::vector<std::string> merge;    // shard files
+  std::string export_to;             // --export: a launcher's name
 };
 
 /// JSON number, or null for an infinite value (a job that never finishes, no failures).
@@ -461,6 +463,20 @@ int run_plan(const PlanArgs& args) {
     outputs.push_back({args.html, report::plan_html(plan_page(j, layouts))});
   }
   write_outputs(outputs);
+  if (!args.export_to.empty()) {
+    // The fastest candidate's layout (the first row of the table).
+    std::size_t i = 0;
+    if (!rep.by_days.empty()) {
+      i = rep.by_days.front();
+    } else {
+      while (!rep.rows[i].fits) ++i;  // one fits (checked above)
+    }
+    const plan::Row& best = rep.rows[i];
+    std::cout << "# " << in.candidates[best.index].name << ", " << in.candidates[best.index].cluster.total_gpus()
+              << " GPUs: the fastest candidate of " << sc.path << '\n'
+              << export_ranked(args.export_to, sc.model, sc.training, in.candidates[best.index].cluster, best.best);
+    return 0;
+  }
   if (args.json) {
     print_json(j);
     return 0;
@@ -498,7 +514,9 @@ void register_plan(CLI::App& app, Action& action) {
   auto* merge = cmd->add_option("--merge", args->merge,
                                 "combine the shares written by --shard 1/N .. N/N into the whole plan")
                     ->expected(1, -1);
-  shard->excludes(json)->excludes(csv)->excludes(html)->excludes(merge);
+  auto* exported = add_export_option(cmd, args->export_to);
+  exported->excludes(json);
+  shard->excludes(json)->excludes(csv)->excludes(html)->excludes(merge)->excludes(exported);
   out->needs(shard);
   cmd->callback([&action, args] { action = [args] { return run_plan(*args); }; });
 }

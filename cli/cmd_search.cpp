@@ -19,6 +19,7 @@
 #include "band.hpp"
 #include "commands.hpp"
 #include "html_pages.hpp"
+#include "launcher_export.hpp"
 #include "output.hpp"
 #include "tetra/scenarios/compact_layout.hpp"
 #include "tetra/base/error.hpp"
@@ -41,6 +42,7 @@ struct SearchArgs {
   int threads = 0;
   std::string fit;
   bool json = false;
+  std::string export_to;  // --export: a launcher's name
 };
 
 /// Draws "search [=====>    ] 123/456" on stderr, overwriting the line.
@@ -232,6 +234,11 @@ int run_search(const SearchArgs& args) {
   }
   write_outputs(outputs);
   const SearchVerdict verdict = search_verdict(s);
+  if (!args.export_to.empty()) {  // the launcher's text alone, so it can be saved as it is
+    if (verdict.exit_code != 0) return verdict.exit_code;
+    std::cout << export_ranked(args.export_to, sc.model, sc.training, sc.cluster, res.layouts.front());
+    return 0;
+  }
   if (args.json) {
     nlohmann::json j = search_json(sc, res, seconds, listed, band);
     j["verdict"] = verdict.name;
@@ -301,7 +308,8 @@ void register_search(CLI::App& app, Action& action) {
   cmd->add_option("--threads", args->threads, "worker threads (default: all cores)")
       ->check(CLI::Range(0, 1000000000));
   cmd->add_option("--fit", args->fit, "apply the cluster factors of this fitted file (tetrasim fit -o)");
-  cmd->add_flag("--json", args->json, "machine-readable output on stdout");
+  auto* json = cmd->add_flag("--json", args->json, "machine-readable output on stdout");
+  add_export_option(cmd, args->export_to)->excludes(json);
   cmd->callback([&action, args] { action = [args] { return run_search(*args); }; });
 }
 

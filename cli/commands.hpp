@@ -21,5 +21,6 @@ void register_fit(CLI::App& app, Action& action);
 void register_plan(CLI::App& app, Action& action);
 void register_bands(CLI::App& app, Action& action);
 void register_keys(CLI::App& app, Action& action);
+void register_import(CLI::App& app, Action& action);
 
 }  // namespace tetra::cli

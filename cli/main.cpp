@@ -28,6 +28,7 @@ int main(int argc, char** argv) {
   tetra::cli::register_calibrate(app, action);
   tetra::cli::register_presets(app, action);
   tetra::cli::register_keys(app, action);
+  tetra::cli::register_import(app, action);
   try {
     app.parse(argc, argv);
   } catch (const CLI::Success& e) {

@@ -13,7 +13,7 @@ art="$build/fuzz-artifacts"
 mkdir -p "$art"
 status=0
 printf '%-14s %12s %8s\n' target execs crashes
-for name in scenario layout hf_config measurements profile trace trace_fit; do
+for name in scenario layout hf_config measurements profile trace trace_fit import_megatron import_torchtitan; do
   work="$here/corpus-$name"
   mkdir -p "$work"
   log="$art/$name.log"

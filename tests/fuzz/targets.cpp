@@ -11,6 +11,7 @@
 #include <string>
 
 #include "tetra/calib/bounded_fit.hpp"
+#include "tetra/interop/import.hpp"
 #include "tetra/calib/curve_fit.hpp"
 #include "tetra/calib/trace_import.hpp"
 #include "tetra/costmodel/builtin_profiles.hpp"
@@ -164,11 +165,34 @@ void trace_fit(std::string_view input) {
   });
 }
 
+// An imported scenario that does not load is a UserError of the importer's making only when
+// the layout breaks a rule; anything else it writes must be valid TOML with known keys.
+void import_as(std::string_view input, interop::Launcher launcher) {
+  guarded([&] {
+    interop::ImportOptions o;
+    o.from = launcher;
+    o.gpus = 64;
+    const std::string toml = interop::import_scenario(input, "fuzz.cfg", o);
+    try {
+      (void)scenarios::load_scenario_text(toml, "imported.toml");
+    } catch (const UserError& e) {
+      check_message(e);
+      if (e.key().rfind("[layout]", 0) != 0 && e.key().rfind("[training]", 0) != 0 && e.key().rfind("[model]", 0) != 0) {
+        die("imported scenario does not load", e.what());
+      }
+    }
+  });
+}
+
+void import_megatron(std::string_view input) { import_as(input, interop::Launcher::megatron); }
+void import_torchtitan(std::string_view input) { import_as(input, interop::Launcher::torchtitan); }
+
 const std::vector<Target>& targets() {
   static const std::vector<Target> all{{"scenario", &scenario},         {"layout", &layout},
                                        {"hf_config", &hf_config},       {"measurements", &measurements},
                                        {"profile", &profile},           {"trace", &trace},
-                                       {"trace_fit", &trace_fit}};
+                                       {"trace_fit", &trace_fit},       {"import_megatron", &import_megatron},
+                                       {"import_torchtitan", &import_torchtitan}};
   return all;
 }
 

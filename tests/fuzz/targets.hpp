@@ -34,6 +34,13 @@ void trace(std::string_view input);
 /// within the datasheet.
 void trace_fit(std::string_view input);
 
+/// Megatron-LM arguments (interop::import_scenario with --from megatron and 64 GPUs): the
+/// shell reader and the flag mapping, then the scenario written must load.
+void import_megatron(std::string_view input);
+/// torchtitan job TOML (interop::import_scenario with --from torchtitan and 64 GPUs), then the
+/// scenario written must load.
+void import_torchtitan(std::string_view input);
+
 /// Every target, in a fixed order.
 [[nodiscard]] const std::vector<Target>& targets();
 

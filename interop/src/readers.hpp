@@ -1,0 +1,21 @@
+#pragma once
+// The readers behind read_launch_config, one per launcher, and the integer parsing they share.
+
+#include <string>
+#include <string_view>
+
+#include "tetra/interop/import.hpp"
+
+namespace tetra::interop::detail {
+
+/// Megatron-LM arguments in a shell script or a text file (megatron_args.cpp).
+[[nodiscard]] LaunchConfig read_megatron(std::string_view text, const std::string& path, const ImportOptions& options);
+
+/// A torchtitan job TOML file (torchtitan_job.cpp).
+[[nodiscard]] LaunchConfig read_torchtitan(std::string_view text, const std::string& path);
+
+/// `text` as an integer in [lowest, 1e9]; UserError at `where` naming `key` otherwise.
+[[nodiscard]] Number parse_number(const std::string& text, const std::string& key, const SourceLocation& where,
+                                  long long lowest = 1);
+
+}  // namespace tetra::interop::detail
