@@ -19,7 +19,13 @@ for name in scenario layout hf_config measurements profile trace trace_fit impor
   log="$art/$name.log"
   dict=""
   [ -f "$here/dict/$name.dict" ] && dict="-dict=$here/dict/$name.dict"
-  "$build/tests/fuzz/fuzz_$name" "$work" "$here/corpus/$name" \
+  # The importers' real launcher files (tests/data/configs/) are seeds too, read in place.
+  extra=""
+  case "$name" in
+    import_megatron) extra="$here/../data/configs/megatron" ;;
+    import_torchtitan) extra="$here/../data/configs/torchtitan" ;;
+  esac
+  "$build/tests/fuzz/fuzz_$name" "$work" "$here/corpus/$name" $extra \
     -max_total_time="$seconds" -timeout=30 -rss_limit_mb=2048 -max_len=8192 \
     -artifact_prefix="$art/$name-" -print_final_stats=1 $dict >"$log" 2>&1
   rc=$?

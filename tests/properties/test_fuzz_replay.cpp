@@ -1,4 +1,5 @@
-// Replays every seed input (tests/fuzz/corpus/<target>/) and every input that once broke a
+// Replays every seed input (tests/fuzz/corpus/<target>/, and the importers' real files in
+// tests/data/configs/) and every input that once broke a
 // reader (tests/fuzz/regressions/<target>/) through the fuzz entry points, so that the normal
 // test run catches a regression without libFuzzer. An entry point aborts on a malformed error
 // message; any exception other than tetra::UserError escapes and fails the test.
@@ -38,10 +39,23 @@ std::string slurp(const fs::path& p) {
   return s.str();
 }
 
+/// The importers' real launcher files (tests/data/configs/) seed their targets in place.
+std::vector<fs::path> real_seeds(const std::string& target) {
+  const fs::path configs = fs::path(TETRA_SOURCE_DIR) / "tests" / "data" / "configs";
+  if (target == "import_megatron") return files_in(configs / "megatron");
+  if (target == "import_torchtitan") return files_in(configs / "torchtitan");
+  return {};
+}
+
 int replay(const std::string& folder) {
   int n = 0;
   for (const auto& t : tetra::fuzz::targets()) {
-    for (const auto& file : files_in(fs::path(TETRA_SOURCE_DIR) / "tests" / "fuzz" / folder / t.name)) {
+    std::vector<fs::path> files = files_in(fs::path(TETRA_SOURCE_DIR) / "tests" / "fuzz" / folder / t.name);
+    if (folder == "corpus") {
+      const std::vector<fs::path> real = real_seeds(t.name);
+      files.insert(files.end(), real.begin(), real.end());
+    }
+    for (const auto& file : files) {
       CAPTURE(file.string());
       const std::string input = slurp(file);
       CHECK_NOTHROW(t.run(input));
