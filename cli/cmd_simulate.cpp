@@ -38,11 +38,16 @@ struct SimulateArgs {
 };
 
 /// What each stage's peak holds, GiB (the memory model at the simulated in-flight count).
-nlohmann::json stage_memory_json(const costmodel::StageMemory& m) {
-  return {{"params_gib", gib3(m.params_bytes)},         {"fp8_cache_gib", gib3(m.fp8_cache_bytes)},
-          {"grads_gib", gib3(m.grads_bytes)},           {"optimizer_gib", gib3(m.optimizer_bytes)},
-          {"activations_gib", gib3(m.activations_bytes)}, {"buffers_gib", gib3(m.buffers_bytes)},
-          {"allocated_gib", gib3(m.allocated_bytes)},   {"reserved_gib", gib3(m.reserved_bytes)}};
+nlohmann::json stage_memory_json(const costmodel::StageMemory& m, bool moe) {
+  nlohmann::json j{{"params_gib", gib3(m.params_bytes)},         {"fp8_cache_gib", gib3(m.fp8_cache_bytes)},
+                   {"grads_gib", gib3(m.grads_bytes)},           {"optimizer_gib", gib3(m.optimizer_bytes)},
+                   {"activations_gib", gib3(m.activations_bytes)}, {"buffers_gib", gib3(m.buffers_bytes)},
+                   {"allocated_gib", gib3(m.allocated_bytes)},   {"reserved_gib", gib3(m.reserved_bytes)}};
+  if (moe) {  // the routed experts' part of the states and of the activations
+    j["expert_states_gib"] = gib3(m.expert_states_bytes);
+    j["expert_activations_gib"] = gib3(m.expert_activations_bytes);
+  }
+  return j;
 }
 
 /// The object `simulate --json` prints.
@@ -81,7 +86,7 @@ nlohmann::json simulate_json(const scenarios::Scenario& sc, const sim::Result& r
                       {"busy_s", round_to(s.busy_s, 6)},
                       {"idle_s", round_to(s.idle_s, 6)},
                       {"inflight_micro_batches", round_to(s.inflight, 4)},
-                      {"memory", stage_memory_json(r.memory.stages[static_cast<std::size_t>(s.stage)])}});
+                      {"memory", stage_memory_json(r.memory.stages[static_cast<std::size_t>(s.stage)], sc.model.is_moe())}});
   }
   j["stages"] = std::move(stages);
   j["layout"] = layout_json(r.layout);
@@ -107,7 +112,9 @@ int run_simulate(const SimulateArgs& args) {
   const nlohmann::json j = simulate_json(sc, r, band);
   std::vector<OutputFile> outputs;  // written together, or none of them
   if (!args.trace.empty()) outputs.push_back({args.trace, simulator.chrome_trace()});
-  if (!args.html.empty()) outputs.push_back({args.html, report::simulate_html(simulate_page(j, simulator.chrome_trace()))});
+  if (!args.html.empty()) outputs.push_back({args.html, report::simulate_html(simulate_page(
+                                              j, simulator.chrome_trace(),
+                                              scenarios::compact_layout(r.layout, sc.training.fp8, sc.training.torch.compile)))});
   write_outputs(outputs);
   if (args.json) {
     print_json(j);

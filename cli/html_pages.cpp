@@ -1,6 +1,7 @@
 #include "html_pages.hpp"
 
 #include <algorithm>
+#include <cstdio>
 #include <map>
 #include <optional>
 #include <utility>
@@ -25,28 +26,30 @@ report::StepBand band_of(const json& j) {
   return {opt_number(*it, "low"), opt_number(*it, "high")};
 }
 
+/// What a band is, from its JSON object: "10th to 90th percentile of the signed errors on 403
+/// published megatron rows" (or its note).
+std::string band_basis(const json& b) {
+  if (!b.is_object() || !b.value("low", json()).is_number()) {
+    return b.is_object() && b.value("note", json()).is_string() ? b["note"].get<std::string>() : std::string();
+  }
+  auto pct = [](double q) { return std::to_string(static_cast<int>(q * 100 + 0.5)) + "th"; };
+  std::string s = pct(b.at("low_quantile").get<double>()) + " to " + pct(b.at("high_quantile").get<double>()) +
+                  " percentile of the signed errors on " + std::to_string(b.at("rows").get<long>());
+  if (b.value("basis", std::string()) == "fit") return s + " rows of the fitted file, cross-validated";
+  const std::string fw = b.value("framework", std::string());
+  return s + (fw.empty() || fw == "all" ? " published rows" : " published " + fw + " rows");
+}
+
+std::optional<std::size_t> opt_id(const json& j, const char* key) {
+  const auto it = j.find(key);
+  if (it == j.end() || !it->is_number_unsigned()) return std::nullopt;
+  return it->get<std::size_t>();
+}
+
 report::Fact fact(const json& root, const std::string& ref, const std::string& key, std::string label,
                   std::string unit = "") {
   const json& obj = root.at(json::json_pointer(ref));
   return {std::move(label), ref, key, obj.at(key).get<double>(), std::move(unit)};
-}
-
-/// Legend names of the trace categories (sim's TaskRole names, "tp" / "cp" for the collectives).
-std::string kind_name(const std::string& cat) {
-  static const std::map<std::string, std::string> names{
-      {"F", "forward (F)"},
-      {"B", "backward (B)"},
-      {"W", "weight gradient (W)"},
-      {"optimizer", "optimizer"},
-      {"send-forward", "PP send activation"},
-      {"send-backward", "PP send gradient"},
-      {"dp-reduce", "DP gradient reduce"},
-      {"param-gather", "DP parameter gather"},
-      {"tp", "TP collective"},
-      {"cp", "CP collective"},
-      {"cp-exchange", "CP ring traffic"}};
-  const auto it = names.find(cat);
-  return it != names.end() ? it->second : cat;
 }
 
 }  // namespace
@@ -54,14 +57,19 @@ std::string kind_name(const std::string& cat) {
 report::PlanPage plan_page(const json& j, const std::vector<std::string>& layouts) {
   report::PlanPage page;
   page.title = "tetrasim plan: " + j.at("model").get<std::string>() + ", " + j.at("scenario").get<std::string>();
-  page.facts.push_back(fact(j, "", "tokens", "tokens to train"));
-  page.facts.push_back(fact(j, "", "seq_len", "sequence length"));
+  page.facts.push_back(fact(j, "", "tokens", "tokens to train", "SI"));
+  page.facts.push_back(fact(j, "", "seq_len", "sequence length", "tokens"));
   page.facts.push_back(fact(j, "", "global_batch", "global batch", "sequences"));
   page.priced = j.at("priced").get<bool>();
   page.deadline_days = opt_number(j, "deadline_days");
   page.budget = opt_number(j, "budget");
   if (page.deadline_days) page.facts.push_back(fact(j, "", "deadline_days", "deadline", "days"));
-  if (page.budget) page.facts.push_back(fact(j, "", "budget", "budget"));
+  if (page.budget) page.facts.push_back(fact(j, "", "budget", "budget", "SI"));
+  if (const auto v = j.find("verdict"); v != j.end() && v->is_object()) {
+    page.recommended = opt_id(*v, "recommended");
+    page.fastest = opt_id(*v, "fastest");
+    page.cheapest = opt_id(*v, "cheapest");
+  }
   const json& rows = j.at("candidates");
   for (std::size_t i = 0; i < rows.size(); ++i) {
     const json& r = rows[i];
@@ -84,6 +92,16 @@ report::PlanPage plan_page(const json& j, const std::vector<std::string>& layout
       if (r.contains("meets_deadline")) c.meets_deadline = r["meets_deadline"].get<bool>();
       if (r.contains("meets_budget")) c.meets_budget = r["meets_budget"].get<bool>();
       c.band = band_of(r);
+      c.price_per_gpu_hour = opt_number(r, "price_per_gpu_hour");
+      if (const auto b = r.find("days_band"); b != r.end() && b->is_object()) {
+        c.days_low = opt_number(*b, "low");
+        c.days_high = opt_number(*b, "high");
+      }
+      if (const auto b = r.find("cost_band"); b != r.end() && b->is_object()) {
+        c.cost_low = opt_number(*b, "low");
+        c.cost_high = opt_number(*b, "high");
+      }
+      if (page.band_basis.empty() && r.contains("step_time_band_s")) page.band_basis = band_basis(r["step_time_band_s"]);
     }
     page.candidates.push_back(std::move(c));
   }
@@ -122,30 +140,28 @@ report::SearchPage search_page(const json& j, const std::vector<std::string>& la
   return page;
 }
 
-report::SimulatePage simulate_page(const json& j, const std::string& chrome_trace) {
+report::SimulatePage simulate_page(const json& j, const std::string& chrome_trace, const std::string& layout) {
   report::SimulatePage page;
   page.title = "tetrasim simulate: " + j.at("model").get<std::string>() + " on " + j.at("cluster").get<std::string>() +
                ", " + j.at("scenario").get<std::string>();
+  page.layout = layout;
+  const json& ex = j.at("exposed_comm_s");
+  const bool moe = ex.contains("ep");
   page.facts = {fact(j, "", "step_time_s", "step time", "s"),
-                fact(j, "", "tokens_per_s", "tokens/s"),
-                fact(j, "", "tokens_per_s_per_gpu", "tokens/s per GPU"),
-                fact(j, "", "mfu", "MFU"),
-                fact(j, "", "bubble_fraction", "pipeline bubble"),
+                fact(j, "", "tokens_per_s", "throughput", "tokens/s"),
+                fact(j, "", "tokens_per_s_per_gpu", "throughput per GPU", "tokens/s"),
+                fact(j, "", "tflops_per_gpu", "model FLOP rate per GPU", "TFLOP/s"),
+                fact(j, "", "mfu", "MFU", "%"),
+                fact(j, "", "bubble_fraction", "pipeline bubble", "%"),
                 fact(j, "/exposed_comm_s", "tp", "exposed TP communication", "s"),
-                fact(j, "/exposed_comm_s", "pp", "exposed PP communication", "s"),
-                fact(j, "/exposed_comm_s", "dp", "exposed DP communication", "s"),
-                fact(j, "", "peak_gib", "peak memory", "GiB"),
-                fact(j, "", "micro_batches", "micro-batches")};
-  if (j.at("exposed_comm_s").contains("ep")) {
-    // MoE models: the dispatch and combine left on the critical path, after the DP row.
-    page.facts.insert(page.facts.begin() + 8, fact(j, "/exposed_comm_s", "ep", "exposed EP communication", "s"));
-  }
-  if (j.contains("host_wait_s")) {
-    // Before the memory row: the GPU idle while the host issues kernels.
-    const auto memory = std::find_if(page.facts.begin(), page.facts.end(),
-                                     [](const report::Fact& f) { return f.key == "peak_gib"; });
-    page.facts.insert(memory, fact(j, "", "host_wait_s", "GPU waiting for host", "s"));
-  }
+                fact(j, "/exposed_comm_s", "cp", "exposed CP communication", "s")};
+  // MoE models: the dispatch and combine left on the critical path.
+  if (moe) page.facts.push_back(fact(j, "/exposed_comm_s", "ep", "exposed EP communication", "s"));
+  page.facts.push_back(fact(j, "/exposed_comm_s", "pp", "exposed PP communication", "s"));
+  page.facts.push_back(fact(j, "/exposed_comm_s", "dp", "exposed DP communication", "s"));
+  if (j.contains("host_wait_s")) page.facts.push_back(fact(j, "", "host_wait_s", "GPU waiting for host", "s"));
+  page.facts.push_back(fact(j, "", "peak_gib", "peak memory", "GiB"));
+  page.facts.push_back(fact(j, "", "micro_batches", "micro-batches"));
   page.band = band_of(j);
   if (page.band.present()) {
     page.facts.insert(page.facts.begin() + 1, fact(j, "/step_time_band_s", "low", "step time band, low", "s"));
@@ -155,6 +171,13 @@ report::SimulatePage simulate_page(const json& j, const std::string& chrome_trac
   page.capacity_gib = j.at("capacity_gib").get<double>();
   page.usable_gib = opt_number(j, "usable_gib");
   page.memory_ref = "";
+  page.micro_batches = j.at("micro_batches").get<int>();
+  const json& l = j.at("layout");
+  for (const char* k : {"tp", "cp", "ep", "dp", "pp"}) {
+    std::string name = k;
+    for (char& c : name) c = static_cast<char>(c - 'a' + 'A');
+    page.exchanges.push_back({name, l.value(k, 1)});
+  }
   const json& stages = j.at("stages");
   for (std::size_t i = 0; i < stages.size(); ++i) {
     const json& s = stages[i];
@@ -169,6 +192,8 @@ report::SimulatePage simulate_page(const json& j, const std::string& chrome_trac
     sm.activations_gib = m.at("activations_gib").get<double>();
     sm.buffers_gib = m.at("buffers_gib").get<double>();
     sm.reserved_gib = m.at("reserved_gib").get<double>();
+    sm.expert_states_gib = opt_number(m, "expert_states_gib");
+    sm.expert_activations_gib = opt_number(m, "expert_activations_gib");
     page.memory.push_back(sm);
     report::StageTimeline st;
     st.ref = "/stages/" + std::to_string(i);
@@ -193,7 +218,7 @@ report::SimulatePage simulate_page(const json& j, const std::string& chrome_trac
     } else if (ph == "X") {
       const double start = e.at("ts").get<double>() * 1e-6;
       slices[{e.at("pid").get<int>(), e.at("tid").get<int>()}].push_back(
-          {start, start + e.at("dur").get<double>() * 1e-6, kind_name(e.value("cat", std::string()))});
+          {start, start + e.at("dur").get<double>() * 1e-6, e.value("cat", std::string())});
     }
   }
   for (report::StageTimeline& st : page.timeline) {
@@ -208,6 +233,20 @@ report::SimulatePage simulate_page(const json& j, const std::string& chrome_trac
       auto it = slices.find({st.stage, tid});
       if (it != slices.end()) lane.slices = std::move(it->second);
       st.lanes.push_back(std::move(lane));
+    }
+    // The trace holds no EP slices: a MoE model's EP row gives the step's exposed total.
+    const bool ep_traced = std::any_of(st.lanes.begin(), st.lanes.end(), [](const report::Lane& l) {
+      return std::any_of(l.slices.begin(), l.slices.end(), [](const report::Slice& s) { return s.kind == "ep"; });
+    });
+    if (moe && !ep_traced && l.value("ep", 1) > 1) {
+      report::Lane ep;
+      ep.name = "ep comm";
+      char text[128];
+      std::snprintf(text, sizeof text, "EP dispatch / combine: %.1f ms exposed in the step (most exposed stage)",
+                    ex.at("ep").get<double>() * 1e3);
+      ep.untraced = text;
+      const auto pp = std::find_if(st.lanes.begin(), st.lanes.end(), [](const report::Lane& x) { return x.name == "pp send"; });
+      st.lanes.insert(pp, std::move(ep));
     }
   }
   return page;

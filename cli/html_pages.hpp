@@ -22,7 +22,9 @@ namespace tetra::cli {
                                              std::size_t table_rows);
 
 /// The simulate page of the object `tetrasim simulate --json` prints and the Chrome trace of the
-/// same run (sim::Simulator::chrome_trace): one timeline lane per trace thread.
-[[nodiscard]] report::SimulatePage simulate_page(const nlohmann::json& j, const std::string& chrome_trace);
+/// same run (sim::Simulator::chrome_trace): one timeline lane per trace thread; `layout` is the
+/// compact layout shown under the title.
+[[nodiscard]] report::SimulatePage simulate_page(const nlohmann::json& j, const std::string& chrome_trace,
+                                                 const std::string& layout);
 
 }  // namespace tetra::cli

@@ -4,7 +4,9 @@
 #include <array>
 #include <charconv>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
+#include <map>
 
 #include "tetra/report/report.hpp"
 
@@ -88,6 +90,52 @@ std::vector<Slice> merge_slices(std::vector<Slice> slices, double gap_s) {
     out.push_back(std::move(s));
   }
   return out;
+}
+
+std::vector<Slice> bin_slices(const std::vector<Slice>& slices, double t0, double t1, std::size_t bins) {
+  if (bins == 0 || !(t1 > t0)) return {};
+  const double w = (t1 - t0) / static_cast<double>(bins);
+  std::vector<std::map<std::string, double>> busy(bins);  // per column: seconds per kind
+  for (const Slice& s : slices) {
+    const double a = std::max(s.start_s, t0), b = std::min(s.end_s, t1);
+    if (!(b > a)) continue;
+    const auto first = static_cast<std::size_t>((a - t0) / w);
+    for (std::size_t k = std::min(first, bins - 1); k < bins; ++k) {
+      const double lo = t0 + static_cast<double>(k) * w, hi = lo + w;
+      if (lo >= b) break;
+      busy[k][s.kind] += std::min(b, hi) - std::max(a, lo);
+    }
+  }
+  std::vector<Slice> out;
+  for (std::size_t k = 0; k < bins; ++k) {
+    double total = 0, most = 0;
+    const std::string* kind = nullptr;
+    for (const auto& [name, t] : busy[k]) {
+      total += t;
+      if (t > most) {
+        most = t;
+        kind = &name;
+      }
+    }
+    if (kind == nullptr || total < 0.5 * w) continue;
+    const double lo = t0 + static_cast<double>(k) * w;
+    out.push_back({lo, lo + w, *kind});
+  }
+  return merge_slices(std::move(out), w * 1e-6);
+}
+
+std::string gpu_colour(const std::string& gpu) {
+  // Preset GPUs: one hue per generation, two shades where a generation has two parts.
+  static const std::map<std::string, std::string> fixed{
+      {"a100-sxm-40gb", "#88CCEE"}, {"a100-sxm-80gb", "#56B4E9"}, {"h100-sxm-80gb", "#0072B2"},
+      {"h100-sxm-94gb", "#332288"}, {"h200-sxm-141gb", "#009E73"}, {"b200", "#E69F00"},
+      {"b300", "#D55E00"},          {"gb200", "#CC79A7"},         {"gb300", "#882255"}};
+  if (const auto it = fixed.find(gpu); it != fixed.end()) return it->second;
+  // Other names: a colour from the name alone (FNV-1a), so that it is the same on every page.
+  static const std::array<const char*, 6> others{"#117733", "#999933", "#44AA99", "#AA4499", "#661100", "#6699CC"};
+  std::uint64_t h = 14695981039346656037ull;
+  for (unsigned char c : gpu) h = (h ^ c) * 1099511628211ull;
+  return others[h % others.size()];
 }
 
 namespace detail {
@@ -234,6 +282,13 @@ std::string Chart::svg(const std::vector<LegendEntry>& legend) const {
     } else if (e.shape == "box" || e.shape == "band") {
       o << "<rect x=\"" << fmt(x + 2) << "\" y=\"" << fmt(y - 6) << "\" width=\"14\" height=\"12\" fill=\"" << c
         << "\"" << (e.shape == "band" ? " fill-opacity=\"0.25\"" : " stroke=\"#333\" stroke-width=\"0.5\"") << "/>";
+    } else if (e.shape == "whisker") {
+      o << "<line x1=\"" << fmt(x + 2) << "\" x2=\"" << fmt(x + 16) << "\" y1=\"" << fmt(y) << "\" y2=\"" << fmt(y)
+        << "\" stroke=\"" << c << "\" stroke-width=\"2\"/><line x1=\"" << fmt(x + 2) << "\" x2=\"" << fmt(x + 2)
+        << "\" y1=\"" << fmt(y - 4) << "\" y2=\"" << fmt(y + 4) << "\" stroke=\"" << c << "\" stroke-width=\"2\"/><line x1=\""
+        << fmt(x + 16) << "\" x2=\"" << fmt(x + 16) << "\" y1=\"" << fmt(y - 4) << "\" y2=\"" << fmt(y + 4)
+        << "\" stroke=\"" << c << "\" stroke-width=\"2\"/><circle cx=\"" << fmt(x + 9) << "\" cy=\"" << fmt(y)
+        << "\" r=\"3\" fill=\"" << c << "\"/>";
     } else if (e.shape == "front") {
       o << "<line x1=\"" << fmt(x) << "\" x2=\"" << fmt(x + 18) << "\" y1=\"" << fmt(y) << "\" y2=\"" << fmt(y)
         << "\" stroke=\"" << c << "\" stroke-width=\"1.5\"/><circle cx=\"" << fmt(x + 9) << "\" cy=\"" << fmt(y)
@@ -241,7 +296,7 @@ std::string Chart::svg(const std::vector<LegendEntry>& legend) const {
     } else {
       o << "<circle cx=\"" << fmt(x + 9) << "\" cy=\"" << fmt(y) << "\" r=\"5\" fill=\"" << c << "\"/>";
     }
-    o << "<text class=\"legend-text\" x=\"" << fmt(x + 26) << "\" y=\"" << fmt(y + 4) << "\">" << escape(e.text)
+    o << "<text class=\"legend-text\" data-colour=\"" << c << "\" x=\"" << fmt(x + 26) << "\" y=\"" << fmt(y + 4) << "\">" << escape(e.text)
       << "</text>\n";
     y += 20;
   }

@@ -27,7 +27,8 @@ struct Axis {
 /// Tick text: SI suffix (k, M, G, T) above 10^4, decimals from the tick spacing.
 [[nodiscard]] std::string tick_label(double value, double spacing);
 
-/// A legend entry: a swatch of `colour` ("line", "dot", "box" or "band") and its text.
+/// A legend entry: a swatch of `colour` ("line", "dot", "box", "band" or "whisker") and its
+/// text (which carries the colour in data-colour, for tests).
 struct LegendEntry {
   std::string text;
   std::string colour;

@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "support/run_tetrasim.hpp"
+#include "tetra/report/report.hpp"
 
 namespace fs = std::filesystem;
 using tetra::test::run_tetrasim;
@@ -138,6 +139,13 @@ TEST_CASE("browser: simulate --html has the memory bars and the timeline with --
   CHECK(count(tl, "<rect x=") > 4 * stages);  // slices of every stage's streams
   CHECK(tl.find(">forward (F)</text>") != std::string::npos);
   CHECK(tl.find(">dp comm</text>") != std::string::npos);
+  // The layout under the title; every exchange in the timeline's legend.
+  CHECK(dom.find("<code id=\"simulate-layout\">tp8 ") != std::string::npos);
+  for (const char* e : {">TP collective</text>", ">PP send activation</text>", ">DP gradient reduce</text>",
+                        ">CP: no traffic", ">EP: no traffic"}) {
+    CHECK_MESSAGE(tl.find(e) != std::string::npos, e);
+  }
+  CHECK(count(mem, "class=\"expert-split\"") == 0);  // a dense model
   const Comparison c = compare(dom, j);
   // Seven numbers per memory bar, busy and idle per stage, the summary facts.
   check_all_equal(c, 7 * stages + 2 * stages + 10);
@@ -154,7 +162,15 @@ TEST_CASE("browser: simulate --html of a mixture-of-experts model lists its expo
   CHECK(dom.find("exposed EP communication") != std::string::npos);
   CHECK(dom.find("data-v-ep=") != std::string::npos);
   const std::size_t stages = j.at("stages").size();
-  check_all_equal(compare(dom, j), 7 * stages + 2 * stages + 11);
+  // Memory split dense / expert, with --json's expert parts; an EP row per stage in the timeline.
+  const std::string mem = svg_of(dom, "simulate-memory"), tl = svg_of(dom, "simulate-timeline");
+  CHECK(count(mem, "class=\"expert-split\"") == stages);
+  CHECK(mem.find(">expert weights, gradients, optimizer</text>") != std::string::npos);
+  CHECK(count(mem, "data-v-expert_states_gib=") == stages);
+  CHECK(count(tl, ">ep comm</text>") == stages);
+  CHECK(tl.find(">EP dispatch / combine") != std::string::npos);  // legend
+  CHECK(dom.find("<code id=\"simulate-layout\">") != std::string::npos);
+  check_all_equal(compare(dom, j), 9 * stages + 2 * stages + 14);
 }
 
 TEST_CASE("browser: search --html plots every ranked layout with --json's numbers") {
@@ -194,9 +210,50 @@ TEST_CASE("browser: plan --html has days against cost with the Pareto front and 
   CHECK(count(scaling, "<circle class=\"point") == fits);
   CHECK(count(scaling, "<polyline") == 3);  // one curve per GPU type
   CHECK(dom.find("no layout fits the memory budget") != std::string::npos);
+  // One colour per GPU type: every point of both plots and the legend entry in gpu_colour's.
+  for (const auto& c : j.at("candidates")) {
+    if (!c.at("fits").get<bool>()) continue;
+    const std::string colour = "fill=\"" + tetra::report::gpu_colour(c.at("gpu").get<std::string>()) + "\"";
+    for (const std::string* svg : {&front, &scaling}) {
+      const std::size_t at = svg->find("data-ref=\"/candidates/" + std::to_string(c.at("id").get<int>()) + "\"");
+      REQUIRE(at != std::string::npos);
+      CHECK(svg->substr(at, svg->find('>', at) - at).find(colour) != std::string::npos);
+      CHECK(svg->find("data-colour=\"" + tetra::report::gpu_colour(c.at("gpu").get<std::string>()) + "\"") !=
+            std::string::npos);
+    }
+  }
+  CHECK(count(front, "class=\"count\"") == fits);  // GPU counts on the points
+  CHECK(count(scaling, "class=\"ideal\"") == 3);
+
   // Three numbers per mark of each plot (id and the two coordinates), the id of each table row,
   // five facts.
   check_all_equal(compare(dom, j), 3 * fits + 3 * fits + j.at("candidates").size() + 5);
+}
+
+TEST_CASE("browser: plan --html of scenarios/plan-405b.toml decides: the verdict box on top, the band in the legend") {
+  auto [j, dom] = json_and_page("plan scenarios/plan-405b.toml", "plan_405b");
+  const std::size_t box = dom.find("<div id=\"plan-verdict\"");
+  REQUIRE(box != std::string::npos);
+  CHECK(box < dom.find("<svg"));
+  const std::string verdict = dom.substr(box, dom.find("</div>", box) - box);
+  REQUIRE(j.at("verdict").at("recommended").is_number());
+  const auto& chosen = j.at("candidates").at(j["verdict"]["recommended"].get<std::size_t>());
+  CHECK(verdict.find("Rent ") != std::string::npos);
+  CHECK(verdict.find("<b>" + chosen.at("name").get<std::string>() + "</b> × <b>" +
+                     std::to_string(chosen.at("gpus").get<int>()) + " GPUs</b>") != std::string::npos);
+  CHECK(verdict.find(" days, cost ") != std::string::npos);
+  CHECK(verdict.find("in the currency of the prices") != std::string::npos);
+  CHECK(verdict.find("data-ref=\"/candidates/" + std::to_string(chosen.at("id").get<int>()) + "/days_band\"") !=
+        std::string::npos);
+  CHECK(verdict.find("at the band's slow end") != std::string::npos);  // the deadline and the budget
+  CHECK(verdict.find("Deadline 90 days: ") != std::string::npos);
+  CHECK(verdict.find("Budget 60.0 M: ") != std::string::npos);
+  const std::string front = svg_of(dom, "plan-days-cost");
+  CHECK(front.find(">band: days and cost at its ends</text>") != std::string::npos);
+  CHECK(front.find(">the verdict's choice</text>") != std::string::npos);
+  CHECK(svg_of(dom, "plan-scaling").find(">ideal linear from the smallest count</text>") != std::string::npos);
+  // The verdict's numbers (days, cost, the band's ends) are --json's too.
+  check_all_equal(compare(dom, j), 100);
 }
 
 TEST_CASE("--html on bad input writes nothing, and plan --shard refuses it") {

@@ -149,8 +149,8 @@ TEST_CASE("plan page: Pareto points outlined and joined in order of days, deadli
   REQUIRE(xs.size() == 3);
   CHECK(xs[0] < xs[1]);
   CHECK(xs[1] < xs[2]);
-  CHECK(front.find(">deadline 20 days</text>") != std::string::npos);  // legend
-  CHECK(front.find(">budget 5000</text>") != std::string::npos);
+  CHECK(front.find(">deadline 20.0 days</text>") != std::string::npos);  // legend
+  CHECK(front.find(">budget 5.00 k</text>") != std::string::npos);
   CHECK(count(front, "class=\"ref\"") == 2);
   // Every plotted number is carried verbatim for the comparison with --json.
   CHECK(front.find("data-ref=\"/candidates/3\" data-v-id=\"3\" data-v-days=\"10\" data-v-cost=\"6000\"") !=
@@ -233,10 +233,10 @@ TEST_CASE("simulate page: stacked memory bars under capacity and margin, bubbles
     t.stage = s;
     t.busy_s = 1.5;
     t.idle_s = 0.5;
-    Lane compute{"compute", {{0.1, 0.8, "F"}, {0.8, 1.6, "B"}}};
-    Lane tp{"tp comm", {}};
+    Lane compute{"compute", {{0.1, 0.8, "F"}, {0.8, 1.6, "B"}}, ""};
+    Lane tp{"tp comm", {}, ""};
     for (int k = 0; k < 100; ++k) tp.slices.push_back({0.1 + k * 0.006, 0.1 + k * 0.006 + 0.005, "tp"});
-    Lane cp{"cp comm", {}};  // no traffic: not drawn
+    Lane cp{"cp comm", {}, ""};  // no traffic: not drawn
     t.lanes = {compute, tp, cp};
     page.timeline.push_back(t);
   }
@@ -263,6 +263,160 @@ TEST_CASE("simulate page: stacked memory bars under capacity and margin, bubbles
     CHECK(count(banded, "class=\"band\"") == 1);
     CHECK(banded.find(">step-time band</text>") != std::string::npos);
   }
+}
+
+TEST_CASE("plan page: the verdict says what to rent, for how long, its band and the limits at the slow end") {
+  PlanPage page;
+  page.title = "plan";
+  page.priced = true;
+  page.deadline_days = 20;
+  page.budget = 5000;
+  page.candidates = {candidate(0, "h100-sxm-80gb", 8, 30, 3000, true),
+                     candidate(1, "h100-sxm-80gb", 16, 16, 3100, true),
+                     candidate(2, "b200", 16, 10, 6000, true)};
+  page.candidates[1].days_low = 14;
+  page.candidates[1].days_high = 22;  // over the deadline at the band's slow end
+  page.candidates[1].cost_low = 2800;
+  page.candidates[1].cost_high = 4000;
+  page.candidates[1].price_per_gpu_hour = 2.5;
+  page.band_basis = "10th to 90th percentile";
+  page.recommended = 1;
+  page.fastest = 2;
+  page.cheapest = 0;
+  const std::string html = plan_html(page);
+  check_self_contained(html);
+  const std::size_t box = html.find("<div id=\"plan-verdict\" class=\"verdict\"");
+  REQUIRE(box != std::string::npos);
+  CHECK(box < html.find("<table class=\"facts\""));  // at the top
+  const std::string verdict = html.substr(box, html.find("</div>", box) - box);
+  CHECK(verdict.find("data-v-recommended=\"1\"") != std::string::npos);
+  CHECK(verdict.find("<b>h100-sxm-80gb cluster</b> × <b>16 GPUs</b>") != std::string::npos);
+  CHECK(verdict.find("16.0 days, cost 3.10 k") != std::string::npos);
+  CHECK(verdict.find("2.50 per GPU-hour") != std::string::npos);
+  CHECK(verdict.find("14.0 to 22.0 days") != std::string::npos);
+  CHECK(verdict.find("2.80 k to 4.00 k") != std::string::npos);
+  CHECK(verdict.find("Deadline 20 days: <span class=\"ok\">met</span> at the prediction (16.0 days) but "
+                     "<span class=\"no\">missed</span> at the band's slow end (22.0 days)") != std::string::npos);
+  CHECK(verdict.find("Budget 5.00 k: <span class=\"ok\">met</span> at the prediction (3.10 k) and "
+                     "<span class=\"ok\">met</span> at the band's slow end (4.00 k)") != std::string::npos);
+  CHECK(verdict.find("Fastest: ") != std::string::npos);  // another candidate: named too
+  CHECK(verdict.find("Cheapest: ") != std::string::npos);
+  SUBCASE("none meets the limits: the box says so") {
+    page.recommended.reset();
+    const std::string miss = plan_html(page);
+    CHECK(miss.find("<div id=\"plan-verdict\" class=\"verdict miss\">") != std::string::npos);
+    CHECK(miss.find("No candidate meets the deadline and the budget") != std::string::npos);
+  }
+}
+
+TEST_CASE("plan page: one colour per GPU type in both charts, GPU counts on the points, ideal scaling") {
+  PlanPage page;
+  page.title = "plan";
+  page.priced = true;
+  page.candidates = {candidate(0, "b200", 8, 30, 3000, true), candidate(1, "h100-sxm-80gb", 8, 40, 2500, true),
+                     candidate(2, "h100-sxm-80gb", 16, 22, 2800, true), candidate(3, "b200", 16, 16, 3300, true)};
+  for (auto& c : page.candidates) {
+    c.band.step_time_low_s = 0.9;
+    c.band.step_time_high_s = 1.3;
+  }
+  const std::string html = plan_html(page);
+  CHECK(gpu_colour("h100-sxm-80gb") != gpu_colour("b200"));
+  CHECK(gpu_colour("my-gpu") == gpu_colour("my-gpu"));  // from the name alone
+  for (const char* id : {"plan-days-cost", "plan-scaling"}) {
+    const std::string svg = svg_of(html, id);
+    CAPTURE(id);
+    for (const PlanCandidate& c : page.candidates) {
+      const std::size_t a = svg.find("data-ref=\"" + c.ref + "\"");
+      REQUIRE(a != std::string::npos);
+      const std::size_t f = svg.find("fill=\"", a) + 6;
+      CHECK(svg.substr(f, svg.find('"', f) - f) == gpu_colour(c.gpu));
+    }
+    for (const char* g : {"b200", "h100-sxm-80gb"}) {  // legend entries in the GPU's colour
+      CHECK(svg.find("data-colour=\"" + gpu_colour(g) + "\" ") != std::string::npos);
+      CHECK(svg.find(std::string(">") + g + "</text>") != std::string::npos);
+    }
+  }
+  const std::string front = svg_of(html, "plan-days-cost"), scaling = svg_of(html, "plan-scaling");
+  CHECK(count(front, "class=\"count\"") == 4);
+  CHECK(front.find(">16</text>") != std::string::npos);
+  CHECK(count(front, "class=\"band\"") == 4);  // a whisker per point, named in the legend
+  CHECK(front.find(">band: days and cost at its ends</text>") != std::string::npos);
+  CHECK(count(scaling, "class=\"ideal\"") == 2);  // one per GPU type, from its smallest count
+  CHECK(scaling.find(">ideal linear from the smallest count</text>") != std::string::npos);
+}
+
+TEST_CASE("bin_slices: columns in the colour of their busiest kind, empty below half busy") {
+  std::vector<Slice> many;
+  for (int k = 0; k < 400; ++k) {  // alternating F and B, then a quiet stretch
+    many.push_back({k * 0.01, k * 0.01 + 0.006, "F"});
+    many.push_back({k * 0.01 + 0.006, k * 0.01 + 0.0095, "B"});
+  }
+  many.push_back({5.0, 5.2, "optimizer"});
+  const std::vector<Slice> bins = bin_slices(many, 0, 8, 100);
+  REQUIRE(bins.size() == 2);  // F dominates every busy column: one run, then the optimizer
+  CHECK(bins[0].kind == "F");
+  CHECK(bins[0].start_s == approx(0.0));
+  CHECK(bins[0].end_s == approx(4.0));
+  CHECK(bins[1].kind == "optimizer");  // 5.0 .. 5.2 on 0.08 s columns: [4.96, 5.04) is half busy, kept
+  CHECK(bins[1].start_s == approx(4.96));
+  CHECK(bins[1].end_s == approx(5.2));
+  CHECK(bin_slices(many, 0, 8, 0).empty());
+}
+
+TEST_CASE("simulate page: layout under the title, dense / expert bars, an EP row, every exchange in the legend") {
+  SimulatePage page;
+  page.title = "simulate";
+  page.layout = "tp4 cp1 pp2 dp8 mbs1 ep8 full 1f1b";
+  page.step_time_s = 4;
+  page.capacity_gib = 80;
+  page.micro_batches = 400;
+  page.exchanges = {{"TP", 4}, {"CP", 1}, {"EP", 8}, {"DP", 8}, {"PP", 2}};
+  for (int s = 0; s < 2; ++s) {
+    StageMemory m;
+    m.ref = "/stages/" + std::to_string(s) + "/memory";
+    m.stage = s;
+    m.params_gib = 10;
+    m.grads_gib = 10;
+    m.optimizer_gib = 20;
+    m.activations_gib = 8;
+    m.expert_states_gib = 30;
+    m.expert_activations_gib = 2;
+    m.reserved_gib = 48;
+    page.memory.push_back(m);
+    StageTimeline t;
+    t.ref = "/stages/" + std::to_string(s);
+    t.stage = s;
+    Lane compute{"compute", {}, ""};
+    for (int k = 0; k < 400; ++k) {
+      compute.slices.push_back({k * 0.009, k * 0.009 + 0.004, "F"});
+      compute.slices.push_back({k * 0.009 + 0.0045, k * 0.009 + 0.0085, "B"});
+    }
+    Lane ep{"ep comm", {}, "EP dispatch / combine: 120.0 ms exposed"};
+    Lane pp{"pp send", {{1.0, 1.1, "send-forward"}}, ""};
+    t.lanes = {compute, ep, pp};
+    page.timeline.push_back(t);
+  }
+  const std::string html = simulate_html(page);
+  check_self_contained(html);
+  CHECK(html.find("<code id=\"simulate-layout\">tp4 cp1 pp2 dp8 mbs1 ep8 full 1f1b</code>") < html.find("<table"));
+  const std::string mem = svg_of(html, "simulate-memory");
+  CHECK(count(mem, "class=\"expert-split\"") == 2);
+  CHECK(count(mem, "expert weights, gradients, optimizer: 30.00 GiB") == 2);
+  CHECK(count(mem, "dense weights, gradients, optimizer: 10.00 GiB") == 2);  // 40 - 30
+  CHECK(count(mem, "expert activations: 2.00 GiB") == 2);
+  CHECK(mem.find(">expert activations</text>") != std::string::npos);  // legend
+  const std::string tl = svg_of(html, "simulate-timeline");
+  CHECK(count(tl, ">ep comm</text>") == 2);
+  CHECK(count(tl, "class=\"untraced\"") == 2);
+  CHECK(tl.find(">EP dispatch / combine (total)</text>") != std::string::npos);
+  CHECK(tl.find(">PP send activation</text>") != std::string::npos);
+  CHECK(tl.find(">CP: no traffic (size 1)</text>") != std::string::npos);
+  CHECK(tl.find(">TP: no traffic (not in this step)</text>") != std::string::npos);
+  // 800 compute slices a stage: binned, and the page says so.
+  CHECK(html.find("id=\"timeline-binned\"") != std::string::npos);
+  const std::size_t marks = tl.find("<g class=\"marks\"");
+  const std::string drawn = tl.substr(marks, tl.find("</g>", marks) - marks);
+  CHECK(count(drawn, "<rect x=") < 100);
 }
 
 }  // TEST_SUITE

@@ -28,7 +28,9 @@ struct Fact {
   std::string ref;   ///< JSON pointer of the object holding `key`
   std::string key;
   double value = 0;
-  std::string unit;  ///< shown after the value ("s", "GiB", ...)
+  /// How the value reads: "s" (seconds, ms below one), "%" (a fraction, shown in percent),
+  /// "GiB", "TFLOP/s", "days", "SI" (k / M / G / T), other text after the number, "" plain.
+  std::string unit;
 };
 
 // --- plan -----------------------------------------------------------------------------------
@@ -52,6 +54,10 @@ struct PlanCandidate {
   std::optional<bool> meets_deadline;
   std::optional<bool> meets_budget;
   StepBand band;
+  std::optional<double> price_per_gpu_hour;
+  /// Days and cost at the band's ends (`days_band` / `cost_band` {low, high} of its JSON
+  /// object); high is the band's slow end.
+  std::optional<double> days_low, days_high, cost_low, cost_high;
 };
 
 struct PlanPage {
@@ -61,6 +67,10 @@ struct PlanPage {
   std::optional<double> deadline_days;  ///< drawn as a vertical line
   std::optional<double> budget;         ///< drawn as a horizontal line (priced plans)
   std::vector<PlanCandidate> candidates;
+  /// The verdict (ids): the cheapest (priced) or fastest that meets the deadline and the
+  /// budget; unset when none does. `fastest` and `cheapest` regardless of the limits.
+  std::optional<std::size_t> recommended, fastest, cheapest;
+  std::string band_basis;  ///< what the step-time band is, in words ("" without one)
 };
 
 // --- search ---------------------------------------------------------------------------------
@@ -94,6 +104,9 @@ struct SearchPage {
 /// reserved_gib). The part of reserved_gib above the others is allocator fragmentation.
 struct StageMemory {
   std::string ref;
+  /// MoE models: the routed experts' part of params..optimizer and of activations
+  /// (expert_states_gib, expert_activations_gib); unset on a dense model.
+  std::optional<double> expert_states_gib, expert_activations_gib;
   int stage = 0;
   double params_gib = 0;
   double fp8_cache_gib = 0;
@@ -108,13 +121,21 @@ struct StageMemory {
 struct Slice {
   double start_s = 0;
   double end_s = 0;
-  std::string kind;  ///< colour and legend entry ("F", "B", "dp-reduce", ...)
+  std::string kind;  ///< the trace category: colour and legend entry ("F", "B", "tp", "ep", ...)
 };
 
 /// One stream of a stage (compute, TP, CP, PP, DP, ...).
 struct Lane {
   std::string name;
   std::vector<Slice> slices;
+  /// Set on a row whose traffic the trace does not hold slice by slice: shown as text.
+  std::string untraced;
+};
+
+/// One kind of exchange (TP, CP, EP, DP, PP) and the size of its group in the layout.
+struct Exchange {
+  std::string name;
+  int degree = 1;
 };
 
 /// One stage's step. Gaps of the first lane (the compute stream) are drawn as bubbles.
@@ -128,6 +149,7 @@ struct StageTimeline {
 
 struct SimulatePage {
   std::string title;
+  std::string layout;            ///< compact layout, shown under the title
   std::vector<Fact> facts;
   StepBand band;                 ///< of the step time
   double step_time_s = 0;        ///< the timeline's extent
@@ -136,12 +158,18 @@ struct SimulatePage {
   std::string memory_ref;            ///< object with capacity_gib (and usable_gib)
   std::vector<StageMemory> memory;
   std::vector<StageTimeline> timeline;
+  std::vector<Exchange> exchanges;   ///< every kind, listed in the timeline's legend
+  int micro_batches = 0;
 };
 
 /// The pages, as complete HTML documents.
 [[nodiscard]] std::string plan_html(const PlanPage& page);
 [[nodiscard]] std::string search_html(const SearchPage& page);
 [[nodiscard]] std::string simulate_html(const SimulatePage& page);
+
+/// The colour of a GPU type ("h100-sxm-80gb") in every chart of every page: fixed for the
+/// preset GPUs, derived from the name for others.
+[[nodiscard]] std::string gpu_colour(const std::string& gpu);
 
 // --- building blocks, public for tests ------------------------------------------------------
 
@@ -162,5 +190,11 @@ struct SimulatePage {
 /// Slices of one lane sorted by start with neighbours of the same kind joined when the gap
 /// between them is at most `gap_s` (a drawing at one pixel per `gap_s` shows no difference).
 [[nodiscard]] std::vector<Slice> merge_slices(std::vector<Slice> slices, double gap_s);
+
+/// Slices of one lane over [t0, t1) in `bins` equal columns: one slice per column that is at
+/// least half busy, of the kind busy longest in it (neighbours of one kind joined). A lane of
+/// hundreds of micro-batches reads as its phases rather than as sub-pixel stripes.
+[[nodiscard]] std::vector<Slice> bin_slices(const std::vector<Slice>& slices, double t0, double t1,
+                                            std::size_t bins);
 
 }  // namespace tetra::report
