@@ -6,6 +6,8 @@
 #include <optional>
 #include <utility>
 
+#include "tetra/costmodel/error_band.hpp"
+
 namespace tetra::cli {
 
 namespace {
@@ -19,7 +21,7 @@ std::optional<double> opt_number(const json& j, const char* key) {
 }
 
 /// The step-time band of a JSON object, where it has one (step_time_band_s {low, high}; both
-/// null when the GPU generation has too few published rows).
+/// null when there are too few published rows for a band).
 report::StepBand band_of(const json& j) {
   const auto it = j.find("step_time_band_s");
   if (it == j.end() || !it->is_object()) return {};
@@ -27,7 +29,7 @@ report::StepBand band_of(const json& j) {
 }
 
 /// What a band is, from its JSON object: "10th to 90th percentile of the signed errors on 403
-/// published megatron rows" (or its note).
+/// published Megatron-Core rows" (or its note).
 std::string band_basis(const json& b) {
   if (!b.is_object() || !b.value("low", json()).is_number()) {
     return b.is_object() && b.value("note", json()).is_string() ? b["note"].get<std::string>() : std::string();
@@ -36,8 +38,9 @@ std::string band_basis(const json& b) {
   std::string s = pct(b.at("low_quantile").get<double>()) + " to " + pct(b.at("high_quantile").get<double>()) +
                   " percentile of the signed errors on " + std::to_string(b.at("rows").get<long>());
   if (b.value("basis", std::string()) == "fit") return s + " rows of the fitted file, cross-validated";
-  const std::string fw = b.value("framework", std::string());
-  return s + (fw.empty() || fw == "all" ? " published rows" : " published " + fw + " rows");
+  const auto fw = costmodel::parse_regime(b.value("framework", std::string()));
+  return s + (fw ? std::string(" published ") + costmodel::regime_name(*fw) + " rows"
+                 : std::string(" published rows of every framework"));
 }
 
 std::optional<std::size_t> opt_id(const json& j, const char* key) {
