@@ -18,7 +18,7 @@ namespace tetra::costmodel {
 /// The regimes bands are kept by: the framework that runs the step. The model's habits differ
 /// most between frameworks (which kernels run, which buffers are kept, what is fused), and the
 /// published sources of one framework share its errors more than those of one GPU generation:
-/// leaving each file out, 78 % of the rows land in their framework's band against 68 % in their
+/// leaving each file out, 80 % of the rows land in their framework's band against 70 % in their
 /// generation's (`tetrasim bands data/validation/*.csv`, docs/accuracy.md).
 /// "megatron", "deepspeed", "fsdp" (the keys of the bands file: parallel::to_string).
 [[nodiscard]] const char* regime_key(parallel::Framework f) noexcept;
