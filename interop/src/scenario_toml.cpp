@@ -23,6 +23,26 @@ UserError error_at(const LaunchConfig& c, const std::optional<Number>& n, const 
 }
 
 std::string quoted(const std::string& s) { return "\"" + s + "\""; }
+
+// A launcher's text as a TOML comment: bytes outside printable ASCII (line breaks, control
+// characters, anything a UTF-8 reader could refuse) written as \xNN, so the scenario stays
+// valid TOML whatever the launcher file held.
+std::string comment_text(const std::string& s) {
+  static constexpr char kHex[] = "0123456789ABCDEF";
+  std::string out;
+  out.reserve(s.size());
+  for (const char ch : s) {
+    const auto b = static_cast<unsigned char>(ch);
+    if (b >= 0x20 && b < 0x7F) {
+      out += ch;
+    } else {
+      out += "\\x";
+      out += kHex[b >> 4];
+      out += kHex[b & 0xF];
+    }
+  }
+  return out;
+}
 std::string boolean(bool b) { return b ? "true" : "false"; }
 
 // The degrees, the data-parallel size and the GPUs of the run.
@@ -208,13 +228,7 @@ std::string scenario_toml(const LaunchConfig& c, const ImportOptions& o) {
         << "etp = " << value_or(c.etp, titan ? 1 : s.tp) << '\n';  // Megatron-LM's default: tp
   }
   if (!c.not_mapped.empty()) out << '\n';
-  for (const std::string& line : c.not_mapped) {
-    std::string flat = line;
-    for (char& ch : flat) {
-      if (ch == '\n' || ch == '\r') ch = ' ';
-    }
-    out << "# not mapped: " << flat << '\n';
-  }
+  for (const std::string& line : c.not_mapped) out << "# not mapped: " << comment_text(line) << '\n';
   return out.str();
 }
 
