@@ -38,6 +38,24 @@ nlohmann::json band_source_json(const costmodel::StepBand& band) {
   return j;
 }
 
+costmodel::StepBand band_from_json(const nlohmann::json& j) {
+  costmodel::StepBand b;
+  if (!j.is_object()) return b;
+  auto text = [&](const char* key) { return j.contains(key) && j[key].is_string() ? j[key].get<std::string>() : std::string(); };
+  auto number = [&](const char* key, double fallback) {
+    return j.contains(key) && j[key].is_number() ? j[key].get<double>() : fallback;
+  };
+  b.basis = text("basis");
+  b.regime = text("framework");
+  b.note = text("note");
+  b.band.rows = j.contains("rows") && j["rows"].is_number_unsigned() ? j["rows"].get<std::size_t>() : 0;
+  b.band.low_quantile = number("low_quantile", b.band.low_quantile);
+  b.band.high_quantile = number("high_quantile", b.band.high_quantile);
+  b.band.low_error = number("low_error", 0.0);
+  b.band.high_error = number("high_error", 0.0);
+  return b;
+}
+
 nlohmann::json band_json(const costmodel::StepBand& band, double predicted_s) {
   nlohmann::json j = band_source_json(band);
   j.update(interval_json(band, predicted_s));
@@ -49,7 +67,7 @@ std::string band_basis_text(const costmodel::StepBand& band) {
   const std::string range = ordinal(band.band.low_quantile) + "-" + ordinal(band.band.high_quantile) +
                             " percentile of the signed errors on " + std::to_string(band.band.rows);
   if (band.basis == "fit") return range + " rows, cross-validated on the fitted file's rows";
-  const auto f = costmodel::parse_regime(band.regime);
+  const auto f = parallel::parse_framework(band.regime);
   if (!f) return range + " published rows of every framework";
   return range + " published " + costmodel::regime_name(*f) + " rows";
 }

@@ -20,6 +20,8 @@ namespace tetra::cli {
 
 /// Where a band comes from: basis, framework, rows, quantiles, errors, note (no interval).
 [[nodiscard]] nlohmann::json band_source_json(const costmodel::StepBand& band);
+/// The band band_source_json wrote (what the --html pages read back from a command's JSON).
+[[nodiscard]] costmodel::StepBand band_from_json(const nlohmann::json& j);
 /// {"low", "high"} in seconds around `predicted_s` (null without a band).
 [[nodiscard]] nlohmann::json interval_json(const costmodel::StepBand& band, double predicted_s);
 /// {"low", "high", "basis", "framework", "rows", "low_quantile", "high_quantile",

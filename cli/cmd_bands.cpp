@@ -113,44 +113,45 @@ costmodel::ErrorBand rounded(costmodel::ErrorBand b) {
   return b;
 }
 
-costmodel::RegimeBands compute_bands(const BandsArgs& args, const std::vector<RowError>& errors) {
+/// The bands of every framework and the pooled band, from the rows of every file but `skip`
+/// (none when skip is past the files).
+costmodel::RegimeBands bands_without(const std::vector<RowError>& errors, std::size_t skip) {
+  std::map<parallel::Framework, std::vector<double>> by_framework;
+  std::vector<double> every;
+  for (const auto& e : errors) {
+    if (e.file == skip) continue;
+    by_framework[e.framework].push_back(e.error);
+    every.push_back(e.error);
+  }
   costmodel::RegimeBands b;
+  for (const auto& [f, list] : by_framework) b.entries.push_back({f, rounded(costmodel::band_of_errors(list))});
+  b.pooled = rounded(costmodel::band_of_errors(every));
+  return b;
+}
+
+costmodel::RegimeBands compute_bands(const BandsArgs& args, const std::vector<RowError>& errors) {
+  costmodel::RegimeBands b = bands_without(errors, args.csvs.size());
   b.command = "tetrasim bands";
   for (const auto& f : args.csvs) b.command += " " + f;
   b.commit = args.commit;
   b.sources = args.csvs;
-  std::map<parallel::Framework, std::vector<double>> by_gen;
-  for (const auto& e : errors) by_gen[e.framework].push_back(e.error);
-  for (const auto& [g, list] : by_gen) b.entries.push_back({g, rounded(costmodel::band_of_errors(list))});
-  std::vector<double> every;
-  for (const auto& e : errors) every.push_back(e.error);
-  b.pooled = rounded(costmodel::band_of_errors(every));
   for (std::size_t f = 0; f < args.csvs.size(); ++f) {
-    for (const auto& [g, all] : by_gen) {
-      (void)all;
-      std::vector<double> others;
-      std::vector<double> all_others;
+    // Each file against the band a prediction would carry without its rows (zero_shot_band:
+    // its framework's, or the pooled one where the other files hold too few of it).
+    const costmodel::RegimeBands others = bands_without(errors, f);
+    for (const auto& entry : b.entries) {
       std::vector<const RowError*> mine;
       for (const auto& e : errors) {
-        if (e.file != f) all_others.push_back(e.error);
-        if (e.framework != g) continue;
-        if (e.file == f) {
-          mine.push_back(&e);
-        } else {
-          others.push_back(e.error);
-        }
+        if (e.file == f && e.framework == entry.framework) mine.push_back(&e);
       }
       if (mine.empty()) continue;
+      const costmodel::StepBand band = costmodel::zero_shot_band(others, entry.framework);
       costmodel::BandCoverage c;
       c.file = args.csvs[f];
-      c.framework = g;
+      c.framework = entry.framework;
       c.rows = mine.size();
-      c.band = rounded(costmodel::band_of_errors(others));
-      if (!c.band.available()) {
-        // As zero_shot_band: a framework with too few rows gets the pooled band.
-        c.pooled = true;
-        c.band = rounded(costmodel::band_of_errors(all_others));
-      }
+      c.band = band.band;
+      c.pooled = band.regime == "all";
       if (c.band.available()) {
         for (const RowError* e : mine) {
           const costmodel::StepInterval iv = costmodel::band_interval(c.band, e->predicted_s);
@@ -236,23 +237,23 @@ int run_bands(const BandsArgs& given) {
     j["low_quantile"] = costmodel::kBandLowQuantile;
     j["high_quantile"] = costmodel::kBandHighQuantile;
     j["min_rows"] = costmodel::kMinBandRows;
-    nlohmann::json gens = nlohmann::json::object();
+    nlohmann::json frameworks = nlohmann::json::object();
     for (const auto& e : bands.entries) {
-      gens[costmodel::regime_key(e.framework)] = {
+      frameworks[parallel::to_string(e.framework)] = {
           {"rows", e.band.rows},
           {"low_error", e.band.available() ? nlohmann::json(e.band.low_error) : nlohmann::json(nullptr)},
           {"high_error", e.band.available() ? nlohmann::json(e.band.high_error) : nlohmann::json(nullptr)}};
     }
-    gens["all"] = {
+    frameworks["all"] = {
         {"rows", bands.pooled.rows},
         {"low_error", bands.pooled.available() ? nlohmann::json(bands.pooled.low_error) : nlohmann::json(nullptr)},
         {"high_error", bands.pooled.available() ? nlohmann::json(bands.pooled.high_error) : nlohmann::json(nullptr)}};
-    j["frameworks"] = std::move(gens);
+    j["frameworks"] = std::move(frameworks);
     nlohmann::json cov = nlohmann::json::array();
     for (const auto& c : bands.coverage) {
       const bool ok = c.band.available();
       cov.push_back({{"file", c.file},
-                     {"framework", costmodel::regime_key(c.framework)},
+                     {"framework", parallel::to_string(c.framework)},
                      {"pooled", c.pooled},
                      {"rows", c.rows},
                      {"band_rows", c.band.rows},
@@ -270,7 +271,7 @@ int run_bands(const BandsArgs& given) {
     for (const auto& e : errors) {
       per.push_back({{"file", args.csvs[e.file]},
                      {"id", e.id},
-                     {"framework", costmodel::regime_key(e.framework)},
+                     {"framework", parallel::to_string(e.framework)},
                      {"measured_s", round_to(e.measured_s, 6)},
                      {"predicted_s", round_to(e.predicted_s, 6)},
                      {"error", round_error(e.error)}});

@@ -6,7 +6,7 @@
 #include <optional>
 #include <utility>
 
-#include "tetra/costmodel/error_band.hpp"
+#include "band.hpp"
 
 namespace tetra::cli {
 
@@ -26,21 +26,6 @@ report::StepBand band_of(const json& j) {
   const auto it = j.find("step_time_band_s");
   if (it == j.end() || !it->is_object()) return {};
   return {opt_number(*it, "low"), opt_number(*it, "high")};
-}
-
-/// What a band is, from its JSON object: "10th to 90th percentile of the signed errors on 403
-/// published Megatron-Core rows" (or its note).
-std::string band_basis(const json& b) {
-  if (!b.is_object() || !b.value("low", json()).is_number()) {
-    return b.is_object() && b.value("note", json()).is_string() ? b["note"].get<std::string>() : std::string();
-  }
-  auto pct = [](double q) { return std::to_string(static_cast<int>(q * 100 + 0.5)) + "th"; };
-  std::string s = pct(b.at("low_quantile").get<double>()) + " to " + pct(b.at("high_quantile").get<double>()) +
-                  " percentile of the signed errors on " + std::to_string(b.at("rows").get<long>());
-  if (b.value("basis", std::string()) == "fit") return s + " rows of the fitted file, cross-validated";
-  const auto fw = costmodel::parse_regime(b.value("framework", std::string()));
-  return s + (fw ? std::string(" published ") + costmodel::regime_name(*fw) + " rows"
-                 : std::string(" published rows of every framework"));
 }
 
 std::optional<std::size_t> opt_id(const json& j, const char* key) {
@@ -104,7 +89,7 @@ report::PlanPage plan_page(const json& j, const std::vector<std::string>& layout
         c.cost_low = opt_number(*b, "low");
         c.cost_high = opt_number(*b, "high");
       }
-      if (page.band_basis.empty() && r.contains("step_time_band_s")) page.band_basis = band_basis(r["step_time_band_s"]);
+      if (page.band_basis.empty() && r.contains("step_time_band_s")) page.band_basis = band_basis_text(band_from_json(r["step_time_band_s"]));
     }
     page.candidates.push_back(std::move(c));
   }

@@ -12,8 +12,6 @@ std::string too_few(std::size_t rows, const std::string& what) {
 }
 }  // namespace
 
-const char* regime_key(parallel::Framework f) noexcept { return parallel::to_string(f); }
-
 const char* regime_name(parallel::Framework f) noexcept {
   switch (f) {
     case parallel::Framework::megatron: return "Megatron-Core";
@@ -21,10 +19,6 @@ const char* regime_name(parallel::Framework f) noexcept {
     case parallel::Framework::fsdp: return "PyTorch FSDP";
   }
   return "Megatron-Core";
-}
-
-std::optional<parallel::Framework> parse_regime(std::string_view name) noexcept {
-  return parallel::parse_framework(name);
 }
 
 double signed_error(double predicted_s, double measured_s) noexcept { return predicted_s / measured_s - 1.0; }
@@ -66,7 +60,7 @@ std::optional<StepInterval> StepBand::interval(double predicted_s) const noexcep
 StepBand zero_shot_band(const RegimeBands& bands, parallel::Framework framework) {
   StepBand out;
   out.basis = "zero-shot";
-  out.regime = regime_key(framework);
+  out.regime = parallel::to_string(framework);
   out.band = bands.find(framework);
   if (!out.band.available() && bands.pooled.available()) {
     out.regime = "all";
@@ -80,7 +74,7 @@ StepBand fitted_band(const std::optional<ErrorBand>& band, const std::string& fi
                      parallel::Framework framework) {
   StepBand out;
   out.basis = "fit";
-  out.regime = regime_key(framework);
+  out.regime = parallel::to_string(framework);
   if (!band) {
     out.note = fit_file + " has no [band] table (fitted before bands were recorded; fit again)";
     return out;

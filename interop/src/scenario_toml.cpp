@@ -43,6 +43,7 @@ std::string comment_text(const std::string& s) {
   }
   return out;
 }
+
 std::string boolean(bool b) { return b ? "true" : "false"; }
 
 // The degrees, the data-parallel size and the GPUs of the run.
@@ -167,7 +168,7 @@ std::string scenario_toml(const LaunchConfig& c, const ImportOptions& o) {
   if (!cluster) throw UserError(SourceLocation{c.path}, "--cluster", "'" + o.cluster + "' is not a built-in cluster (tetrasim presets)");
   const Sizes s = resolve_sizes(c, o, cluster->gpus_per_node);
   std::ostringstream out;
-  out << "# Imported by `tetrasim import` from " << c.path << " (" << to_string(c.launcher) << ").\n\n";
+  out << "# Imported by `tetrasim import` from " << comment_text(c.path) << " (" << to_string(c.launcher) << ").\n\n";
   const bool moe = write_model(out, c, o);
   write_cluster(out, o, *cluster, s, c);
 

@@ -599,7 +599,7 @@ costmodel::RegimeBands parse_error_bands(std::string_view text, const std::strin
     }
   }
   auto regime = [&](const toml::key& k, const std::string& key) {
-    const auto f = costmodel::parse_regime(k.str());
+    const auto f = parallel::parse_framework(k.str());
     if (!f) fail(doc, k.source(), key, "unknown framework (expected megatron, deepspeed, fsdp, all)");
     return *f;
   };
@@ -632,7 +632,7 @@ costmodel::RegimeBands parse_error_bands(std::string_view text, const std::strin
       costmodel::BandCoverage c;
       c.file = get_string(s, "file", true);
       const std::string fw = get_string(s, "framework", true);
-      const auto g = costmodel::parse_regime(fw);
+      const auto g = parallel::parse_framework(fw);
       if (!g) fail(doc, t->get("framework")->source(), s.key("framework"), "unknown framework (expected megatron, deepspeed, fsdp)");
       c.framework = *g;
       if (const toml::node* p = t->get("pooled")) {
@@ -664,13 +664,13 @@ std::string format_error_bands(const costmodel::RegimeBands& b) {
   for (std::size_t i = 0; i < b.sources.size(); ++i) os << (i == 0 ? "" : ", ") << quoted(b.sources[i]);
   os << "]\n";
   for (const auto& e : b.entries) {
-    os << "\n[band." << costmodel::regime_key(e.framework) << "]\n" << format_band(e.band);
+    os << "\n[band." << parallel::to_string(e.framework) << "]\n" << format_band(e.band);
   }
   if (b.pooled.rows > 0) os << "\n[band.all]\n" << format_band(b.pooled);
   os << "\n# Leave one file out: each file's rows against the band of the other files' rows of the\n"
         "# same framework; `inside` of `rows` measured steps lie in it.\n";
   for (const auto& c : b.coverage) {
-    os << "\n[[coverage]]\nfile = " << quoted(c.file) << "\nframework = " << quoted(costmodel::regime_key(c.framework))
+    os << "\n[[coverage]]\nfile = " << quoted(c.file) << "\nframework = " << quoted(parallel::to_string(c.framework))
        << (c.pooled ? "\npooled = true" : "")
        << "\nrows = " << c.rows << "\nband_rows = " << c.band.rows << "\ninside = " << c.inside << "\n";
     if (c.band.available()) os << "low_error = " << num(c.band.low_error) << "\nhigh_error = " << num(c.band.high_error) << "\n";

@@ -51,12 +51,28 @@ TEST_SUITE("costmodel") {
     CHECK(iv.high_s == approx(12.5).epsilon(1e-12));
   }
 
-  TEST_CASE("error band: one regime per framework, named for sentences and parsed back") {
-    for (parallel::Framework f : {parallel::Framework::megatron, parallel::Framework::deepspeed, parallel::Framework::fsdp}) {
-      CHECK(parse_regime(regime_key(f)) == f);
-    }
+  TEST_CASE("error band: one regime per framework, named for sentences") {
+    CHECK(std::string(regime_name(parallel::Framework::megatron)) == "Megatron-Core");
+    CHECK(std::string(regime_name(parallel::Framework::deepspeed)) == "DeepSpeed");
     CHECK(std::string(regime_name(parallel::Framework::fsdp)) == "PyTorch FSDP");
-    CHECK_FALSE(parse_regime("ampere"));
+  }
+
+  TEST_CASE("error band: a framework with too few rows gets the pooled band, named \"all\"") {
+    RegimeBands bands;
+    ErrorBand megatron;
+    megatron.rows = 4;
+    bands.entries = {{parallel::Framework::megatron, megatron}};
+    bands.pooled.rows = 30;
+    bands.pooled.low_error = -0.2;
+    bands.pooled.high_error = 0.1;
+    const StepBand b = zero_shot_band(bands, parallel::Framework::megatron);
+    CHECK(b.regime == "all");
+    CHECK(b.note.empty());
+    REQUIRE(b.interval(1.0));
+    CHECK(b.interval(1.0)->high_s == approx(1.0 / 0.8).epsilon(1e-12));
+    bands.pooled.rows = 5;  // too few altogether: no band, and the note names the framework
+    CHECK(zero_shot_band(bands, parallel::Framework::megatron).note ==
+          "too few published rows for Megatron-Core (4, a band needs 10)");
   }
 
   TEST_CASE("error band: a framework with too few rows says so instead of a band") {

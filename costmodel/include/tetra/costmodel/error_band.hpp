@@ -20,12 +20,10 @@ namespace tetra::costmodel {
 /// published sources of one framework share its errors more than those of one GPU generation:
 /// leaving each file out, 80 % of the rows land in their framework's band against 70 % in their
 /// generation's (`tetrasim bands data/validation/*.csv`, docs/accuracy.md).
-/// "megatron", "deepspeed", "fsdp" (the keys of the bands file: parallel::to_string).
-[[nodiscard]] const char* regime_key(parallel::Framework f) noexcept;
+/// A band's key in the bands file and in JSON is the framework's scenario name
+/// (parallel::to_string / parse_framework: "megatron", "deepspeed", "fsdp").
 /// "Megatron-Core", "DeepSpeed", "PyTorch FSDP" (for sentences).
 [[nodiscard]] const char* regime_name(parallel::Framework f) noexcept;
-/// Inverse of regime_key; nothing for an unknown name.
-[[nodiscard]] std::optional<parallel::Framework> parse_regime(std::string_view name) noexcept;
 
 /// The band covers the 10th to the 90th percentile of the signed errors: a nominal 80 %
 /// interval, wide enough to say how far off a prediction usually is and narrow enough that the
@@ -103,7 +101,7 @@ struct RegimeBands {
 /// The band a prediction carries, as commands report it.
 struct StepBand {
   std::string basis;                   ///< "zero-shot" or "fit"
-  std::string regime;                  ///< regime_key of the run's framework, or "all" (the pooled band)
+  std::string regime;                  ///< the run's framework (parallel::to_string), or "all" (the pooled band)
   ErrorBand band;
   std::string note;                    ///< why there is no band ("too few published rows for ..."), else empty
 
