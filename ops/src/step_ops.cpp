@@ -17,6 +17,32 @@ using parallel::execution_traits;
 using parallel::params_per_layer;
 using parallel::stage_params;
 
+namespace {
+
+/// Full buckets beyond this many are merged into this many larger ones: only a stage of
+/// hundreds of trillions of parameters gets there, and the replay prices every bucket.
+constexpr long long kMaxBuckets = 100000;
+
+/// `total` elements cut into `full` buckets of `size` and a `last` remainder, as the
+/// framework's gradient buffer does (one bucket of everything when `one_bucket`).
+struct BucketSplit {
+  double size = 0;
+  int full = 0;
+  double last = 0;
+};
+
+BucketSplit split_buckets(double total, double size, bool one_bucket) {
+  if (one_bucket) return {size, 0, total};
+  long long full = static_cast<long long>(total / size);
+  if (full > kMaxBuckets) {
+    size = total / static_cast<double>(kMaxBuckets);
+    full = kMaxBuckets;
+  }
+  return {size, static_cast<int>(full), std::max(0.0, total - static_cast<double>(full) * size)};
+}
+
+}  // namespace
+
 using namespace detail;
 
 double pp_boundary_bytes(const Model& model, const Training& training,
@@ -71,17 +97,14 @@ std::vector<Op> dp_gradient_ops(const Model& model, const Training& training, co
     // (`allreduce_tensor_in_float32`), on the compute stream (no overlap); with ZeRO-1 the
     // updated parameters are gathered after the optimizer step (counted as an all-gather in
     // the parameter dtype).
-    const double ds_bucket = 500e6;
-    const double total = static_cast<double>(sp.params);
-    const long long full = static_cast<long long>(total / ds_bucket);
-    const double last = total - static_cast<double>(full) * ds_bucket;
+    const BucketSplit b = split_buckets(static_cast<double>(sp.params), 500e6, false);
     auto push = [&](CollectiveKind kind, const char* name, double elem_bytes) {
-      if (full > 0) {
-        Op op = coll(Pass::optimizer, name, kind, dim, dpc, elem_bytes * ds_bucket, Wait::blocking);
-        op.count = static_cast<int>(full);
+      if (b.full > 0) {
+        Op op = coll(Pass::optimizer, name, kind, dim, dpc, elem_bytes * b.size, Wait::blocking);
+        op.count = b.full;
         ops.push_back(op);
       }
-      if (last > 0.5) ops.push_back(coll(Pass::optimizer, name, kind, dim, dpc, elem_bytes * last, Wait::blocking));
+      if (b.last > 0.5) ops.push_back(coll(Pass::optimizer, name, kind, dim, dpc, elem_bytes * b.last, Wait::blocking));
     };
     push(CollectiveKind::all_reduce, "dp_grad_ar_fp32", 4.0);
     if (training.zero_stage >= 1) push(CollectiveKind::all_gather, "dp_param_ag", param_bytes);
@@ -90,20 +113,17 @@ std::vector<Op> dp_gradient_ops(const Model& model, const Training& training, co
   // Megatron bucket size: max(40M, 1M·dp) parameters (distributed_data_parallel_config.py),
   // dp here is the gradient group (DP x CP). Routed-expert gradients live in their own
   // buffer, reduced over the expert data-parallel group (expert_gradient_ops).
-  const double bucket = std::max(40e6, 1e6 * dpc);
-  const double total = static_cast<double>(sp.params - sp.expert_params);
-  const bool one_bucket = !training.overlap_grad_reduce;
-  const long long full = one_bucket ? 0 : static_cast<long long>(total / bucket);
-  const double last = one_bucket ? total : total - static_cast<double>(full) * bucket;
+  const BucketSplit b = split_buckets(static_cast<double>(sp.params - sp.expert_params),
+                                      std::max(40e6, 1e6 * dpc), !training.overlap_grad_reduce);
   const bool dist = training.zero_stage >= 1;
   auto push_buckets = [&](CollectiveKind kind, const char* name, double elem_bytes, Pass pass,
                           bool async) {
-    if (full > 0) {
-      Op op = coll(pass, name, kind, dim, dpc, elem_bytes * bucket, async_if(async));
-      op.count = static_cast<int>(full);
+    if (b.full > 0) {
+      Op op = coll(pass, name, kind, dim, dpc, elem_bytes * b.size, async_if(async));
+      op.count = b.full;
       ops.push_back(op);
     }
-    if (last > 0.5) ops.push_back(coll(pass, name, kind, dim, dpc, elem_bytes * last, async_if(async)));
+    if (b.last > 0.5) ops.push_back(coll(pass, name, kind, dim, dpc, elem_bytes * b.last, async_if(async)));
   };
   if (dist) {
     push_buckets(CollectiveKind::reduce_scatter, "dp_grad_rs", grad_bytes, Pass::optimizer,
@@ -130,20 +150,17 @@ std::vector<Op> expert_gradient_ops(const Model& model, const Training& training
   // Megatron-Core DistributedDataParallel keeps expert parameters in separate buffers whose
   // bucket group is the expert data-parallel group (`expert_data_parallel_group`, size
   // tp·cp·dp/(ep·etp)); bucket size as for the dense buffers over that group.
-  const double bucket = std::max(40e6, 1e6 * edp);
-  const bool one_bucket = !training.overlap_grad_reduce;
-  const long long full = one_bucket ? 0 : static_cast<long long>(total / bucket);
-  const double last = one_bucket ? total : total - static_cast<double>(full) * bucket;
+  const BucketSplit b = split_buckets(total, std::max(40e6, 1e6 * edp), !training.overlap_grad_reduce);
   const double grad_bytes = bytes_of(training.grad_dtype);
   const double param_bytes = gathered_param_bytes(model, training);
   auto push_buckets = [&](CollectiveKind kind, const char* name, double elem_bytes, bool async) {
-    if (full > 0) {
-      Op op = coll(Pass::optimizer, name, kind, CommDim::expert_dp, edp, elem_bytes * bucket, async_if(async));
-      op.count = static_cast<int>(full);
+    if (b.full > 0) {
+      Op op = coll(Pass::optimizer, name, kind, CommDim::expert_dp, edp, elem_bytes * b.size, async_if(async));
+      op.count = b.full;
       ops.push_back(op);
     }
-    if (last > 0.5) {
-      ops.push_back(coll(Pass::optimizer, name, kind, CommDim::expert_dp, edp, elem_bytes * last, async_if(async)));
+    if (b.last > 0.5) {
+      ops.push_back(coll(Pass::optimizer, name, kind, CommDim::expert_dp, edp, elem_bytes * b.last, async_if(async)));
     }
   };
   if (training.zero_stage >= 1) {

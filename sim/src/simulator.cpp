@@ -33,6 +33,22 @@ SimInput sim_input(const model::Model& model, const hw::Cluster& cluster, const 
 
 namespace {
 
+/// The longest span the replay holds (Duration::from_seconds' range, about 115 days of int64
+/// picoseconds): a chunk's passes, a pipeline send, a gradient bucket or the optimizer.
+constexpr double kMaxSpanSeconds = 1e7;
+
+/// `seconds` as simulated time, or a UserError when one span of the step would not fit in it
+/// (a huge model on a slow link): the run is refused in one line, never an internal error.
+Duration replay_time(double seconds) {
+  if (!(seconds <= kMaxSpanSeconds)) {
+    throw UserError(SourceLocation{}, "",
+                    "one part of the step would take " + std::to_string(static_cast<long long>(seconds)) +
+                        " s (more than 10^7 s): the run is too large to simulate (a smaller model, faster "
+                        "links or more parallelism)");
+  }
+  return Duration::from_seconds(seconds);
+}
+
 double pass_exposed(const PassTime& pt, CommAxis a) { return pt.exposed_s[static_cast<std::size_t>(a)]; }
 
 /// Times of virtual stage `vs` (of V) holding `lc` layers for one micro-batch: the layer's
@@ -57,10 +73,10 @@ ChunkCost chunk_cost(const LayerTimes& layer, const LayerTimes& embedding, const
     w += head.backward_weight.seconds;
   }
   ChunkCost cc;
-  cc.forward = Duration::from_seconds(f);
-  cc.backward = Duration::from_seconds(bw);
-  cc.backward_input = Duration::from_seconds(bi);
-  cc.backward_weight = Duration::from_seconds(w);
+  cc.forward = replay_time(f);
+  cc.backward = replay_time(bw);
+  cc.backward_input = replay_time(bi);
+  cc.backward_weight = replay_time(w);
   return cc;
 }
 
@@ -284,7 +300,7 @@ GroupsInterNode place_step(StepSpec& spec, const SimInput& in, int domain, int p
     const double bytes = ops::pp_boundary_bytes(model, training, layout);
     const bool any_inter = std::any_of(spec.pp_inter_node.begin(), spec.pp_inter_node.begin() + (p - 1),
                                        [](char c) { return c != 0; });
-    spec.pp_forward = Duration::from_seconds(costmodel::p2p_seconds(bytes, !any_inter, cm));
+    spec.pp_forward = replay_time(costmodel::p2p_seconds(bytes, !any_inter, cm));
     spec.pp_backward = spec.pp_forward;
   }
   return {dp_place.nodes > 1, cp_place.nodes > 1};
@@ -372,11 +388,11 @@ std::vector<BucketCost> dp_buckets(const SimInput& in, int r, int v, bool moe, c
   for (std::size_t k = 0; k < reduces.size(); ++k) {
     BucketCost b;
     b.params_fraction = total > 0 ? reduces[k].bytes / total : 1.0 / static_cast<double>(reduces.size());
-    b.reduce = Duration::from_seconds(price(reduces[k]) + follow_s[k]);
+    b.reduce = replay_time(price(reduces[k]) + follow_s[k]);
     if (gathers.size() == reduces.size()) {
-      b.gather = Duration::from_seconds(price(gathers[k]));
+      b.gather = replay_time(price(gathers[k]));
     } else {
-      b.gather = Duration::from_seconds(gather_total * b.params_fraction);
+      b.gather = replay_time(gather_total * b.params_fraction);
     }
     bk.push_back(b);
   }
@@ -443,7 +459,7 @@ void Simulator::build_spec(const SimInput& in, const SimOptions& options, const 
     for (const auto& op : ops::optimizer_ops(model, training, layout, r)) {
       opt += price(op) * std::max(op.count, 1);
     }
-    st.optimizer = Duration::from_seconds(opt);
+    st.optimizer = replay_time(opt);
     st.dp_inter_node = inter_node.dp;
     st.cp_inter_node = inter_node.cp;
     spec_.stages.push_back(std::move(st));

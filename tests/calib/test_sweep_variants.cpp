@@ -59,7 +59,7 @@ class ChoiceOnlyProbe final : public CollectiveProbe {
 }  // namespace
 
 TEST_SUITE("calib") {
-  TEST_CASE("quick plans sweep NCCL's choice only; full plans add the documented variants") {
+  TEST_CASE("quick plans sweep NCCL's choice only, full plans add the documented variants") {
     PlanOptions quick;
     quick.quick = true;
     const auto q = make_plan(quick);

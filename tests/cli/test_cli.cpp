@@ -289,7 +289,7 @@ TEST_CASE("memory --json has the documented keys and nothing else on stdout") {
   CHECK(tetrasim("memory scenarios/default.toml --json").out == r.out);
 }
 
-TEST_CASE("memory prints a table and the verdict; --layout overrides") {
+TEST_CASE("memory prints a table and the verdict, --layout overrides") {
   const Result r = tetrasim("memory scenarios/default.toml --layout pp=8,tp=8");
   CAPTURE(r.err);
   REQUIRE(r.code == 0);

@@ -153,7 +153,7 @@ TEST_SUITE("cli") {
     CHECK(b > a * 1.2);  // seven of the sixteen step times are 1.7 times longer
   }
 
-  TEST_CASE("validate --cv: K folds, leave one out; zero-shot next to cross-validated") {
+  TEST_CASE("validate --cv: K folds, leave one out, zero-shot next to cross-validated") {
     const Run r = tetrasim("validate " + kCsv + " --cv 4 --factors gemm,memory_bound,intra_node --json");
     CAPTURE(r.err);
     REQUIRE(r.code == 0);

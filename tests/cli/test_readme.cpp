@@ -105,3 +105,22 @@ TEST_CASE("readme: --help names A100 to GB300 and cites no section of an outside
 }
 
 }  // TEST_SUITE
+
+TEST_CASE("test sources: every test case name reaches ctest whole") {
+  // doctest_discover_tests registers each case under its name, and CMake splits lists on
+  // ';': a name holding one becomes a filter that matches nothing, and its checks never run.
+  const std::regex test_case(R"re(TEST_CASE\("([^"]*)"\))re");
+  int cases = 0;
+  for (const auto& entry : fs::recursive_directory_iterator(source_path("tests"))) {
+    if (entry.path().extension() != ".cpp") continue;
+    const std::string text = slurp(entry.path());
+    for (std::sregex_iterator it(text.begin(), text.end(), test_case), end; it != end; ++it) {
+      ++cases;
+      const std::string name = (*it)[1].str();
+      CAPTURE(entry.path().string());
+      CAPTURE(name);
+      CHECK(name.find(';') == std::string::npos);
+    }
+  }
+  CHECK(cases > 400);
+}

@@ -181,6 +181,61 @@ TEST_CASE("robustness: a step too large to simulate is refused at once, never ha
   CHECK(l.err.find("too large to simulate") != std::string::npos);
 }
 
+TEST_CASE("robustness: every key at either end of its documented range runs or is refused in one line") {
+  // Values inside the bounds `tetrasim keys` documents, at their extremes: the arithmetic of
+  // memory, cost and replay must neither overflow (the sanitizer build aborts on signed
+  // overflow) nor end in an internal error. A refusal is fine when it is one clear line.
+  struct Extreme {
+    const char* from;  // a line of the base scenario, or a table header to add the key under
+    const char* to;
+  };
+  const Extreme extremes[] = {
+      {"layers = 32", "layers = 1"},
+      {"layers = 32", "layers = 100000"},
+      {"hidden = 4096", "hidden = 10000000"},
+      {"ffn_hidden = 14336", "ffn_hidden = 1"},
+      {"ffn_hidden = 14336", "ffn_hidden = 10000000"},
+      {"heads = 32\nkv_heads = 8", "heads = 100000\nkv_heads = 100000"},
+      {"vocab = 128256", "vocab = 1"},
+      {"vocab = 128256", "vocab = 100000000"},
+      {"[model]", "[model]\nhead_dim = 10000000"},
+      {"nodes = 1", "nodes = 1000000"},
+      {"[cluster]", "[cluster]\ngpus_per_node = 1024"},
+      {"memory = \"80GiB\"", "memory = \"1MiB\""},
+      {"memory = \"80GiB\"", "memory = \"1PB\""},
+      {"[cluster.gpu]", "[cluster.gpu]\nsms = 1"},
+      {"[cluster.gpu]", "[cluster.gpu]\nsms = 100000"},
+      {"[cluster.gpu]", "[cluster.gpu]\nbf16_peak = \"1e-9TFLOP/s\""},
+      {"[cluster.gpu]", "[cluster.gpu]\nhbm_bandwidth = \"1e12GB/s\""},
+      {"bandwidth = \"450GB/s\"", "bandwidth = \"1e-9GB/s\""},
+      {"[cluster.intra_node]", "[cluster.intra_node]\nlatency = \"10s\""},
+      {"nic_bandwidth = \"400Gb/s\"", "nic_bandwidth = \"1e12Gb/s\""},
+      {"[cluster.inter_node]", "[cluster.inter_node]\nlatency = \"10s\""},
+      {"[cluster.inter_node]", "[cluster.inter_node]\nnics_per_node = 1000000"},
+      {"seq_len = 4096", "seq_len = 1"},
+      {"global_batch = 32", "global_batch = 1"},
+      {"[training]", "[training]\nnccl_buffsize = 1073741824"},
+      {"[training]", "[training]\nmoe_routing_imbalance = 1000"},
+      {"tp = 2", "tp = 1000000"},
+      {"pp = 2", "pp = 1000000"},
+      {"mbs = 1", "mbs = 1000000"},
+      {"[layout]", "[layout]\ncp = 1000000"},
+      {"[layout]", "[layout]\nvp = 1000000"},
+      {"[layout]", "[layout]\nfirst_stage_layers = 100000"},
+  };
+  for (const auto& e : extremes) {
+    const fs::path p = write("extreme.toml", scenario_with(e.from, e.to));
+    const Run r = tetrasim("simulate '" + p.string() + "' --json");
+    const std::string value = e.to;
+    CAPTURE(value);
+    CAPTURE(r.err);
+    CHECK((r.code == 0 || r.code == 1));
+    CHECK(r.err.find("internal error") == std::string::npos);
+    if (r.code == 1) CHECK(count_lines(r.err) == 1);
+    if (r.code == 0) CHECK(nlohmann::json::parse(r.out, nullptr, false).is_object());
+  }
+}
+
 TEST_CASE("robustness: --layout with absurd values names --layout and the key") {
   const fs::path p = write("base2.toml", scenario_with("", ""));
   for (const char* bad : {"tp=1000000000000", "pp=-1", "mbs=0", "tp=2,tp=4", "schedule=warp", "tp", "=2",
@@ -306,7 +361,7 @@ TEST_CASE("bad input: --threads outside 0..4096, an mfu above 1, empty fit and p
   check_refused(tetrasim("simulate '" + with_profile.string() + "'"), {"empty.profile.toml", "empty: a profile holds"});
 }
 
-TEST_CASE("bad input: a mistyped key gets a suggestion; a search space too large to enumerate is refused") {
+TEST_CASE("bad input: a mistyped key gets a suggestion, a search space too large to enumerate is refused") {
   const fs::path typo = write("typo.toml", scenario_with("seq_len = 4096", "seq_len = 4096\ntp_comm_overlapp = true"));
   check_refused(tetrasim("memory '" + typo.string() + "'"), {"tp_comm_overlapp", "did you mean tp_comm_overlap?"});
   std::string sixty;

@@ -300,7 +300,7 @@ TEST_SUITE("costmodel") {
     CHECK(g.nodes == 2);
   }
 
-  TEST_CASE("Rank strides follow rank_order; an invalid order falls back to Megatron's") {
+  TEST_CASE("Rank strides follow rank_order, an invalid order falls back to Megatron's") {
     parallel::Layout l;
     l.tp = 8;
     l.cp = 2;

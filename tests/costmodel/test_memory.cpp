@@ -310,7 +310,7 @@ TEST_SUITE("costmodel") {
     CHECK(costmodel::inflight_micro_batches(l, 8, 3) == approx(2.5));
   }
 
-  TEST_CASE("memory: every stage is reported; first holds the embedding, last the head") {
+  TEST_CASE("memory: every stage is reported, first holds the embedding, last the head") {
     const model::Model m = preset_model("llama3.1-70b");
     const hw::Cluster c = cluster("dgx-h100");
     parallel::Training t;

@@ -104,7 +104,7 @@ TEST_SUITE("hw") {
     CHECK(find_cluster_preset("dgx-b200")->nvlink_domain() == 8);
   }
 
-  TEST_CASE("NVLink domains tile the cluster; a job fills racks evenly") {
+  TEST_CASE("NVLink domains tile the cluster, a job fills racks evenly") {
     Cluster c = *find_cluster_preset("gb200-nvl72");
     c.nodes = 18;  // one full rack
     CHECK_FALSE(domain_problem(c));

@@ -146,7 +146,7 @@ TEST_SUITE("llama") {
     CHECK(error_of("[1, 2]").find("expected a JSON object") != std::string::npos);
   }
 
-  TEST_CASE("HF import from a file; a missing file is a user error") {
+  TEST_CASE("HF import from a file, a missing file is a user error") {
     const auto dir = std::filesystem::path(TETRA_BINARY_DIR) / "tests" / "llama";
     std::filesystem::create_directories(dir);
     const auto path = (dir / "llama31_8b_config.json").string();

@@ -115,7 +115,7 @@ TEST_SUITE("llama") {
     CHECK(total_params(m, 8192) == total_params(p, 8192));
   }
 
-  TEST_CASE("gpt-oss-120b: model_type gpt_oss is arch gpt-oss; 116.83B total with its biases and sinks") {
+  TEST_CASE("gpt-oss-120b: model_type gpt_oss is arch gpt-oss, 116.83B total with its biases and sinks") {
     // The gpt-oss model card (OpenAI, arXiv 2508.10925, Table 1): 116.83B total parameters,
     // 5.13B active without the 0.58B embedding. By hand, per layer: attention weights
     // 2·2880·4096 + 2·2880·512 = 26,542,080, biases 4096 + 2·512 + 2880 and 64 sinks = 8,064;
@@ -200,7 +200,7 @@ TEST_SUITE("llama") {
     CHECK(issue->key == "moe_flex_backend");
   }
 
-  TEST_CASE("DeepSeek-V3: MLA layer 187,107,328; 671.0B total, 37.6B active (arXiv 2412.19437)") {
+  TEST_CASE("DeepSeek-V3: MLA layer 187,107,328, 671.0B total, 37.6B active (arXiv 2412.19437)") {
     const Model m = preset("deepseek-v3");
     REQUIRE(m.mla);
     REQUIRE(m.moe);
@@ -239,7 +239,7 @@ TEST_SUITE("llama") {
     CHECK(active_params(m, 4096) == 12'879'925'248);
   }
 
-  TEST_CASE("Qwen3-30B-A3B: explicit head_dim 128; 30.5B total, 3.35B active") {
+  TEST_CASE("Qwen3-30B-A3B: explicit head_dim 128, 30.5B total, 3.35B active") {
     const Model m = preset("qwen3-30b-a3b");
     CHECK(m.head_dim() == 128);  // not hidden/heads = 64
     // Q and O 2*2048*(32*128), K and V 2*2048*(4*128), router 2048*128,

@@ -296,6 +296,23 @@ TEST_SUITE("llama") {
       // bucket = max(40e6, 1e6·8) = 40e6 parameters
       CHECK(buckets == static_cast<int>((p0 + 40e6 - 1) / 40e6));
     }
+    SUBCASE("a stage of 10^17 parameters: at most 100,000 buckets, every byte still reduced") {
+      Model huge = m;
+      huge.hidden = 10000000;
+      huge.ffn_hidden = 10000000;
+      const double big = static_cast<double>(stage_params(huge, l, tr.seq_len)[0].params);
+      REQUIRE(big / 40e6 > 100000.0);
+      const auto ops = dp_gradient_ops(huge, tr, l, 0);
+      double rs = 0;
+      long long buckets = 0;
+      for (const Op& op : ops) {
+        if (op.coll != CollectiveKind::reduce_scatter) continue;
+        rs += op.bytes * op.count;
+        buckets += op.count;
+      }
+      CHECK(buckets <= 100001);
+      CHECK(rs == approx(4.0 * big));
+    }
     SUBCASE("no distributed optimizer: all-reduce, bf16 when grad_dtype = bf16") {
       tr.zero_stage = 0;
       tr.grad_dtype = Precision::bf16;

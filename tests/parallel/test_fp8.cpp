@@ -70,7 +70,7 @@ TEST_SUITE("llama") {
     CHECK_FALSE(recipe_problem(Fp8Recipe::nvfp4, *h100).empty());
   }
 
-  TEST_CASE("fp8: the four linears run their three GEMMs in FP8; attention and LM head stay bf16") {
+  TEST_CASE("fp8: the four linears run their three GEMMs in FP8, attention and LM head stay bf16") {
     const Model m = preset("llama3.1-8b");
     Training t;
     t.seq_len = 4096;

@@ -59,7 +59,7 @@ TEST_SUITE("llama") {
     CHECK(total_params(preset("llama1-65b"), 2048) == 65'285'660'672);
   }
 
-  TEST_CASE("GPT block: 12h^2 + 13h per layer; model with learned positions (N21 5.1)") {
+  TEST_CASE("GPT block: 12h^2 + 13h per layer, model with learned positions (N21 5.1)") {
     const Model m = preset("gpt3-175b");
     const std::int64_t h = 12288;
     CHECK(m.arch == Arch::gpt);

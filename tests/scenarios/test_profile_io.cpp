@@ -169,12 +169,13 @@ TEST_SUITE("scenarios") {
     CHECK(q.per_factor[1].std_error < 0);
   }
 
-  TEST_CASE("fitted factors: a hand-written file with one factor; the others stay neutral") {
+  TEST_CASE("fitted factors: a hand-written file with one factor, the others stay neutral") {
     const fit::FitSummary q = parse_fitted("[factors.inter_node]\nvalue = 0.25\n", "f.toml");
     CHECK(q.factors.inter_node == 0.25);
     CHECK(q.factors.gemm == 1.0);
     CHECK(q.factors.step_overhead_s == 0.0);
-    CHECK(parse_fitted("", "f.toml").factors == costmodel::Factors{});
+    // An empty file is refused rather than read as "no factors" (a truncated or wrong file).
+    CHECK_THROWS_WITH(parse_fitted("", "f.toml"), doctest::Contains("f.toml: empty"));
   }
 
   TEST_CASE("fitted factors: errors name the file, line, column and key") {

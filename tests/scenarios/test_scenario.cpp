@@ -130,7 +130,7 @@ tp = 8
   CHECK(sc.layout.dp == 2);
 }
 
-TEST_CASE("a node preset's NVLink domain follows gpus_per_node; a rack preset keeps its own") {
+TEST_CASE("a node preset's NVLink domain follows gpus_per_node, a rack preset keeps its own") {
   const std::string head = "[model]\npreset = \"llama3.1-8b\"\n[training]\nseq_len = 4096\nglobal_batch = 8\n";
   // TSUBAME 4.0's nodes hold 4 H100 joined by NVLink and nothing else: a DGX H100 preset with
   // 4 GPUs per node is 4-GPU NVLink islands, so a group over 8 GPUs crosses the network.

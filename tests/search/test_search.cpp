@@ -274,7 +274,7 @@ TEST_SUITE("search") {
     CHECK(dense.valid[0].etp == 1);
   }
 
-  TEST_CASE("sp: only sp = false at tp = 1; both values where tp > 1 when listed") {
+  TEST_CASE("sp: only sp = false at tp = 1, both values where tp > 1 when listed") {
     auto space = small_space();
     space.tp = {1, 2};
     space.pp = {1};
@@ -364,7 +364,7 @@ TEST_SUITE("search") {
     CHECK(search::layout_key(a) < search::layout_key(b));
   }
 
-  TEST_CASE("pruning agrees with estimate_memory; every survivor is simulated and ranked") {
+  TEST_CASE("pruning agrees with estimate_memory, every survivor is simulated and ranked") {
     const auto model = small_model();
     const auto cluster = one_node();
     const auto training = small_training();
@@ -510,7 +510,7 @@ TEST_SUITE("search") {
     CHECK(llama3);
   }
 
-  TEST_CASE("precision = [bf16, fp8]: both precisions ranked; FP8 linears win on H100") {
+  TEST_CASE("precision = [bf16, fp8]: both precisions ranked, FP8 linears win on H100") {
     const auto sc = h100_8b_with(
         "tp = [1, 2]\npp = [1, 2]\nmbs = [1]\nrecompute = [\"none\"]\nprecision = [\"bf16\", \"fp8\"]\n"
         "fp8_recipe = \"current\"\n");

@@ -110,7 +110,7 @@ TEST_SUITE("sim") {
   // alone). Each bucket runs at half rate (0.04 s); the ring gets 0.05 + 0.02 + 0.01 + 0.02 +
   // 0.01 + 0.02 + 0.01 = 0.14 s of work done by 1.20 s, 0.02 more by 1.24 s when the last
   // bucket ends, and finishes the remaining 0.04 s alone at 1.28 s.
-  TEST_CASE("CP traffic on the NIC slows the overlapped DP buckets; on NVLink it does not") {
+  TEST_CASE("CP traffic on the NIC slows the overlapped DP buckets, on NVLink it does not") {
     auto spec = make(Schedule::one_f_one_b, 1, 1, 4, 0.10, 0.20);
     spec.free_links = false;
     spec.overlap_param_gather = false;
