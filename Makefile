@@ -5,7 +5,7 @@ BUILD ?= build
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_FLAGS ?=
 SCENARIO ?= scenarios/default.toml
-PACKAGES := cmake g++ make libboost-graph-dev libeigen3-dev libtomlplusplus-dev doctest-dev \
+PACKAGES := cmake g++ make pkgconf libboost-graph-dev libeigen3-dev libtomlplusplus-dev doctest-dev libyaml-dev \
             libbenchmark-dev libcli11-dev nlohmann-json3-dev zlib1g-dev chromium
 
 .PHONY: all deps configure build run test bench clean asan fuzz fuzz-long error-bands

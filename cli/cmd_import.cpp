@@ -1,4 +1,4 @@
-// tetrasim import FILE [-o SCENARIO.toml] [--from megatron|torchtitan] [--cluster PRESET]
+// tetrasim import FILE [-o SCENARIO.toml] [--from megatron|torchtitan|nemo] [--cluster PRESET]
 // [--gpus N] [--model PRESET]: a launcher's configuration as a scenario (docs/cli.md).
 
 #include <iostream>
@@ -45,15 +45,18 @@ int run_import(ImportArgs args) {
 void register_import(CLI::App& app, Action& action) {
   auto args = std::make_shared<ImportArgs>();
   auto* cmd = app.add_subcommand(
-      "import", "turn a launcher configuration (Megatron-LM arguments, a torchtitan job TOML) into a scenario");
-  cmd->add_option("file", args->file, "the launch script, argument file or job TOML")->required();
+      "import",
+      "turn a launcher configuration (Megatron-LM arguments, a torchtitan job TOML, a Megatron-Bridge / NeMo YAML) "
+      "into a scenario");
+  cmd->add_option("file", args->file, "the launch script, argument file, job TOML or YAML configuration")->required();
   cmd->add_option("-o,--output", args->out, "write the scenario to this file instead of stdout");
-  cmd->add_option("--from", args->from, "the launcher, when the content does not tell")
-      ->check(CLI::IsMember({"megatron", "torchtitan"}));
+  cmd->add_option("--from", args->from, "the launcher, when the content or a .yaml name does not tell")
+      ->check(CLI::IsMember({"megatron", "torchtitan", "nemo"}));
   cmd->add_option("--cluster", args->options.cluster, "the [cluster] preset (default dgx-h100)");
   cmd->add_option("--gpus", args->options.gpus, "the run's GPUs, over what the file says")
       ->check(CLI::Range(1, 100000000));
-  cmd->add_option("--model", args->options.model, "a model preset, for a file that names no model");
+  cmd->add_option("--model", args->options.model,
+                  "a model preset, for a file that names no model or whose shape fits several presets");
   cmd->callback([&action, args] { action = [args] { return run_import(*args); }; });
 }
 

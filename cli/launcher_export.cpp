@@ -8,8 +8,9 @@ CLI::Option* add_export_option(CLI::App* cmd, std::string& launcher) {
   return cmd
       ->add_option("--export", launcher,
                    "print the best layout as the launcher's configuration instead of the table: megatron "
-                   "(torchrun + Megatron-LM flags) or torchtitan (job TOML tables)")
-      ->check(CLI::IsMember({"megatron", "torchtitan"}));
+                   "(torchrun + Megatron-LM flags), torchtitan (job TOML tables) or nemo (Megatron-Bridge YAML "
+                   "overrides)")
+      ->check(CLI::IsMember({"megatron", "torchtitan", "nemo"}));
 }
 
 std::string export_ranked(const std::string& launcher, const model::Model& model, const parallel::Training& training,

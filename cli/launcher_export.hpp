@@ -12,7 +12,7 @@
 
 namespace tetra::cli {
 
-/// Adds `--export megatron|torchtitan` (stored in `launcher`) to a subcommand.
+/// Adds `--export megatron|torchtitan|nemo` (stored in `launcher`) to a subcommand.
 CLI::Option* add_export_option(CLI::App* cmd, std::string& launcher);
 
 /// The ranked layout `r` of a model trained as `training` on `cluster`, as the launcher's

@@ -194,7 +194,11 @@ std::string torchtitan_job(const ExportInput& in) {
 }
 
 std::string export_layout(Launcher launcher, const ExportInput& in) {
-  return launcher == Launcher::torchtitan ? torchtitan_job(in) : megatron_arguments(in);
+  switch (launcher) {
+    case Launcher::torchtitan: return torchtitan_job(in);
+    case Launcher::nemo: return nemo_overrides(in);
+    default: return megatron_arguments(in);
+  }
 }
 
 }  // namespace tetra::interop

@@ -9,12 +9,17 @@
 namespace tetra::interop {
 
 const char* to_string(Launcher launcher) noexcept {
-  return launcher == Launcher::torchtitan ? "torchtitan" : "megatron";
+  switch (launcher) {
+    case Launcher::torchtitan: return "torchtitan";
+    case Launcher::nemo: return "nemo";
+    default: return "megatron";
+  }
 }
 
 std::optional<Launcher> parse_launcher(std::string_view name) noexcept {
   if (name == "megatron") return Launcher::megatron;
   if (name == "torchtitan") return Launcher::torchtitan;
+  if (name == "nemo") return Launcher::nemo;
   return std::nullopt;
 }
 
@@ -61,15 +66,22 @@ std::optional<Launcher> detect_launcher(std::string_view text) {
 }
 
 LaunchConfig read_launch_config(std::string_view text, const std::string& path, const ImportOptions& options) {
-  const std::optional<Launcher> launcher = options.from ? options.from : detect_launcher(text);
+  std::optional<Launcher> launcher = options.from;
+  // YAML is NeMo's (Megatron-Bridge, the NeMo launcher) by its name: its content has no marker
+  // as reliable as a TOML table or a Megatron-LM flag.
+  if (!launcher && (path.ends_with(".yaml") || path.ends_with(".yml"))) launcher = Launcher::nemo;
+  if (!launcher) launcher = detect_launcher(text);
   if (!launcher) {
     throw UserError(SourceLocation{path, 1}, "--from", "not a launcher configuration tetrasim reads: neither Megatron-LM "
                                               "arguments (--num-layers, --tensor-model-parallel-size, ...) nor a "
-                                              "torchtitan job file ([parallelism], [training]); --from names the "
-                                              "launcher");
+                                              "torchtitan job file ([parallelism], [training]) nor a .yaml file; "
+                                              "--from names the launcher");
   }
-  return *launcher == Launcher::torchtitan ? detail::read_torchtitan(text, path)
-                                           : detail::read_megatron(text, path, options);
+  switch (*launcher) {
+    case Launcher::torchtitan: return detail::read_torchtitan(text, path);
+    case Launcher::nemo: return detail::read_nemo(text, path, options);
+    default: return detail::read_megatron(text, path, options);
+  }
 }
 
 std::string import_scenario(std::string_view text, const std::string& path, const ImportOptions& options) {

@@ -14,6 +14,10 @@ namespace tetra::interop::detail {
 /// A torchtitan job TOML file (torchtitan_job.cpp).
 [[nodiscard]] LaunchConfig read_torchtitan(std::string_view text, const std::string& path);
 
+/// A Megatron-Bridge ConfigContainer or NeMo launcher YAML file (nemo_yaml.cpp); UserError
+/// naming --gpus when the file gives no GPU count and options.gpus is 0.
+[[nodiscard]] LaunchConfig read_nemo(std::string_view text, const std::string& path, const ImportOptions& options);
+
 /// `text` as an integer in [lowest, 1e9]; UserError at `where` naming `key` otherwise.
 [[nodiscard]] Number parse_number(const std::string& text, const std::string& key, const SourceLocation& where,
                                   long long lowest = 1);

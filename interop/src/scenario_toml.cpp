@@ -1,9 +1,11 @@
 // LaunchConfig -> scenario TOML (docs/scenario-format.md): the GPUs and the degrees that divide
 // them, the batch, the model (a preset when one matches), the cluster sized to the GPUs.
 
+#include <algorithm>
 #include <numeric>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include "tetra/base/error.hpp"
 #include "tetra/hw/presets.hpp"
@@ -63,9 +65,15 @@ Sizes resolve_sizes(const LaunchConfig& c, const ImportOptions& o, int gpus_per_
   const bool shard_given = c.dp_shard && c.dp_shard->value > 0;
   // The GPUs: --gpus, else what the file says, else the fewest whole nodes the degrees fill.
   std::optional<Number> world_key = c.world;
+  std::string hint = " (the file's node count may be a placeholder: --gpus gives the run's size)";
   if (o.gpus > 0) {
     s.world = o.gpus;
+    // Sizes that do not divide --gpus are the file's: blame the first of pp, tp, cp it writes.
     world_key = Number{o.gpus, "--gpus", SourceLocation{c.path}};
+    for (const auto* n : {&c.pp, &c.tp, &c.cp}) {
+      if (*n && (*n)->value > 1 && world_key->key == "--gpus") world_key = **n;
+    }
+    hint = " (--gpus " + std::to_string(o.gpus) + ")";
   } else if (c.world) {
     s.world = c.world->value;
   } else if (shard_given) {
@@ -75,8 +83,7 @@ Sizes resolve_sizes(const LaunchConfig& c, const ImportOptions& o, int gpus_per_
   }
   if (s.world % model_parallel != 0) {
     throw error_at(c, world_key, "--gpus",
-                   degrees + " do not divide the run's " + std::to_string(s.world) +
-                       " GPUs (the file's node count may be a placeholder: --gpus gives the run's size)");
+                   degrees + " do not divide the run's " + std::to_string(s.world) + " GPUs" + hint);
   }
   s.dp = s.world / model_parallel;
   if (s.dp % s.dp_replicate != 0) {
@@ -91,9 +98,12 @@ Sizes resolve_sizes(const LaunchConfig& c, const ImportOptions& o, int gpus_per_
   return s;
 }
 
-// The built-in model whose shape the file's architecture flags describe, or "".
-std::string matching_preset(const LaunchConfig& c) {
+// The built-in model whose shape the file's architecture flags describe, or "". A file
+// without the vocabulary can fit several (llama2-70b and llama3.1-70b differ only there):
+// --model picks one of them, else the import stops.
+std::string matching_preset(const LaunchConfig& c, const ImportOptions& o) {
   if (!c.layers || !c.hidden || !c.heads) return "";
+  std::vector<std::string> found;
   for (const model::Model& m : model::model_presets()) {
     const bool same = (c.arch.empty() || c.arch == model::to_string(m.arch)) && c.layers->value == m.layers &&
                       c.hidden->value == m.hidden && (!c.ffn_hidden || c.ffn_hidden->value == m.ffn_hidden) &&
@@ -102,15 +112,21 @@ std::string matching_preset(const LaunchConfig& c) {
                       value_or(c.experts, 0) == (m.moe ? m.moe->num_experts : 0) &&
                       (!c.top_k || (m.moe && c.top_k->value == m.moe->experts_per_token)) &&
                       (!c.moe_ffn_hidden || (m.moe && c.moe_ffn_hidden->value == m.moe->moe_ffn_hidden));
-    if (same) return m.name;
+    if (same) found.push_back(m.name);
   }
-  return "";
+  if (found.size() <= 1) return found.empty() ? "" : found.front();
+  if (std::find(found.begin(), found.end(), o.model) != found.end()) return o.model;
+  std::string names;
+  for (const std::string& n : found) names += (names.empty() ? "" : " and ") + n;
+  throw error_at(c, c.layers, "--model",
+                 "the model's shape is that of " + names + ", which differ in vocabulary (the file does not give "
+                 "it); --model names one");
 }
 
 // [model]: a preset, or the keys; whether the model has experts.
 bool write_model(std::ostream& out, const LaunchConfig& c, const ImportOptions& o) {
   std::string preset = c.model_preset;
-  if (preset.empty()) preset = matching_preset(c);
+  if (preset.empty()) preset = matching_preset(c, o);
   if (preset.empty() && !c.layers && !o.model.empty()) preset = o.model;
   out << "[model]\n";
   if (!preset.empty()) {
@@ -216,6 +232,7 @@ std::string scenario_toml(const LaunchConfig& c, const ImportOptions& o) {
     if (c.compile.value_or(false)) out << "compile_loss = " << boolean(c.compile_loss.value_or(true)) << '\n';
     if (c.async_tp.value_or(false) && c.compile.value_or(false) && s.tp > 1) out << "async_tp = true\n";
   }
+  for (const auto& [key, value] : c.training_keys) out << key << " = " << value << '\n';
 
   out << "\n[layout]\n"
       << "tp = " << s.tp << "\ncp = " << s.cp << "\npp = " << s.pp << "\ndp = " << s.dp << '\n'
@@ -228,6 +245,7 @@ std::string scenario_toml(const LaunchConfig& c, const ImportOptions& o) {
     out << "ep = " << value_or(c.ep, 1) << '\n'
         << "etp = " << value_or(c.etp, titan ? 1 : s.tp) << '\n';  // Megatron-LM's default: tp
   }
+  for (const auto& [key, value] : c.layout_keys) out << key << " = " << value << '\n';
   if (!c.not_mapped.empty()) out << '\n';
   for (const std::string& line : c.not_mapped) out << "# not mapped: " << comment_text(line) << '\n';
   return out.str();

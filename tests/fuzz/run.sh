@@ -13,7 +13,7 @@ art="$build/fuzz-artifacts"
 mkdir -p "$art"
 status=0
 printf '%-14s %12s %8s\n' target execs crashes
-for name in scenario layout hf_config measurements profile trace trace_fit import_megatron import_torchtitan; do
+for name in scenario layout hf_config measurements profile trace trace_fit import_megatron import_torchtitan import_nemo; do
   work="$here/corpus-$name"
   mkdir -p "$work"
   log="$art/$name.log"
@@ -24,6 +24,7 @@ for name in scenario layout hf_config measurements profile trace trace_fit impor
   case "$name" in
     import_megatron) extra="$here/../data/configs/megatron" ;;
     import_torchtitan) extra="$here/../data/configs/torchtitan" ;;
+    import_nemo) extra="$here/../data/configs/nemo" ;;
   esac
   "$build/tests/fuzz/fuzz_$name" "$work" "$here/corpus/$name" $extra \
     -max_total_time="$seconds" -timeout=30 -rss_limit_mb=2048 -max_len=8192 \

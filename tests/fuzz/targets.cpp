@@ -186,13 +186,19 @@ void import_as(std::string_view input, interop::Launcher launcher) {
 
 void import_megatron(std::string_view input) { import_as(input, interop::Launcher::megatron); }
 void import_torchtitan(std::string_view input) { import_as(input, interop::Launcher::torchtitan); }
+void import_nemo(std::string_view input) { import_as(input, interop::Launcher::nemo); }
 
 const std::vector<Target>& targets() {
-  static const std::vector<Target> all{{"scenario", &scenario},         {"layout", &layout},
-                                       {"hf_config", &hf_config},       {"measurements", &measurements},
-                                       {"profile", &profile},           {"trace", &trace},
-                                       {"trace_fit", &trace_fit},       {"import_megatron", &import_megatron},
-                                       {"import_torchtitan", &import_torchtitan}};
+  static const std::vector<Target> all{{"scenario", &scenario},
+                                       {"layout", &layout},
+                                       {"hf_config", &hf_config},
+                                       {"measurements", &measurements},
+                                       {"profile", &profile},
+                                       {"trace", &trace},
+                                       {"trace_fit", &trace_fit},
+                                       {"import_megatron", &import_megatron},
+                                       {"import_torchtitan", &import_torchtitan},
+                                       {"import_nemo", &import_nemo}};
   return all;
 }
 

@@ -40,6 +40,9 @@ void import_megatron(std::string_view input);
 /// torchtitan job TOML (interop::import_scenario with --from torchtitan and 64 GPUs), then the
 /// scenario written must load.
 void import_torchtitan(std::string_view input);
+/// Megatron-Bridge / NeMo launcher YAML (interop::import_scenario with --from nemo and 64 GPUs):
+/// the bounded libyaml reader and the key mapping, then the scenario written must load.
+void import_nemo(std::string_view input);
 
 /// Every target, in a fixed order.
 [[nodiscard]] const std::vector<Target>& targets();

@@ -11,6 +11,7 @@
 #include "tetra/base/text_file.hpp"
 #include "tetra/interop/export.hpp"
 #include "tetra/interop/import.hpp"
+#include "tetra/parallel/recompute_modules.hpp"
 #include "tetra/scenarios/scenario.hpp"
 
 using tetra::interop::ImportOptions;
@@ -21,10 +22,12 @@ namespace {
 const std::string kConfigs = std::string(TETRA_SOURCE_DIR) + "/tests/data/configs/";
 
 /// The scenario `tetrasim import` makes of `file`, loaded.
-tetra::scenarios::Scenario imported(const std::string& file, long long gpus = 0, const std::string& cluster = "dgx-h100") {
+tetra::scenarios::Scenario imported(const std::string& file, long long gpus = 0,
+                                    const std::string& cluster = "dgx-h100", const std::string& model = "") {
   ImportOptions o;
   o.gpus = gpus;
   o.cluster = cluster;
+  o.model = model;
   const std::string path = kConfigs + file;
   const std::string toml = tetra::interop::import_scenario(tetra::read_input_file(path), path, o);
   CAPTURE(toml);
@@ -56,6 +59,10 @@ void round_trip(const std::string& scenario, Launcher launcher) {
   CAPTURE(exported);
   ImportOptions o;
   o.cluster = sc.cluster.name;
+  if (launcher == Launcher::nemo) {  // a ConfigContainer holds no GPU count, and the name has no .yaml
+    o.from = launcher;
+    o.gpus = sc.cluster.total_gpus();
+  }
   const std::string toml = tetra::interop::import_scenario(exported, "exported", o);
   CAPTURE(toml);
   const auto back = tetra::scenarios::load_scenario_text(toml, "imported.toml");
@@ -72,6 +79,17 @@ void round_trip(const std::string& scenario, Launcher launcher) {
   CHECK(back.training.fp8.recipe == sc.training.fp8.recipe);
   CHECK(back.training.zero_stage == sc.training.zero_stage);
   CHECK(back.training.torch.compile == sc.training.torch.compile);
+  if (launcher != Launcher::nemo) return;
+  // Megatron-Bridge YAML carries every Megatron-Core setting of the layout and the run.
+  CHECK(back.layout == sc.layout);
+  CHECK(back.training.fp8.param_gather == sc.training.fp8.param_gather);
+  CHECK(back.training.grad_dtype == sc.training.grad_dtype);
+  CHECK(back.training.attention == sc.training.attention);
+  CHECK(back.training.overlap_grad_reduce == sc.training.overlap_grad_reduce);
+  CHECK(back.training.tp_comm_overlap == sc.training.tp_comm_overlap);
+  CHECK(back.training.fused_cross_entropy == sc.training.fused_cross_entropy);
+  CHECK(back.training.cuda_graphs == sc.training.cuda_graphs);
+  CHECK(back.training.moe_capacity_factor == sc.training.moe_capacity_factor);
 }
 
 std::string scenario(const std::string& model, const std::string& training, const std::string& layout,
@@ -143,6 +161,65 @@ TEST_CASE("torchtitan: without --gpus the fewest whole nodes") {
   check(imported("torchtitan/llama3_8b.toml"), {1, 1, 1, 8, 1, 8, 8192});
 }
 
+TEST_CASE("Megatron-Bridge llama3_8b_sft_gb200_fp8_mx_v1.yaml on 8 GB200 GPUs: MXFP8") {
+  const auto sc = imported("nemo/llama3_8b_sft_gb200_fp8_mx_v1.yaml", 8, "gb200-nvl72");
+  check(sc, {1, 1, 1, 8, 1, 8, 4096});  // dataset.seq_length, not the model's 16384
+  CHECK(sc.model.name == "llama3.1-8b");
+  CHECK(sc.training.fp8.recipe == tetra::parallel::Fp8Recipe::mxfp8);  // mixed_precision over model.fp8: null
+  CHECK(sc.training.fp8.param_gather);
+  CHECK(sc.training.grad_dtype == tetra::parallel::Precision::fp32);
+  CHECK(sc.training.zero_stage == 1);
+  CHECK_FALSE(sc.training.overlap_grad_reduce);  // comm_overlap: null, ddp says false
+  CHECK(sc.training.fused_cross_entropy);
+  CHECK(sc.training.cuda_graphs.bits == 0);  // cuda_graph_impl: none
+  CHECK(sc.layout.recompute == tetra::parallel::Recompute::none);
+}
+
+TEST_CASE("Megatron-Bridge llama3_70b_sft_gb200_fp8_mx_v1.yaml on 32 GB200 GPUs: interleaved pp 8 x vp 10") {
+  const auto sc = imported("nemo/llama3_70b_sft_gb200_fp8_mx_v1.yaml", 32, "gb200-nvl72");
+  check(sc, {1, 1, 8, 4, 1, 32, 4096});
+  CHECK(sc.model.name == "llama3.1-70b");
+  CHECK(sc.layout.vp == 10);
+  CHECK(sc.layout.schedule == tetra::parallel::Schedule::interleaved);
+  CHECK(sc.training.fp8.recipe == tetra::parallel::Fp8Recipe::mxfp8);
+  // comm_overlap's nulls under the distributed optimizer: the overlaps are on
+  CHECK(sc.training.overlap_grad_reduce);
+  CHECK(sc.training.overlap_param_gather);
+  CHECK(sc.training.cuda_graphs.has(tetra::parallel::CudaGraphScope::mlp));
+  CHECK(sc.training.cuda_graphs.bits == 1U << static_cast<unsigned>(tetra::parallel::CudaGraphScope::mlp));
+}
+
+TEST_CASE("Megatron-Bridge qwen3_235b_a22b_pretrain_b200_nvfp4_v1.yaml on 64 B200 GPUs: NVFP4, ep 8") {
+  const auto sc = imported("nemo/qwen3_235b_a22b_pretrain_b200_nvfp4_v1.yaml", 64, "dgx-b200");
+  check(sc, {1, 1, 8, 8, 1, 1024, 4096});
+  CHECK(sc.model.name == "qwen3-235b-a22b");
+  CHECK(sc.layout.ep == 8);
+  CHECK(sc.layout.etp == 1);
+  CHECK(sc.layout.moe_dispatcher == tetra::parallel::MoeDispatcher::alltoall);
+  // embedding and loss counted in the split: 94 + 2 = 96 layers over 8 stages, 11 on each end
+  CHECK(sc.layout.first_stage_layers == 11);
+  CHECK(sc.layout.last_stage_layers == 11);
+  CHECK(sc.training.fp8.recipe == tetra::parallel::Fp8Recipe::nvfp4);
+  CHECK(sc.training.overlap_grad_reduce);
+  CHECK_FALSE(sc.training.tp_comm_overlap);  // asked for, but tp = 1
+}
+
+TEST_CASE("NeMo launcher llama3_1_70b.yaml: its own 128 x 8 GPUs") {
+  // No vocabulary in the file: llama2-70b has the same shape, so --model names the preset.
+  const auto sc = imported("nemo/llama3_1_70b.yaml", 0, "dgx-h100", "llama3.1-70b");
+  check(sc, {4, 2, 4, 32, 1, 2048, 8192});
+  CHECK(sc.cluster.total_gpus() == 1024);
+  CHECK(sc.model.name == "llama3.1-70b");
+  CHECK(sc.layout.vp == 10);
+  CHECK(sc.layout.sp);
+  CHECK(sc.training.precision == tetra::parallel::Precision::bf16);
+  CHECK(sc.training.zero_stage == 1);  // mcore_distributed_optim
+  CHECK(sc.training.overlap_grad_reduce);
+  CHECK(sc.training.overlap_param_gather);
+  CHECK(sc.training.tp_comm_overlap);  // ub_tp_comm_overlap
+  CHECK(sc.training.attention == tetra::parallel::AttentionKernel::flash2);
+}
+
 TEST_CASE("settings with no scenario key are listed at the end") {
   ImportOptions o;
   o.gpus = 64;
@@ -180,6 +257,39 @@ TEST_CASE("round trip: import(export(layout)) gives the layout back") {
                         "tp = 8\npp = 16\nmbs = 1\nsp = true", 128),
                Launcher::megatron);
   }
+  SUBCASE("nemo: tp and pp, fused loss, TP overlap") {
+    round_trip(scenario("llama3.1-70b", megatron + "tp_comm_overlap = true\nfused_cross_entropy = true\n",
+                        "tp = 8\npp = 2\nmbs = 1\nsp = true"),
+               Launcher::nemo);
+  }
+  SUBCASE("nemo: interleaved, full recompute, cp, cuDNN attention, bf16 gradients") {
+    round_trip(scenario("llama3.1-70b", megatron + "attention = \"cudnn\"\ngrad_dtype = \"bf16\"\n",
+                        "tp = 4\ncp = 2\npp = 4\nvp = 2\nmbs = 1\nsp = true\nrecompute = \"full\"\n"
+                        "schedule = \"interleaved\"",
+                        8),
+               Launcher::nemo);
+  }
+  SUBCASE("nemo: fp8 current scaling with FP8 weights, selective recompute by module, CUDA graphs") {
+    round_trip(scenario("llama3.1-8b",
+                        megatron + "precision = \"fp8\"\nfp8_recipe = \"current\"\nfp8_param_gather = true\n"
+                                   "cuda_graph = [\"attn\", \"mlp\"]\n",
+                        "tp = 2\nmbs = 2\nsp = true\nrecompute = \"selective\"\n"
+                        "recompute_modules = [\"core_attn\", \"layernorm\"]"),
+               Launcher::nemo);
+  }
+  SUBCASE("nemo: MoE with expert parallelism, flex dispatcher, uneven pipeline") {
+    round_trip(scenario("qwen3-30b-a3b", megatron,
+                        "tp = 1\npp = 4\nep = 8\netp = 1\nmbs = 1\nfirst_stage_layers = 11\n"
+                        "last_stage_layers = 11\nmoe_token_dispatcher = \"flex\"\nmoe_flex_backend = \"hybridep\"",
+                        8),
+               Launcher::nemo);
+  }
+  SUBCASE("nemo: NVFP4 on B200, capacity factor") {
+    round_trip("[model]\npreset = \"mixtral-8x7b\"\n[cluster]\npreset = \"dgx-b200\"\nnodes = 4\n[training]\n" +
+                   megatron + "precision = \"fp8\"\nfp8_recipe = \"nvfp4\"\nmoe_capacity_factor = 1.25\n"
+                              "[layout]\ntp = 2\nsp = true\npp = 2\nep = 8\netp = 1\nmbs = 1\n",
+               Launcher::nemo);
+  }
   const std::string titan = "seq_len = 8192\nglobal_batch = 64\nzero_stage = 3\nframework = \"fsdp\"\n";
   SUBCASE("torchtitan: FSDP with per-op checkpointing") {
     round_trip(scenario("llama3.1-8b", titan, "mbs = 2\nrecompute = \"selective_op\""), Launcher::torchtitan);
@@ -213,7 +323,8 @@ TEST_CASE("Megatron-LM arguments: shell forms") {
     const std::string text =
         "--num-layers 80 --hidden-size 8192 --ffn-hidden-size 28672 --num-attention-heads 64 "
         "--group-query-attention --num-query-groups 8 --swiglu --untie-embeddings-and-output-weights "
-        "--pipeline-model-parallel-size 4 --num-layers-per-virtual-pipeline-stage 5 --global-batch-size 64\n";
+        "--pipeline-model-parallel-size 4 --num-layers-per-virtual-pipeline-stage 5 --global-batch-size 64 "
+        "--vocab-size 128256\n";
     o.gpus = 32;
     const auto sc = tetra::scenarios::load_scenario_text(tetra::interop::import_scenario(text, "args.txt", o), "x");
     CHECK(sc.layout.vp == 4);
@@ -234,7 +345,8 @@ TEST_CASE("reader errors name the file, the line and the flag") {
   };
   CHECK(message("echo hello\n") == "f.sh:1: --from: not a launcher configuration tetrasim reads: neither "
                                    "Megatron-LM arguments (--num-layers, --tensor-model-parallel-size, ...) nor "
-                                   "a torchtitan job file ([parallelism], [training]); --from names the launcher");
+                                   "a torchtitan job file ([parallelism], [training]) nor a .yaml file; --from "
+                                   "names the launcher");
   CHECK(message("\npretrain_gpt.py --num-layers 32 --micro-batch-size\n") ==
         "f.sh:2: --micro-batch-size: needs a value");
   CHECK(message("pretrain_gpt.py --num-layers 32 \\\n  --tensor-model-parallel-size eight\n") ==
@@ -249,6 +361,99 @@ TEST_CASE("reader errors name the file, the line and the flag") {
                          "--num-attention-heads 32 --group-query-attention --num-query-groups 8 --swiglu "
                          "--untie-embeddings-and-output-weights --vocab-size 128256 --save $CKPT\n";
   CHECK(tetra::interop::import_scenario(ok, "f.sh", o).find("# not mapped: --save $CKPT\n") != std::string::npos);
+}
+
+namespace {
+
+// Llama-3.1-70B's shape under Megatron-Core's names (no vocabulary: llama2-70b fits it too).
+const std::string kShape70b =
+    "  num_layers: 80\n  hidden_size: 8192\n  ffn_hidden_size: 28672\n  num_attention_heads: 64\n"
+    "  num_query_groups: 8\n  gated_linear_unit: true\n  normalization: RMSNorm\n"
+    "  share_embeddings_and_output_weights: false\n";
+
+std::string yaml_error(const std::string& text, long long gpus = 8) {
+  ImportOptions o;
+  o.gpus = gpus;
+  try {
+    (void)tetra::interop::import_scenario(text, "f.yaml", o);
+  } catch (const tetra::UserError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+}  // namespace
+
+TEST_CASE("Megatron-Bridge YAML: run-time rules of mixed_precision and comm_overlap") {
+  ImportOptions o;
+  o.gpus = 64;
+  o.model = "llama3.1-70b";
+  auto load = [&](const std::string& text) {
+    const std::string toml = tetra::interop::import_scenario(text, "f.yml", o);
+    CAPTURE(toml);
+    return tetra::scenarios::load_scenario_text(toml, "x");
+  };
+  SUBCASE("a recipe name; comm_overlap decides the overlaps and turns TP overlap off without SP") {
+    const auto sc = load("model:\n  tensor_model_parallel_size: 4\n  sequence_parallel: false\n" + kShape70b +
+                         "mixed_precision: bf16_with_fp8_current_scaling_mixed\n"
+                         "comm_overlap:\n  tp_comm_overlap: true\n  overlap_grad_reduce: false\n"
+                         "ddp:\n  use_distributed_optimizer: true\n  overlap_param_gather: false\n"
+                         "train:\n  global_batch_size: 64\n  micro_batch_size: 2\ndataset:\n  seq_length: 8192\n");
+    check(sc, {4, 1, 1, 16, 2, 64, 8192});
+    CHECK(sc.training.fp8.recipe == tetra::parallel::Fp8Recipe::current);
+    CHECK(sc.training.fp8.param_gather);
+    CHECK_FALSE(sc.training.overlap_grad_reduce);  // comm_overlap says false
+    CHECK(sc.training.overlap_param_gather);       // comm_overlap's null: on, over ddp's false
+    CHECK_FALSE(sc.training.tp_comm_overlap);
+  }
+  SUBCASE("without mixed_precision, the model's and ddp's keys; selective recompute by module") {
+    const auto sc = load("model:\n  tensor_model_parallel_size: 8\n  sequence_parallel: true\n"
+                         "  fp8: hybrid\n  recompute_granularity: selective\n  recompute_modules: [core_attn, mlp]\n" +
+                         kShape70b + "ddp:\n  grad_reduce_in_fp32: false\n");
+    CHECK(sc.training.fp8.recipe == tetra::parallel::Fp8Recipe::delayed);  // TransformerConfig's default
+    CHECK(sc.training.grad_dtype == tetra::parallel::Precision::bf16);
+    CHECK(sc.training.zero_stage == 0);
+    CHECK(sc.layout.recompute == tetra::parallel::Recompute::selective);
+    CHECK(tetra::parallel::format_recompute_modules(sc.layout.recompute_modules) == "core_attn+mlp");
+  }
+}
+
+TEST_CASE("NeMo YAML errors: one line FILE:LINE:COL: KEY: reason") {
+  CHECK(yaml_error("model:\n  tensor_model_parallel_size: 2\n  num_layers: [1\n") ==
+        "f.yaml:4:1: model.num_layers[1]: YAML: did not find expected ',' or ']' while parsing a flow sequence");
+  CHECK(yaml_error("model:\n  tensor_model_parallel_size: 2.5\n") ==
+        "f.yaml:2:31: model.tensor_model_parallel_size: '2.5' is not an integer");
+  CHECK(yaml_error("model:\n  pipeline_model_parallel_size: 3\n" + kShape70b) ==
+        "f.yaml:2:33: model.pipeline_model_parallel_size: tp 1 x cp 1 x pp 3 = 3 GPUs do not divide the run's 8 "
+        "GPUs (--gpus 8)");
+  CHECK(yaml_error("- model\n- train\n") ==
+        "f.yaml:1:1: the YAML document is not a mapping of sections (model:, train:, ... or trainer:, model:)");
+  CHECK(yaml_error("") ==
+        "f.yaml:1:1: the YAML document is not a mapping of sections (model:, train:, ... or trainer:, model:)");
+  CHECK(yaml_error("base: &b\n  x: 1\nmodel: *b\n") ==
+        "f.yaml:3:8: model: YAML alias *b is not read (write the value where it is used)");
+  CHECK(yaml_error("model:\n  num_layers: 32\n  num_layers: 33\n") ==
+        "f.yaml:3:3: model: key 'num_layers' is repeated in this mapping");
+  CHECK(yaml_error("a: 1\n---\nb: 2\n") == "f.yaml:2:1: a second YAML document (the file must hold one)");
+  CHECK(yaml_error("train:\n  micro_batch_size: ${oc.env:MBS}\n") ==
+        "f.yaml:2:21: train.micro_batch_size: '${oc.env:MBS}' is an interpolation, so its value is unknown (write "
+        "the value)");
+  CHECK(yaml_error("model:\n  sequence_parallel: maybe\n") ==
+        "f.yaml:2:22: model.sequence_parallel: 'maybe' is not true or false");
+  CHECK(yaml_error("model:\n  num_layers: 32\n", 0) ==
+        "f.yaml:1: --gpus: the file does not say how many GPUs run it (Megatron-Bridge leaves that to the launcher; "
+        "a NeMo launcher file has trainer.num_nodes and trainer.devices): --gpus N gives the run's size");
+  CHECK(yaml_error("trainer:\n  num_nodes: 1\n  devices: 4\nmodel:\n  tensor_model_parallel_size: 8\n" + kShape70b,
+                   0) ==
+        "f.yaml:2:14: trainer.num_nodes: tp 8 x cp 1 x pp 1 = 8 GPUs do not divide the run's 4 GPUs (the file's "
+        "node count may be a placeholder: --gpus gives the run's size)");
+  CHECK(yaml_error("model:\n" + kShape70b) ==
+        "f.yaml:2:15: model.num_layers: the model's shape is that of llama2-70b and llama3.1-70b, which differ in "
+        "vocabulary (the file does not give it); --model names one");
+  // The bounds: nesting, size.
+  CHECK(yaml_error("a: " + std::string(100, '[')).find("f.yaml:1:67: a[0][0]") == 0);
+  CHECK(yaml_error("a: " + std::string(100, '[')).find("nested deeper than 64 levels") != std::string::npos);
+  CHECK(yaml_error(std::string(5u << 20, '#')) == "f.yaml:1: the YAML file is larger than 4 MiB");
 }
 
 }  // TEST_SUITE

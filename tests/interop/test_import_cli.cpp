@@ -54,6 +54,10 @@ TEST_CASE("every real file imports to a scenario that simulates") {
       {"torchtitan/llama3_8b.toml", "--gpus 64"},
       {"torchtitan/llama3_70b.toml", "--gpus 64"},
       {"torchtitan/llama3_405b.toml", "--gpus 128"},
+      {"nemo/llama3_8b_sft_gb200_fp8_mx_v1.yaml", "--gpus 8 --cluster gb200-nvl72"},
+      {"nemo/llama3_70b_sft_gb200_fp8_mx_v1.yaml", "--gpus 32 --cluster gb200-nvl72"},
+      {"nemo/qwen3_235b_a22b_pretrain_b200_nvfp4_v1.yaml", "--gpus 64 --cluster dgx-b200"},
+      {"nemo/llama3_1_70b.yaml", "--model llama3.1-70b"},
   };
   for (const auto& [file, args] : files) {
     CAPTURE(file);
@@ -104,6 +108,34 @@ TEST_CASE("bad inputs: one line FILE:LINE: KEY: reason, exit 1, nothing written"
                                              "[model]\nname = \"llama3\"\nflavor = \"8B\"\n", "--gpus 16"),
                      (kScratch / "job.toml").string() + ":2:30: [parallelism].data_parallel_shard_degree: ");
   }
+  SUBCASE("a YAML syntax error") {
+    check_user_error(import_text("bad.yaml", "model:\n  tensor_model_parallel_size: 2\n  num_layers: 32: 4\n",
+                                 "--gpus 8"),
+                     (kScratch / "bad.yaml").string() +
+                         ":3:17: model: YAML: mapping values are not allowed in this context");
+  }
+  SUBCASE("a YAML document that is not a mapping") {
+    check_user_error(import_text("list.yml", "- 1\n- 2\n", "--gpus 8"),
+                     (kScratch / "list.yml").string() + ":1:1: the YAML document is not a mapping");
+  }
+  SUBCASE("a YAML parallel size that is not an integer") {
+    check_user_error(import_text("tp.yaml", "model:\n  tensor_model_parallel_size: two\n", "--gpus 8"),
+                     (kScratch / "tp.yaml").string() +
+                         ":2:31: model.tensor_model_parallel_size: 'two' is not an integer");
+  }
+  SUBCASE("YAML sizes that do not divide the GPUs") {
+    const std::string file = "tests/data/configs/nemo/llama3_70b_sft_gb200_fp8_mx_v1.yaml";
+    const fs::path out = kScratch / "mb70.toml";
+    fs::remove(out);
+    check_user_error(run_tetrasim("import " + file + " --gpus 12 --cluster gb200-nvl72 -o '" + out.string() + "'"),
+                     file + ":478:33: model.pipeline_model_parallel_size: tp 1 x cp 1 x pp 8 = 8 GPUs do not divide "
+                            "the run's 12 GPUs (--gpus 12)");
+    CHECK_FALSE(fs::exists(out));
+  }
+  SUBCASE("a Megatron-Bridge file without --gpus") {
+    check_user_error(run_tetrasim("import tests/data/configs/nemo/llama3_8b_sft_gb200_fp8_mx_v1.yaml"),
+                     "tests/data/configs/nemo/llama3_8b_sft_gb200_fp8_mx_v1.yaml:1: --gpus: the file does not say");
+  }
   SUBCASE("import refuses to write over its input") {
     const fs::path in = kScratch / "self.toml";
     tetra::test::write_text(in, "[parallelism]\ntensor_parallel_degree = 2\n[model]\nname = \"llama3\"\nflavor = \"8B\"\n");
@@ -131,6 +163,19 @@ TEST_CASE("search --export: the best layout as launcher configuration, and back"
     if (launcher == "megatron") CHECK(r.out.rfind("torchrun --nnodes 2 --nproc_per_node 8 pretrain_gpt.py", 0) == 0);
     if (launcher == "torchtitan") CHECK(r.out.find("[parallelism]\n") != std::string::npos);
     CHECK(text.find("preset = \"llama3.1-8b\"") != std::string::npos);
+  }
+  {
+    const CliRun r = run_tetrasim("search scenarios/quickstart.toml --export nemo");
+    REQUIRE(r.code == 0);
+    CHECK(r.out.rfind("# Megatron-Bridge ConfigContainer overrides: llama3.1-8b on 16 GPUs", 0) == 0);
+    const fs::path exported = kScratch / "exported_nemo.yaml";
+    tetra::test::write_text(exported, r.out);
+    const fs::path back = kScratch / "exported_nemo.toml";
+    const CliRun imp = run_tetrasim("import '" + exported.string() + "' --gpus 16 -o '" + back.string() + "'");
+    CAPTURE(imp.err);
+    REQUIRE(imp.code == 0);
+    CHECK(run_tetrasim("simulate '" + back.string() + "'").code == 0);
+    CHECK(tetra::test::slurp(back).find("preset = \"llama3.1-8b\"") != std::string::npos);
   }
   CHECK(run_tetrasim("search scenarios/quickstart.toml --export megatron --json").code == 2);
   CHECK(run_tetrasim("search scenarios/quickstart.toml --export deepspeed").code == 2);

@@ -44,6 +44,7 @@ std::vector<fs::path> real_seeds(const std::string& target) {
   const fs::path configs = fs::path(TETRA_SOURCE_DIR) / "tests" / "data" / "configs";
   if (target == "import_megatron") return files_in(configs / "megatron");
   if (target == "import_torchtitan") return files_in(configs / "torchtitan");
+  if (target == "import_nemo") return files_in(configs / "nemo");
   return {};
 }
 

@@ -30,7 +30,13 @@ struct ExportInput {
 /// torchtitan job file for the layout; settings torchtitan does not have are `#` comments.
 [[nodiscard]] std::string torchtitan_job(const ExportInput& in);
 
-/// megatron_arguments or torchtitan_job.
+/// Megatron-Bridge ConfigContainer overrides (YAML sections model, train, dataset, ddp,
+/// optimizer, mixed_precision) for the layout; a first `#` line names the GPUs, which the file
+/// cannot hold (import reads it back with --gpus). Settings Megatron-Core does not have are `#`
+/// comments.
+[[nodiscard]] std::string nemo_overrides(const ExportInput& in);
+
+/// megatron_arguments, torchtitan_job or nemo_overrides.
 [[nodiscard]] std::string export_layout(Launcher launcher, const ExportInput& in);
 
 }  // namespace tetra::interop

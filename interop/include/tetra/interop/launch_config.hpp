@@ -6,6 +6,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "tetra/base/error.hpp"
@@ -14,10 +15,12 @@ namespace tetra::interop {
 
 /// The launchers whose configurations tetrasim reads and writes.
 /// megatron: Megatron-LM command-line arguments (`pretrain_gpt.py --tensor-model-parallel-size
-/// ...`, in a shell script or a text file). torchtitan: a torchtitan job TOML file.
-enum class Launcher { megatron, torchtitan };
+/// ...`, in a shell script or a text file). torchtitan: a torchtitan job TOML file. nemo: a
+/// Megatron-Bridge ConfigContainer YAML (a recipe's dump or overrides) or a NeMo launcher
+/// training YAML (`trainer:` and `model:`).
+enum class Launcher { megatron, torchtitan, nemo };
 
-/// "megatron" | "torchtitan".
+/// "megatron" | "torchtitan" | "nemo".
 [[nodiscard]] const char* to_string(Launcher launcher) noexcept;
 /// Inverse of to_string; nothing for an unknown name.
 [[nodiscard]] std::optional<Launcher> parse_launcher(std::string_view name) noexcept;
@@ -66,6 +69,11 @@ struct LaunchConfig {
   bool tied = false;                 ///< the output layer shares the input embedding
   std::optional<Number> layers, hidden, ffn_hidden, heads, kv_heads, vocab, experts, top_k,
       moe_ffn_hidden;
+
+  /// Scenario keys the file sets under Megatron-Core's names (first_stage_layers,
+  /// recompute_modules, cuda_graph, ...), each as a key and its TOML value text, written after
+  /// the [layout] / [training] keys above.
+  std::vector<std::pair<std::string, std::string>> layout_keys, training_keys;
 
   /// Settings with no scenario key, as written ("--lr 1e-4", "[optimizer].lr = 0.0003"): the
   /// scenario lists them as comments.
