@@ -28,6 +28,7 @@
 #include "launcher_export.hpp"
 #include "output.hpp"
 #include "plan_io.hpp"
+#include "utilization.hpp"
 #include "tetra/scenarios/compact_layout.hpp"
 #include "tetra/base/error.hpp"
 #include "tetra/base/units.hpp"
@@ -92,6 +93,7 @@ nlohmann::json plan_json(const scenarios::PlanScenario& sc, const plan::PlanInpu
   g["restart_s"] = set.goodput.restart_s;
   g["checkpoint_bytes"] = rep.checkpoint_bytes;
   j["goodput_model"] = std::move(g);
+  j["energy_model"] = {{"pue", set.pue}, {"counts", "gpus"}};
   j["priced"] = rep.priced;
   nlohmann::json rows = nlohmann::json::array();
   for (const plan::Row& r : rep.rows) {
@@ -119,8 +121,10 @@ nlohmann::json plan_json(const scenarios::PlanScenario& sc, const plan::PlanInpu
       row["micro_batches"] = b.micro_batches;
       row["step_time_s"] = b.step_time_s;
       row["tokens_per_s"] = b.tokens_per_s;
+      row["tokens_per_s_per_gpu"] = b.tokens_per_s / static_cast<double>(c.cluster.total_gpus());
       row["tflops_per_gpu"] = b.tflops_per_gpu;
       row["mfu"] = b.mfu;
+      add_utilization_json(row, ranked_utilization(sc.model, sc.training, c.cluster.gpu, b));
       row["bubble_fraction"] = b.bubble_fraction;
       row["peak_gib"] = gib3(b.peak_bytes);
       row["capacity_gib"] = gib3(c.cluster.gpu.memory_bytes);
@@ -144,6 +148,8 @@ nlohmann::json plan_json(const scenarios::PlanScenario& sc, const plan::PlanInpu
       if (r.cost) row["cost_band"] = range(r.cost_band);
       row["gpu_hours"] = finite_or_null(r.gpu_hours);
       if (r.cost) row["cost"] = finite_or_null(*r.cost);
+      row["gpu_power_w"] = r.gpu_power_w;
+      row["energy_mwh"] = r.energy_mwh ? nlohmann::json(*r.energy_mwh) : nlohmann::json(nullptr);
       row["finishes"] = r.finishes;
       row["pareto"] = r.pareto;
       if (r.meets_deadline) row["meets_deadline"] = *r.meets_deadline;
@@ -178,7 +184,8 @@ std::string plan_csv(const plan::PlanInput& in, const plan::Report& rep) {
         "first_stage_layers,last_stage_layers,precision,micro_batches,step_time_s,tokens_per_s,"
         "tflops_per_gpu,mfu,bubble_fraction,peak_gib,headroom_gib,checkpoint_write_s,mtbf_s,"
         "checkpoint_interval_s,goodput,compute_days,days,gpu_hours,cost,pareto,meets_deadline,"
-        "meets_budget,rank_days,rank_cost\n";
+        "meets_budget,rank_days,rank_cost,tokens_per_s_per_gpu,hfu,mfu_peak_precision,mfu_peak_tflops,precision_peak,"
+        "precision_peak_tflops,precision_peak_utilization,gpu_power_w,energy_mwh\n";
   auto quoted = [](const std::string& s) {
     if (s.find_first_of(",\"\n") == std::string::npos) return s;
     std::string q = "\"";
@@ -199,7 +206,7 @@ std::string plan_csv(const plan::PlanInput& in, const plan::Report& rep) {
        << ',' << c.cluster.total_gpus() << ',' << (c.price_per_gpu_hour ? opt(*c.price_per_gpu_hour) : "") << ','
        << (r.fits ? 1 : 0);
     if (!r.fits) {
-      os << std::string(33, ',') << '\n';
+      os << std::string(42, ',') << '\n';
       continue;
     }
     const auto& b = r.best;
@@ -214,10 +221,18 @@ std::string plan_csv(const plan::PlanInput& in, const plan::Report& rep) {
        << opt(r.goodput.interval_s) << ',' << opt(r.goodput.goodput) << ',' << opt(r.compute_days) << ','
        << opt(r.days) << ',' << opt(r.gpu_hours) << ',' << (r.cost ? opt(*r.cost) : "") << ','
        << (r.pareto ? 1 : 0) << ',' << flag(r.meets_deadline) << ',' << flag(r.meets_budget) << ','
-       << r.rank_days << ',' << (rep.priced ? std::to_string(r.rank_cost) : "") << '\n';
+       << r.rank_days << ',' << (rep.priced ? std::to_string(r.rank_cost) : "") << ',';
+    const costmodel::Utilization u = ranked_utilization(*in.model, *in.training, c.cluster.gpu, b);
+    os << opt(b.tokens_per_s / static_cast<double>(c.cluster.total_gpus())) << ',' << opt(u.hfu) << ','
+       << u.mfu_peak.precision << ',' << opt(u.mfu_peak.flops / 1e12) << ',' << u.precision_peak.precision << ','
+       << opt(u.precision_peak.flops / 1e12) << ',' << opt(u.precision_peak_utilization) << ',' << opt(r.gpu_power_w)
+       << ',' << (r.energy_mwh ? opt(*r.energy_mwh) : "") << '\n';
   }
   return os.str();
 }
+
+/// Megawatt-hours: whole ones from 100 up, one decimal below.
+std::string mwh(double x) { return fixed(x, x < 100 ? 1 : 0); }
 
 /// "1.23 M" style for large amounts.
 std::string millions(double x) { return std::isfinite(x) ? fixed(x / 1e6, 2) : "never"; }
@@ -227,6 +242,88 @@ std::string duration_text(double s) {
   if (s >= 3600) return fixed(s / 3600.0, 2) + " h";
   if (s >= 60) return fixed(s / 60.0, 1) + " min";
   return fixed(s, 1) + " s";
+}
+
+/// What MFU divides by and what the energy counts, per GPU type of the table (`order`).
+void print_peak_and_energy_notes(const scenarios::PlanScenario& sc, const plan::PlanInput& in, const plan::Report& rep,
+                                 const std::vector<std::size_t>& order) {
+  std::vector<std::string> gpus;  // first appearance in the table
+  std::vector<std::string> gemm;  // the FP8 / FP4 peaks of the best layouts, once each
+  std::string peaks, power;
+  for (const std::size_t i : order) {
+    if (!rep.rows[i].fits) continue;
+    const hw::Gpu& g = in.candidates[i].cluster.gpu;
+    const costmodel::Utilization u = ranked_utilization(sc.model, sc.training, g, rep.rows[i].best);
+    const std::string p = g.name + " " + peak_text(u.precision_peak);
+    if (other_precision(u) && std::find(gemm.begin(), gemm.end(), p) == gemm.end()) gemm.push_back(p);
+    if (std::find(gpus.begin(), gpus.end(), g.name) != gpus.end()) continue;
+    gpus.push_back(g.name);
+    peaks += (peaks.empty() ? "" : ", ") + g.name + " " + fixed(g.bf16_peak_flops / 1e12, 0);
+    const double w = plan::training_power_w(g);
+    power += (power.empty() ? "" : ", ") + g.name + " " + (w > 0 ? fixed(w, 0) + " W" : std::string("unknown"));
+  }
+  std::cout << "MFU       model FLOPs over each GPU's BF16 dense peak (" << peaks
+            << " TFLOP/s); HFU adds the forward FLOPs recomputation runs again\n";
+  for (const std::string& p : gemm) std::cout << "GEMM peak model FLOPs over the " << p << " of the linear layers' GEMMs\n";
+  std::cout << "energy    the GPUs at their power limit (" << power << ") for the days shown, times PUE "
+            << fixed(in.settings.pue, 2) << "; the rest of each node is not counted\n";
+}
+
+/// The candidate table, rows in `order`.
+std::string candidate_table(const scenarios::PlanScenario& sc, const plan::PlanInput& in, const plan::Report& rep,
+                            const std::vector<std::size_t>& order) {
+  const plan::PlanSettings& set = in.settings;
+  // A column of the GEMM format's own peak when a candidate's best layout runs FP8 or FP4 GEMMs.
+  auto utilization_of = [&](const plan::Row& r) {
+    return ranked_utilization(sc.model, sc.training, in.candidates[r.index].cluster.gpu, r.best);
+  };
+  const bool low_precision = std::any_of(rep.rows.begin(), rep.rows.end(), [&](const plan::Row& r) {
+    return r.fits && other_precision(utilization_of(r));
+  });
+  std::vector<std::string> header{"", "candidate", "gpus", "best layout", "step s", "tok/s/GPU", "MFU %", "HFU %",
+                                  "headroom GiB", "goodput %", "ckpt every", "days", "days band", "GPU-h M", "MWh"};
+  if (low_precision) header.insert(header.begin() + 8, "GEMM peak %");
+  if (rep.priced) {
+    header.push_back("cost M");
+    header.push_back("cost band M");
+    header.push_back("rank cost");
+  }
+  if (set.deadline_days) header.push_back("deadline");
+  if (set.budget) header.push_back("budget");
+  std::vector<std::vector<std::string>> rows;
+  for (const std::size_t i : order) {
+    const plan::Row& r = rep.rows[i];
+    const plan::Candidate& c = in.candidates[i];
+    std::vector<std::string> row{r.pareto ? "*" : "", c.name, std::to_string(c.cluster.total_gpus())};
+    if (!r.fits) {
+      row.push_back("no layout fits the memory budget");
+      rows.push_back(std::move(row));
+      continue;
+    }
+    row.push_back(scenarios::compact_layout(r.best.layout, r.best.fp8, r.best.compile));
+    const costmodel::Utilization u = utilization_of(r);
+    row.push_back(fixed(r.best.step_time_s, 3));
+    row.push_back(fixed(r.best.tokens_per_s / static_cast<double>(c.cluster.total_gpus()), 0));
+    row.push_back(fixed(r.best.mfu * 100.0, 1));
+    row.push_back(fixed(u.hfu * 100.0, 1));
+    if (low_precision) row.push_back(other_precision(u) ? fixed(u.precision_peak_utilization * 100.0, 1) : "-");
+    row.push_back(fixed(gib(r.headroom_bytes), 1));
+    row.push_back(fixed(r.goodput.goodput * 100.0, 1));
+    row.push_back(duration_text(r.goodput.interval_s));
+    row.push_back(num(r.days, 1));
+    row.push_back(r.days_band ? num(r.days_band->low, 1) + " .. " + num(r.days_band->high, 1) : "-");
+    row.push_back(millions(r.gpu_hours));
+    row.push_back(r.energy_mwh ? mwh(*r.energy_mwh) : "-");
+    if (rep.priced) {
+      row.push_back(millions(r.cost.value_or(0)));
+      row.push_back(r.cost_band ? millions(r.cost_band->low) + " .. " + millions(r.cost_band->high) : "-");
+      row.push_back(r.rank_cost > 0 ? std::to_string(r.rank_cost) : "-");
+    }
+    if (set.deadline_days) row.push_back(r.meets_deadline.value_or(false) ? "meets" : "misses");
+    if (set.budget) row.push_back(r.meets_budget.value_or(false) ? "meets" : "over");
+    rows.push_back(std::move(row));
+  }
+  return format_table(header, rows);
 }
 
 void print_text(const scenarios::PlanScenario& sc, const plan::PlanInput& in,
@@ -273,48 +370,11 @@ void print_text(const scenarios::PlanScenario& sc, const plan::PlanInput& in,
   if (!time_line.empty()) std::cout << "time      " << time_line << '\n';
   std::cout << '\n';
 
-  std::vector<std::string> header{"", "candidate", "gpus", "best layout", "step s", "MFU %", "headroom GiB",
-                                  "goodput %", "ckpt every", "days", "days band", "GPU-h M"};
-  if (rep.priced) {
-    header.push_back("cost M");
-    header.push_back("cost band M");
-    header.push_back("rank cost");
-  }
-  if (set.deadline_days) header.push_back("deadline");
-  if (set.budget) header.push_back("budget");
   std::vector<std::size_t> order = rep.by_days;
   for (const plan::Row& r : rep.rows) {
     if (r.rank_days == 0) order.push_back(r.index);
   }
-  std::vector<std::vector<std::string>> rows;
-  for (const std::size_t i : order) {
-    const plan::Row& r = rep.rows[i];
-    const plan::Candidate& c = in.candidates[i];
-    std::vector<std::string> row{r.pareto ? "*" : "", c.name, std::to_string(c.cluster.total_gpus())};
-    if (!r.fits) {
-      row.push_back("no layout fits the memory budget");
-      rows.push_back(std::move(row));
-      continue;
-    }
-    row.push_back(scenarios::compact_layout(r.best.layout, r.best.fp8, r.best.compile));
-    row.push_back(fixed(r.best.step_time_s, 3));
-    row.push_back(fixed(r.best.mfu * 100.0, 1));
-    row.push_back(fixed(gib(r.headroom_bytes), 1));
-    row.push_back(fixed(r.goodput.goodput * 100.0, 1));
-    row.push_back(duration_text(r.goodput.interval_s));
-    row.push_back(num(r.days, 1));
-    row.push_back(r.days_band ? num(r.days_band->low, 1) + " .. " + num(r.days_band->high, 1) : "-");
-    row.push_back(millions(r.gpu_hours));
-    if (rep.priced) {
-      row.push_back(millions(r.cost.value_or(0)));
-      row.push_back(r.cost_band ? millions(r.cost_band->low) + " .. " + millions(r.cost_band->high) : "-");
-      row.push_back(r.rank_cost > 0 ? std::to_string(r.rank_cost) : "-");
-    }
-    if (set.deadline_days) row.push_back(r.meets_deadline.value_or(false) ? "meets" : "misses");
-    if (set.budget) row.push_back(r.meets_budget.value_or(false) ? "meets" : "over");
-    rows.push_back(std::move(row));
-  }
-  std::cout << format_table(header, rows) << '\n';
+  std::cout << candidate_table(sc, in, rep, order) << '\n';
   // What the bands are: one line per distinct band, naming its candidates.
   std::vector<std::pair<std::string, std::vector<std::string>>> bands;  // (what, candidate names)
   for (const std::size_t i : order) {
@@ -334,10 +394,12 @@ void print_text(const scenarios::PlanScenario& sc, const plan::PlanInput& in,
     std::cout << "band      " << list << ": " << what << '\n';
   }
 
+  print_peak_and_energy_notes(sc, in, rep, order);
   auto describe = [&](std::size_t i) {
     const plan::Row& r = rep.rows[i];
     std::string s = candidate_label(in.candidates[i]) + ": " + num(r.days, 1) + " days";
     if (r.cost) s += ", cost " + millions(*r.cost) + "M";
+    if (r.energy_mwh) s += ", energy " + mwh(*r.energy_mwh) + " MWh";
     return s;
   };
   std::cout << "front     * " << (rep.priced ? "Pareto front of (days, cost): " : "fastest (no prices given): ")

@@ -21,6 +21,7 @@
 #include "html_pages.hpp"
 #include "launcher_export.hpp"
 #include "output.hpp"
+#include "utilization.hpp"
 #include "tetra/scenarios/compact_layout.hpp"
 #include "tetra/base/error.hpp"
 #include "tetra/base/units.hpp"
@@ -56,14 +57,25 @@ void draw_progress(std::size_t done, std::size_t total) {
   std::fflush(stderr);
 }
 
-nlohmann::json layout_row(const search::RankedLayout& r, const costmodel::StepBand& band) {
+/// Tokens per second per GPU of a ranked layout on the scenario's cluster.
+double per_gpu(const scenarios::Scenario& sc, const search::RankedLayout& r) {
+  return r.tokens_per_s / static_cast<double>(std::max<long long>(1, sc.cluster.total_gpus()));
+}
+
+costmodel::Utilization utilization_of(const scenarios::Scenario& sc, const search::RankedLayout& r) {
+  return ranked_utilization(sc.model, sc.training, sc.cluster.gpu, r);
+}
+
+nlohmann::json layout_row(const scenarios::Scenario& sc, const search::RankedLayout& r, const costmodel::StepBand& band) {
   nlohmann::json j = layout_json(r.layout);
   j["micro_batches"] = r.micro_batches;
   j["step_time_s"] = r.step_time_s;
   j["step_time_band_s"] = interval_json(band, r.step_time_s);
   j["tokens_per_s"] = r.tokens_per_s;
+  j["tokens_per_s_per_gpu"] = per_gpu(sc, r);
   j["tflops_per_gpu"] = r.tflops_per_gpu;
   j["mfu"] = r.mfu;
+  add_utilization_json(j, utilization_of(sc, r));
   j["bubble_fraction"] = r.bubble_fraction;
   j["peak_gib"] = gib3(r.peak_bytes);
   j["estimate_peak_gib"] = gib3(r.estimate_peak_bytes);
@@ -74,15 +86,17 @@ nlohmann::json layout_row(const search::RankedLayout& r, const costmodel::StepBa
   return j;
 }
 
-std::string csv_text(const std::vector<search::RankedLayout>& rows, std::size_t n) {
+std::string csv_text(const scenarios::Scenario& sc, const std::vector<search::RankedLayout>& rows, std::size_t n) {
   std::ostringstream os;
   os.precision(17);
   os << "rank,tp,cp,pp,dp,vp,mbs,recompute,schedule,sp,first_stage_layers,last_stage_layers,"
         "micro_batches,step_time_s,tokens_per_s,tflops_per_gpu,mfu,bubble_fraction,peak_gib,"
-        "estimate_peak_gib,precision,dp_replicate,ac_freq,compile\n";
+        "estimate_peak_gib,precision,dp_replicate,ac_freq,compile,tokens_per_s_per_gpu,hfu,"
+        "mfu_peak_precision,mfu_peak_tflops,precision_peak,precision_peak_tflops,precision_peak_utilization\n";
   for (std::size_t i = 0; i < n; ++i) {
     const auto& r = rows[i];
     const auto& l = r.layout;
+    const costmodel::Utilization u = utilization_of(sc, r);
     os << i + 1 << ',' << l.tp << ',' << l.cp << ',' << l.pp << ',' << l.dp << ',' << l.vp << ','
        << l.mbs << ',' << to_string(l.recompute) << ',' << to_string(l.schedule)
        << ',' << (l.sp ? 1 : 0) << ',' << l.first_stage_layers << ',' << l.last_stage_layers << ','
@@ -90,7 +104,9 @@ std::string csv_text(const std::vector<search::RankedLayout>& rows, std::size_t 
        << r.tflops_per_gpu << ',' << r.mfu << ',' << r.bubble_fraction << ','
        << fixed(gib(r.peak_bytes), 3) << ',' << fixed(gib(r.estimate_peak_bytes), 3) << ','
        << precision_name(r.fp8) << ',' << l.dp_replicate << ','
-       << (l.recompute == parallel::Recompute::selective_layer ? l.ac_freq : 0) << ',' << (r.compile ? 1 : 0)
+       << (l.recompute == parallel::Recompute::selective_layer ? l.ac_freq : 0) << ',' << (r.compile ? 1 : 0) << ','
+       << per_gpu(sc, r) << ',' << u.hfu << ',' << u.mfu_peak.precision << ',' << u.mfu_peak.flops / 1e12 << ','
+       << u.precision_peak.precision << ',' << u.precision_peak.flops / 1e12 << ',' << u.precision_peak_utilization
        << '\n';
   }
   return os.str();
@@ -114,7 +130,7 @@ nlohmann::json search_json(const scenarios::Scenario& sc, const search::SearchRe
   summary["memory_fraction"] = sc.search.memory_fraction;
   j["summary"] = std::move(summary);
   nlohmann::json rows = nlohmann::json::array();
-  for (std::size_t i = 0; i < listed; ++i) rows.push_back(layout_row(res.layouts[i], band));
+  for (std::size_t i = 0; i < listed; ++i) rows.push_back(layout_row(sc, res.layouts[i], band));
   j["layouts"] = std::move(rows);
   // The band's source once; each layout carries its own low / high.
   j["step_time_band"] = band_source_json(band);
@@ -133,10 +149,14 @@ std::string ranked_table(const scenarios::Scenario& sc, const search::SearchResu
       std::any_of(sc.search.dp_replicate.begin(), sc.search.dp_replicate.end(), [](int r) { return r != 1; });
   // ep / etp columns when the space varies them on a MoE model.
   const bool by_expert = sc.model.is_moe() && (sc.search.ep.size() > 1 || sc.search.etp.size() > 1);
+  // A column of the GEMM format's own peak when a listed layout runs FP8 or FP4 GEMMs.
+  bool low_precision = false;
+  for (std::size_t i = 0; i < shown; ++i) low_precision = low_precision || other_precision(utilization_of(sc, res.layouts[i]));
   std::vector<std::vector<std::string>> rows;
   for (std::size_t i = 0; i < shown; ++i) {
     const auto& r = res.layouts[i];
     const auto& l = r.layout;
+    const costmodel::Utilization u = utilization_of(sc, r);
     std::string pp = std::to_string(l.pp);
     if (l.first_stage_layers > 0 || l.last_stage_layers > 0) {
       pp += " (" + std::to_string(l.first_stage_layers) + "/" + std::to_string(l.last_stage_layers) + ")";
@@ -146,10 +166,12 @@ std::string ranked_table(const scenarios::Scenario& sc, const search::SearchResu
                     l.sp ? "on" : "off", to_string(l.recompute),
                     to_string(l.schedule), fixed(r.step_time_s, 3), interval_text(band, r.step_time_s),
                     fixed(r.tokens_per_s / 1e6, 3),
-                    fixed(r.tokens_per_s / static_cast<double>(std::max<long long>(1, sc.cluster.total_gpus())), 0),
-                    fixed(r.tflops_per_gpu, 0),
-                    fixed(r.mfu * 100.0, 1), fixed(std::max(0.0, r.bubble_fraction) * 100.0, 1),
+                    fixed(per_gpu(sc, r), 0), fixed(r.tflops_per_gpu, 0), fixed(r.mfu * 100.0, 1),
+                    fixed(u.hfu * 100.0, 1), fixed(std::max(0.0, r.bubble_fraction) * 100.0, 1),
                     fixed(gib(r.peak_bytes), 1)});
+    if (low_precision) {
+      rows.back().insert(rows.back().begin() + 17, other_precision(u) ? fixed(u.precision_peak_utilization * 100.0, 1) : "-");
+    }
     std::string rc = to_string(l.recompute);
     if (l.recompute == parallel::Recompute::selective_layer) rc += "/" + std::to_string(l.ac_freq);
     if (l.offload_layers > 0) rc += " off" + std::to_string(l.offload_layers);
@@ -169,8 +191,9 @@ std::string ranked_table(const scenarios::Scenario& sc, const search::SearchResu
     }
   }
   std::vector<std::string> header{"rank", "tp", "cp", "pp", "dp", "vp", "mbs", "sp", "recompute",
-                                  "schedule", "step s", "step band", "Mtok/s", "tok/s/GPU", "TFLOP/s", "MFU %", "bubble %",
-                                  "peak GiB"};
+                                  "schedule", "step s", "step band", "Mtok/s", "tok/s/GPU", "TFLOP/s", "MFU %", "HFU %",
+                                  "bubble %", "peak GiB"};
+  if (low_precision) header.insert(header.begin() + 17, "GEMM peak %");
   if (by_grads) header.insert(header.begin() + 10, "grads");
   if (by_compile) header.insert(header.begin() + 10, "compile");
   if (by_precision || by_gather) header.insert(header.begin() + 10, "precision");
@@ -180,6 +203,24 @@ std::string ranked_table(const scenarios::Scenario& sc, const search::SearchResu
     header.insert(header.begin() + 5, "ep");
   }
   return format_table(header, rows);
+}
+
+/// What the MFU, HFU and GEMM peak columns divide by, under the table.
+std::string utilization_notes(const scenarios::Scenario& sc, const search::SearchResult& res, std::size_t shown) {
+  const costmodel::Peak peak = costmodel::mfu_peak(sc.cluster.gpu);
+  std::string out = "MFU       model FLOPs per second (Megatron-LM's count: no recomputation, causal attention at half) "
+                    "over the GPU's " + peak_text(peak) + "\n"
+                    "HFU       the same with the forward FLOPs recomputation runs again, over the same peak\n";
+  std::vector<std::string> peaks;  // the FP8 / FP4 peaks of the listed layouts, once each
+  for (std::size_t i = 0; i < shown; ++i) {
+    const costmodel::Utilization u = utilization_of(sc, res.layouts[i]);
+    const std::string p = peak_text(u.precision_peak);
+    if (other_precision(u) && std::find(peaks.begin(), peaks.end(), p) == peaks.end()) peaks.push_back(p);
+  }
+  for (const std::string& p : peaks) {
+    out += "GEMM peak model FLOPs per second over the " + p + " of the linear layers' GEMMs\n";
+  }
+  return out;
 }
 
 int run_search(const SearchArgs& args) {
@@ -223,7 +264,7 @@ int run_search(const SearchArgs& args) {
   const std::size_t all = res.layouts.size();
   const std::size_t listed = args.top >= 0 ? std::min<std::size_t>(static_cast<std::size_t>(args.top), all) : all;
   std::vector<OutputFile> outputs;  // written together, or none of them
-  if (!args.csv.empty()) outputs.push_back({args.csv, csv_text(res.layouts, listed)});
+  if (!args.csv.empty()) outputs.push_back({args.csv, csv_text(sc, res.layouts, listed)});
   if (!args.html.empty()) {
     // The page plots every ranked layout; its table shows the --top N (default 10).
     std::vector<std::string> texts;
@@ -283,11 +324,7 @@ int run_search(const SearchArgs& args) {
     std::cout << "no layout fits the memory budget\n";
     return verdict.exit_code;
   }
-  std::cout << ranked_table(sc, res, shown, band)
-            << "\nMFU       model FLOPs per second (Megatron-LM's count: no recomputation, causal attention at half) "
-               "over the GPU's dense "
-               "BF16 peak, "
-            << fixed(sc.cluster.gpu.bf16_peak_flops / 1e12, 0) << " TFLOP/s\n";
+  std::cout << ranked_table(sc, res, shown, band) << '\n' << utilization_notes(sc, res, shown);
   return 0;
 }
 

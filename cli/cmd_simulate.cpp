@@ -15,6 +15,7 @@
 #include "commands.hpp"
 #include "html_pages.hpp"
 #include "output.hpp"
+#include "utilization.hpp"
 #include "tetra/scenarios/compact_layout.hpp"
 #include "tetra/costmodel/builtin_profiles.hpp"
 #include "tetra/base/units.hpp"
@@ -52,7 +53,7 @@ nlohmann::json stage_memory_json(const costmodel::StageMemory& m, bool moe) {
 
 /// The object `simulate --json` prints.
 nlohmann::json simulate_json(const scenarios::Scenario& sc, const sim::Result& r,
-                             const costmodel::StepBand& band) {
+                             const costmodel::StepBand& band, const costmodel::Utilization& u) {
   nlohmann::json j;
   j["scenario"] = sc.path;
   j["model"] = sc.model.name;
@@ -64,6 +65,7 @@ nlohmann::json simulate_json(const scenarios::Scenario& sc, const sim::Result& r
   j["tokens_per_s_per_gpu"] = round_to(r.tokens_per_s_per_gpu, 2);
   j["tflops_per_gpu"] = round_to(r.tflops_per_gpu, 2);
   j["mfu"] = round_to(r.mfu, 4);
+  add_utilization_json(j, u, 4);
   j["bubble_fraction"] = round_to(r.bubble_fraction, 4);
   j["exposed_comm_s"] = {{"tp", round_to(r.exposed.tp, 6)},
                          {"cp", round_to(r.exposed.cp, 6)},
@@ -109,7 +111,9 @@ int run_simulate(const SimulateArgs& args) {
   sim::Simulator simulator;
   const sim::Result r = simulator.run(in, options);
   const costmodel::StepBand band = band_for(sc.training.framework, fitted ? &*fitted : nullptr, args.fit);
-  const nlohmann::json j = simulate_json(sc, r, band);
+  const costmodel::Utilization u =
+      costmodel::utilization(sc.model, sc.training, r.layout, sc.cluster.gpu, r.tflops_per_gpu * 1e12);
+  const nlohmann::json j = simulate_json(sc, r, band, u);
   std::vector<OutputFile> outputs;  // written together, or none of them
   if (!args.trace.empty()) outputs.push_back({args.trace, simulator.chrome_trace()});
   if (!args.html.empty()) outputs.push_back({args.html, report::simulate_html(simulate_page(
@@ -132,7 +136,8 @@ int run_simulate(const SimulateArgs& args) {
       {"tokens/s", fixed(r.tokens_per_s, 0)},
       {"tokens/s per GPU", fixed(r.tokens_per_s_per_gpu, 1)},
       {"TFLOP/s per GPU", fixed(r.tflops_per_gpu, 1)},
-      {"MFU", fixed(r.mfu * 100.0, 1) + " %"},
+      {"MFU, of " + peak_text(u.mfu_peak), fixed(r.mfu * 100.0, 1) + " %"},
+      {"HFU, recomputation counted", fixed(u.hfu * 100.0, 1) + " %"},
       {"pipeline bubble", fixed(r.bubble_fraction * 100.0, 1) + " %"},
       {"exposed TP comm", fixed(r.exposed.tp, 3) + " s"},
       {"exposed CP comm", fixed(r.exposed.cp, 3) + " s"},
@@ -142,7 +147,12 @@ int run_simulate(const SimulateArgs& args) {
                           fixed(r.memory.capacity_bytes / units::kGiB, 2) + (r.fits ? " (fits)" : " (does not fit)")}};
   if (sc.model.is_moe()) {
     // After the DP row: the MoE dispatch and combine left on the critical path.
-    rows.insert(rows.begin() + 11, {"exposed EP comm", fixed(r.exposed.ep, 3) + " s"});
+    rows.insert(rows.begin() + 12, {"exposed EP comm", fixed(r.exposed.ep, 3) + " s"});
+  }
+  if (other_precision(u)) {
+    // After HFU: the share of the peak of the format the GEMMs run in.
+    rows.insert(rows.begin() + 7, {"model FLOPs, of " + peak_text(u.precision_peak),
+                                   fixed(u.precision_peak_utilization * 100.0, 1) + " %"});
   }
   if (sc.model.is_moe() || r.host_wait_s > 0) {
     // Before the memory row: the GPU idle while the host issues kernels.

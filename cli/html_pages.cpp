@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "band.hpp"
+#include "utilization.hpp"
 
 namespace tetra::cli {
 
@@ -40,6 +41,11 @@ report::Fact fact(const json& root, const std::string& ref, const std::string& k
   return {std::move(label), ref, key, obj.at(key).get<double>(), std::move(unit)};
 }
 
+/// "BF16 dense peak 989 TFLOP/s" from the precision and TFLOP/s keys of a JSON object.
+std::string peak_words(const json& j, const char* precision, const char* tflops) {
+  return peak_text(j.at(precision).get<std::string>(), j.at(tflops).get<double>());
+}
+
 }  // namespace
 
 report::PlanPage plan_page(const json& j, const std::vector<std::string>& layouts) {
@@ -53,6 +59,8 @@ report::PlanPage plan_page(const json& j, const std::vector<std::string>& layout
   page.budget = opt_number(j, "budget");
   if (page.deadline_days) page.facts.push_back(fact(j, "", "deadline_days", "deadline", "days"));
   if (page.budget) page.facts.push_back(fact(j, "", "budget", "budget", "SI"));
+  page.pue = j.at("energy_model").at("pue").get<double>();
+  page.facts.push_back(fact(j, "/energy_model", "pue", "PUE of the energy"));
   if (const auto v = j.find("verdict"); v != j.end() && v->is_object()) {
     page.recommended = opt_id(*v, "recommended");
     page.fastest = opt_id(*v, "fastest");
@@ -72,7 +80,12 @@ report::PlanPage plan_page(const json& j, const std::vector<std::string>& layout
       c.layout = c.id < layouts.size() ? layouts[c.id] : std::string();
       c.step_time_s = r.at("step_time_s").get<double>();
       c.tokens_per_s = r.at("tokens_per_s").get<double>();
+      c.tokens_per_s_per_gpu = r.at("tokens_per_s_per_gpu").get<double>();
       c.mfu = r.at("mfu").get<double>();
+      c.hfu = r.at("hfu").get<double>();
+      c.mfu_peak_tflops = r.at("mfu_peak_tflops").get<double>();
+      c.gpu_power_w = r.at("gpu_power_w").get<double>();
+      c.energy_mwh = opt_number(r, "energy_mwh");
       c.days = opt_number(r, "days");
       c.gpu_hours = opt_number(r, "gpu_hours");
       c.cost = opt_number(r, "cost");
@@ -120,8 +133,11 @@ report::SearchPage search_page(const json& j, const std::vector<std::string>& la
     l.schedule = r.at("schedule").get<std::string>();
     l.step_time_s = r.at("step_time_s").get<double>();
     l.tokens_per_s = r.at("tokens_per_s").get<double>();
+    l.tokens_per_s_per_gpu = r.at("tokens_per_s_per_gpu").get<double>();
     l.mfu = r.at("mfu").get<double>();
+    l.hfu = r.at("hfu").get<double>();
     l.peak_gib = r.at("peak_gib").get<double>();
+    if (page.mfu_peak.empty()) page.mfu_peak = peak_words(r, "mfu_peak_precision", "mfu_peak_tflops");
     l.band = band_of(r);
     page.layouts.push_back(std::move(l));
   }
@@ -139,10 +155,17 @@ report::SimulatePage simulate_page(const json& j, const std::string& chrome_trac
                 fact(j, "", "tokens_per_s", "throughput", "tokens/s"),
                 fact(j, "", "tokens_per_s_per_gpu", "throughput per GPU", "tokens/s"),
                 fact(j, "", "tflops_per_gpu", "model FLOP rate per GPU", "TFLOP/s"),
-                fact(j, "", "mfu", "MFU", "%"),
+                fact(j, "", "mfu", "MFU, of " + peak_words(j, "mfu_peak_precision", "mfu_peak_tflops"), "%"),
+                fact(j, "", "hfu", "HFU, recomputation counted", "%"),
                 fact(j, "", "bubble_fraction", "pipeline bubble", "%"),
                 fact(j, "/exposed_comm_s", "tp", "exposed TP communication", "s"),
                 fact(j, "/exposed_comm_s", "cp", "exposed CP communication", "s")};
+  if (j.at("precision_peak") != j.at("mfu_peak_precision") && j.at("precision_peak") != "fp16") {
+    // FP8 / FP4 GEMMs: the share of their own format's peak, after HFU.
+    page.facts.insert(page.facts.begin() + 6,
+                      fact(j, "", "precision_peak_utilization",
+                           "model FLOPs, of " + peak_words(j, "precision_peak", "precision_peak_tflops"), "%"));
+  }
   // MoE models: the dispatch and combine left on the critical path.
   if (moe) page.facts.push_back(fact(j, "/exposed_comm_s", "ep", "exposed EP communication", "s"));
   page.facts.push_back(fact(j, "/exposed_comm_s", "pp", "exposed PP communication", "s"));

@@ -120,6 +120,10 @@ Report assemble(const PlanInput& in, const std::vector<Evaluation>& evals) {
                               : std::numeric_limits<double>::infinity();
       row.gpu_hours = static_cast<double>(gpus) * row.days * 24.0;
       if (c.price_per_gpu_hour) row.cost = row.gpu_hours * *c.price_per_gpu_hour;
+      row.gpu_power_w = training_power_w(c.cluster.gpu);
+      if (row.gpu_power_w > 0 && row.finishes) {
+        row.energy_mwh = energy_mwh(static_cast<double>(gpus), row.gpu_power_w, row.days * 24.0, set.pue);
+      }
       row.step_band_s = c.band.interval(row.best.step_time_s);
       if (row.step_band_s && row.finishes) {
         const double low = row.step_band_s->low_s / row.best.step_time_s;

@@ -23,6 +23,7 @@ p.note { color: #555; margin: 4px 0 10px; max-width: 960px; }
 table { border-collapse: collapse; font-variant-numeric: tabular-nums; font-size: 13px; }
 th, td { padding: 3px 8px; border-bottom: 1px solid #e6e6e6; text-align: right; white-space: nowrap; }
 th { background: #f4f4f4; font-weight: 600; }
+#plan-table th, #plan-table td { padding: 3px 5px; }
 td.text, th.text { text-align: left; }
 table.facts th { text-align: left; background: none; font-weight: 500; color: #555; }
 table.facts td { text-align: left; }
@@ -213,16 +214,23 @@ std::string search_html(const SearchPage& page) {
 
   o << "<h2>Top " << std::min(page.table_rows, page.layouts.size()) << " layouts</h2>\n<table id=\"search-table\">\n"
     << "<tr><th>rank</th><th class=\"text\">layout</th><th class=\"text\">schedule</th><th>step s</th>"
-       "<th>tokens/s</th><th>MFU %</th><th>peak GiB</th></tr>\n";
+       "<th>tokens/s</th><th>tokens/s<br>per GPU</th><th>MFU %</th><th>HFU %</th><th>peak GiB</th></tr>\n";
   for (std::size_t i = 0; i < page.layouts.size() && i < page.table_rows; ++i) {
     const RankedLayout& l = page.layouts[i];
     o << "<tr" << ref_attr(l.ref) << " data-rank=\"" << l.rank << "\"" << dv("step_time_s", l.step_time_s)
-      << dv("tokens_per_s", l.tokens_per_s) << dv("mfu", l.mfu) << dv("peak_gib", l.peak_gib) << "><td>" << l.rank
-      << "</td><td class=\"text\">" << escape(l.layout) << "</td><td class=\"text\">" << escape(l.schedule)
-      << "</td><td>" << fixed(l.step_time_s, 3) << "</td><td>" << grouped(l.tokens_per_s) << "</td><td>"
-      << fixed(l.mfu * 100, 1) << "</td><td>" << fixed(l.peak_gib, 1) << "</td></tr>\n";
+      << dv("tokens_per_s", l.tokens_per_s) << dv("tokens_per_s_per_gpu", l.tokens_per_s_per_gpu) << dv("mfu", l.mfu)
+      << dv("hfu", l.hfu) << dv("peak_gib", l.peak_gib) << "><td>" << l.rank << "</td><td class=\"text\">"
+      << escape(l.layout) << "</td><td class=\"text\">" << escape(l.schedule) << "</td><td>"
+      << fixed(l.step_time_s, 3) << "</td><td>" << grouped(l.tokens_per_s) << "</td><td>"
+      << grouped(l.tokens_per_s_per_gpu) << "</td><td>" << fixed(l.mfu * 100, 1) << "</td><td>"
+      << fixed(l.hfu * 100, 1) << "</td><td>" << fixed(l.peak_gib, 1) << "</td></tr>\n";
   }
-  o << "</table>\n" << tail();
+  o << "</table>\n";
+  if (!page.mfu_peak.empty()) {
+    o << "<p class=\"note\">MFU: model FLOPs per second over the GPU's " << escape(page.mfu_peak)
+      << "; HFU: the same with the forward FLOPs that recomputation runs again.</p>\n";
+  }
+  o << tail();
   return o.str();
 }
 

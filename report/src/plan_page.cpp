@@ -52,13 +52,18 @@ std::string who(const PlanCandidate& c) {
          escape(c.gpu) + ")</span>";
 }
 
-/// "45.2 days, cost 38.1 M" (GPU-hours without prices).
+/// Megawatt-hours: whole ones (thin-space grouped) from 100 up, one decimal below.
+std::string mwh(double x) { return x < 100 ? fixed(x, 1) : grouped(x); }
+
+/// "45.2 days, cost 38.1 M, energy 25 764 MWh" (GPU-hours without prices).
 std::string days_and_cost(const PlanCandidate& c, bool priced) {
   std::string s = "<span" + ref_attr(c.ref) + (c.days ? dv("days", *c.days) : "") +
                   (priced && c.cost ? dv("cost", *c.cost) : "") + (!priced && c.gpu_hours ? dv("gpu_hours", *c.gpu_hours) : "") +
-                  ">" + (c.days ? fixed(*c.days, 1) + " days" : std::string("never finishes"));
+                  (c.energy_mwh ? dv("energy_mwh", *c.energy_mwh) : "") + ">" +
+                  (c.days ? fixed(*c.days, 1) + " days" : std::string("never finishes"));
   if (priced && c.cost) s += ", cost " + si(*c.cost);
   if (!priced && c.gpu_hours) s += ", " + si(*c.gpu_hours) + " GPU-hours";
+  if (c.energy_mwh) s += ", energy " + mwh(*c.energy_mwh) + " MWh";
   return s + "</span>";
 }
 
@@ -328,6 +333,23 @@ std::string plan_scaling(const PlanPage& page) {
   return o.str();
 }
 
+/// What MFU divides by and what the energy counts, per GPU type, under the table.
+std::string plan_table_note(const PlanPage& page) {
+  std::string peaks, power;
+  std::vector<std::string> seen;
+  for (const PlanCandidate& c : page.candidates) {
+    if (!c.fits || std::find(seen.begin(), seen.end(), c.gpu) != seen.end()) continue;
+    seen.push_back(c.gpu);
+    peaks += (peaks.empty() ? "" : ", ") + escape(c.gpu) + " " + fixed(c.mfu_peak_tflops, 0);
+    power += (power.empty() ? "" : ", ") + escape(c.gpu) + " " + (c.gpu_power_w > 0 ? fixed(c.gpu_power_w, 0) + " W" : "unknown");
+  }
+  if (seen.empty()) return "";
+  return "<p class=\"note\">MFU: model FLOPs per second over the GPU's dense BF16 peak (" + peaks +
+         " TFLOP/s); HFU: the same with the forward FLOPs that recomputation runs again. Energy: the GPUs at their "
+         "power limit (" + power + ") for the days shown, times PUE " + fixed(page.pue, 2) +
+         "; the rest of each node is not counted.</p>\n";
+}
+
 /// Every candidate, by days (those without a layout or that never finish last).
 std::string plan_table(const PlanPage& page) {
   std::vector<const PlanCandidate*> rows;
@@ -338,8 +360,8 @@ std::string plan_table(const PlanPage& page) {
   });
   std::ostringstream o;
   o << "<h2>Candidates</h2>\n<table id=\"plan-table\">\n<tr><th class=\"text\">candidate</th><th>GPUs</th>"
-       "<th class=\"text\">best layout</th><th>step s</th><th>tokens/s</th><th>MFU %</th><th>days</th>"
-       "<th>days band</th><th>GPU-hours</th>"
+       "<th class=\"text\">best layout</th><th>step s</th><th>tokens/s<br>per GPU</th><th>MFU %</th>"
+       "<th>HFU %</th><th>days</th><th>days band</th><th>GPU-hours</th><th>MWh</th>"
     << (page.priced ? "<th>cost</th>" : "") << "<th class=\"text\">front</th>"
     << (page.deadline_days ? "<th class=\"text\">deadline</th>" : "")
     << (page.budget ? "<th class=\"text\">budget</th>" : "") << "</tr>\n";
@@ -347,15 +369,20 @@ std::string plan_table(const PlanPage& page) {
     o << "<tr" << (c->pareto ? " class=\"pareto\"" : "") << ref_attr(c->ref) << dv("id", static_cast<double>(c->id))
       << "><td class=\"text\">" << swatch(c->gpu) << escape(c->name) << "</td><td>" << c->gpus << "</td>";
     if (!c->fits) {
-      o << "<td class=\"text\" colspan=\"" << 8 + (page.priced ? 1 : 0) + (page.deadline_days ? 1 : 0) + (page.budget ? 1 : 0)
+      o << "<td class=\"text\" colspan=\"" << 10 + (page.priced ? 1 : 0) + (page.deadline_days ? 1 : 0) + (page.budget ? 1 : 0)
         << "\">no layout fits the memory budget</td></tr>\n";
       continue;
     }
     auto opt = [](const std::optional<double>& v, int digits) { return v ? fixed(*v, digits) : std::string("never"); };
-    o << "<td class=\"text\">" << escape(c->layout) << "</td><td>" << fixed(c->step_time_s, 3) << "</td><td>"
-      << grouped(c->tokens_per_s) << "</td><td>" << fixed(c->mfu * 100, 1) << "</td><td>" << opt(c->days, 1)
+    // Tokens/s per GPU: the scaling chart shows the totals.
+    o << "<td class=\"text\">" << escape(c->layout) << "</td><td>" << fixed(c->step_time_s, 3) << "</td><td"
+      << ref_attr(c->ref) << dv("tokens_per_s_per_gpu", c->tokens_per_s_per_gpu)
+      << ">" << grouped(c->tokens_per_s_per_gpu) << "</td><td>" << fixed(c->mfu * 100, 1) << "</td><td"
+      << ref_attr(c->ref) << dv("hfu", c->hfu) << ">" << fixed(c->hfu * 100, 1) << "</td><td>" << opt(c->days, 1)
       << "</td><td>" << (c->days_low && c->days_high ? fixed(*c->days_low, 1) + " – " + fixed(*c->days_high, 1) : "")
-      << "</td><td>" << (c->gpu_hours ? grouped(*c->gpu_hours) : "never") << "</td>";
+      << "</td><td>" << (c->gpu_hours ? grouped(*c->gpu_hours) : "never") << "</td><td"
+      << (c->energy_mwh ? ref_attr(c->ref) + dv("energy_mwh", *c->energy_mwh) : "") << ">"
+      << (c->energy_mwh ? mwh(*c->energy_mwh) : "") << "</td>";
     if (page.priced) o << "<td>" << (c->cost ? grouped(*c->cost) : "never") << "</td>";
     o << "<td class=\"text\">" << (c->pareto ? "yes" : "") << "</td>";
     auto verdict = [](const std::optional<bool>& b, const char* yes, const char* no) {
@@ -365,7 +392,7 @@ std::string plan_table(const PlanPage& page) {
     if (page.budget) o << "<td class=\"text\">" << verdict(c->meets_budget, "meets", "over") << "</td>";
     o << "</tr>\n";
   }
-  o << "</table>\n";
+  o << "</table>\n" << plan_table_note(page);
   return o.str();
 }
 

@@ -141,6 +141,7 @@ constexpr std::array kKeys = std::to_array<KeyInfo>({
     {"plan", "failures_per_gpu_hour", "number", "1.973e-5", ">= 0", "interruptions per GPU-hour", "Llama 3 paper (arXiv 2407.21783) section 3.3.4"},
     {"plan", "checkpoint_bandwidth", "quantity", "\"2TB/s\"", "> 0", "sustained checkpoint write rate of the storage", "Llama 3 paper (arXiv 2407.21783) section 3.3.4"},
     {"plan", "restart_time", "quantity", "\"10min\"", "> 0", "time to restart after an interruption", ""},
+    {"plan", "pue", "number", "1.56", "1.0 .. 3.0", "power usage effectiveness of the data centre (facility over IT energy); scales the energy of every candidate", "Uptime Institute Global Data Center Survey 2024 (average annual PUE)"},
     {"plan", "candidate", "table array", "required", "one or more", "the clusters to compare: [[plan.candidate]]", ""},
     {"plan.candidate", "name", "string", "the preset or file", "unique with gpus", "a label", ""},
     {"plan.candidate", "cluster", "name", "none", "a built-in cluster", "the cluster (or cluster_file, not both)", ""},

@@ -195,6 +195,7 @@ PlanTable load_plan(const Doc& doc, const toml::table& table) {
   if (const auto* n = s.get("restart_time")) {
     set.goodput.restart_s = s.quantity(*n, "restart_time", units::parse_duration, "10min", 1e9, true);
   }
+  if (const auto* n = s.get("pue")) set.pue = s.number(*n, "pue", plan::kMinPue, plan::kMaxPue);
   const toml::node* cands = s.get("candidate");
   const toml::array* arr = cands != nullptr ? cands->as_array() : nullptr;
   if (cands != nullptr && (arr == nullptr || !arr->is_array_of_tables())) {

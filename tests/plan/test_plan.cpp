@@ -10,6 +10,7 @@
 #include "tetra/hw/presets.hpp"
 #include "tetra/parallel/params.hpp"
 #include "tetra/model/presets.hpp"
+#include "tetra/plan/energy.hpp"
 #include "tetra/plan/goodput.hpp"
 #include "tetra/plan/plan.hpp"
 #include "tetra/search/search.hpp"
@@ -115,6 +116,36 @@ TEST_SUITE("plan") {
     CHECK(plan::shard_indices(5, 1, 1) == std::vector<std::size_t>{0, 1, 2, 3, 4});
   }
 
+  TEST_CASE("energy by hand: GPUs × power under training load × hours × PUE") {
+    // Llama 3's 54-day snapshot on 16,384 H100 SXM (arXiv 2407.21783 §3.3.4) at the 700 W the
+    // H100 datasheet rates: 16,384 × 700 W × 1,296 h = 14,863.5648 MWh of GPU energy; at the
+    // Uptime Institute's 2024 average PUE of 1.56, 23,187.1611 MWh from the grid.
+    const hw::Gpu h100 = *hw::find_gpu_preset("h100-sxm-80gb");
+    CHECK(plan::training_power_w(h100) == 700.0);
+    CHECK(plan::kDefaultPue == 1.56);
+    CHECK(plan::energy_mwh(16384, plan::training_power_w(h100), 54 * 24, 1.0) == approx(14863.5648).epsilon(1e-12));
+    CHECK(plan::energy_mwh(16384, plan::training_power_w(h100), 54 * 24, plan::kDefaultPue) ==
+          approx(23187.161088).epsilon(1e-12));
+    // Meta's model card counts Llama 3.1 405B's training the same way: 30.84 M H100 GPU-hours
+    // at 700 W (meta-llama/llama-models: models/llama3_1/MODEL_CARD.md) = 21,588 MWh.
+    CHECK(plan::energy_mwh(1, 700, 30.84e6, 1.0) == approx(21588.0).epsilon(1e-12));
+    // A GPU held to a lower limit draws the limit; one without a known rating, nothing known.
+    hw::Gpu capped = h100;
+    capped.power_limit_w = 500;
+    CHECK(plan::training_power_w(capped) == 500.0);
+    CHECK(plan::energy_mwh(8, 500, 10, 1.2) == approx(0.048));  // 8 × 500 W × 10 h × 1.2
+    hw::Gpu custom;
+    CHECK(plan::training_power_w(custom) == 0.0);
+    // Every preset GPU has a rating, the datasheet's board power.
+    const double rated[] = {400, 400, 700, 700, 700, 1000, 1100, 1200, 1400};
+    std::size_t i = 0;
+    for (const hw::Gpu& g : hw::gpu_presets()) {
+      CAPTURE(g.name);
+      REQUIRE(i < std::size(rated));
+      CHECK(plan::training_power_w(g) == rated[i++]);
+    }
+  }
+
   TEST_CASE("days, GPU-hours and cost of one candidate by hand") {
     const model::Model model = *model::find_model_preset("llama3.1-8b");
     parallel::Training training;
@@ -141,6 +172,11 @@ TEST_SUITE("plan") {
       CHECK(*r.cost == approx(35555.556).epsilon(1e-7));
       // 79.65 GiB H100 (80 GB label) − 50 GiB, passed on from the search row.
       CHECK(r.headroom_bytes / (1024.0 * 1024 * 1024) == approx(29.65).epsilon(1e-3));
+      // Energy: 17,777.78 GPU-hours × 700 W (H100 SXM, plan/energy.hpp) = 12.4444 MWh of GPU
+      // energy; × PUE 1.56 (Uptime Institute 2024) = 19.4133 MWh.
+      CHECK(r.gpu_power_w == 700.0);
+      REQUIRE(r.energy_mwh);
+      CHECK(*r.energy_mwh == approx(19.413333).epsilon(1e-7));
       CHECK(rep.priced);
       CHECK(r.pareto);
       CHECK(r.rank_days == 1);

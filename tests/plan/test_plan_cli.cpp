@@ -174,6 +174,45 @@ TEST_SUITE("plan") {
     CHECK(merged.out == one.out);
   }
 
+  TEST_CASE("plan: every candidate's energy, utilization and tokens/s per GPU in JSON, text and CSV") {
+    std::string text = kPlan;
+    text.insert(text.find("\n[[plan.candidate]]"), "\npue = 1.2");
+    const std::string sc = write("plan_energy.toml", text);
+    const std::string csv = (scratch() / "energy.csv").string();
+    const CliRun r = run_tetrasim("plan '" + sc + "' --json --csv '" + csv + "'");
+    REQUIRE(r.code == 0);
+    const auto j = nlohmann::json::parse(r.out);
+    CHECK(j["energy_model"]["pue"].get<double>() == 1.2);
+    int fits = 0;
+    for (const auto& c : j["candidates"]) {
+      if (!c["fits"].get<bool>()) continue;
+      ++fits;
+      // plan/energy.hpp: GPUs × the GPU's rated power × days × 24 h × PUE (H100 / H200 700 W,
+      // A100 400 W, the presets' datasheets).
+      const double w = c["gpu"] == "a100-sxm-80gb" ? 400.0 : 700.0;
+      CHECK(c["gpu_power_w"].get<double>() == w);
+      const double want = c["gpus"].get<double>() * w * c["days"].get<double>() * 24.0 * 1.2 / 1e6;
+      CHECK(c["energy_mwh"].get<double>() == approx(want).epsilon(1e-12));
+      CHECK(c["tokens_per_s_per_gpu"].get<double>() ==
+            approx(c["tokens_per_s"].get<double>() / c["gpus"].get<double>()).epsilon(1e-12));
+      CHECK(c["mfu_peak_precision"] == "bf16");
+      CHECK(c["mfu_peak_tflops"].get<double>() == (c["gpu"] == "a100-sxm-80gb" ? 312.0 : 989.0));
+      CHECK(c["hfu"].get<double>() >= c["mfu"].get<double>());
+      CHECK(c["precision_peak_utilization"].get<double>() == approx(c["mfu"].get<double>()).epsilon(1e-12));
+    }
+    CHECK(fits > 0);
+    const std::string rows = slurp(csv);
+    CHECK(rows.find(",gpu_power_w,energy_mwh\n") != std::string::npos);
+    const CliRun t = run_tetrasim("plan '" + sc + "'");
+    REQUIRE(t.code == 0);
+    CHECK(t.out.find("tok/s/GPU") != std::string::npos);
+    CHECK(t.out.find("HFU %") != std::string::npos);
+    CHECK(t.out.find("MWh") != std::string::npos);
+    CHECK(t.out.find("MFU       model FLOPs over each GPU's BF16 dense peak (") != std::string::npos);
+    CHECK(t.out.find("times PUE 1.20; the rest of each node is not counted") != std::string::npos);
+    CHECK(t.out.find(" MWh\n") != std::string::npos);  // the verdict lines end in the energy
+  }
+
   TEST_CASE("plan: the text table marks the front and gives the verdicts") {
     const std::string sc = write("plan_text.toml", kPlan);
     const CliRun r = run_tetrasim("plan '" + sc + "'");
@@ -248,6 +287,17 @@ gpus = 8
 price_per_gpu_hour = -2
 )");
       check_one_line(r, {"negprice.toml:25:22", "[plan.candidate].price_per_gpu_hour", "must not be negative"});
+    }
+    SUBCASE("a PUE below 1") {
+      const CliRun r = run_bad("pue.toml", kHead + R"(
+[plan]
+tokens = 1e9
+pue = 0.8
+[[plan.candidate]]
+cluster = "dgx-h100"
+gpus = 8
+)");
+      check_one_line(r, {"pue.toml:22:7", "[plan].pue", "must be a number between 1 and 3, got 0.8"});
     }
     SUBCASE("negative token count") {
       const CliRun r = run_bad("negtok.toml", kHead + R"(

@@ -60,7 +60,7 @@ TEST_CASE("key table: one row per key, each with a type, a default and a meaning
   CHECK(key_names("training").size() == 28);
   CHECK(key_names("layout").size() == 23);
   CHECK(key_names("search").size() == 19);
-  CHECK(key_names("plan").size() == 7);
+  CHECK(key_names("plan").size() == 8);
 }
 
 TEST_CASE("key table: the loader refuses a key the table does not have, naming the known ones") {

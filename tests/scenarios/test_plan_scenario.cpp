@@ -94,6 +94,21 @@ price_per_gpu_hour = 2.5
     CHECK(*sc.candidates[0].price_per_gpu_hour == 2.5);
   }
 
+  TEST_CASE("[plan]: pue, 1.56 by default (plan/energy.hpp), 1 to 3, errors at the key") {
+    const std::string candidate = "[[plan.candidate]]\ncluster = \"dgx-h100\"\ngpus = 8\n";
+    CHECK(load("[plan]\ntokens = 1e9\n" + candidate).settings.pue == 1.56);
+    CHECK(load("[plan]\ntokens = 1e9\npue = 1.1\n" + candidate).settings.pue == 1.1);
+    CHECK(load("[plan]\ntokens = 1e9\npue = 1\n" + candidate).settings.pue == 1.0);
+    CHECK(load("[plan]\ntokens = 1e9\npue = 3.0\n" + candidate).settings.pue == 3.0);
+    // The file, line and column of the value, the key, the range.
+    CHECK(error_of("[plan]\ntokens = 1e9\npue = 0.9\n" + candidate)
+              .find("t.toml:8:7: [plan].pue: must be a number between 1 and 3, got 0.9") != std::string::npos);
+    CHECK(error_of("[plan]\ntokens = 1e9\npue = 3.5\n" + candidate)
+              .find("t.toml:8:7: [plan].pue: must be a number between 1 and 3, got 3.5") != std::string::npos);
+    CHECK(error_of("[plan]\ntokens = 1e9\npue = \"1.5\"\n" + candidate)
+              .find("t.toml:8:7: [plan].pue: expected a number") != std::string::npos);
+  }
+
   TEST_CASE("[plan]: errors at the key") {
     CHECK(error_of("") .find("[plan]: missing table") != std::string::npos);
     CHECK(error_of("[plan]\ntokens = 1e9\n").find("t.toml:6:1: [plan].candidate: no candidates") != std::string::npos);

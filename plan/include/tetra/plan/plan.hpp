@@ -2,8 +2,9 @@
 /// `tetrasim plan`: which cluster, and how many of its GPUs, trains a model on a number of
 /// tokens soonest and cheapest. For every candidate (a cluster at one GPU count) the best
 /// layout of the scenario's [search] space (search::find_best: the layout `tetrasim search`
-/// ranks first), its step time, and from them the days, GPU-hours and cost of the whole run
-/// with the time lost to failures and checkpoints (goodput.hpp); then the ranking by days and
+/// ranks first), its step time, and from them the days, GPU-hours, cost and energy
+/// (energy.hpp) of the whole run with the time lost to failures and checkpoints
+/// (goodput.hpp); then the ranking by days and
 /// by cost, the Pareto front of (days, cost) and the candidates that meet the deadline and the
 /// budget.
 ///
@@ -23,6 +24,7 @@
 #include "tetra/hw/cluster.hpp"
 #include "tetra/parallel/layout.hpp"
 #include "tetra/model/model.hpp"
+#include "tetra/plan/energy.hpp"
 #include "tetra/plan/goodput.hpp"
 #include "tetra/search/search.hpp"
 #include "tetra/search/space.hpp"
@@ -47,6 +49,7 @@ struct PlanSettings {
   std::optional<double> deadline_days;      ///< > 0
   std::optional<double> budget;             ///< > 0, in the prices' currency
   GoodputParams goodput;
+  double pue = kDefaultPue;                 ///< [plan] pue, kMinPue .. kMaxPue (energy.hpp)
 };
 
 /// Everything a plan reads. Pointers must outlive the calls.
@@ -101,6 +104,10 @@ struct Row {
   double days = 0;                ///< compute_days / goodput (+inf if goodput is 0)
   double gpu_hours = 0;           ///< GPUs × days × 24
   std::optional<double> cost;     ///< gpu_hours × price, when priced
+  double gpu_power_w = 0;         ///< training_power_w of the candidate's GPU (energy.hpp)
+  /// energy_mwh over gpu_hours at gpu_power_w and the plan's PUE; empty when the GPU's power
+  /// is unknown or the run never finishes.
+  std::optional<double> energy_mwh;
   /// The candidate's band around the best step, and the days and cost it implies (both scale
   /// with the step time: goodput does not depend on it); empty without a band.
   std::optional<costmodel::StepInterval> step_band_s;

@@ -46,10 +46,15 @@ struct PlanCandidate {
   std::string layout;     ///< best layout, human-readable
   double step_time_s = 0;
   double tokens_per_s = 0;
+  double tokens_per_s_per_gpu = 0;
   double mfu = 0;
+  double hfu = 0;                   ///< mfu with the recomputed FLOPs counted
+  double mfu_peak_tflops = 0;       ///< what mfu and hfu divide by: the GPU's dense BF16 peak
   std::optional<double> days;       ///< unset: never finishes
   std::optional<double> gpu_hours;
   std::optional<double> cost;       ///< set when the plan has prices
+  double gpu_power_w = 0;           ///< the GPU's power under training load (0 = unknown)
+  std::optional<double> energy_mwh; ///< unset: unknown power, or never finishes
   bool pareto = false;
   std::optional<bool> meets_deadline;
   std::optional<bool> meets_budget;
@@ -66,6 +71,7 @@ struct PlanPage {
   bool priced = false;                  ///< days vs cost; otherwise days vs GPU-hours
   std::optional<double> deadline_days;  ///< drawn as a vertical line
   std::optional<double> budget;         ///< drawn as a horizontal line (priced plans)
+  double pue = 0;                       ///< the energy's power usage effectiveness
   std::vector<PlanCandidate> candidates;
   /// The verdict (ids): the cheapest (priced) or fastest that meets the deadline and the
   /// budget; unset when none does. `fastest` and `cheapest` regardless of the limits.
@@ -83,7 +89,9 @@ struct RankedLayout {
   std::string schedule;   ///< pipeline schedule: the colour of its mark
   double step_time_s = 0;
   double tokens_per_s = 0;
+  double tokens_per_s_per_gpu = 0;
   double mfu = 0;
+  double hfu = 0;           ///< mfu with the recomputed FLOPs counted
   double peak_gib = 0;
   StepBand band;
 };
@@ -95,6 +103,7 @@ struct SearchPage {
   std::optional<double> budget_gib;
   std::vector<RankedLayout> layouts;   ///< best first; all are plotted
   std::size_t table_rows = 10;         ///< the top-N table
+  std::string mfu_peak;                ///< what MFU divides by, "BF16 dense peak 989 TFLOP/s"
 };
 
 // --- simulate -------------------------------------------------------------------------------
