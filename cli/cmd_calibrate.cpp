@@ -1,11 +1,15 @@
 // tetrasim calibrate [--out PROFILE] [--gemm] [--attention] [--memory] [--nccl] [--quick]
-//                    [--import-trace FILE [--gpu NAME] [--other-gpu]] [--tables FILE] [--sms N] [--json]
+//                    [--import-trace FILE[,FILE...] [--gpu NAME] [--other-gpu] [--ranks-per-node N]]
+//                    [--tables FILE] [--sms N] [--json]
 // Measures this node (or a job of nodes under mpirun / srun), or takes the rows from a trace
 // of a real run or from recorded tables, fits them and writes a calibration profile
 // (docs/calibration.md). Without a GPU the measuring path says so on one line and exits 1.
 
+#include <cstdio>
 #include <iostream>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -13,6 +17,7 @@
 #include "output.hpp"
 #include "tetra/calib/bounded_fit.hpp"
 #include "tetra/calib/curve_fit.hpp"
+#include "tetra/calib/rank_merge.hpp"
 #include "tetra/calib/runner.hpp"
 #include "tetra/calib/tables.hpp"
 #include "tetra/calib/trace_import.hpp"
@@ -26,11 +31,12 @@ namespace {
 struct CalibrateArgs {
   std::string out = "tetrasim.profile.toml";
   bool gemm = false, attention = false, memory = false, nccl = false, quick = false, json = false;
-  std::string import_trace;
+  std::vector<std::string> import_trace;  // one trace, or the traces of the ranks of one run
   std::string tables;
   std::string gpu;
   bool other_gpu = false;
   int sms = 0;
+  int ranks_per_node = 0;
 };
 
 nlohmann::json reports_json(const std::vector<calib::TableReport>& tables) {
@@ -51,8 +57,7 @@ nlohmann::json reports_json(const std::vector<calib::TableReport>& tables) {
 /// The datasheet a trace's rows are bounded by: the GPU the trace names, or --gpu where it
 /// names none (or one without a datasheet). A trace of one known GPU is not turned into a
 /// profile for another unless --other-gpu says so. Errors name the trace file.
-calib::DeviceSpec trace_device(const CalibrateArgs& args, costmodel::Profile& profile) {
-  const std::string& path = args.import_trace;
+calib::DeviceSpec trace_device(const CalibrateArgs& args, const std::string& path, costmodel::Profile& profile) {
   const std::string recorded = profile.meta.gpu;
   const auto from_trace = recorded.empty() ? std::nullopt : calib::find_device(recorded, profile.meta.device_memory_bytes);
   if (!args.gpu.empty()) {
@@ -111,6 +116,103 @@ nlohmann::json fit_json(const costmodel::ProfileFit& f) {
   return j;
 }
 
+/// What the merge of the ranks' traces did: ranks, clock offsets, instances.
+nlohmann::json merge_json(const calib::RankMerge& m) {
+  nlohmann::json traces = nlohmann::json::array();
+  for (const auto& t : m.traces) {
+    traces.push_back({{"path", t.path},
+                      {"rank", t.rank},
+                      {"rank_from", t.rank_from_trace ? "distributedInfo" : "position"},
+                      {"clock_offset_us", t.clock_offset_us},
+                      {"nccl_kernels", t.nccl_kernels}});
+  }
+  return {{"traces", traces},
+          {"world_size", m.world_size},
+          {"instances", m.instances.size()},
+          {"instances_with_rows", m.instances_with_rows},
+          {"instances_whole_group", m.instances_whole_group},
+          {"median_end_spread_us", m.median_end_spread_s * 1e6}};
+}
+
+/// The text lines of the merge: which trace is which rank, how the clocks were aligned.
+std::string merge_text(const calib::RankMerge& m) {
+  std::string s = "ranks: " + std::to_string(m.traces.size()) + " traces" +
+                  (m.world_size > 0 ? " of world size " + std::to_string(m.world_size) : std::string()) + "\n";
+  char buf[200];
+  for (const auto& t : m.traces) {
+    std::snprintf(buf, sizeof buf, "  rank %d (%s) ", t.rank, t.rank_from_trace ? "distributedInfo" : "order given");
+    s += buf + t.path + ": " + std::to_string(t.nccl_kernels) + " NCCL kernels, ";
+    if (&t == &m.traces.front()) {
+      s += "the clock reference\n";
+    } else {
+      std::snprintf(buf, sizeof buf, "clock %+.3f ms against rank %d\n", t.clock_offset_us * 1e-3,
+                    m.traces.front().rank);
+      s += buf;
+    }
+  }
+  std::snprintf(buf, sizeof buf,
+                "collectives: %zu instances matched across the traces, %d with sizes, %d traced on every rank of "
+                "their group; aligned ends within %.1f us (median)\n",
+                m.instances.size(), m.instances_with_rows, m.instances_whole_group, m.median_end_spread_s * 1e6);
+  return s + buf;
+}
+
+/// --import-trace: one trace, or the ranks of one run merged; the rows bounded by the datasheet
+/// of their GPU. Fills the report, the table reports, `device` (the datasheet) and `lines`
+/// (the text summary's lines on ranks).
+costmodel::Profile import_profile(const CalibrateArgs& args, nlohmann::json& report,
+                                  std::vector<calib::TableReport>& tables, std::string& device, std::string& lines) {
+  calib::TraceImportOptions options;
+  options.ranks_per_node = args.ranks_per_node;
+  calib::TraceImport imp;
+  std::optional<calib::RankMerge> merge;
+  std::string path = args.import_trace.front();  // the trace errors about the GPU name
+  if (args.import_trace.size() == 1) {
+    imp = calib::import_trace(path, options);
+  } else {
+    auto merged = calib::import_rank_traces(args.import_trace, options);
+    imp = std::move(merged.import);
+    merge = std::move(merged.merge);
+    if (!merge->gpu_trace.empty()) path = merge->gpu_trace;
+  }
+  if (args.sms > 0) imp.profile.meta.sms = args.sms;
+  const calib::DeviceSpec dev = trace_device(args, path, imp.profile);
+  device = dev.key;
+  calib::BoundedFitOptions fit_options;
+  fit_options.merged_ranks = merge ? static_cast<int>(merge->traces.size()) : 0;
+  auto bounded = calib::fit_bounded(imp.profile, dev, fit_options);
+  tables = std::move(bounded.tables);
+  report["kernels"] = imp.kernels;
+  report["used"] = imp.used;
+  report["skipped"] = imp.skipped;  // std::map: sorted keys
+  report["linked_by_external_id"] = imp.linked_by_external_id;
+  report["linked_by_time"] = imp.linked_by_time;
+  report["gemm_kernels"] = imp.gemm_kernels;
+  report["gemm_kernels_used"] = imp.gemm_kernels_used;
+  report["ranks_per_node"] = imp.ranks_per_node;
+  report["ranks_per_node_from"] = imp.ranks_per_node_from.empty() ? "group size" : imp.ranks_per_node_from;
+  if (merge) {
+    report["merge"] = merge_json(*merge);
+    lines += merge_text(*merge);
+  }
+  // Ranks per node shape only collective rows: said where there are some.
+  if (merge || !imp.profile.collective.empty()) {
+    lines += "ranks per node: " +
+             (imp.ranks_per_node > 0
+                  ? std::to_string(imp.ranks_per_node) + " (" + imp.ranks_per_node_from + ")"
+                  : std::string("not in the traces' metadata: each group taken as one node (--ranks-per-node N)")) +
+             "\n";
+  }
+  const auto& p = bounded.profile;
+  if (p.gemm.empty() && p.attention.empty() && p.memory_bound.empty() && p.collective.empty()) {
+    std::string why, files;
+    for (const auto& t : tables) why += (why.empty() ? "" : ", ") + t.table + " " + std::to_string(t.rows) + " found";
+    for (const auto& f : args.import_trace) files += (files.empty() ? "" : ", ") + f;
+    throw UserError(files + ": no usable rows within the " + dev.key + " datasheet (" + why + ")");
+  }
+  return std::move(bounded.profile);
+}
+
 int run_calibrate(const CalibrateArgs& args) {
   if (!args.import_trace.empty() && !args.tables.empty()) {
     throw UserError("calibrate: give either --import-trace or --tables, not both");
@@ -118,27 +220,9 @@ int run_calibrate(const CalibrateArgs& args) {
   costmodel::Profile profile;
   nlohmann::json report;
   std::vector<calib::TableReport> tables;
-  std::string device;
+  std::string device, trace_lines;
   if (!args.import_trace.empty()) {
-    auto imp = calib::import_trace(args.import_trace);
-    if (args.sms > 0) imp.profile.meta.sms = args.sms;
-    const calib::DeviceSpec dev = trace_device(args, imp.profile);
-    device = dev.key;
-    auto bounded = calib::fit_bounded(imp.profile, dev);
-    profile = std::move(bounded.profile);
-    tables = std::move(bounded.tables);
-    report["kernels"] = imp.kernels;
-    report["used"] = imp.used;
-    report["skipped"] = imp.skipped;  // std::map: sorted keys
-    report["linked_by_external_id"] = imp.linked_by_external_id;
-    report["linked_by_time"] = imp.linked_by_time;
-    report["gemm_kernels"] = imp.gemm_kernels;
-    report["gemm_kernels_used"] = imp.gemm_kernels_used;
-    if (profile.gemm.empty() && profile.attention.empty() && profile.memory_bound.empty() && profile.collective.empty()) {
-      std::string why;
-      for (const auto& t : tables) why += (why.empty() ? "" : ", ") + t.table + " " + std::to_string(t.rows) + " found";
-      throw UserError(args.import_trace + ": no usable rows within the " + dev.key + " datasheet (" + why + ")");
-    }
+    profile = import_profile(args, report, tables, device, trace_lines);
   } else {
     if (!args.tables.empty()) {
       profile = calib::read_tables_csv(args.tables);
@@ -185,6 +269,7 @@ int run_calibrate(const CalibrateArgs& args) {
                 << ", by the op enclosing the launch " << report["linked_by_time"].get<int>() << "; bounded by the "
                 << device << " datasheet\n";
       for (const auto& [why, n] : report["skipped"].items()) std::cout << "  skipped " << n.get<int>() << ": " << why << "\n";
+      std::cout << trace_lines;
       std::cout << calib::describe_reports(tables);
     } else {
       std::cout << calib::describe_fit(profile.fit);
@@ -207,14 +292,21 @@ void register_calibrate(CLI::App& app, Action& action) {
   cmd->add_flag("--memory", args->memory, "memory-bound kernels: copy, RMSNorm, SwiGLU, RoPE, Adam, cross entropy");
   cmd->add_flag("--nccl", args->nccl, "NCCL sweeps 8 B .. 8 GiB over the job's process groups");
   cmd->add_flag("--quick", args->quick, "reduced sweep (under 2 minutes on one 8-GPU node)");
-  cmd->add_option("--import-trace", args->import_trace,
-                  "take kernel times from a torch.profiler (Kineto) or Nsight Systems JSON trace; no GPU needed");
+  auto* import = cmd->add_option("--import-trace", args->import_trace,
+                                 "take kernel times from a torch.profiler (Kineto) or Nsight Systems JSON trace; "
+                                 "no GPU needed. Several (repeated or comma-separated): the ranks of one run, each "
+                                 "collective timed from its last arriving rank")
+                     ->delimiter(',');
   cmd->add_option("--gpu", args->gpu,
                   "with --import-trace: the GPU whose datasheet bounds the fits, when the trace does not name it "
                   "(a100-sxm-80gb, h100-sxm, h200, b200, mi300x, ...)");
   cmd->add_flag("--other-gpu", args->other_gpu,
                 "with --import-trace --gpu: accept a trace recorded on a GPU other than --gpu");
   cmd->add_option("--tables", args->tables, "fit recorded tables (CSV, calib/README.md) instead of measuring");
+  cmd->add_option("--ranks-per-node", args->ranks_per_node,
+                  "with --import-trace: ranks per node of the traced job, when the trace's metadata does not say")
+      ->check(CLI::Range(1, 1024))
+      ->needs(import);
   cmd->add_option("--sms", args->sms, "SM count for the GEMM fit when the source does not say")->check(CLI::Range(1, 100000));
   cmd->add_flag("--json", args->json, "print the summary as JSON");
   cmd->callback([args, &action] { action = [args] { return run_calibrate(*args); }; });

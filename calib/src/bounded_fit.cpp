@@ -401,7 +401,12 @@ TableReport bound_collectives(const costmodel::Profile& in, const DeviceSpec& de
     fit_collective_groups(p.collective, dev, opt, p.fit, coll);
   }
   // One rank's trace times a collective from its own launch: the wait for the others is in it.
-  coll.notes.emplace_back("times of one rank include the wait for the other ranks");
+  if (opt.merged_ranks > 1) {
+    coll.notes.emplace_back("times from the last arriving of " + std::to_string(opt.merged_ranks) +
+                            " ranks' traces (earliest end - latest start, clocks aligned)");
+  } else {
+    coll.notes.emplace_back("times of one rank include the wait for the other ranks");
+  }
   return coll;
 }
 

@@ -39,7 +39,24 @@ struct Accumulator {
   std::map<std::tuple<long long, long long, long long, std::string>, std::vector<double>> gemm;  // m, n, k, dtype
   std::map<std::tuple<int, int, int, int, int, bool, int>, std::vector<double>> attention;
   std::map<std::pair<std::string, double>, std::vector<double>> memory;
-  std::map<std::tuple<std::string, int, double>, std::vector<double>> collective;
+  std::map<std::tuple<std::string, int, int, double>, std::vector<double>> collective;  // op, ranks, per node, bytes
+};
+
+/// One NCCL kernel as the merge of several ranks' traces (rank_merge.cpp) sees it.
+struct CommKernel {
+  std::string key;   ///< what must agree on two ranks for their kernels to be one instance
+  std::string op;    ///< profile op ("all_reduce", ...); "" when not modelled
+  bool p2p = false;  ///< send / recv: a pair of ranks, not a group
+  int ranks = 0;     ///< group size; 0 unknown
+  int ranks_per_node = 0;
+  double bytes = 0;  ///< nccl-tests size on this rank; 0 unknown
+  double start_us = 0, end_us = 0;
+};
+
+/// One rank's trace before rows are made: its samples and its NCCL kernels in trace order.
+struct RankSamples {
+  Accumulator acc;
+  std::vector<CommKernel> comm;
 };
 
 json parse_quiet(std::string_view text);
@@ -62,6 +79,11 @@ std::string gemm_dtype(const std::string& type, const std::string& kernel_name);
 bool attention_shape(const CpuOp& op, costmodel::AttentionRow& r);
 [[noreturn]] void fail(const std::string& origin, const std::string& what);
 void finish(Accumulator& acc, TraceImport& out);
+/// Parses a trace as import_trace_text does. With `rank`, a Chrome trace's rows are not made:
+/// its samples and NCCL kernels go to `rank` and its NCCL kernels are neither used nor skipped
+/// in `out` (the merge decides); an Nsight export is refused there (no NCCL sizes to match).
+void read_trace_text(std::string_view raw, const std::string& origin, const TraceImportOptions& options,
+                     TraceImport& out, RankSamples* rank);
 bool add_shaped_kernel(KernelClass cls, const CpuOp* op, double seconds, Accumulator& acc, TraceImport& out);
 /// Nsight Systems JSON lines (nsys_import.cpp).
 void import_nsys_lines(std::string_view text, TraceImport& out);

@@ -344,8 +344,8 @@ void finish(Accumulator& acc, TraceImport& out) {
     costmodel::CollectiveRow r;
     r.op = std::get<0>(k);
     r.ranks = std::get<1>(k);
-    r.ranks_per_node = r.ranks;  // a trace does not say how its group spans nodes
-    r.bytes = std::get<2>(k);
+    r.ranks_per_node = std::get<2>(k);
+    r.bytes = std::get<3>(k);
     r.seconds = median(v);
     out.profile.collective.push_back(r);
   }
@@ -425,12 +425,19 @@ const json& chrome_events(const json& doc, TraceImport& out) {
   if (doc.is_object()) {
     // Kineto records the devices it saw: name and SM count feed [meta] and the GEMM fit.
     if (auto dp = doc.find("deviceProperties"); dp != doc.end() && dp->is_array() && !dp->empty()) {
+      out.devices = static_cast<int>(std::min<std::size_t>(dp->size(), 100000));
       const auto& d0 = (*dp)[0];
       out.profile.meta.gpu = str_field(d0, "name");
       const double sms = field(d0, "numSms");
       if (sms >= 1 && sms < 100000) out.profile.meta.sms = static_cast<int>(sms);
       const double mem = field(d0, "totalGlobalMem");
       if (mem > 0 && mem < 1e15) out.profile.meta.device_memory_bytes = mem;
+    }
+    // torch.profiler's distributed run: which rank wrote the trace, out of how many.
+    if (auto di = doc.find("distributedInfo"); di != doc.end() && di->is_object()) {
+      long long v = 0;
+      if (int_field(*di, {"rank"}, v) && v >= 0 && v < (1LL << 30)) out.rank = static_cast<int>(v);
+      if (int_field(*di, {"world_size"}, v) && v >= 1 && v < (1LL << 30)) out.world_size = static_cast<int>(v);
     }
     auto it = doc.find("traceEvents");
     if (it == doc.end() || !it->is_array()) fail(out.profile.meta.source, "no \"traceEvents\" array");
@@ -542,6 +549,7 @@ struct ChromeSamples {
   Accumulator acc;
   std::map<std::size_t, AttentionCall> attention_calls;  // by op instance
   std::map<std::size_t, GemmCall> gemm_calls;            // by op instance
+  std::vector<CommKernel>* comm = nullptr;               // NCCL kernels, when ranks are merged
 };
 
 /// A kernel event with a positive duration: the event, its name, its args ({} when it has
@@ -653,29 +661,119 @@ void add_elementwise_kernel(const CpuOp& op, const std::string& op_name, double 
   }
 }
 
-/// An NCCL kernel: a collective row from its message and group sizes. Returns whether it made
-/// a row.
-bool add_nccl_kernel(const KernelEvent& kernel, const CpuOp* op, Accumulator& acc, TraceImport& out) {
-  bool used = false;
-  // record_param_comms arguments sit on the kernel (newer Kineto) or on its op.
-  const json& a = kernel.args.contains("Collective name") || op == nullptr ? kernel.args : op->args;
-  const auto opname =
-      collective_op(str_field(a, "Collective name").empty() ? kernel.name : str_field(a, "Collective name"));
-  const double in_n = field(a, "In msg nelems");
-  const double out_n = field(a, "Out msg nelems");
-  const double ranks = field(a, "Group size");
-  const double elt = dtype_bytes(str_field(a, "dtype"));
-  if (!opname.empty() && in_n >= 0 && out_n >= 0 && ranks >= 1 && ranks < 1e7 && elt > 0) {
-    // nccl-tests' size: the larger of the send and receive buffers (NVIDIA/nccl-tests
-    // prints max(sendBytes, recvBytes) as "size").
-    const double bytes = std::max(in_n, out_n) * elt;
-    if (bytes > 0 && bytes < 1e18) {
-      acc.collective[{opname, static_cast<int>(ranks), bytes}].push_back(kernel.seconds);
-      used = true;
+/// The c10d op (`c10d::allreduce_`, `nccl:all_reduce`) at or above op instance `oi`; npos
+/// when none is within a few levels (record_param_comms sits under it).
+std::size_t comm_op(const OpIndex& index, std::size_t oi) {
+  for (int depth = 0; oi != npos && depth < 8; ++depth, oi = index.parent[oi]) {
+    const auto n = lower(index.ops[oi].name);
+    if (n.rfind("c10d::", 0) == 0 || n.rfind("nccl:", 0) == 0) return oi;
+  }
+  return npos;
+}
+
+/// Element counts and group size of a one-tensor all-gather or reduce-scatter from its c10d
+/// op's Input Dims (output, input): the group size is the ratio of the two.
+bool sizes_from_c10d(const CpuOp& op, double& in_n, double& out_n, double& ranks) {
+  const auto n = lower(op.name);
+  const bool gather = has(n, "_allgather_base");
+  if ((!gather && !has(n, "_reduce_scatter_base")) || op.dims.size() < 2) return false;
+  const long long out = numel(op.dims[0]);
+  const long long in = numel(op.dims[1]);
+  const long long big = gather ? out : in;
+  const long long small = gather ? in : out;
+  if (small <= 0 || big <= 0 || big % small != 0) return false;
+  in_n = static_cast<double>(in);
+  out_n = static_cast<double>(out);
+  ranks = static_cast<double>(big / small);
+  return true;
+}
+
+/// Ranks per node of a group: the most members on one node when `list` names them ("[0, 1,
+/// 8, 9]", ranks placed node-major), else min(per node, group size); the group size when
+/// `per_node` is unknown (0).
+int group_ranks_per_node(const std::string& list, int ranks, int per_node) {
+  if (per_node <= 0) return ranks;
+  std::map<long long, int> on_node;
+  int most = 0;
+  long long v = -1;
+  for (const char c : list + ",") {
+    if (c >= '0' && c <= '9') {
+      v = (v < 0 ? 0 : v * 10) + (c - '0');
+      if (v > (1LL << 30)) return std::min(per_node, ranks);
+    } else if (v >= 0) {
+      most = std::max(most, ++on_node[v / per_node]);
+      v = -1;
     }
   }
-  if (!used) ++out.skipped["NCCL kernel without message size and group size"];
-  return used;
+  return most > 0 ? most : std::min(per_node, ranks);
+}
+
+std::string number_text(double v) {
+  char buf[40];
+  std::snprintf(buf, sizeof buf, "%.17g", v);
+  return buf;
+}
+
+/// What an NCCL kernel says about its collective: record_param_comms arguments on the kernel
+/// (newer Kineto) or on its op, else the c10d op above it (older Kineto), else its name.
+CommKernel describe_nccl(const KernelEvent& kernel, const OpIndex& index, std::size_t oi, int per_node) {
+  // The arguments sit on the kernel, on its op, or on the record_param_comms op around an
+  // inner `nccl:*` range.
+  const json* args = oi != npos ? &index.ops[oi].args : &kernel.args;
+  for (std::size_t j = oi, depth = 0; j != npos && depth < 4; j = index.parent[j], ++depth) {
+    if (index.ops[j].args.contains("Collective name")) {
+      args = &index.ops[j].args;
+      break;
+    }
+  }
+  const json& a = kernel.args.contains("Collective name") ? kernel.args : *args;
+  const std::size_t ci = comm_op(index, oi);
+  const CpuOp* c10d = ci != npos ? &index.ops[ci] : nullptr;
+  std::string kind = str_field(a, "Collective name");
+  if (kind.empty() && c10d != nullptr) kind = c10d->name;
+  if (kind.empty()) kind = kernel.name.substr(0, kernel.name.find('('));
+  CommKernel k;
+  k.op = collective_op(kind);
+  k.p2p = k.op == "send_recv";
+  std::string dtype = str_field(a, "dtype");
+  if (dtype.empty() && c10d != nullptr && !c10d->types.empty()) dtype = c10d->types[0];
+  double in_n = field(a, "In msg nelems");
+  double out_n = field(a, "Out msg nelems");
+  double ranks = field(a, "Group size");
+  if (!(in_n >= 0 && out_n >= 0 && ranks >= 1) && c10d != nullptr) (void)sizes_from_c10d(*c10d, in_n, out_n, ranks);
+  if (ranks >= 1 && ranks < 1e7) k.ranks = static_cast<int>(ranks);
+  const double elt = dtype_bytes(dtype);
+  // nccl-tests' size: the larger of the send and receive buffers (NVIDIA/nccl-tests prints
+  // max(sendBytes, recvBytes) as "size").
+  const double bytes = std::max(in_n, out_n) * elt;
+  if (in_n >= 0 && out_n >= 0 && bytes > 0 && bytes < 1e18) k.bytes = bytes;
+  const std::string group = str_field(a, "Process Group Ranks");
+  k.ranks_per_node = group_ranks_per_node(group, k.ranks, per_node);
+  std::string pg = str_field(a, "Process Group Name");
+  if (pg.empty() && a.is_object() && a.contains("pg_id")) pg = a["pg_id"].dump();
+  k.key = lower(kind) + "|" + pg + "|" + group + "|" + std::to_string(k.ranks) + "|" + lower(dtype);
+  // One instance moves one size on every rank, except all-to-all (uneven splits) and send / recv.
+  if (k.op != "all_to_all" && !k.p2p) k.key += "|" + number_text(in_n) + "/" + number_text(out_n);
+  k.start_us = field(kernel.event, "ts");
+  k.end_us = k.start_us + field(kernel.event, "dur");
+  return k;
+}
+
+/// An NCCL kernel: a collective row from its message and group sizes, or, when ranks are
+/// merged, a kernel for the merge to match. Returns whether it made a row.
+bool add_nccl_kernel(const KernelEvent& kernel, const OpIndex& index, std::size_t oi, ChromeSamples& s,
+                     TraceImport& out) {
+  CommKernel k = describe_nccl(kernel, index, oi, out.ranks_per_node);
+  if (s.comm != nullptr) {
+    s.comm->push_back(std::move(k));
+    return false;
+  }
+  if (k.op.empty() || k.ranks < 1 || !(k.bytes > 0)) {
+    ++out.skipped["NCCL kernel without message size and group size"];
+    return false;
+  }
+  s.acc.collective[{k.op, k.ranks, k.ranks_per_node, k.bytes}].push_back(kernel.seconds);
+  return true;
 }
 
 /// A memory-bound kernel `memory_kernel`: a row from its op's first input. Returns whether it
@@ -743,7 +841,7 @@ void add_kernel(const KernelEvent& kernel, const OpIndex& index, ChromeSamples& 
       used = add_shaped_kernel(c.cls, op, kernel.seconds, s.acc, out);
       break;
     case KernelClass::nccl:
-      used = add_nccl_kernel(kernel, op, s.acc, out);
+      used = add_nccl_kernel(kernel, index, oi, s, out);
       break;
     case KernelClass::memory:
       used = add_memory_kernel(c.memory_kernel, op, kernel.seconds, s.acc, out);
@@ -780,10 +878,24 @@ void add_gemm_calls(const std::map<std::size_t, GemmCall>& calls, Accumulator& a
 
 }  // namespace
 
-void import_chrome(const json& doc, TraceImport& out) {
+/// The ranks per node collective rows are made with: the option, else the GPUs the process saw.
+void set_ranks_per_node(const TraceImportOptions& options, TraceImport& out) {
+  if (options.ranks_per_node > 0) {
+    out.ranks_per_node = options.ranks_per_node;
+    out.ranks_per_node_from = "--ranks-per-node";
+  } else if (out.devices > 1) {
+    out.ranks_per_node = out.devices;
+    out.ranks_per_node_from = "deviceProperties";
+  }
+}
+
+/// A Chrome trace's rows into `out`, or with `rank` its samples and NCCL kernels into `rank`.
+void import_chrome(const json& doc, const TraceImportOptions& options, TraceImport& out, RankSamples* rank) {
   const json& events = chrome_events(doc, out);
+  set_ranks_per_node(options, out);
   const OpIndex index(events);
   ChromeSamples s;
+  s.comm = rank != nullptr ? &rank->comm : nullptr;
   const json empty = json::object();
   for (const auto& e : events) {
     if (!e.is_object()) continue;
@@ -810,6 +922,10 @@ void import_chrome(const json& doc, TraceImport& out) {
   // Calls become samples once all their kernels are in.
   add_attention_calls(s.attention_calls, s.acc);
   add_gemm_calls(s.gemm_calls, s.acc);
+  if (rank != nullptr) {
+    rank->acc = std::move(s.acc);
+    return;
+  }
   finish(s.acc, out);
 }
 
@@ -871,7 +987,10 @@ std::string gunzip_bounded(std::string_view data, const std::string& origin, std
   return out;
 }
 
-TraceImport import_trace_text(std::string_view raw, const std::string& origin, const TraceImportOptions& options) {
+namespace trace {
+
+void read_trace_text(std::string_view raw, const std::string& origin, const TraceImportOptions& options,
+                     TraceImport& out, RankSamples* rank) {
   if (raw.size() > options.max_bytes) fail(origin, "the trace is larger than " + mib(options.max_bytes) + ", the import limit");
   std::string inflated;
   std::string_view text = raw;
@@ -881,14 +1000,17 @@ TraceImport import_trace_text(std::string_view raw, const std::string& origin, c
     text = inflated;
   }
   const std::string what = gz ? "the decompressed trace is " : "";
-  TraceImport out;
   out.profile.meta.source = origin;
   const auto first = text.find_first_not_of(" \t\r\n");
   if (first == std::string_view::npos) fail(origin, gz ? "the decompressed trace is empty" : "the trace is empty");
   json doc = parse_quiet(text);
   if (!doc.is_discarded() && (doc.is_array() || (doc.is_object() && doc.contains("traceEvents")))) {
-    import_chrome(doc, out);
+    import_chrome(doc, options, out, rank);
   } else if (!gz && text[first] == '{' && text.find('\n', first) != std::string_view::npos) {
+    if (rank != nullptr) {
+      fail(origin, "an Nsight Systems export: its NCCL kernels carry no message or group size to match across ranks");
+    }
+    set_ranks_per_node(options, out);
     import_nsys_lines(text, out);
   } else if (doc.is_discarded()) {
     try {
@@ -903,6 +1025,13 @@ TraceImport import_trace_text(std::string_view raw, const std::string& origin, c
   }
   if (out.kernels == 0) fail(origin, "no GPU kernel events found (Kineto category \"kernel\" or Nsight kernel records)");
   out.profile.meta.source = "import-trace " + origin;
+}
+
+}  // namespace trace
+
+TraceImport import_trace_text(std::string_view raw, const std::string& origin, const TraceImportOptions& options) {
+  TraceImport out;
+  read_trace_text(raw, origin, options, out, nullptr);
   return out;
 }
 

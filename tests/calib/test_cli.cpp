@@ -222,3 +222,71 @@ TEST_SUITE("calib") {
     }
   }
 }
+
+// ---- issue 34: the traces of several ranks of one run -----------------------------------------
+
+#include <nlohmann/json.hpp>
+
+#include "rank_traces.hpp"
+
+namespace {
+
+/// A synthetic rank's trace (rank_traces.hpp) written into the build tree; its path.
+std::string rank_file(const tetra::calib::testing::RankTraceSpec& spec, const std::string& name) {
+  const std::string path = std::string(TETRA_BINARY_DIR) + "/test_calib_" + name + ".json";
+  write_text(path, tetra::calib::testing::rank_trace_json(spec));
+  return path;
+}
+
+}  // namespace
+
+TEST_SUITE("calib") {
+  TEST_CASE("import-trace of several ranks merges HolisticTraceAnalysis's pair (comma list or repeated)") {
+    const std::string r0 = kTraces + "hta/sampled_rank-0.json.gz";
+    const std::string r1 = kTraces + "hta/sampled_rank-1.json.gz";
+    const std::string out = std::string(TETRA_BINARY_DIR) + "/test_calib_merge.profile.toml";
+    const auto j = run("calibrate --import-trace " + r0 + "," + r1 + " --gpu a100-sxm-80gb --ranks-per-node 8 --out " +
+                           out + " --json",
+                       "merge");
+    INFO(j.err);
+    REQUIRE(j.code == 0);
+    const auto doc = nlohmann::json::parse(j.out);
+    CHECK(doc["merge"]["instances"] == 5);
+    CHECK(doc["merge"]["instances_with_rows"] == 2);
+    CHECK(doc["merge"]["world_size"] == 128);
+    CHECK(doc["merge"]["traces"][1]["rank_from"] == "distributedInfo");
+    CHECK(doc["ranks_per_node"] == 8);
+    CHECK(doc["ranks_per_node_from"] == "--ranks-per-node");
+    CHECK(doc["rows"]["collective"] == 1);
+    CHECK(read_text(out).find("ranks_per_node = 8") != std::string::npos);
+    const auto t = run("calibrate --import-trace " + r1 + " --import-trace " + r0 + " --gpu a100-sxm-80gb --out " + out,
+                       "mergetext");
+    REQUIRE(t.code == 0);
+    CHECK(t.out.find("collectives: 5 instances matched across the traces, 2 with sizes") != std::string::npos);
+    CHECK(t.out.find("times from the last arriving of 2 ranks' traces") != std::string::npos);
+    // --ranks-per-node is 1..1024 and belongs to --import-trace: usage errors.
+    CHECK(run("calibrate --import-trace " + r0 + " --ranks-per-node 0 --out " + out, "rpn0").code == 2);
+    CHECK(run("calibrate --import-trace " + r0 + " --ranks-per-node 1025 --out " + out, "rpn1025").code == 2);
+    CHECK(run("calibrate --ranks-per-node 8 --out " + out, "rpnalone").code == 2);
+  }
+
+  TEST_CASE("import-trace of several ranks refuses traces of different runs on one line, exit 1, nothing written") {
+    using tetra::calib::testing::rank_spec;
+    const std::string r0 = rank_file(rank_spec(0), "rank0");
+    auto world4 = rank_spec(1);
+    world4.world_size = 4;
+    check_refused(r0 + " --import-trace " + rank_file(world4, "rank1_world4"), "test_calib_rank1_world4.json",
+                  "world size 4 (distributedInfo), but " + r0 + " has 2: not the same run", "mergeworld");
+    const std::string hta0 = kTraces + "hta/sampled_rank-0.json.gz";
+    check_refused(hta0 + " --import-trace " + hta0 + " --gpu a100-sxm-80gb", "sampled_rank-0.json.gz",
+                  "rank 0 again", "mergedup");
+    auto a100 = rank_spec(1);
+    a100.gpu = "NVIDIA A100-SXM4-80GB";
+    check_refused(r0 + " --import-trace " + rank_file(a100, "rank1_a100"), "test_calib_rank1_a100.json",
+                  "recorded on NVIDIA A100-SXM4-80GB, but " + r0 + " on NVIDIA H100 80GB HBM3: not the same run",
+                  "mergegpu");
+    // A real H100 trace of one process: no NCCL kernel (its rank is its position, 1).
+    check_refused(r0 + "," + kTraces + "tracelens/h100_bert-small.json.gz", "h100_bert-small.json.gz",
+                  "no NCCL collective kernel (send / recv aside): nothing to match", "mergequiet");
+  }
+}

@@ -599,7 +599,7 @@ TEST_SUITE("calib") {
       int kernels, gemm, attention, memory, collective;
     };
     const Case cases[] = {
-        {"hta/sampled_rank-0.json.gz", "a100-sxm-80gb", 1154, 147, 0, 29, 0},
+        {"hta/sampled_rank-0.json.gz", "a100-sxm-80gb", 1154, 147, 0, 29, 1},  // all-gather: c10d op dims
         {"hta/mi250_minitoy_train_ROCm6_2_kineto.json.gz", "mi250", 14, 2, 0, 2, 0},
         {"tracelens/h100_bert-small.json.gz", "", 60, 4, 1, 1, 0},
         {"tracelens/mi300_bert-small.json.gz", "", 60, 4, 1, 2, 0},
@@ -646,5 +646,222 @@ TEST_SUITE("calib") {
     CHECK(table(b, "memory_bound").fitted);
     CHECK(b.profile.fit.hbm_Bps > 1.0e12);
     CHECK(b.profile.fit.hbm_Bps <= 2039e9);
+  }
+}
+
+// ---- issue 34: collectives from the traces of several ranks -----------------------------------
+
+#include "rank_traces.hpp"
+#include "tetra/calib/rank_merge.hpp"
+
+namespace {
+
+using testing::RankTraceSpec;
+using testing::rank_spec;
+using testing::rank_trace_json;
+
+MergedTraceImport merge_specs(const std::vector<RankTraceSpec>& specs) {
+  std::vector<std::pair<std::string, std::string>> texts;
+  for (const auto& s : specs) texts.emplace_back("rank" + std::to_string(s.rank) + ".json", rank_trace_json(s));
+  return import_rank_trace_texts(texts);
+}
+
+/// The fitted all_reduce line of a bounded fit; nullptr when none.
+const costmodel::CollectiveFit* all_reduce_fit(const BoundedFit& b) {
+  for (const auto& c : b.profile.fit.collectives) {
+    if (c.op == "all_reduce") return &c;
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+TEST_SUITE("calib") {
+  TEST_CASE("ranks merged: each all-reduce of a synthetic pair is timed from its last arriving rank") {
+    // tests/calib/rank_traces.hpp: rank 1's clock 1000 us ahead; transfers 120, 420, 1620 us.
+    std::vector<RankTraceSpec> specs = {rank_spec(0), rank_spec(1)};
+    SUBCASE("ranks from distributedInfo") {}
+    SUBCASE("given in the other order") { std::swap(specs[0], specs[1]); }
+    SUBCASE("ranks from the order given") {
+      for (auto& s : specs) s.distributed_info = false;
+    }
+    const auto m = merge_specs(specs);
+    REQUIRE(m.merge.traces.size() == 2);
+    CHECK(m.merge.traces[0].rank == 0);
+    CHECK(m.merge.traces[1].rank == 1);
+    // Every pair overlaps for offsets in (880, 1122) us; their ends differ by 1000 us (1002 for
+    // instance 4): the median, 1000.
+    CHECK(m.merge.traces[1].clock_offset_us == approx(1000.0));
+    REQUIRE(m.merge.instances.size() == 6);
+    // In the order they ended: the table's instances 1 to 6.
+    const double want_s[] = {120e-6, 420e-6, 1620e-6, 120e-6, 420e-6, 1620e-6};
+    const int want_last[] = {1, 0, 1, 0, 1, 0};
+    for (std::size_t i = 0; i < 6; ++i) {
+      const auto& c = m.merge.instances[i];
+      CAPTURE(i);
+      CHECK(c.op == "all_reduce");
+      CHECK(c.ranks == 2);
+      CHECK(c.seconds == approx(want_s[i]).epsilon(1e-9));
+      CHECK(c.last_rank == want_last[i]);
+      CHECK(c.end_us == approx(10000.0 * static_cast<double>(i + 1)));
+      for (double own : c.own_seconds) CHECK(c.seconds <= own);
+    }
+    CHECK(m.merge.instances_with_rows == 6);
+    CHECK(m.merge.instances_whole_group == 6);
+    CHECK(m.merge.median_end_spread_s == approx(0.0));
+    CHECK(m.import.used == 12);
+    const auto& p = m.import.profile;
+    REQUIRE(p.collective.size() == 3);
+    CHECK(p.collective[0].bytes == 10e6);
+    CHECK(p.collective[0].seconds == approx(120e-6).epsilon(1e-9));
+    CHECK(p.collective[2].seconds == approx(1620e-6).epsilon(1e-9));
+    // The fit recovers the transfer model: 20 us + bytes / 100 GB/s.
+    const auto dev = *find_device(p.meta.gpu);
+    const auto b = fit_bounded(p, dev);
+    check_within_datasheet(b, dev);
+    const auto* fit = all_reduce_fit(b);
+    REQUIRE(fit != nullptr);
+    CHECK(fit->latency_s == approx(20e-6).epsilon(1e-6));
+    CHECK(fit->busbw_Bps == approx(100e9).epsilon(1e-6));
+  }
+
+  TEST_CASE("ranks merged: one rank's kernel times hold the wait, the merged times do not") {
+    const auto one = import_trace_text(rank_trace_json(rank_spec(0)), "rank0.json");
+    const auto dev = *find_device(one.profile.meta.gpu);
+    const auto alone = fit_bounded(one.profile, dev);
+    const auto merged = fit_bounded(merge_specs({rank_spec(0), rank_spec(1)}).import.profile, dev);
+    const auto* a = all_reduce_fit(alone);
+    const auto* m = all_reduce_fit(merged);
+    REQUIRE(a != nullptr);
+    REQUIRE(m != nullptr);
+    // Rank 0 alone: medians 270, 820, 2620 us for 10, 40, 160 MB (its waits are in them).
+    REQUIRE(one.profile.collective.size() == 3);
+    CHECK(one.profile.collective[0].seconds == approx(270e-6));
+    CHECK(one.profile.collective[1].seconds == approx(820e-6));
+    CHECK(one.profile.collective[2].seconds == approx(2620e-6));
+    MESSAGE("all_reduce, 2 ranks: rank 0 alone latency " << a->latency_s * 1e6 << " us, busbw " << a->busbw_Bps / 1e9
+                                                         << " GB/s; merged latency " << m->latency_s * 1e6
+                                                         << " us, busbw " << m->busbw_Bps / 1e9 << " GB/s");
+    CHECK(a->latency_s > 5 * m->latency_s);
+    CHECK(a->busbw_Bps < m->busbw_Bps);
+  }
+
+  TEST_CASE("ranks merged: three traces, the third aligned against its own clock") {
+    // A third rank that arrives with rank 1 on a clock 1500 us ahead of rank 0's: the same
+    // six instances, each from three kernels, the same times.
+    std::vector<RankTraceSpec> specs = {rank_spec(0), rank_spec(1), rank_spec(2)};
+    for (auto& s : specs) s.world_size = 3;
+    specs[2].timing_of = 1;
+    specs[2].clock_shift_us = 500;
+    const auto m = merge_specs(specs);
+    REQUIRE(m.merge.traces.size() == 3);
+    CHECK(m.merge.traces[1].clock_offset_us == approx(1000.0));
+    CHECK(m.merge.traces[2].clock_offset_us == approx(1500.0));
+    REQUIRE(m.merge.instances.size() == 6);
+    for (const auto& c : m.merge.instances) CHECK(c.traced_ranks == std::vector<int>{0, 1, 2});
+    CHECK(m.merge.instances[0].seconds == approx(120e-6).epsilon(1e-9));
+    CHECK(m.merge.instances[2].seconds == approx(1620e-6).epsilon(1e-9));
+    CHECK(m.import.used == 18);
+  }
+
+  TEST_CASE("ranks merged: a kernel one trace lacks leaves the others matched") {
+    // Rank 1's trace starts after instance 1: its 10 MB kinds hold instance 4 only. The n-th
+    // pair (1, 4) overlaps for no offset near the others; in order, 1 has no partner and 4 pairs.
+    RankTraceSpec late = rank_spec(1);
+    late.drop = {1};
+    const auto m = merge_specs({rank_spec(0), late});
+    CHECK(m.merge.traces[1].clock_offset_us == approx(1000.0));
+    CHECK(m.merge.instances.size() == 5);
+    CHECK(m.import.skipped.at("NCCL kernel with no overlapping kernel of its kind on every trace holding it") == 1);
+    CHECK(m.import.profile.collective[0].seconds == approx(120e-6).epsilon(1e-9));
+  }
+
+  TEST_CASE("ranks merged: traces not of one run are refused on one line naming the trace") {
+    auto refused = [](const std::vector<RankTraceSpec>& specs, const std::string& file, const std::string& why) {
+      const std::string line = file + ": " + why;
+      CAPTURE(line);
+      CHECK_THROWS_WITH_AS((void)merge_specs(specs), doctest::Contains(line.c_str()), UserError);
+    };
+    RankTraceSpec four = rank_spec(1);
+    four.world_size = 4;
+    refused({rank_spec(0), four}, "rank1.json",
+            "world size 4 (distributedInfo), but rank0.json has 2: not the same run");
+    refused({rank_spec(0), rank_spec(0)}, "rank0.json", "rank 0 again (rank0.json is that rank too)");
+    RankTraceSpec a100 = rank_spec(1);
+    a100.gpu = "NVIDIA A100-SXM4-80GB";
+    refused({rank_spec(0), a100}, "rank1.json",
+            "recorded on NVIDIA A100-SXM4-80GB, but rank0.json on NVIDIA H100 80GB HBM3");
+    RankTraceSpec quiet = rank_spec(1);
+    quiet.collectives = false;
+    refused({rank_spec(0), quiet}, "rank1.json", "no NCCL collective kernel (send / recv aside)");
+    RankTraceSpec other_group = rank_spec(1);
+    other_group.group = "7";
+    refused({rank_spec(0), other_group}, "rank1.json",
+            "none of its 6 NCCL kernels is of a kind (op, group, size) another trace holds: its clock "
+            "cannot be aligned");
+    RankTraceSpec beyond = rank_spec(2);
+    refused({rank_spec(0), beyond}, "rank2.json", "rank 2 (distributedInfo) is outside world size 2");
+  }
+
+  TEST_CASE("ranks merged: HolisticTraceAnalysis's two ranks of one run (sampled_rank-0 and -1)") {
+    // Both traces are samples of one step of a 128-rank job (distributedInfo), 10 NCCL kernels
+    // each, every one named ncclKernel_SendRecv: the c10d op above each says what it is. By
+    // hand (tests/data/traces/README.md): all-to-all of unsigned char 2 + 2, of long 1 + 1, of
+    // int 1 + 1; all-reduce 4 + 4; all-gather of 1 GiB over 64 ranks 2 + 2. Once aligned (offset
+    // 0: the two ranks share a host clock), 5 instances overlap on both ranks: one all-to-all,
+    // the first and last all-reduce and both all-gathers. The other kernels of rank 0 and rank 1
+    // are different instances the sampling kept on one rank only (hundreds of ms apart).
+    const auto m = import_rank_traces({kTraces + "hta/sampled_rank-0.json.gz", kTraces + "hta/sampled_rank-1.json.gz"});
+    REQUIRE(m.merge.traces.size() == 2);
+    CHECK(m.merge.world_size == 128);
+    CHECK(m.merge.traces[0].rank_from_trace);
+    CHECK(m.merge.traces[1].rank == 1);
+    CHECK(m.merge.traces[0].nccl_kernels == 10);
+    CHECK(m.merge.traces[1].nccl_kernels == 10);
+    CHECK(m.merge.traces[1].clock_offset_us == approx(0.0));
+    REQUIRE(m.merge.instances.size() == 5);
+    CHECK(m.import.skipped.at("NCCL kernel with no overlapping kernel of its kind on every trace holding it") == 10);
+    int all_gather = 0, all_reduce = 0, all_to_all = 0;
+    for (const auto& c : m.merge.instances) {
+      CAPTURE(c.op);
+      REQUIRE(c.own_seconds.size() == 2);
+      for (double own : c.own_seconds) CHECK(c.seconds <= own);
+      CHECK(c.seconds > 0);
+      all_gather += c.op == "all_gather";
+      all_reduce += c.op == "all_reduce";
+      all_to_all += c.op == "all_to_all";
+    }
+    CHECK(all_gather == 2);
+    CHECK(all_reduce == 2);
+    CHECK(all_to_all == 1);
+    // Only the all-gathers have sizes (c10d::_allgather_base_: 16 MiB in, 1 GiB out, 64 ranks):
+    // 42.412 and 62.163 ms from the last arrival (rank 0 alone: 42.496 and 63.644 ms).
+    CHECK(m.merge.instances_with_rows == 2);
+    const auto& p = m.import.profile;
+    REQUIRE(p.collective.size() == 1);
+    CHECK(p.collective[0].op == "all_gather");
+    CHECK(p.collective[0].ranks == 64);
+    CHECK(p.collective[0].ranks_per_node == 64);  // no deviceProperties, no --ranks-per-node
+    CHECK(p.collective[0].bytes == 1073741824.0);
+    CHECK(p.collective[0].seconds == approx(0.5 * (42412e-6 + 62163e-6)).epsilon(1e-9));
+    const auto one = import_trace(kTraces + "hta/sampled_rank-0.json.gz");
+    REQUIRE(one.profile.collective.size() == 1);
+    CHECK(one.profile.collective[0].seconds == approx(0.5 * (42496e-6 + 63644e-6)).epsilon(1e-9));
+    // Within the A100's bounds; one size is not a line: the built-in curve is kept.
+    const auto dev = *find_device("a100-sxm-80gb");
+    BoundedFitOptions opt;
+    opt.merged_ranks = 2;
+    const auto b = fit_bounded(p, dev, opt);
+    check_within_datasheet(b, dev);
+    CHECK(b.profile.collective.size() == 1);
+    CHECK_FALSE(table(b, "collective").fitted);
+    // The GEMM and memory rows pool both ranks.
+    CHECK(m.import.kernels == 1154 + 1104);
+    TraceImportOptions per_node;
+    per_node.ranks_per_node = 8;
+    const auto m8 = import_rank_traces({kTraces + "hta/sampled_rank-0.json.gz", kTraces + "hta/sampled_rank-1.json.gz"},
+                                       per_node);
+    CHECK(m8.import.profile.collective[0].ranks_per_node == 8);
+    CHECK(m8.import.ranks_per_node_from == "--ranks-per-node");
   }
 }

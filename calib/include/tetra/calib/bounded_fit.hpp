@@ -69,6 +69,9 @@ struct BoundedFitOptions {
   int min_collective_rows = 3;   ///< per (op, ranks) group
   int tile_m = 128;
   int tile_n = 128;
+  /// Ranks whose traces timed the collective rows (rank_merge.hpp); 0 or 1: one rank's own
+  /// kernel times, which hold the wait for the other ranks (the report says which).
+  int merged_ranks = 0;
 };
 
 /// What happened to one table.

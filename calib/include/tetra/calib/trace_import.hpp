@@ -19,7 +19,10 @@
 ///   - flash / cuDNN / fused attention kernels under scaled_dot_product / flash_attention ops
 ///     (inputs [b, heads, s, d] or [b, s, heads, d]) into [[attention]] rows,
 ///   - NCCL kernels whose op carries record_param_comms arguments (`Collective name`,
-///     `In msg nelems`, `Out msg nelems`, `dtype`, `Group size`) into [[collective]] rows,
+///     `In msg nelems`, `Out msg nelems`, `dtype`, `Group size`) into [[collective]] rows; where
+///     those arguments are missing (Kineto of PyTorch 1.x), the c10d op above the kernel names
+///     the collective, and `c10d::_allgather_base_` / `_reduce_scatter_base_` give its sizes
+///     from their output and input dims (the group size is their ratio),
 ///   - device-to-device memcpy events (`gpu_memcpy` with `bytes`) and RMSNorm / SwiGLU / RoPE /
 ///     Adam / cross-entropy kernels whose op has input dims into [[memory_bound]] rows.
 /// Repeated calls of one shape become one row with the median time, as `tetrasim calibrate`
@@ -52,6 +55,13 @@ struct TraceImport {
   int linked_by_time = 0;                ///< kernels linked to the op enclosing their launch
   int gemm_kernels = 0;                  ///< GEMM kernels (by their op, else by name)
   int gemm_kernels_used = 0;             ///< of those, the ones in a [[gemm]] row
+  int rank = -1;                         ///< Kineto's distributedInfo.rank; -1 when it names none
+  int world_size = 0;                    ///< distributedInfo.world_size; 0 when it names none
+  int devices = 0;                       ///< GPUs the process saw (deviceProperties entries)
+  /// Ranks per node the [[collective]] rows were made with (TraceImportOptions::ranks_per_node,
+  /// else `devices` when above 1); 0: each group is taken to be on one node.
+  int ranks_per_node = 0;
+  std::string ranks_per_node_from;       ///< "--ranks-per-node", "deviceProperties" or ""
 };
 
 /// Limits of the reader.
@@ -59,6 +69,13 @@ struct TraceImportOptions {
   /// Largest trace accepted, compressed or not, in bytes (a gzip stream is decompressed only up
   /// to this; its header's size field is never trusted).
   std::size_t max_bytes = std::size_t{2} << 30;
+  /// Ranks per node of the traced job; 0: from the trace. Kineto's deviceProperties lists the
+  /// GPUs the process saw: more than one is taken as the node's GPUs (torchrun leaves every GPU
+  /// of the node visible), one says nothing (a launcher that binds one GPU per process) and each
+  /// group is then taken to be on one node. A row's ranks per node is the most members of its
+  /// group on one node (from `Process Group Ranks`, node-major placement), else
+  /// min(ranks per node, group size).
+  int ranks_per_node = 0;
 };
 
 /// Parses trace text, plain or gzip-compressed (`origin` names it in errors). Throws
