@@ -1,7 +1,8 @@
-// tetrasim simulate SCENARIO [--layout L] [--trace FILE] [--html FILE] [--json]: one training
-// step simulated (docs/cli.md): step time, throughput, MFU, bubble, exposed communication,
-// memory peaks; --trace writes a Chrome / Perfetto trace, --html a page with the per-stage
-// memory and the step's timeline (both written whole or not at all).
+// tetrasim simulate SCENARIO [--layout L] [--trace FILE [--trace-detail D]] [--html FILE] [--json]:
+// one training step simulated (docs/cli.md): step time, throughput, MFU, bubble, exposed
+// communication, memory peaks; --trace writes a Chrome / Perfetto trace (streamed, every slice
+// or the steady state folded), --html a page with the per-stage memory and the step's timeline
+// (both written whole or not at all).
 
 #include <cmath>
 #include <iostream>
@@ -18,6 +19,7 @@
 #include "utilization.hpp"
 #include "tetra/scenarios/compact_layout.hpp"
 #include "tetra/costmodel/builtin_profiles.hpp"
+#include "tetra/base/error.hpp"
 #include "tetra/base/units.hpp"
 #include "tetra/parallel/layout.hpp"
 #include "tetra/report/report.hpp"
@@ -33,6 +35,7 @@ struct SimulateArgs {
   std::string scenario;
   std::string layout;
   std::string trace;
+  std::string trace_detail = "auto";
   std::string html;
   std::string fit;
   bool json = false;
@@ -96,7 +99,18 @@ nlohmann::json simulate_json(const scenarios::Scenario& sc, const sim::Result& r
   return j;
 }
 
+/// The --trace-detail word; one line naming the option and the words it takes otherwise.
+sim::TraceDetail trace_detail_of(const std::string& word) {
+  const auto detail = sim::parse_trace_detail(word);
+  if (!detail) {
+    throw UserError(SourceLocation{"--trace-detail"}, "",
+                    "unknown value \"" + word + "\" (expected one of: full, aggregated, auto)");
+  }
+  return *detail;
+}
+
 int run_simulate(const SimulateArgs& args) {
+  const sim::TraceDetail detail = trace_detail_of(args.trace_detail);
   const scenarios::Scenario sc = scenarios::load_scenario(args.scenario, args.layout, true);
   costmodel::CostParams costs = costmodel::cost_params(sc.cluster, sc.profile ? &*sc.profile : nullptr);
   std::optional<fit::FitSummary> fitted;
@@ -115,7 +129,10 @@ int run_simulate(const SimulateArgs& args) {
       costmodel::utilization(sc.model, sc.training, r.layout, sc.cluster.gpu, r.tflops_per_gpu * 1e12);
   const nlohmann::json j = simulate_json(sc, r, band, u);
   std::vector<OutputFile> outputs;  // written together, or none of them
-  if (!args.trace.empty()) outputs.push_back({args.trace, simulator.chrome_trace()});
+  const sim::TraceDetail written = args.trace.empty() ? detail : simulator.trace_detail(detail);
+  if (!args.trace.empty()) {
+    outputs.push_back({args.trace, "", [&](std::ostream& out) { simulator.write_chrome_trace(out, written); }});
+  }
   if (!args.html.empty()) outputs.push_back({args.html, report::simulate_html(simulate_page(
                                               j, simulator.chrome_trace(),
                                               scenarios::compact_layout(r.layout, sc.training.fp8, sc.training.torch.compile)))});
@@ -166,7 +183,13 @@ int run_simulate(const SimulateArgs& args) {
   }
   std::cout << format_table({"stage", "layers", "busy s", "idle s", "in flight", "peak GiB"}, st);
   std::cout << "\nband      " << band_basis_text(band) << '\n';
-  if (!args.trace.empty()) std::cout << "\ntrace     " << args.trace << '\n';
+  if (!args.trace.empty()) {
+    std::cout << "\ntrace     " << args.trace
+              << (written == sim::TraceDetail::aggregated
+                      ? " (aggregated: each stage's steady state folded; --trace-detail full keeps every slice)"
+                      : "")
+              << '\n';
+  }
   if (!args.html.empty()) std::cout << (args.trace.empty() ? "\n" : "") << "html      " << args.html << '\n';
   return 0;
 }
@@ -180,6 +203,9 @@ void register_simulate(CLI::App& app, Action& action) {
   cmd->add_option("scenario", args->scenario, "scenario TOML file")->required();
   cmd->add_option("--layout", args->layout, "layout overrides, e.g. tp=2,pp=4,schedule=interleaved");
   cmd->add_option("--trace", args->trace, "write a Chrome/Perfetto trace JSON to FILE");
+  cmd->add_option("--trace-detail", args->trace_detail,
+                  "full (every slice), aggregated (first and last micro-batches, each stage's steady state "
+                  "folded) or auto (full unless that would exceed about 50 MB; the default)");
   cmd->add_option("--html", args->html,
                   "write a self-contained HTML page (per-stage memory, the step's timeline) to FILE");
   cmd->add_option("--fit", args->fit, "apply the cluster factors of this fitted file (tetrasim fit -o)");

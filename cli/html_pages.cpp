@@ -4,7 +4,10 @@
 #include <cstdio>
 #include <map>
 #include <optional>
+#include <stdexcept>
+#include <string>
 #include <utility>
+#include <vector>
 
 #include "band.hpp"
 #include "utilization.hpp"
@@ -144,6 +147,42 @@ report::SearchPage search_page(const json& j, const std::vector<std::string>& la
   return page;
 }
 
+namespace {
+
+/// The threads of a Chrome trace and their "X" slices in seconds: one process per stage (pid =
+/// stage), one thread per stream named by "thread_name" metadata and ordered by
+/// "thread_sort_index".
+struct TraceThreads {
+  std::map<std::pair<int, int>, std::pair<int, std::string>> names;  ///< (pid, tid) -> (sort, name)
+  std::map<std::pair<int, int>, std::vector<report::Slice>> slices;
+};
+
+/// Reads the trace event by event without keeping the events (a step of hundreds of
+/// micro-batches holds millions of them).
+TraceThreads read_trace(const std::string& chrome_trace) {
+  TraceThreads t;
+  json::parser_callback_t take = [&t](int depth, json::parse_event_t event, json& e) {
+    if (event != json::parse_event_t::object_end || depth != 2) return true;  // not a whole event yet
+    const std::string ph = e.at("ph").get<std::string>();
+    if (ph == "M") {
+      const auto key = std::make_pair(e.at("pid").get<int>(), e.at("tid").get<int>());
+      const std::string what = e.at("name").get<std::string>();
+      if (what == "thread_name") t.names[key].second = e.at("args").at("name").get<std::string>();
+      if (what == "thread_sort_index") t.names[key].first = e.at("args").at("sort_index").get<int>();
+    } else if (ph == "X") {
+      const double start = e.at("ts").get<double>() * 1e-6;
+      t.slices[{e.at("pid").get<int>(), e.at("tid").get<int>()}].push_back(
+          {start, start + e.at("dur").get<double>() * 1e-6, e.value("cat", std::string())});
+    }
+    return false;
+  };
+  const json rest = json::parse(chrome_trace, take);  // the document less its events
+  if (!rest.contains("traceEvents")) throw std::runtime_error("a Chrome trace without traceEvents");
+  return t;
+}
+
+}  // namespace
+
 report::SimulatePage simulate_page(const json& j, const std::string& chrome_trace, const std::string& layout) {
   report::SimulatePage page;
   page.title = "tetrasim simulate: " + j.at("model").get<std::string>() + " on " + j.at("cluster").get<std::string>() +
@@ -214,24 +253,7 @@ report::SimulatePage simulate_page(const json& j, const std::string& chrome_trac
     page.timeline.push_back(std::move(st));
   }
 
-  // Trace: one process per stage (pid = stage), one thread per stream named by "thread_name"
-  // metadata and ordered by "thread_sort_index"; "X" slices in microseconds.
-  const json trace = json::parse(chrome_trace);
-  std::map<std::pair<int, int>, std::pair<int, std::string>> threads;  // (pid, tid) -> (sort, name)
-  std::map<std::pair<int, int>, std::vector<report::Slice>> slices;
-  for (const json& e : trace.at("traceEvents")) {
-    const std::string ph = e.at("ph").get<std::string>();
-    if (ph == "M") {
-      const auto key = std::make_pair(e.at("pid").get<int>(), e.at("tid").get<int>());
-      const std::string what = e.at("name").get<std::string>();
-      if (what == "thread_name") threads[key].second = e.at("args").at("name").get<std::string>();
-      if (what == "thread_sort_index") threads[key].first = e.at("args").at("sort_index").get<int>();
-    } else if (ph == "X") {
-      const double start = e.at("ts").get<double>() * 1e-6;
-      slices[{e.at("pid").get<int>(), e.at("tid").get<int>()}].push_back(
-          {start, start + e.at("dur").get<double>() * 1e-6, e.value("cat", std::string())});
-    }
-  }
+  auto [threads, slices] = read_trace(chrome_trace);
   for (report::StageTimeline& st : page.timeline) {
     std::vector<std::pair<int, int>> tids;  // (sort index, tid)
     for (const auto& [key, t] : threads) {
@@ -244,20 +266,6 @@ report::SimulatePage simulate_page(const json& j, const std::string& chrome_trac
       auto it = slices.find({st.stage, tid});
       if (it != slices.end()) lane.slices = std::move(it->second);
       st.lanes.push_back(std::move(lane));
-    }
-    // The trace holds no EP slices: a MoE model's EP row gives the step's exposed total.
-    const bool ep_traced = std::any_of(st.lanes.begin(), st.lanes.end(), [](const report::Lane& l) {
-      return std::any_of(l.slices.begin(), l.slices.end(), [](const report::Slice& s) { return s.kind == "ep"; });
-    });
-    if (moe && !ep_traced && l.value("ep", 1) > 1) {
-      report::Lane ep;
-      ep.name = "ep comm";
-      char text[128];
-      std::snprintf(text, sizeof text, "EP dispatch / combine: %.1f ms exposed in the step (most exposed stage)",
-                    ex.at("ep").get<double>() * 1e3);
-      ep.untraced = text;
-      const auto pp = std::find_if(st.lanes.begin(), st.lanes.end(), [](const report::Lane& x) { return x.name == "pp send"; });
-      st.lanes.insert(pp, std::move(ep));
     }
   }
   return page;

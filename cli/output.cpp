@@ -172,7 +172,11 @@ void write_outputs(const std::vector<OutputFile>& files) {
       temps.push_back(make_temporary(f.path));
       std::ofstream out(temps.back(), std::ios::binary | std::ios::trunc);
       errno = 0;
-      out << f.content;
+      if (f.write) {
+        f.write(out);
+      } else {
+        out << f.content;
+      }
       out.flush();
       if (!out) {
         throw UserError(SourceLocation{f.path}, "",

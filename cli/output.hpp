@@ -2,6 +2,8 @@
 // Output helpers shared by the subcommands: aligned text tables, JSON to stdout, and files
 // written whole or not at all.
 
+#include <functional>
+#include <iosfwd>
 #include <string>
 #include <utility>
 #include <vector>
@@ -68,10 +70,12 @@ inline constexpr int kMaxThreads = 4096;
 /// Refuses a --threads value outside 0..kMaxThreads (UserError naming --threads).
 void check_threads(int threads);
 
-/// One output file of a command: its path and its whole content.
+/// One output file of a command: its path and its whole content, or, where `write` is set,
+/// what writes the content to a stream piece by piece (large files never held whole).
 struct OutputFile {
   std::string path;
   std::string content;
+  std::function<void(std::ostream&)> write = {};
 };
 
 /// Writes every file or none: each goes to a uniquely named temporary beside its target, and

@@ -46,8 +46,6 @@ const Kind& kind_of(const std::string& cat) {
   return it != kinds.end() ? it->second : other;
 }
 
-constexpr const char* kEp = "#CC79A7";
-
 std::string simulate_memory(const SimulatePage& page) {
   struct Part {
     const char* key;
@@ -139,12 +137,12 @@ std::string simulate_memory(const SimulatePage& page) {
   return o.str();
 }
 
-/// The lanes of a stage that get a row: the compute stream, streams with traffic, untraced rows.
+/// The lanes of a stage that get a row: the compute stream and the streams with traffic.
 std::vector<const Lane*> rows_of(const StageTimeline& st) {
   std::vector<const Lane*> rows;
   for (std::size_t i = 0; i < st.lanes.size(); ++i) {
     const Lane& l = st.lanes[i];
-    if (i == 0 || !l.slices.empty() || !l.untraced.empty()) rows.push_back(&l);
+    if (i == 0 || !l.slices.empty()) rows.push_back(&l);
   }
   return rows;
 }
@@ -152,16 +150,12 @@ std::vector<const Lane*> rows_of(const StageTimeline& st) {
 /// The timeline's legend: the kinds drawn, then every exchange of the layout, said to carry
 /// no traffic where it has none.
 std::vector<LegendEntry> timeline_legend(const SimulatePage& page, const std::vector<std::string>& drawn,
-                                         bool untraced_ep, bool banded) {
+                                         bool banded) {
   std::vector<LegendEntry> legend;
   std::map<std::string, bool> shown;  // exchange -> has an entry
   for (const std::string& k : drawn) {
     legend.push_back({kind_of(k).label, kind_of(k).colour, "box"});
     shown[kind_of(k).exchange] = true;
-  }
-  if (untraced_ep) {
-    legend.push_back({"EP dispatch / combine (total)", kEp, "band"});
-    shown["EP"] = true;
   }
   for (const Exchange& e : page.exchanges) {
     if (shown[e.name]) continue;
@@ -190,7 +184,7 @@ std::string simulate_timeline(const SimulatePage& page) {
   const double plot_px = tl.right() - tl.left();
   const double gap_s = (tx.hi - tx.lo) / plot_px * 0.5;
   std::vector<std::string> drawn;  // kinds, in first-drawn order
-  bool binned = false, untraced_ep = false;
+  bool binned = false;
   double y = tl.top() + 6;
   for (const StageTimeline& st : page.timeline) {
     const double stage_top = y;
@@ -207,14 +201,6 @@ std::string simulate_timeline(const SimulatePage& page) {
       }
       tl.overlay() << "<text class=\"lane-label\" x=\"" << tl.left() - 6 << "\" y=\"" << y + kLane - 3
                    << "\" text-anchor=\"end\">" << escape(lane->name) << "</text>\n";
-      if (!lane->untraced.empty()) {
-        untraced_ep = true;
-        tl.marks() << "<rect class=\"untraced\" x=\"" << tl.left() << "\" y=\"" << y << "\" width=\""
-                   << tl.px(page.step_time_s) - tl.left() << "\" height=\"" << kLane << "\" fill=\"" << kEp
-                   << "\" fill-opacity=\"0.25\"/>\n";
-        tl.overlay() << "<text class=\"lane-label\" x=\"" << tl.left() + 6 << "\" y=\"" << y + kLane - 3 << "\">"
-                     << escape(lane->untraced) << "</text>\n";
-      }
       std::vector<Slice> slices = merge_slices(lane->slices, gap_s);
       if (static_cast<double>(slices.size()) > plot_px / 4) {  // sub-pixel stripes: bin into 2-pixel columns
         binned = true;
@@ -238,18 +224,15 @@ std::string simulate_timeline(const SimulatePage& page) {
   std::ostringstream o;
   o << "<h2>Pipeline timeline</h2>\n<p class=\"note\">The simulated step of each pipeline stage: the compute stream "
        "(forward F, backward B, split backward B/W, optimizer) and each communication stream that carries "
-       "traffic; TP and CP collectives inside a pass are repeated per layer and shown joined. Pale red on the "
+       "traffic; TP and CP collectives and the EP dispatch and combine inside a pass are repeated per layer "
+       "and shown joined. Pale red on the "
        "compute row is idle time (the pipeline bubble and waits for communication).</p>\n";
   if (binned) {
     o << "<p class=\"note\" id=\"timeline-binned\">" << page.micro_batches
       << " micro-batches are more slices than the width shows: rows with too many are drawn in 2-pixel columns, "
          "each in the colour of the kind busy longest in it and left empty when less than half busy.</p>\n";
   }
-  if (untraced_ep) {
-    o << "<p class=\"note\" id=\"timeline-ep\">The EP row shows the expert dispatch and combine left exposed in "
-         "the step; the trace does not hold them slice by slice.</p>\n";
-  }
-  o << tl.svg(timeline_legend(page, drawn, untraced_ep, banded));
+  o << tl.svg(timeline_legend(page, drawn, banded));
   return o.str();
 }
 

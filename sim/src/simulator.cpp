@@ -327,6 +327,29 @@ void moe_chunk_times(const model::Model& model, const std::vector<int>& virtual_
   }
 }
 
+// What a forward pass of each virtual stage runs in order, for the trace: 'e' the embedding
+// on the first, its layers ('m' with routed experts, 'd' without), on the last the
+// multi-token-prediction modules of a MoE model (a layer of the last layer's kind and a head
+// each, as moe_chunk_times counts them) and the head 'h'.
+std::vector<std::string> forward_blocks(const model::Model& model, const std::vector<int>& virtual_layers, bool moe) {
+  const std::size_t V = virtual_layers.size();
+  std::vector<std::string> out;
+  int first = 0;
+  for (std::size_t vs = 0; vs < V; ++vs) {
+    std::string b = vs == 0 ? "e" : "";
+    const int lc = virtual_layers[vs];
+    for (int l = first; l < first + lc; ++l) b += model::is_moe_layer(model, l) ? 'm' : 'd';
+    if (vs + 1 == V) {
+      const char last = model::is_moe_layer(model, model.layers - 1) ? 'm' : 'd';
+      for (int k = 0; moe && k < model.mtp_layers; ++k) b += std::string{last, 'h'};
+      b += 'h';
+    }
+    first += lc;
+    out.push_back(std::move(b));
+  }
+  return out;
+}
+
 /// A stage's DP collectives, one op per bucket and chunk.
 struct DpCollectives {
   std::vector<ops::Op> reduces, gathers, replica_reduces;
@@ -435,6 +458,8 @@ void Simulator::build_spec(const SimInput& in, const SimOptions& options, const 
   const GroupsInterNode inter_node = place_step(spec_, in, domain, p);
   chunk_times_.clear();
   if (moe_) moe_chunk_times(model, virtual_layers, V, layer_, moe_layer_, head_, chunk_times_);
+  trace_blocks_.clear();
+  if (record) trace_blocks_ = forward_blocks(model, virtual_layers, moe_);
   for (int r = 0; r < p; ++r) {
     StageSpec st;
     for (int c = 0; c < v; ++c) {
@@ -518,6 +543,19 @@ void add_memory_and_stages(Result& res, const SimInput& in, const SimOptions& op
     }
     res.stages.push_back(sr);
   }
+}
+
+// EP traffic of stage r (of p, v chunks each) in a step of m micro-batches: each pass of
+// each chunk through its MoE layers (the chunk sums of moe_chunk_times), overlapped or not.
+double stage_ep_comm_s(const std::vector<LayerTimes>& chunk_times, int r, int p, int v, int m, bool zb) {
+  constexpr auto kEp = static_cast<std::size_t>(CommAxis::ep);
+  double s = 0;
+  for (int c = 0; c < v && !chunk_times.empty(); ++c) {
+    const LayerTimes& lt = chunk_times[static_cast<std::size_t>(c * p + r)];
+    s += lt.forward.comm_s[kEp] +
+         (zb ? lt.backward_input.comm_s[kEp] + lt.backward_weight.comm_s[kEp] : lt.backward.comm_s[kEp]);
+  }
+  return m * s;
 }
 
 }  // namespace
@@ -618,6 +656,7 @@ Result Simulator::run(const SimInput& in, const SimOptions& options) {
   }
 
   add_memory_and_stages(res, in, options, step_, rank_layers, p);
+  for (StageResult& sr : res.stages) sr.ep_comm_s = stage_ep_comm_s(chunk_times_, sr.stage, p, v, m, zb);
   stage_memory_ = res.memory.stages;
   return res;
 }

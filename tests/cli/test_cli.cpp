@@ -218,6 +218,36 @@ TEST_CASE("bad --layout names --layout and the key") {
   check_user_error(tetrasim("memory scenarios/default.toml --layout tp=3"), "--layout: tp: ");
 }
 
+TEST_CASE("simulate --trace: 768 micro-batches of Llama-3.1-405B give an aggregated trace under 50 MB") {
+  // The published GB200 run at tp 8 (dp 2): 768 micro-batches, whose full trace is about 200 MB.
+  const fs::path trace = tetra::test::scratch_dir("cli_trace") / "405b.json";
+  const Result r = tetrasim("simulate scenarios/published-llama31-405b-fp8-gb200.toml --layout tp=8 --trace '" +
+                            trace.string() + "'");
+  CAPTURE(r.err);
+  REQUIRE(r.code == 0);
+  CHECK(r.out.find("768 micro-batches per step") != std::string::npos);
+  CHECK(r.out.find(" (aggregated: ") != std::string::npos);
+  CHECK(fs::file_size(trace) < 50'000'000);
+  // JSON whose steady state is folded into slices that say how many they stand for.
+  std::size_t folded = 0;
+  nlohmann::json::parser_callback_t count = [&](int depth, nlohmann::json::parse_event_t e, nlohmann::json& v) {
+    if (e != nlohmann::json::parse_event_t::object_end || depth != 2) return true;
+    folded += v.contains("args") && v.at("args").contains("aggregated_slices") ? 1 : 0;
+    return false;
+  };
+  const nlohmann::json root = nlohmann::json::parse(slurp(trace), count);  // throws on what is not JSON
+  CHECK(root.at("displayTimeUnit") == "ms");
+  CHECK(folded > 100);
+  fs::remove(trace);
+}
+
+TEST_CASE("simulate --trace-detail: a word it does not know is one line naming the option, exit 1") {
+  const fs::path trace = tetra::test::scratch_dir("cli_trace") / "unknown_detail.json";
+  check_user_error(tetrasim("simulate scenarios/quickstart.toml --trace-detail verbose --trace '" + trace.string() + "'"),
+                   "--trace-detail: unknown value \"verbose\" (expected one of: full, aggregated, auto)");
+  CHECK_FALSE(fs::exists(trace));
+}
+
 TEST_CASE("usage errors exit 2") {
   CHECK(tetrasim("memory").code == 2);
   CHECK(tetrasim("no-such-command").code == 2);

@@ -156,7 +156,7 @@ TEST_CASE("browser: simulate --html has the memory bars and the timeline with --
   }
 }
 
-TEST_CASE("browser: simulate --html of a mixture-of-experts model lists its exposed EP traffic") {
+TEST_CASE("browser: simulate --html of a mixture-of-experts model draws its EP dispatch and combine") {
   auto [j, dom] = json_and_page("simulate scenarios/llama4-maverick.toml", "simulate_moe");
   REQUIRE(j.at("exposed_comm_s").contains("ep"));
   CHECK(dom.find("exposed EP communication") != std::string::npos);
@@ -168,7 +168,9 @@ TEST_CASE("browser: simulate --html of a mixture-of-experts model lists its expo
   CHECK(mem.find(">expert weights, gradients, optimizer</text>") != std::string::npos);
   CHECK(count(mem, "data-v-expert_states_gib=") == stages);
   CHECK(count(tl, ">ep comm</text>") == stages);
-  CHECK(tl.find(">EP dispatch / combine") != std::string::npos);  // legend
+  CHECK(tl.find(">EP dispatch / combine</text>") != std::string::npos);  // legend
+  CHECK(count(tl, "fill=\"#CC79A7\"") > 2 * stages);  // the EP row's slices
+  CHECK(dom.find("id=\"timeline-ep\"") == std::string::npos);
   CHECK(dom.find("<code id=\"simulate-layout\">") != std::string::npos);
   check_all_equal(compare(dom, j), 9 * stages + 2 * stages + 14);
 }

@@ -233,10 +233,10 @@ TEST_CASE("simulate page: stacked memory bars under capacity and margin, bubbles
     t.stage = s;
     t.busy_s = 1.5;
     t.idle_s = 0.5;
-    Lane compute{"compute", {{0.1, 0.8, "F"}, {0.8, 1.6, "B"}}, ""};
-    Lane tp{"tp comm", {}, ""};
+    Lane compute{"compute", {{0.1, 0.8, "F"}, {0.8, 1.6, "B"}}};
+    Lane tp{"tp comm", {}};
     for (int k = 0; k < 100; ++k) tp.slices.push_back({0.1 + k * 0.006, 0.1 + k * 0.006 + 0.005, "tp"});
-    Lane cp{"cp comm", {}, ""};  // no traffic: not drawn
+    Lane cp{"cp comm", {}};  // no traffic: not drawn
     t.lanes = {compute, tp, cp};
     page.timeline.push_back(t);
   }
@@ -363,7 +363,7 @@ TEST_CASE("bin_slices: columns in the colour of their busiest kind, empty below 
   CHECK(bin_slices(many, 0, 8, 0).empty());
 }
 
-TEST_CASE("simulate page: layout under the title, dense / expert bars, an EP row, every exchange in the legend") {
+TEST_CASE("simulate page: layout under the title, dense / expert bars, EP slices in their row, every exchange in the legend") {
   SimulatePage page;
   page.title = "simulate";
   page.layout = "tp4 cp1 pp2 dp8 mbs1 ep8 full 1f1b";
@@ -386,13 +386,13 @@ TEST_CASE("simulate page: layout under the title, dense / expert bars, an EP row
     StageTimeline t;
     t.ref = "/stages/" + std::to_string(s);
     t.stage = s;
-    Lane compute{"compute", {}, ""};
+    Lane compute{"compute", {}};
     for (int k = 0; k < 400; ++k) {
       compute.slices.push_back({k * 0.009, k * 0.009 + 0.004, "F"});
       compute.slices.push_back({k * 0.009 + 0.0045, k * 0.009 + 0.0085, "B"});
     }
-    Lane ep{"ep comm", {}, "EP dispatch / combine: 120.0 ms exposed"};
-    Lane pp{"pp send", {{1.0, 1.1, "send-forward"}}, ""};
+    Lane ep{"ep comm", {{0.2, 0.21, "ep"}, {0.25, 0.26, "ep"}, {2.0, 2.02, "ep"}}};
+    Lane pp{"pp send", {{1.0, 1.1, "send-forward"}}};
     t.lanes = {compute, ep, pp};
     page.timeline.push_back(t);
   }
@@ -406,9 +406,10 @@ TEST_CASE("simulate page: layout under the title, dense / expert bars, an EP row
   CHECK(count(mem, "expert activations: 2.00 GiB") == 2);
   CHECK(mem.find(">expert activations</text>") != std::string::npos);  // legend
   const std::string tl = svg_of(html, "simulate-timeline");
-  CHECK(count(tl, ">ep comm</text>") == 2);
-  CHECK(count(tl, "class=\"untraced\"") == 2);
-  CHECK(tl.find(">EP dispatch / combine (total)</text>") != std::string::npos);
+  CHECK(count(tl, ">ep comm</text>") == 2);  // the EP row draws its slices, in the EP colour
+  CHECK(count(tl, "fill=\"#CC79A7\"/>") == 6);
+  CHECK(tl.find(">EP dispatch / combine</text>") != std::string::npos);
+  CHECK(tl.find(">EP: no traffic") == std::string::npos);
   CHECK(tl.find(">PP send activation</text>") != std::string::npos);
   CHECK(tl.find(">CP: no traffic (size 1)</text>") != std::string::npos);
   CHECK(tl.find(">TP: no traffic (not in this step)</text>") != std::string::npos);

@@ -133,12 +133,10 @@ struct Slice {
   std::string kind;  ///< the trace category: colour and legend entry ("F", "B", "tp", "ep", ...)
 };
 
-/// One stream of a stage (compute, TP, CP, PP, DP, ...).
+/// One stream of a stage (compute, TP, CP, EP, PP, DP, ...).
 struct Lane {
   std::string name;
   std::vector<Slice> slices;
-  /// Set on a row whose traffic the trace does not hold slice by slice: shown as text.
-  std::string untraced;
 };
 
 /// One kind of exchange (TP, CP, EP, DP, PP) and the size of its group in the layout.

@@ -7,6 +7,7 @@
 
 #include <array>
 #include <cstdint>
+#include <iosfwd>
 #include <limits>
 #include <optional>
 #include <utility>
@@ -24,6 +25,7 @@
 #include "tetra/sim/layer.hpp"
 #include "tetra/sim/layer_cache.hpp"
 #include "tetra/sim/step.hpp"
+#include "tetra/sim/trace.hpp"
 
 namespace tetra::sim {
 
@@ -66,6 +68,9 @@ struct StageResult {
   double idle_s = 0;
   double peak_bytes = 0;          ///< reserved peak from the memory model at the simulated in-flight count
   double inflight = 0;            ///< simulated peak in-flight micro-batches (stage units)
+  /// MoE dispatch and combine on the stage's EP stream in the step, overlapped or not: every
+  /// pass of every micro-batch through its MoE layers (0 on a dense model or with ep = 1).
+  double ep_comm_s = 0;
 };
 
 /// The outcome of `simulate` (the keys of `tetrasim simulate --json`, docs/cli.md).
@@ -105,9 +110,19 @@ class Simulator {
   /// Throws GraphError on a schedule bug.
   Result run(const SimInput& in, const SimOptions& options = {});
 
-  /// Chrome trace JSON (Perfetto) of the last run made with `record_trace`: one process per
-  /// stage, one thread per stream (compute, TP, CP, PP, DP), "X" slices and a memory counter.
-  [[nodiscard]] std::string chrome_trace() const;
+  /// Writes the Chrome trace JSON (Perfetto) of the last run made with `record_trace` to
+  /// `out` event by event, never holding the whole document: one process per stage, one
+  /// thread per stream (compute, TP, CP, EP, PP, DP, CP traffic), "X" slices and a memory
+  /// counter. TP, CP and EP slices repeat the recorded pattern of each layer of a pass, dense
+  /// or MoE as the layer is. `detail` as trace.hpp; automatic as trace_detail() resolves it.
+  void write_chrome_trace(std::ostream& out, TraceDetail detail = TraceDetail::full) const;
+
+  /// write_chrome_trace into a string.
+  [[nodiscard]] std::string chrome_trace(TraceDetail detail = TraceDetail::full) const;
+
+  /// `requested`, with automatic resolved for the last recorded run: full when the full
+  /// trace is estimated (from its event count) under kTraceAutoBytes, aggregated otherwise.
+  [[nodiscard]] TraceDetail trace_detail(TraceDetail requested) const;
 
   /// A lower bound on run(in, options).step_time_s, for searches that skip layouts which
   /// cannot beat one already simulated: the step's inputs are priced as run() prices them
@@ -185,6 +200,9 @@ class Simulator {
   /// Per virtual stage: the sum of its layers' passes, dense and MoE (MoE models only).
   std::vector<LayerTimes> chunk_times_;
   std::vector<int> chunk_layers_;   // per virtual stage
+  /// Per virtual stage, what a forward pass runs in order, for the trace: 'e' embedding, 'd'
+  /// dense layer, 'm' MoE layer, 'h' head (recorded runs only).
+  std::vector<std::string> trace_blocks_;
   std::vector<costmodel::StageMemory> stage_memory_;  ///< per rank, for the trace's memory counter
   bool recorded_ = false;
   int p_ = 1, v_ = 1;
