@@ -40,6 +40,23 @@ Number parse_number(const std::string& text, const std::string& key, const Sourc
   return Number{v, key, where};
 }
 
+std::string ascii_escaped(std::string_view s) {
+  static constexpr char kHex[] = "0123456789ABCDEF";
+  std::string out;
+  out.reserve(s.size());
+  for (const char ch : s) {
+    const auto b = static_cast<unsigned char>(ch);
+    if (b >= 0x20 && b < 0x7F) {
+      out += ch;
+    } else {
+      out += "\\x";
+      out += kHex[b >> 4];
+      out += kHex[b & 0xF];
+    }
+  }
+  return out;
+}
+
 }  // namespace detail
 
 std::optional<Launcher> detect_launcher(std::string_view text) {

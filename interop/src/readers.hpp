@@ -1,5 +1,6 @@
 #pragma once
-// The readers behind read_launch_config, one per launcher, and the integer parsing they share.
+// The readers behind read_launch_config, one per launcher, and the integer parsing and text
+// escaping they share.
 
 #include <string>
 #include <string_view>
@@ -21,5 +22,9 @@ namespace tetra::interop::detail {
 /// `text` as an integer in [lowest, 1e9]; UserError at `where` naming `key` otherwise.
 [[nodiscard]] Number parse_number(const std::string& text, const std::string& key, const SourceLocation& where,
                                   long long lowest = 1);
+
+/// A launcher file's bytes made printable ASCII: those outside 0x20..0x7E written as \xNN, so
+/// a scenario comment stays valid UTF-8 TOML and an error message stays one line.
+[[nodiscard]] std::string ascii_escaped(std::string_view s);
 
 }  // namespace tetra::interop::detail

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "readers.hpp"
 #include "tetra/base/error.hpp"
 #include "tetra/hw/presets.hpp"
 #include "tetra/interop/import.hpp"
@@ -25,26 +26,6 @@ UserError error_at(const LaunchConfig& c, const std::optional<Number>& n, const 
 }
 
 std::string quoted(const std::string& s) { return "\"" + s + "\""; }
-
-// A launcher's text as a TOML comment: bytes outside printable ASCII (line breaks, control
-// characters, anything a UTF-8 reader could refuse) written as \xNN, so the scenario stays
-// valid TOML whatever the launcher file held.
-std::string comment_text(const std::string& s) {
-  static constexpr char kHex[] = "0123456789ABCDEF";
-  std::string out;
-  out.reserve(s.size());
-  for (const char ch : s) {
-    const auto b = static_cast<unsigned char>(ch);
-    if (b >= 0x20 && b < 0x7F) {
-      out += ch;
-    } else {
-      out += "\\x";
-      out += kHex[b >> 4];
-      out += kHex[b & 0xF];
-    }
-  }
-  return out;
-}
 
 std::string boolean(bool b) { return b ? "true" : "false"; }
 
@@ -184,7 +165,7 @@ std::string scenario_toml(const LaunchConfig& c, const ImportOptions& o) {
   if (!cluster) throw UserError(SourceLocation{c.path}, "--cluster", "'" + o.cluster + "' is not a built-in cluster (tetrasim presets)");
   const Sizes s = resolve_sizes(c, o, cluster->gpus_per_node);
   std::ostringstream out;
-  out << "# Imported by `tetrasim import` from " << comment_text(c.path) << " (" << to_string(c.launcher) << ").\n\n";
+  out << "# Imported by `tetrasim import` from " << detail::ascii_escaped(c.path) << " (" << to_string(c.launcher) << ").\n\n";
   const bool moe = write_model(out, c, o);
   write_cluster(out, o, *cluster, s, c);
 
@@ -247,7 +228,7 @@ std::string scenario_toml(const LaunchConfig& c, const ImportOptions& o) {
   }
   for (const auto& [key, value] : c.layout_keys) out << key << " = " << value << '\n';
   if (!c.not_mapped.empty()) out << '\n';
-  for (const std::string& line : c.not_mapped) out << "# not mapped: " << comment_text(line) << '\n';
+  for (const std::string& line : c.not_mapped) out << "# not mapped: " << detail::ascii_escaped(line) << '\n';
   return out.str();
 }
 

@@ -9,24 +9,14 @@
 #include <set>
 #include <string>
 
+#include "readers.hpp"
 #include "tetra/base/error.hpp"
 
 namespace tetra::interop::detail {
 
 std::string printable(std::string_view s) {
-  static constexpr char kHex[] = "0123456789ABCDEF";
-  std::string out;
-  for (const char ch : s.substr(0, 80)) {
-    const auto b = static_cast<unsigned char>(ch);
-    if (b >= 0x20 && b < 0x7F) {
-      out += ch;
-    } else {
-      out += "\\x";
-      out += kHex[b >> 4];
-      out += kHex[b & 0xF];
-    }
-  }
-  return s.size() > 80 ? out + "..." : out;
+  const std::string head = ascii_escaped(s.substr(0, 80));
+  return s.size() > 80 ? head + "..." : head;
 }
 
 namespace {
