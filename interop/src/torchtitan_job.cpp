@@ -79,9 +79,11 @@ class JobReader {
 
   Number integer(const std::string& full, const toml::node& n, long long lowest = 1) const {
     const SourceLocation at = where_of(n, path_);
-    const auto v = n.value<long long>();
-    if (!n.is_integer() || !v) throw UserError(at, full, "is not an integer");
-    return parse_number(std::to_string(*v), full, at, lowest);
+    // Only an integer node is read: toml++'s value<> would cast a float such as 2e21 to an
+    // integer first, out of range.
+    const toml::value<int64_t>* v = n.as_integer();
+    if (v == nullptr) throw UserError(at, full, "is not an integer");
+    return parse_number(std::to_string(v->get()), full, at, lowest);
   }
   std::string text(const std::string& full, const toml::node& n) const {
     if (!n.is_string()) throw UserError(where_of(n, path_), full, "is not a string");
