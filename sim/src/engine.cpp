@@ -15,7 +15,7 @@
 namespace tetra::sim {
 
 Duration Duration::from_seconds(double seconds) {
-  if (!(seconds == seconds) || seconds > 1e7 || seconds < -1e7) {
+  if (!(seconds == seconds) || seconds > kMaxSeconds || seconds < -kMaxSeconds) {
     throw std::range_error("simulated duration out of range: " + std::to_string(seconds) + " s");
   }
   return Duration(static_cast<std::int64_t>(std::llround(seconds * 1e12)));

@@ -33,14 +33,11 @@ SimInput sim_input(const model::Model& model, const hw::Cluster& cluster, const 
 
 namespace {
 
-/// The longest span the replay holds (Duration::from_seconds' range, about 115 days of int64
-/// picoseconds): a chunk's passes, a pipeline send, a gradient bucket or the optimizer.
-constexpr double kMaxSpanSeconds = 1e7;
-
-/// `seconds` as simulated time, or a UserError when one span of the step would not fit in it
+/// `seconds` as simulated time (a chunk's passes, a pipeline send, a gradient bucket, the
+/// optimizer), or a UserError when one such span of the step would not fit in it
 /// (a huge model on a slow link): the run is refused in one line, never an internal error.
 Duration replay_time(double seconds) {
-  if (!(seconds <= kMaxSpanSeconds)) {
+  if (!(seconds <= Duration::kMaxSeconds)) {
     throw UserError(SourceLocation{}, "",
                     "one part of the step would take " + std::to_string(static_cast<long long>(seconds)) +
                         " s (more than 10^7 s): the run is too large to simulate (a smaller model, faster "

@@ -18,8 +18,10 @@ class Duration {
   [[nodiscard]] static constexpr Duration us(std::int64_t v) noexcept {
     return Duration(v * 1000000);
   }
+  /// The longest span from_seconds accepts, either sign (about 115 days of int64 picoseconds).
+  static constexpr double kMaxSeconds = 1e7;
   /// The one conversion from cost-model seconds: rounded to the nearest picosecond.
-  /// Throws std::range_error for NaN, negative-infinite, or beyond ±1e7 s (≈ 115 days);
+  /// Throws std::range_error for NaN, negative-infinite, or beyond ±kMaxSeconds;
   /// +infinity is an error too (a transfer that never ends is a model bug).
   [[nodiscard]] static Duration from_seconds(double seconds);
 
