@@ -189,6 +189,7 @@ costmodel::Profile import_profile(const CalibrateArgs& args, nlohmann::json& rep
   report["linked_by_time"] = imp.linked_by_time;
   report["gemm_kernels"] = imp.gemm_kernels;
   report["gemm_kernels_used"] = imp.gemm_kernels_used;
+  report["assumed_bf16"] = imp.assumed_bf16;
   report["ranks_per_node"] = imp.ranks_per_node;
   report["ranks_per_node_from"] = imp.ranks_per_node_from.empty() ? "group size" : imp.ranks_per_node_from;
   if (merge) {
@@ -268,6 +269,9 @@ int run_calibrate(const CalibrateArgs& args) {
                 << " used; linked to their op by External id " << report["linked_by_external_id"].get<int>()
                 << ", by the op enclosing the launch " << report["linked_by_time"].get<int>() << "; bounded by the "
                 << device << " datasheet\n";
+      if (const int n = report["assumed_bf16"].get<int>(); n > 0) {
+        std::cout << "  " << n << " used kernels taken as bf16: their NVTX ranges carry no types\n";
+      }
       for (const auto& [why, n] : report["skipped"].items()) std::cout << "  skipped " << n.get<int>() << ": " << why << "\n";
       std::cout << trace_lines;
       std::cout << calib::describe_reports(tables);

@@ -1,6 +1,9 @@
 # A two-layer Llama-style block (PyTorch eager, SDPA, nn.RMSNorm, fused AdamW) trained for three
 # steps; the third runs under torch.profiler (record_shapes) and its Chrome trace is written to
-# argv[1]. Usage: python3 calib/probes/kineto_trace.py OUT.json
+# argv[1]. With a second argument `nvtx` the third step instead runs under emit_nvtx(record_shapes)
+# between cudaProfilerStart/Stop, for Nsight Systems (--capture-range=cudaProfilerApi).
+# Usage: python3 calib/probes/kineto_trace.py OUT.json
+#        nsys profile -t cuda,nvtx --capture-range=cudaProfilerApi -o R python3 calib/probes/kineto_trace.py - nvtx
 import sys, torch
 import torch.nn as nn
 import torch.nn.functional as F
@@ -39,7 +42,14 @@ def step():
 for _ in range(2):
     step()
 torch.cuda.synchronize()
-with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA], record_shapes=True) as prof:
-    step()
-    torch.cuda.synchronize()
-prof.export_chrome_trace(sys.argv[1])
+if len(sys.argv) > 2 and sys.argv[2] == "nvtx":
+    torch.cuda.profiler.start()
+    with torch.autograd.profiler.emit_nvtx(record_shapes=True):
+        step()
+        torch.cuda.synchronize()
+    torch.cuda.profiler.stop()
+else:
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA], record_shapes=True) as prof:
+        step()
+        torch.cuda.synchronize()
+    prof.export_chrome_trace(sys.argv[1])

@@ -24,6 +24,7 @@ CpuOp nvtx_op(const std::string& text) {
   CpuOp op;
   const auto comma = text.find(", ");
   op.name = text.substr(0, comma);
+  op.untyped = true;
   static const std::string kSizes = ", sizes = [";
   const auto at = text.find(kSizes);
   if (at == std::string::npos) return op;
@@ -136,6 +137,7 @@ std::vector<std::size_t> innermost_ranges(std::vector<NvtxRange>& ranges,
 /// trace. A file without NVTX ranges keeps the name-only classification.
 /// One kernel of an Nsight Systems export.
 struct NsysKernel {
+  double start;  // ns
   double seconds;
   long long name_id;
   std::string name;
@@ -224,7 +226,7 @@ NsysRecords read_nsys_records(std::string_view text, TraceImport& out) {
     if (k == ev->end() || !k->is_object()) continue;
     const double start = field(*ev, "startNs");
     const double end = field(*ev, "endNs");
-    NsysKernel rec{(end - start) * 1e-9, -1, {}};
+    NsysKernel rec{start, (end - start) * 1e-9, -1, {}};
     for (const char* key : {"demangledName", "shortName", "mangledName"}) {
       auto it = k->find(key);
       if (it == k->end()) continue;
@@ -302,7 +304,8 @@ void import_nsys_lines(std::string_view text, TraceImport& out) {
   const auto& launch_found = links.launch_found;
   const bool nvtx = !rec.ranges.empty();
 
-  Accumulator acc;
+  OpSamples samples;
+  std::map<std::size_t, CpuOp> ops;  // range index -> its op, parsed once
   for (std::size_t i = 0; i < kernels.size(); ++i) {
     auto& k = kernels[i];
     ++out.kernels;
@@ -320,29 +323,27 @@ void import_nsys_lines(std::string_view text, TraceImport& out) {
       ++out.skipped["NCCL kernel (Nsight export carries no message sizes)"];
       continue;
     }
-    if (c.cls != KernelClass::gemm && c.cls != KernelClass::attention_fwd &&
-        c.cls != KernelClass::attention_bwd) {
-      ++out.skipped["kernel kind not modelled"];
-      continue;
-    }
-    const std::string kind = c.cls == KernelClass::gemm ? "GEMM kernel " : "attention kernel ";
-    if (!nvtx) {
-      ++out.skipped[kind + "(Nsight export carries no shapes; use a Kineto trace)"];
-      continue;
-    }
-    if (kernel_range[i] == npos) {
+    const CpuOp* op = nullptr;
+    if (kernel_range[i] != npos) {
+      auto [it, fresh] = ops.try_emplace(kernel_range[i]);
+      if (fresh) it->second = nvtx_op(range_texts[kernel_range[i]]);
+      op = &it->second;
+      ++out.linked_by_time;
+    } else if (c.cls == KernelClass::gemm || c.cls == KernelClass::attention_fwd ||
+               c.cls == KernelClass::attention_bwd) {
       // Without its launch call (CUDA API tracing off: nsys -t cuda) no range can be found.
-      ++out.skipped[kind + (launch_found[i] != 0 ? "outside any NVTX range of its launching thread"
-                                                 : "without its CUDA launch call in the export")];
+      const std::string kind = c.cls == KernelClass::gemm ? "GEMM kernel " : "attention kernel ";
+      ++out.skipped[kind + (!nvtx                  ? "(Nsight export carries no shapes; use a Kineto trace)"
+                            : launch_found[i] != 0 ? "outside any NVTX range of its launching thread"
+                                                   : "without its CUDA launch call in the export")];
       continue;
     }
     // NVTX messages carry no is_causal argument; attention_shape then assumes causal, as it
     // does for a Kineto op without "Concrete Inputs".
-    const CpuOp op = nvtx_op(range_texts[kernel_range[i]]);
-    const bool used = add_shaped_kernel(c.cls, &op, k.seconds, acc, out);
-    if (used) ++out.used;
+    (void)add_linked_kernel({k.name, k.seconds, k.start, op, kernel_range[i]}, samples, out);
   }
-  finish(acc, out);
+  add_calls(samples);
+  finish(samples.acc, out);
 }
 
 }  // namespace tetra::calib::trace

@@ -25,6 +25,7 @@ struct CpuOp {
   std::string dtype;               ///< first input's type ("c10::BFloat16"), "" unknown
   std::vector<std::string> types;  ///< every input's type (Kineto "Input type")
   json args;
+  bool untyped = false;            ///< an NVTX range: sizes without types, taken as bf16
 };
 
 enum class KernelClass { gemm, attention_fwd, attention_bwd, nccl, memory, other };
@@ -40,6 +41,44 @@ struct Accumulator {
   std::map<std::tuple<int, int, int, int, int, bool, int>, std::vector<double>> attention;
   std::map<std::pair<std::string, double>, std::vector<double>> memory;
   std::map<std::tuple<std::string, int, int, double>, std::vector<double>> collective;  // op, ranks, per node, bytes
+};
+
+/// One attention call: every kernel its op launched (cuDNN's backward is five: dO·O, the
+/// bprop kernel, the dQ conversion and two head reductions), summed.
+struct AttentionCall {
+  std::tuple<int, int, int, int, int, bool, int> key;
+  double seconds = 0;
+};
+
+/// The kernels one GEMM op instance launched. Each GEMM kernel starts a call; the kernels
+/// after it that are not GEMMs themselves (cuBLAS's split-K reduction) belong to it.
+struct GemmCall {
+  long long m = 0, n = 0, k = 0;
+  std::string dtype;
+  struct Piece {
+    double ts = 0;
+    double seconds = 0;
+    bool main = false;
+  };
+  std::vector<Piece> pieces;
+};
+
+/// Samples of one trace before rows are made: per row key, and the attention and GEMM calls,
+/// whose kernels are summed per op instance first (add_calls).
+struct OpSamples {
+  Accumulator acc;
+  std::map<std::size_t, AttentionCall> attention_calls;  // by op instance
+  std::map<std::size_t, GemmCall> gemm_calls;            // by op instance
+};
+
+/// A kernel and the op that launched it, as either reader links them (Kineto: External id or
+/// the op enclosing the launch; Nsight: the NVTX range enclosing the launch).
+struct LinkedKernel {
+  const std::string& name;
+  double seconds;
+  double start;             ///< orders the kernels of one GEMM call
+  const CpuOp* op;          ///< nullptr: no op links it
+  std::size_t op_instance;  ///< one id per op instance: its kernels form one call
 };
 
 /// One NCCL kernel as the merge of several ranks' traces (rank_merge.cpp) sees it.
@@ -84,7 +123,12 @@ void finish(Accumulator& acc, TraceImport& out);
 /// in `out` (the merge decides); an Nsight export is refused there (no NCCL sizes to match).
 void read_trace_text(std::string_view raw, const std::string& origin, const TraceImportOptions& options,
                      TraceImport& out, RankSamples* rank);
-bool add_shaped_kernel(KernelClass cls, const CpuOp* op, double seconds, Accumulator& acc, TraceImport& out);
+/// Adds a kernel to `s`: the op that launched it decides first (attention, GEMM, elementwise
+/// ops), then the class its name gives. Returns false for an NCCL kernel, which the caller
+/// handles (only Kineto carries its sizes); true when the kernel was used or its skip counted.
+bool add_linked_kernel(const LinkedKernel& kernel, OpSamples& s, TraceImport& out);
+/// The attention and GEMM calls of `s` into samples, once all their kernels are in.
+void add_calls(OpSamples& s);
 /// Nsight Systems JSON lines (nsys_import.cpp).
 void import_nsys_lines(std::string_view text, TraceImport& out);
 

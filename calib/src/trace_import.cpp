@@ -351,67 +351,12 @@ void finish(Accumulator& acc, TraceImport& out) {
   }
 }
 
-/// A GEMM or attention kernel timed `seconds`, shaped by the op that launched it (Kineto's
-/// cpu_op or an NVTX range); a row when the op has the shapes, else a skip reason.
-/// Returns whether it made a row.
-bool add_shaped_kernel(KernelClass cls, const CpuOp* op, double seconds, Accumulator& acc, TraceImport& out) {
-  if (cls == KernelClass::gemm) {
-    long long m = 0, n = 0, k = 0;
-    std::size_t a = 0;
-    if (op != nullptr && gemm_shape(*op, m, n, k, &a) && m > 0 && n > 0 && k > 0) {
-      // NVTX range texts carry no types: such rows are taken as bf16.
-      std::string dtype = a < op->types.size() ? gemm_dtype(op->types[a], "") : std::string();
-      if (op->types.empty()) dtype = "bf16";
-      if (dtype.empty()) {
-        ++out.skipped["GEMM op of an unknown input type"];
-        return false;
-      }
-      acc.gemm[{m, n, k, dtype}].push_back(seconds);
-      return true;
-    }
-    if (op != nullptr && gemm_op(op->name) == GemmOp::batched) {
-      ++out.skipped[kBatchedGemm];
-      return false;
-    }
-    ++out.skipped["GEMM kernel without a shaped aten op"];
-    return false;
-  }
-  costmodel::AttentionRow r;
-  if (op != nullptr && attention_shape(*op, r)) {
-    const int pass = cls == KernelClass::attention_fwd ? 0 : 1;
-    acc.attention[{r.batch, r.seq, r.heads, r.kv_heads, r.head_dim, r.causal, pass}].push_back(seconds);
-    return true;
-  }
-  ++out.skipped["attention kernel without q/k dims"];
-  return false;
-}
-
 /// An attention op of ATen or flash-attn (`aten::_scaled_dot_product_cudnn_attention`,
 /// `aten::_cudnn_attention_backward`, `aten::_flash_attention_forward`, `flash_attn::...`).
 bool attention_op(const CpuOp& op) {
   const auto n = lower(op.name);
   return has(n, "attention") || has(n, "flash_attn");
 }
-
-/// One attention call: every kernel its op launched (cuDNN's backward is five: dO·O, the
-/// bprop kernel, the dQ conversion and two head reductions), summed.
-struct AttentionCall {
-  std::tuple<int, int, int, int, int, bool, int> key;
-  double seconds = 0;
-};
-
-/// The kernels one GEMM op instance launched. Each GEMM kernel starts a call; the kernels
-/// after it that are not GEMMs themselves (cuBLAS's split-K reduction) belong to it.
-struct GemmCall {
-  long long m = 0, n = 0, k = 0;
-  std::string dtype;
-  struct Piece {
-    double ts = 0;
-    double seconds = 0;
-    bool main = false;
-  };
-  std::vector<Piece> pieces;
-};
 
 /// A kernel of a cuBLAS GEMM that is not the GEMM itself.
 bool gemm_helper_kernel(const std::string& name) {
@@ -543,13 +488,10 @@ struct OpIndex {
 
 namespace {
 
-/// What a Chrome trace's events add up to before the rows are made: samples per row key, and
-/// the attention and GEMM calls, whose kernels are summed per op instance first.
+/// What a Chrome trace's events add up to before the rows are made.
 struct ChromeSamples {
-  Accumulator acc;
-  std::map<std::size_t, AttentionCall> attention_calls;  // by op instance
-  std::map<std::size_t, GemmCall> gemm_calls;            // by op instance
-  std::vector<CommKernel>* comm = nullptr;               // NCCL kernels, when ranks are merged
+  OpSamples samples;
+  std::vector<CommKernel>* comm = nullptr;  // NCCL kernels, when ranks are merged
 };
 
 /// A kernel event with a positive duration: the event, its name, its args ({} when it has
@@ -598,7 +540,7 @@ std::size_t launching_op(const json& args, const OpIndex& index, TraceImport& ou
 
 /// A kernel of attention op `op` (instance `oi`): part of that op's one call, whatever the
 /// kernel's name; the op says the pass.
-void add_attention_op_kernel(const CpuOp& op, std::size_t oi, double seconds, ChromeSamples& s, TraceImport& out) {
+void add_attention_op_kernel(const CpuOp& op, std::size_t oi, double seconds, OpSamples& s, TraceImport& out) {
   costmodel::AttentionRow r;
   if (!attention_shape(op, r)) {
     ++out.skipped["attention kernel without q/k dims (" + op.name.substr(0, 60) + ")"];
@@ -613,8 +555,8 @@ void add_attention_op_kernel(const CpuOp& op, std::size_t oi, double seconds, Ch
 
 /// A kernel of GEMM op `op` (instance `oi`, kind `g`): a piece of that op's call, whatever the
 /// kernel's name; a GEMM-named kernel that is not a cuBLAS helper is the call's main piece.
-void add_gemm_op_kernel(GemmOp g, const CpuOp& op, std::size_t oi, const KernelEvent& kernel, const Classified& c,
-                        ChromeSamples& s, TraceImport& out) {
+void add_gemm_op_kernel(GemmOp g, const CpuOp& op, const LinkedKernel& kernel, const Classified& c, OpSamples& s,
+                        TraceImport& out) {
   ++out.gemm_kernels;
   long long m = 0, n = 0, k = 0;
   std::size_t a = 0;
@@ -622,27 +564,32 @@ void add_gemm_op_kernel(GemmOp g, const CpuOp& op, std::size_t oi, const KernelE
     ++out.skipped[kBatchedGemm];
   } else if (!gemm_shape(op, m, n, k, &a) || m <= 0 || n <= 0 || k <= 0) {
     ++out.skipped["GEMM kernel without a shaped aten op"];
-  } else if (const std::string dtype = a < op.types.size() ? gemm_dtype(op.types[a], kernel.name) : std::string();
+  } else if (const std::string dtype = op.untyped              ? std::string("bf16")
+                                       : a < op.types.size() ? gemm_dtype(op.types[a], kernel.name)
+                                                             : std::string();
              dtype.empty()) {
     ++out.skipped["GEMM op of an unknown input type"];
   } else {
-    auto& call = s.gemm_calls[oi];
+    if (op.untyped) ++out.assumed_bf16;
+    auto& call = s.gemm_calls[kernel.op_instance];
     call.m = m;
     call.n = n;
     call.k = k;
     if (call.dtype.empty() || dtype == "tf32") call.dtype = dtype;
     const bool main = c.cls == KernelClass::gemm && !gemm_helper_kernel(kernel.name);
-    call.pieces.push_back({field(kernel.event, "ts"), kernel.seconds, main});
+    call.pieces.push_back({kernel.start, kernel.seconds, main});
     ++out.used;
     ++out.gemm_kernels_used;
   }
 }
 
 /// Elementwise ATen ops whose bytes their inputs give (aten::copy_, aten::add, aten::add_ with
-/// two inputs of one shape).
+/// two inputs of one shape). A copy without types (an NVTX range) is left out: it may cast, and
+/// its bytes are then unknown.
 bool elementwise_op(const CpuOp* op, const std::string& op_name) {
-  return op != nullptr && (op_name == "aten::copy_" || op_name == "aten::add" || op_name == "aten::add_") &&
-         op->dims.size() >= 2 && op->types.size() >= 2 && !op->dims[0].empty() && op->dims[0] == op->dims[1];
+  if (op == nullptr || op->dims.size() < 2 || op->dims[0].empty() || op->dims[0] != op->dims[1]) return false;
+  if (op->untyped) return op_name == "aten::add" || op_name == "aten::add_";
+  return (op_name == "aten::copy_" || op_name == "aten::add" || op_name == "aten::add_") && op->types.size() >= 2;
 }
 
 /// A kernel of an elementwise op: a copy (with a dtype cast) reads its source and writes its
@@ -650,8 +597,9 @@ bool elementwise_op(const CpuOp* op, const std::string& op_name) {
 void add_elementwise_kernel(const CpuOp& op, const std::string& op_name, double seconds, Accumulator& acc,
                             TraceImport& out) {
   const double n = static_cast<double>(numel(op.dims[0]));
-  const double dst = dtype_bytes(op.types[0]);
-  const double src = dtype_bytes(op.types[1]);
+  const double dst = op.untyped ? 2.0 : dtype_bytes(op.types[0]);
+  const double src = op.untyped ? 2.0 : dtype_bytes(op.types[1]);
+  if (op.untyped) ++out.assumed_bf16;
   if (n > 0 && dst > 0 && src > 0) {
     const bool copy = op_name == "aten::copy_";
     acc.memory[{copy ? "copy" : "residual_add", copy ? n * (dst + src) : n * (2 * src + dst)}].push_back(seconds);
@@ -772,7 +720,7 @@ bool add_nccl_kernel(const KernelEvent& kernel, const OpIndex& index, std::size_
     ++out.skipped["NCCL kernel without message size and group size"];
     return false;
   }
-  s.acc.collective[{k.op, k.ranks, k.ranks_per_node, k.bytes}].push_back(kernel.seconds);
+  s.samples.acc.collective[{k.op, k.ranks, k.ranks_per_node, k.bytes}].push_back(kernel.seconds);
   return true;
 }
 
@@ -780,9 +728,10 @@ bool add_nccl_kernel(const KernelEvent& kernel, const OpIndex& index, std::size_
 /// made a row.
 bool add_memory_kernel(const std::string& memory_kernel, const CpuOp* op, double seconds, Accumulator& acc,
                        TraceImport& out) {
-  const double elt = op != nullptr ? dtype_bytes(op->dtype) : 0;
+  const double elt = op == nullptr ? 0 : op->untyped ? 2.0 : dtype_bytes(op->dtype);
   const long long n = op != nullptr && !op->dims.empty() ? numel(op->dims[0]) : 0;
   if (n > 0 && elt > 0) {
+    if (op->untyped) ++out.assumed_bf16;
     // Bytes moved: the first input read and an output of the same size written
     // (an RMSNorm reads its input once and writes its output once, the same count).
     acc.memory[{memory_kernel, 2.0 * static_cast<double>(n) * elt}].push_back(seconds);
@@ -792,21 +741,20 @@ bool add_memory_kernel(const std::string& memory_kernel, const CpuOp* op, double
   return false;
 }
 
-/// A kernel event: the op that launched it decides first (attention, GEMM, elementwise ops),
-/// then the class its name gives.
-void add_kernel(const KernelEvent& kernel, const OpIndex& index, ChromeSamples& s, TraceImport& out) {
-  const std::size_t oi = launching_op(kernel.args, index, out);
-  const CpuOp* op = oi != npos ? &index.ops[oi] : nullptr;
+}  // namespace
+
+bool add_linked_kernel(const LinkedKernel& kernel, OpSamples& s, TraceImport& out) {
+  const CpuOp* op = kernel.op;
   // Kernels of an attention op are one call, whatever their names; the op says the pass.
   if (op != nullptr && attention_op(*op)) {
-    add_attention_op_kernel(*op, oi, kernel.seconds, s, out);
-    return;
+    add_attention_op_kernel(*op, kernel.op_instance, kernel.seconds, s, out);
+    return true;
   }
   auto c = classify(kernel.name);
   // The op decides before the name: every kernel of a GEMM op is part of that GEMM.
   if (const GemmOp g = op != nullptr ? gemm_op(op->name) : GemmOp::none; g != GemmOp::none) {
-    add_gemm_op_kernel(g, *op, oi, kernel, c, s, out);
-    return;
+    add_gemm_op_kernel(g, *op, kernel, c, s, out);
+    return true;
   }
   if (op != nullptr && (c.cls == KernelClass::gemm || c.cls == KernelClass::attention_fwd ||
                         c.cls == KernelClass::attention_bwd)) {
@@ -815,7 +763,7 @@ void add_kernel(const KernelEvent& kernel, const OpIndex& index, ChromeSamples& 
     ++out.skipped[std::string(c.cls == KernelClass::gemm ? "GEMM-named kernel under a non-GEMM op ("
                                                          : "attention-named kernel under a non-attention op (") +
                   op->name.substr(0, 60) + ")"];
-    return;
+    return true;
   }
   if (c.cls == KernelClass::gemm) ++out.gemm_kernels;
   const auto op_name = op != nullptr ? lower(op->name) : std::string();
@@ -827,22 +775,29 @@ void add_kernel(const KernelEvent& kernel, const OpIndex& index, ChromeSamples& 
   }
   if (elementwise_op(op, op_name)) {
     add_elementwise_kernel(*op, op_name, kernel.seconds, s.acc, out);
-    return;
+    return true;
   }
   if (op_name == "aten::silu" || op_name == "aten::silu_") {
     ++out.skipped["plain SiLU (aten::silu), not SwiGLU: not modelled"];
-    return;
+    return true;
+  }
+  if (c.cls == KernelClass::memory && has(lower(kernel.name), "multi_tensor_apply")) {
+    // PyTorch's fused / foreach optimizers: each launch covers chunks of many tensors
+    // (aten/src/ATen/native/cuda/MultiTensorApply.cuh), so no input gives its bytes.
+    ++out.skipped["multi-tensor kernel (one launch covers chunks of a tensor list): bytes unknown"];
+    return true;
   }
   bool used = false;
   switch (c.cls) {
     case KernelClass::gemm:
+      ++out.skipped["GEMM kernel without a shaped aten op"];
+      break;
     case KernelClass::attention_fwd:
     case KernelClass::attention_bwd:
-      used = add_shaped_kernel(c.cls, op, kernel.seconds, s.acc, out);
+      ++out.skipped["attention kernel without q/k dims"];
       break;
     case KernelClass::nccl:
-      used = add_nccl_kernel(kernel, index, oi, s, out);
-      break;
+      return false;
     case KernelClass::memory:
       used = add_memory_kernel(c.memory_kernel, op, kernel.seconds, s.acc, out);
       break;
@@ -851,6 +806,18 @@ void add_kernel(const KernelEvent& kernel, const OpIndex& index, ChromeSamples& 
       break;
   }
   if (used) ++out.used;
+  return true;
+}
+
+namespace {
+
+/// A kernel event of a Chrome trace: linked to its op, then added; an NCCL kernel becomes a
+/// collective sample (or, when ranks are merged, a kernel for the merge).
+void add_kernel(const KernelEvent& kernel, const OpIndex& index, ChromeSamples& s, TraceImport& out) {
+  const std::size_t oi = launching_op(kernel.args, index, out);
+  const CpuOp* op = oi != npos ? &index.ops[oi] : nullptr;
+  if (add_linked_kernel({kernel.name, kernel.seconds, field(kernel.event, "ts"), op, oi}, s.samples, out)) return;
+  if (add_nccl_kernel(kernel, index, oi, s, out)) ++out.used;
 }
 
 /// One sample per attention call: the sum of its kernels.
@@ -877,6 +844,11 @@ void add_gemm_calls(const std::map<std::size_t, GemmCall>& calls, Accumulator& a
 }
 
 }  // namespace
+
+void add_calls(OpSamples& s) {
+  add_attention_calls(s.attention_calls, s.acc);
+  add_gemm_calls(s.gemm_calls, s.acc);
+}
 
 /// The ranks per node collective rows are made with: the option, else the GPUs the process saw.
 void set_ranks_per_node(const TraceImportOptions& options, TraceImport& out) {
@@ -914,19 +886,17 @@ void import_chrome(const json& doc, const TraceImportOptions& options, TraceImpo
     }
     const double seconds = dur_us * 1e-6;
     if (memcpy) {
-      add_memcpy(name, args, seconds, s.acc);
+      add_memcpy(name, args, seconds, s.samples.acc);
     } else {
       add_kernel(KernelEvent{e, name, args, seconds}, index, s, out);
     }
   }
-  // Calls become samples once all their kernels are in.
-  add_attention_calls(s.attention_calls, s.acc);
-  add_gemm_calls(s.gemm_calls, s.acc);
+  add_calls(s.samples);
   if (rank != nullptr) {
-    rank->acc = std::move(s.acc);
+    rank->acc = std::move(s.samples.acc);
     return;
   }
-  finish(s.acc, out);
+  finish(s.samples.acc, out);
 }
 
 }  // namespace trace
@@ -1006,7 +976,7 @@ void read_trace_text(std::string_view raw, const std::string& origin, const Trac
   json doc = parse_quiet(text);
   if (!doc.is_discarded() && (doc.is_array() || (doc.is_object() && doc.contains("traceEvents")))) {
     import_chrome(doc, options, out, rank);
-  } else if (!gz && text[first] == '{' && text.find('\n', first) != std::string_view::npos) {
+  } else if (text[first] == '{' && text.find('\n', first) != std::string_view::npos) {
     if (rank != nullptr) {
       fail(origin, "an Nsight Systems export: its NCCL kernels carry no message or group size to match across ranks");
     }

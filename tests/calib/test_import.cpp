@@ -329,6 +329,51 @@ const TableReport& table(const BoundedFit& b, const std::string& name) {
 }  // namespace
 
 TEST_SUITE("calib") {
+  TEST_CASE("a real Nsight Systems export of an H200 imports as the Kineto trace of the same step does") {
+    // calib/probes/kineto_trace.py ... nvtx on one H200 SXM under `nsys profile -s none -t cuda,nvtx
+    // --capture-range=cudaProfilerApi`, exported with `nsys export --type=json`: the training
+    // step of torch211_h100_kineto.json (two Llama-style blocks, 2048 tokens, cuDNN SDPA) with
+    // emit_nvtx(record_shapes=True) ranges in place of torch.profiler. The string table's
+    // environment blocks are emptied (calib/README.md).
+    const auto nsys = import_trace(kData + "h200_torch211_nsys_nvtx.json.gz");
+    const auto kineto = import_trace(kData + "torch211_h100_kineto.json");
+    CHECK(nsys.kernels == 82);
+    CHECK(nsys.linked_by_time == 82);  // every kernel's launch lies in an NVTX range of its thread
+    // The op decides, as in Kineto: the same GEMM shapes and attention calls as the Kineto trace.
+    REQUIRE(nsys.profile.gemm.size() == kineto.profile.gemm.size());
+    for (std::size_t i = 0; i < nsys.profile.gemm.size(); ++i) {
+      CHECK(nsys.profile.gemm[i].m == kineto.profile.gemm[i].m);
+      CHECK(nsys.profile.gemm[i].n == kineto.profile.gemm[i].n);
+      CHECK(nsys.profile.gemm[i].k == kineto.profile.gemm[i].k);
+      CHECK(nsys.profile.gemm[i].dtype == "bf16");
+    }
+    const auto& a = nsys.profile.attention;
+    REQUIRE(a.size() == 2);
+    // Forward: one fprop kernel per block, 50.048 and 50.112 us. Backward: the five kernels of
+    // each aten::_cudnn_attention_backward range summed, 9.504 + 135.583 + 8.704 + 4.416 + 4.512
+    // = 162.719 and 9.344 + 136.383 + 9.312 + 4.384 + 4.576 = 163.999 us (by name alone the two
+    // fmha_reduce_head kernels would be forward calls faster than the datasheet).
+    CHECK(a[0].pass == costmodel::AttentionPass::fwd);
+    CHECK(a[0].seconds == approx(50.080e-6));
+    CHECK(a[1].pass == costmodel::AttentionPass::bwd);
+    CHECK(a[1].seconds == approx(163.359e-6));
+    // RMSNorm 2048 x 2048 in and out (16 MiB: 7.392, 5.664, 5.696, 5.696 us, median 5.696) and
+    // residual adds of two 2048 x 2048 inputs and one output (24 MiB, median of seven 5.919 us),
+    // taken as bf16; the fused AdamW's multi-tensor kernels and the .float() copy stay out.
+    REQUIRE(nsys.profile.memory_bound.size() == 2);
+    CHECK(nsys.profile.memory_bound[0].kernel == "residual_add");
+    CHECK(nsys.profile.memory_bound[0].bytes == 25165824.0);
+    CHECK(nsys.profile.memory_bound[0].seconds == approx(5.919e-6));
+    CHECK(nsys.profile.memory_bound[1].kernel == "rmsnorm");
+    CHECK(nsys.profile.memory_bound[1].bytes == 16777216.0);
+    CHECK(nsys.profile.memory_bound[1].seconds == approx(5.696e-6));
+    CHECK(nsys.assumed_bf16 == 24 + 4 + 7);  // the used GEMM, RMSNorm and residual-add kernels
+    CHECK(nsys.skipped.at("multi-tensor kernel (one launch covers chunks of a tensor list): bytes unknown") == 5);
+    const auto dev = find_device("h200");
+    REQUIRE(dev.has_value());
+    check_within_datasheet(fit_bounded(nsys.profile, *dev), *dev);
+  }
+
   TEST_CASE("a .json.gz trace reads directly: fp32, split-K, FP8 and batched GEMMs of an H200 (torch 2.11)") {
     // calib/probes/kineto_trace_variants.py on one H200, written by TensorBoard's handler.
     const auto imp = import_trace(kData + "h200_torch211_kineto_variants.pt.trace.json.gz");

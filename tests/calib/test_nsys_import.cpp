@@ -123,7 +123,8 @@ TEST_SUITE("calib") {
     const auto imp = import_trace(kNsys);
     // Case 4 (no range at all) and case 5 (a range open only on another thread).
     CHECK(skipped(imp, "GEMM kernel outside any NVTX range of its launching thread") == 2);
-    CHECK(skipped(imp, "GEMM kernel without a shaped aten op") == 1);  // range "forward"
+    // The range "forward" is the kernel's op, and it is not a GEMM op.
+    CHECK(skipped(imp, "GEMM-named kernel under a non-GEMM op (forward)") == 1);
     CHECK(skipped(imp, "NCCL kernel (Nsight export carries no message sizes)") == 1);
     CHECK(skipped(imp, "kernel kind not modelled") == 1);
     // The other thread's [[1, 2], [2, 3]] range gives no row.

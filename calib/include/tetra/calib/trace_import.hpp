@@ -28,13 +28,15 @@
 /// Repeated calls of one shape become one row with the median time, as `tetrasim calibrate`
 /// stores its own runs (docs/calibration.md).
 /// Nsight Systems: kernel records (`CudaEvent.kernel` with `startNs`/`endNs` and a string id
-/// resolved through the export's string table) are counted and classified by name. When the run
-/// was profiled with PyTorch's NVTX ranges (`torch.autograd.profiler.emit_nvtx(record_shapes=True)`),
+/// resolved through the export's string table), plain or gzip-compressed. When the run was
+/// profiled with PyTorch's NVTX ranges (`torch.autograd.profiler.emit_nvtx(record_shapes=True)`),
 /// each kernel is attributed, through the correlation id of its launch call
 /// (`TraceProcessEvent`), to the innermost NVTX range (`NvtxEvent`) enclosing that call on the
-/// launching thread; the range text ("aten::mm, seq = 1, op_id = 2, sizes = [[m, k], [k, n]]")
-/// gives GEMM and attention shapes as Kineto's Input Dims do. NCCL kernels stay unused (no
-/// element type or group size); without NVTX ranges no rows are produced.
+/// launching thread. That range is the kernel's op, and it decides as a Kineto op does: the
+/// range text ("aten::mm, seq = 1, op_id = 2, sizes = [[m, k], [k, n]]") gives the shapes; it
+/// carries no types, so GEMM, RMSNorm and residual-add rows are taken as bf16 (`assumed_bf16`
+/// counts them) and copies, which may cast, are left out. NCCL kernels stay unused (no element
+/// type or group size); without NVTX ranges no rows are produced.
 
 #include <cstddef>
 #include <map>
@@ -55,6 +57,7 @@ struct TraceImport {
   int linked_by_time = 0;                ///< kernels linked to the op enclosing their launch
   int gemm_kernels = 0;                  ///< GEMM kernels (by their op, else by name)
   int gemm_kernels_used = 0;             ///< of those, the ones in a [[gemm]] row
+  int assumed_bf16 = 0;                  ///< kernels used whose op (an NVTX range) carries no types: bf16
   int rank = -1;                         ///< Kineto's distributedInfo.rank; -1 when it names none
   int world_size = 0;                    ///< distributedInfo.world_size; 0 when it names none
   int devices = 0;                       ///< GPUs the process saw (deviceProperties entries)
