@@ -83,8 +83,12 @@ void write_text(const std::string& path, const std::string& text) { std::ofstrea
 
 /// step_time_s of `tetrasim simulate` on scenarios/default.toml pointed at `profile` ("": the
 /// built-in profile of its cluster).
-double step_time_with(const std::string& profile, const std::string& tag) {
+double step_time_with(const std::string& profile, const std::string& tag, const std::string& preset = "dgx-h100") {
   auto scenario = read_text(std::string(TETRA_SOURCE_DIR) + "/scenarios/default.toml");
+  const std::string dgx = "preset = \"dgx-h100\"";
+  const auto p = scenario.find(dgx);
+  REQUIRE(p != std::string::npos);
+  scenario.replace(p, dgx.size(), "preset = \"" + preset + "\"");
   const auto at = scenario.find("\nnodes = ");
   REQUIRE(at != std::string::npos);
   if (!profile.empty()) scenario.insert(at + 1, "profile = \"" + profile + "\"\n");  // "" = built-in
@@ -216,10 +220,25 @@ TEST_SUITE("calib") {
       const std::string out = std::string(TETRA_BINARY_DIR) + "/test_calib_sim.profile.toml";
       REQUIRE(run("calibrate --import-trace " + kTraces + trace + " --out " + out, "simimport").code == 0);
       const double t = step_time_with(out, "sim_trace");
-      MESSAGE(trace << ": step " << t << " s, built-in " << builtin << " s, ratio " << t / builtin);
+      MESSAGE(std::string(trace) << ": step " << t << " s, built-in " << builtin << " s, ratio " << t / builtin);
       CHECK(t / builtin > 1.0 / 2.5);
       CHECK(t / builtin < 2.5);
     }
+  }
+
+  TEST_CASE("simulate with the profile of a real H200 Nsight export stays near the built-in H200") {
+    // The same scenario on 8 HGX H200 nodes. The export's rows are 2048-token GEMMs of a
+    // 2048-wide model, fitted to 816.6 TFLOP/s, and two cuDNN attention calls at 343 (forward)
+    // and 263 TFLOP/s (backward, 2.5 x the forward FLOPs).
+    const double builtin = step_time_with("", "sim_builtin_h200", "hgx-h200");
+    const std::string out = std::string(TETRA_BINARY_DIR) + "/test_calib_sim_nsys.profile.toml";
+    REQUIRE(run("calibrate --import-trace " + kData + "h200_torch211_nsys_nvtx.json.gz --gpu h200 --out " + out,
+                "simnsys")
+                .code == 0);
+    const double t = step_time_with(out, "sim_nsys", "hgx-h200");
+    MESSAGE("H200 Nsight export: step " << t << " s, built-in " << builtin << " s, ratio " << t / builtin);
+    CHECK(t / builtin > 1.0 / 1.5);
+    CHECK(t / builtin < 1.5);
   }
 }
 
