@@ -150,6 +150,7 @@ nlohmann::json plan_json(const scenarios::PlanScenario& sc, const plan::PlanInpu
       if (r.cost) row["cost"] = finite_or_null(*r.cost);
       row["gpu_power_w"] = r.gpu_power_w;
       row["energy_mwh"] = r.energy_mwh ? nlohmann::json(*r.energy_mwh) : nlohmann::json(nullptr);
+      if (r.energy_mwh) row["energy_band"] = range(r.energy_band);
       row["finishes"] = r.finishes;
       row["pareto"] = r.pareto;
       if (r.meets_deadline) row["meets_deadline"] = *r.meets_deadline;

@@ -105,6 +105,10 @@ report::PlanPage plan_page(const json& j, const std::vector<std::string>& layout
         c.cost_low = opt_number(*b, "low");
         c.cost_high = opt_number(*b, "high");
       }
+      if (const auto b = r.find("energy_band"); b != r.end() && b->is_object()) {
+        c.energy_low = opt_number(*b, "low");
+        c.energy_high = opt_number(*b, "high");
+      }
       if (page.band_basis.empty() && r.contains("step_time_band_s")) page.band_basis = band_basis_text(band_from_json(r["step_time_band_s"]));
     }
     page.candidates.push_back(std::move(c));

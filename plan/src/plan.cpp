@@ -130,6 +130,7 @@ Report assemble(const PlanInput& in, const std::vector<Evaluation>& evals) {
         const double high = row.step_band_s->high_s / row.best.step_time_s;
         row.days_band = Range{row.days * low, row.days * high};
         if (row.cost) row.cost_band = Range{*row.cost * low, *row.cost * high};
+        if (row.energy_mwh) row.energy_band = Range{*row.energy_mwh * low, *row.energy_mwh * high};
       }
       row.headroom_bytes = row.best.headroom_bytes;
       if (row.finishes) {

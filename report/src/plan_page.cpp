@@ -92,6 +92,10 @@ std::string band_line(const PlanCandidate& c, const PlanPage& page) {
     s += ", cost <span" + ref_attr(c.ref + "/cost_band") + dv("low", *c.cost_low) + dv("high", *c.cost_high) + ">" +
          si(*c.cost_low) + " to " + si(*c.cost_high) + "</span>";
   }
+  if (c.energy_low && c.energy_high) {
+    s += ", energy <span" + ref_attr(c.ref + "/energy_band") + dv("low", *c.energy_low) + dv("high", *c.energy_high) +
+         ">" + mwh(*c.energy_low) + " to " + mwh(*c.energy_high) + " MWh</span>";
+  }
   return s + " (the step time's band: " + escape(page.band_basis) + ").</p>\n";
 }
 

@@ -109,6 +109,10 @@ TEST_SUITE("plan") {
       CHECK(c["days_band"]["low"].get<double>() == approx(days * b["low"].get<double>() / step).epsilon(1e-4));
       CHECK(c["days_band"]["high"].get<double>() == approx(days * b["high"].get<double>() / step).epsilon(1e-4));
       CHECK(c["cost_band"]["high"].get<double>() == approx(cost * b["high"].get<double>() / step).epsilon(1e-4));
+      // Energy is GPUs x power x hours x PUE: it scales with the days as the cost does.
+      const double energy = c["energy_mwh"].get<double>();
+      CHECK(c["energy_band"]["low"].get<double>() == approx(energy * b["low"].get<double>() / step).epsilon(1e-4));
+      CHECK(c["energy_band"]["high"].get<double>() == approx(energy * b["high"].get<double>() / step).epsilon(1e-4));
     }
     CHECK(banded > 0);  // JSON rounds the step band to 1e-6 s: 1e-4 relative above
     const CliRun t = run_tetrasim("plan '" + sc + "'");

@@ -113,6 +113,9 @@ struct Row {
   std::optional<costmodel::StepInterval> step_band_s;
   std::optional<Range> days_band;
   std::optional<Range> cost_band;
+  /// The energy at the band's ends (energy scales with the days); empty without a band or an
+  /// energy.
+  std::optional<Range> energy_band;
   double headroom_bytes = 0;      ///< GPU memory left on the fullest stage (MemoryReport::headroom_bytes)
   bool finishes = true;           ///< goodput > 0
   bool pareto = false;            ///< on the front of (days, cost), or fastest without prices

@@ -60,9 +60,9 @@ struct PlanCandidate {
   std::optional<bool> meets_budget;
   StepBand band;
   std::optional<double> price_per_gpu_hour;
-  /// Days and cost at the band's ends (`days_band` / `cost_band` {low, high} of its JSON
-  /// object); high is the band's slow end.
-  std::optional<double> days_low, days_high, cost_low, cost_high;
+  /// Days, cost and energy at the band's ends (`days_band` / `cost_band` / `energy_band` {low,
+  /// high} of its JSON object); high is the band's slow end.
+  std::optional<double> days_low, days_high, cost_low, cost_high, energy_low, energy_high;
 };
 
 struct PlanPage {
