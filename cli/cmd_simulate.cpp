@@ -134,7 +134,7 @@ int run_simulate(const SimulateArgs& args) {
     outputs.push_back({args.trace, "", [&](std::ostream& out) { simulator.write_chrome_trace(out, written); }});
   }
   if (!args.html.empty()) outputs.push_back({args.html, report::simulate_html(simulate_page(
-                                              j, simulator.chrome_trace(),
+                                              j, simulator,
                                               scenarios::compact_layout(r.layout, sc.training.fp8, sc.training.torch.compile)))});
   write_outputs(outputs);
   if (args.json) {

@@ -4,7 +4,6 @@
 #include <cstdio>
 #include <map>
 #include <optional>
-#include <stdexcept>
 #include <string>
 #include <utility>
 #include <vector>
@@ -151,43 +150,7 @@ report::SearchPage search_page(const json& j, const std::vector<std::string>& la
   return page;
 }
 
-namespace {
-
-/// The threads of a Chrome trace and their "X" slices in seconds: one process per stage (pid =
-/// stage), one thread per stream named by "thread_name" metadata and ordered by
-/// "thread_sort_index".
-struct TraceThreads {
-  std::map<std::pair<int, int>, std::pair<int, std::string>> names;  ///< (pid, tid) -> (sort, name)
-  std::map<std::pair<int, int>, std::vector<report::Slice>> slices;
-};
-
-/// Reads the trace event by event without keeping the events (a step of hundreds of
-/// micro-batches holds millions of them).
-TraceThreads read_trace(const std::string& chrome_trace) {
-  TraceThreads t;
-  json::parser_callback_t take = [&t](int depth, json::parse_event_t event, json& e) {
-    if (event != json::parse_event_t::object_end || depth != 2) return true;  // not a whole event yet
-    const std::string ph = e.at("ph").get<std::string>();
-    if (ph == "M") {
-      const auto key = std::make_pair(e.at("pid").get<int>(), e.at("tid").get<int>());
-      const std::string what = e.at("name").get<std::string>();
-      if (what == "thread_name") t.names[key].second = e.at("args").at("name").get<std::string>();
-      if (what == "thread_sort_index") t.names[key].first = e.at("args").at("sort_index").get<int>();
-    } else if (ph == "X") {
-      const double start = e.at("ts").get<double>() * 1e-6;
-      t.slices[{e.at("pid").get<int>(), e.at("tid").get<int>()}].push_back(
-          {start, start + e.at("dur").get<double>() * 1e-6, e.value("cat", std::string())});
-    }
-    return false;
-  };
-  const json rest = json::parse(chrome_trace, take);  // the document less its events
-  if (!rest.contains("traceEvents")) throw std::runtime_error("a Chrome trace without traceEvents");
-  return t;
-}
-
-}  // namespace
-
-report::SimulatePage simulate_page(const json& j, const std::string& chrome_trace, const std::string& layout) {
+report::SimulatePage simulate_page(const json& j, const sim::Simulator& simulator, const std::string& layout) {
   report::SimulatePage page;
   page.title = "tetrasim simulate: " + j.at("model").get<std::string>() + " on " + j.at("cluster").get<std::string>() +
                ", " + j.at("scenario").get<std::string>();
@@ -257,17 +220,17 @@ report::SimulatePage simulate_page(const json& j, const std::string& chrome_trac
     page.timeline.push_back(std::move(st));
   }
 
-  auto [threads, slices] = read_trace(chrome_trace);
+  // One lane per stream of each stage, its slices in trace order.
+  const std::vector<sim::TraceStream> streams = simulator.trace_streams();
+  std::map<std::pair<int, int>, std::vector<report::Slice>> slices;  // (stage, stream) -> slices
+  simulator.for_each_trace_slice([&](const sim::TraceSlice& s) {
+    slices[{s.stage, s.stream}].push_back({s.start_s, s.end_s, std::string(s.kind)});
+  });
   for (report::StageTimeline& st : page.timeline) {
-    std::vector<std::pair<int, int>> tids;  // (sort index, tid)
-    for (const auto& [key, t] : threads) {
-      if (key.first == st.stage) tids.emplace_back(t.first, key.second);
-    }
-    std::sort(tids.begin(), tids.end());
-    for (const auto& [sort, tid] : tids) {
+    for (const sim::TraceStream& stream : streams) {
       report::Lane lane;
-      lane.name = threads[{st.stage, tid}].second;
-      auto it = slices.find({st.stage, tid});
+      lane.name = std::string(stream.name);
+      auto it = slices.find({st.stage, stream.id});
       if (it != slices.end()) lane.slices = std::move(it->second);
       st.lanes.push_back(std::move(lane));
     }

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "tetra/report/report.hpp"
+#include "tetra/sim/simulator.hpp"
 
 namespace tetra::cli {
 
@@ -21,10 +22,10 @@ namespace tetra::cli {
 [[nodiscard]] report::SearchPage search_page(const nlohmann::json& j, const std::vector<std::string>& layouts,
                                              std::size_t table_rows);
 
-/// The simulate page of the object `tetrasim simulate --json` prints and the Chrome trace of the
-/// same run (sim::Simulator::chrome_trace): one timeline lane per trace thread; `layout` is the
-/// compact layout shown under the title.
-[[nodiscard]] report::SimulatePage simulate_page(const nlohmann::json& j, const std::string& chrome_trace,
+/// The simulate page of the object `tetrasim simulate --json` prints and the trace of the same
+/// run (`simulator`'s last recorded run, read slice by slice): one timeline lane per trace
+/// stream; `layout` is the compact layout shown under the title.
+[[nodiscard]] report::SimulatePage simulate_page(const nlohmann::json& j, const sim::Simulator& simulator,
                                                  const std::string& layout);
 
 }  // namespace tetra::cli

@@ -419,19 +419,28 @@ class Folder {
 };
 
 /// Process and thread names of every stage; the EP thread only where MoE layers exchange.
-void write_threads(EventWriter& w, const Source& src) {
+/// The threads of every stage, in order: the EP thread only where a MoE layer exchanges.
+std::vector<TraceStream> streams(const Source& src) {
   bool ep = false;
   for (const PassTime* pt : {&src.moe.forward, &src.moe.backward, &src.moe.backward_input}) {
     ep = ep || std::any_of(pt->comm.begin(), pt->comm.end(), [](const CommInterval& c) { return c.axis == CommAxis::ep; });
   }
+  std::vector<TraceStream> out;
+  for (const Thread& t : kThreads) {
+    if (t.tid != kTidEp || ep) out.push_back({t.tid, t.name});
+  }
+  return out;
+}
+
+void write_threads(EventWriter& w, const Source& src) {
+  const std::vector<TraceStream> threads = streams(src);
   for (int r = 0; r < src.p; ++r) {
     w.metadata(r, 0, "process_name", "name", "stage " + std::to_string(r), 0);
     w.metadata(r, 0, "process_sort_index", "sort_index", "", r);
     int sort = 0;
-    for (const Thread& t : kThreads) {
-      if (t.tid == kTidEp && !ep) continue;
-      w.metadata(r, t.tid, "thread_name", "name", t.name, 0);
-      w.metadata(r, t.tid, "thread_sort_index", "sort_index", "", ++sort);
+    for (const TraceStream& t : threads) {
+      w.metadata(r, t.id, "thread_name", "name", t.name, 0);
+      w.metadata(r, t.id, "thread_sort_index", "sort_index", "", ++sort);
     }
   }
 }
@@ -494,6 +503,21 @@ void Simulator::write_chrome_trace(std::ostream& out, TraceDetail detail) const 
   folder.write(w);
   write_memory(w, src, steady);
   w.finish();
+}
+
+std::vector<TraceStream> Simulator::trace_streams() const {
+  const Source src{graph_, engine_.timings(), layer_, moe_layer_, embedding_, head_,
+                   trace_blocks_, p_, engine_.pool_samples(), stage_memory_};
+  return streams(src);
+}
+
+void Simulator::for_each_trace_slice(const std::function<void(const TraceSlice&)>& visit) const {
+  const Source src{graph_, engine_.timings(), layer_, moe_layer_, embedding_, head_,
+                   trace_blocks_, p_, engine_.pool_samples(), stage_memory_};
+  for_each_slice(src, {}, [&](const Slice& s, bool) {
+    const double start = s.ts * 1e-6;  // the trace's microseconds, as a reader of it gets them
+    visit(TraceSlice{s.pid, s.tid, start, start + s.dur * 1e-6, s.cat});
+  });
 }
 
 std::string Simulator::chrome_trace(TraceDetail detail) const {

@@ -173,3 +173,35 @@ TEST_SUITE("sim") {
     CHECK_FALSE(sim::parse_trace_detail(""));
   }
 }
+
+TEST_SUITE("sim") {
+  TEST_CASE("trace slices visited without JSON are the full trace's slices, stream by stream") {
+    // What `simulate --html` draws: the same streams and slices as the Chrome trace holds.
+    for (const char* model : {"llama3.1-8b", "qwen3-30b-a3b"}) {
+      CAPTURE(model);
+      Fixture f(model, 2, 4096, 32);
+      parallel::Layout l;
+      l.tp = 2;
+      l.pp = 2;
+      l.dp = 4;
+      l.sp = true;
+      if (std::string(model) == "qwen3-30b-a3b") l.ep = 4;
+      sim::Simulator s;
+      (void)f.run(s, l);
+      const TraceSums t = read_trace(s.chrome_trace());
+      std::set<std::string> names;
+      for (const sim::TraceStream& st : s.trace_streams()) names.insert(std::string(st.name));
+      CHECK(names == t.threads);
+      std::map<std::pair<int, std::string>, double> by_stage;  // µs
+      s.for_each_trace_slice([&](const sim::TraceSlice& x) {
+        CHECK(x.end_s >= x.start_s);
+        by_stage[{x.stage, std::string(x.kind)}] += (x.end_s - x.start_s) * 1e6;
+      });
+      REQUIRE(by_stage.size() == t.dur_by_stage.size());
+      for (const auto& [key, us] : t.dur_by_stage) {
+        CAPTURE(key.second);
+        CHECK(by_stage.at(key) == doctest::Approx(us).epsilon(1e-9));
+      }
+    }
+  }
+}

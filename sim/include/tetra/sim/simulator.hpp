@@ -7,6 +7,7 @@
 
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <iosfwd>
 #include <limits>
 #include <optional>
@@ -119,6 +120,14 @@ class Simulator {
 
   /// write_chrome_trace into a string.
   [[nodiscard]] std::string chrome_trace(TraceDetail detail = TraceDetail::full) const;
+
+  /// The streams (trace threads) of every stage of the last recorded run, in display order.
+  [[nodiscard]] std::vector<TraceStream> trace_streams() const;
+
+  /// Visits every slice of the last recorded run's full trace in the order
+  /// write_chrome_trace writes them, without writing any JSON: what a picture of the step
+  /// reads (a step of hundreds of micro-batches has millions of slices).
+  void for_each_trace_slice(const std::function<void(const TraceSlice&)>& visit) const;
 
   /// `requested`, with automatic resolved for the last recorded run: full when the full
   /// trace is estimated (from its event count) under kTraceAutoBytes, aggregated otherwise.

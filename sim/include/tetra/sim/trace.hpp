@@ -28,6 +28,21 @@ inline constexpr int kTraceKeptMicroBatches = 4;
 /// Above this estimated size (bytes) of the full trace, `automatic` writes the aggregated one.
 inline constexpr std::size_t kTraceAutoBytes = 50'000'000;
 
+/// One stream of a stage's trace (a Chrome trace thread): its id and name.
+struct TraceStream {
+  int id = 0;
+  std::string_view name;
+};
+
+/// One slice of a step's trace: where it ran (stage, stream id), when (seconds into the step)
+/// and its kind (the trace's category: "forward", "tp", ...).
+struct TraceSlice {
+  int stage = 0;
+  int stream = 0;
+  double start_s = 0, end_s = 0;
+  std::string_view kind;
+};
+
 /// "full" | "aggregated" | "auto".
 [[nodiscard]] const char* to_string(TraceDetail detail) noexcept;
 /// The detail named by to_string's words; nullopt for any other word.
