@@ -31,7 +31,9 @@ configure: deps
 build: configure
 	@cmake --build $(BUILD) -j $(JOBS)
 
-run: build
+# Only the program it runs: the tests and benchmarks are built by `make test` and `make bench`.
+run: configure
+	@cmake --build $(BUILD) -j $(JOBS) --target tetrasim
 	@./$(BUILD)/cli/tetrasim search $(SCENARIO) --top 10
 
 test: build
