@@ -52,6 +52,30 @@ void set_moe_dims(Dims& d, const Model& m, const Training& tr, const Layout& l) 
 
 namespace {
 
+/// Kernels the host issues for the ops of the MoE block that eager PyTorch runs as more than
+/// one kernel (Op::host_kernels), read from the sources of Megatron-Core at d98e8a64 and
+/// Transformer Engine at d0067d0:
+///  - the fused permutation (`moe_utils.permute`, fused=True: TE `moe_permute_with_probs`,
+///    transformer_engine/pytorch/permutation.py lines 321 and 370): `make_row_id_map` launches
+///    three Triton passes (transformer_engine/pytorch/triton/permutation.py lines 73, 93, 111),
+///    then `permute_with_mask_map` one kernel (line 174). The unfused permutation launches more;
+///    the unpermutation (`unpermute_with_mask_map`) and both backwards launch one.
+constexpr int kPermuteKernels = 4;
+///  - gpt-oss's clamp (`weighted_bias_quick_geglu_impl`, megatron/core/fusions/
+///    fused_bias_geglu.py lines 425-432): a clamp of each half and torch.cat; backward, each
+///    clamp's gradient and the chunk's gradient (the concatenation of the halves): three each.
+constexpr int kClampKernels = 3;
+///  - gpt-oss's expert bias (`TEGroupedMLP._apply_bias`, megatron/core/transformer/moe/
+///    experts.py lines 345-381): per local expert, b·p and t + b·p (two kernels); over all
+///    experts, torch.cat and .to(bf16). Backward (autograd): the cast back to fp32, per expert
+///    the two products of the gradient (with p for b, with b for p), their two reductions and
+///    the casts of the bf16 inputs' gradients (of t and of b), six, and the concatenations of
+///    the two torch.split gradients (of the output and of the probabilities).
+constexpr int kBiasKernelsPerExpert = 2;
+constexpr int kBiasKernelsOnce = 2;
+constexpr int kBiasBwdKernelsPerExpert = 6;
+constexpr int kBiasBwdKernelsOnce = 3;
+
 /// Rows of one expert's GEMM (at least one).
 long long expert_rows(const Dims& d) { return std::max(1LL, static_cast<long long>(std::ceil(d.expert_tokens))); }
 
@@ -158,7 +182,9 @@ Op expert_activation(const Dims& d) {
 /// the input and writes, 3 act per element, and the chunk's gradient concatenates the halves, 2.
 double expert_clamp_elems(const Dims& d) { return routed_rows(d) * static_cast<double>(d.fe * 2 / d.etp); }
 Op expert_clamp(const Dims& d) {
-  return mem(Pass::forward, "expert_act_clamp", MemoryKernel::copy, 4.0 * d.act * expert_clamp_elems(d));
+  Op op = mem(Pass::forward, "expert_act_clamp", MemoryKernel::copy, 4.0 * d.act * expert_clamp_elems(d));
+  op.host_kernels = kClampKernels;
+  return op;
 }
 
 /// gpt-oss's expert FC2 bias: TEGroupedMLP returns it unapplied and `_apply_bias`
@@ -171,6 +197,22 @@ Op expert_clamp(const Dims& d) {
 /// 4) = 36 bytes. Counted at a 2-byte activation as 14 and 18 act.
 double expert_bias_fwd_bytes(const Dims& d) { return 14.0 * d.act * routed_rows(d) * static_cast<double>(d.h); }
 double expert_bias_bwd_bytes(const Dims& d) { return 18.0 * d.act * routed_rows(d) * static_cast<double>(d.h); }
+
+int bias_host_kernels(const Dims& d, int per_expert, int once) {
+  return per_expert * static_cast<int>(d.local_experts) + once;
+}
+
+Op expert_bias_fwd(const Dims& d) {
+  Op op = mem(Pass::forward, "expert_fc2_bias", MemoryKernel::copy, expert_bias_fwd_bytes(d));
+  op.host_kernels = bias_host_kernels(d, kBiasKernelsPerExpert, kBiasKernelsOnce);
+  return op;
+}
+
+Op expert_bias_bwd(const Dims& d) {
+  Op op = mem(Pass::backward_input, "expert_fc2_bias_bwd", MemoryKernel::copy, expert_bias_bwd_bytes(d));
+  op.host_kernels = bias_host_kernels(d, kBiasBwdKernelsPerExpert, kBiasBwdKernelsOnce);
+  return op;
+}
 
 }  // namespace
 
@@ -205,7 +247,9 @@ void moe_block_forward(std::vector<Op>& ops, const Dims& d, Run run) {
   // logits (read and write 4 bytes per logit).
   push(gemm(fw, "router", t_in, d.experts, d.h));
   push(mem(fw, "router_topk", MemoryKernel::softmax, 8.0 * static_cast<double>(t_in * d.experts)));
-  push(mem(fw, "moe_permute", MemoryKernel::copy, permute_bytes(d)));
+  Op permute = mem(fw, "moe_permute", MemoryKernel::copy, permute_bytes(d));
+  permute.host_kernels = kPermuteKernels;
+  push(permute);
   ep_exchange(ops, d, fw, "ep_dispatch", Toward::experts, run);
   etp_exchange(ops, d, fw, "etp_ag", Toward::experts, run);
   quantize_weight(ops, d, d.h, fe1 * d.local_experts, run);
@@ -216,7 +260,7 @@ void moe_block_forward(std::vector<Op>& ops, const Dims& d, Run run) {
   quantize_weight(ops, d, fe2, d.h * d.local_experts, run);
   expert_quantize(ops, d, fw, routed_rows(d) * static_cast<double>(fe2), run);
   push(expert_gemm(d, fw, "expert_fc2", me, d.h, fe2, 2.0 * mean * static_cast<double>(fe2 * d.h)));
-  if (d.gpt_oss) push(mem(fw, "expert_fc2_bias", MemoryKernel::copy, expert_bias_fwd_bytes(d)));
+  if (d.gpt_oss) push(expert_bias_fwd(d));
   etp_exchange(ops, d, fw, "etp_rs", Toward::tokens, run);
   ep_exchange(ops, d, fw, "ep_combine", Toward::tokens, run);
   push(mem(fw, "moe_unpermute", MemoryKernel::copy, permute_bytes(d)));
@@ -305,12 +349,16 @@ void moe_block_backward(std::vector<Op>& ops, const Dims& d) {
   ep_exchange(ops, d, bi, "ep_combine_bwd", Toward::experts, Run::first);
   etp_exchange(ops, d, bi, "etp_ag_grad", Toward::experts, Run::first);
   // FC2: dgrad (M = rows, N = fe2, K = h), wgrad (M = h, N = fe2, K = rows) per expert.
-  if (d.gpt_oss) ops.push_back(mem(bi, "expert_fc2_bias_bwd", MemoryKernel::copy, expert_bias_bwd_bytes(d)));
+  if (d.gpt_oss) ops.push_back(expert_bias_bwd(d));
   expert_quantize(ops, d, bi, routed_rows(d) * static_cast<double>(d.h), Run::first);
   ops.push_back(expert_gemm(d, bi, "expert_fc2_dgrad", me, fe2, d.h, 2.0 * mean * static_cast<double>(fe2 * d.h)));
   ops.push_back(expert_gemm(d, bw, "expert_fc2_wgrad", d.h, fe2, me, 2.0 * mean * static_cast<double>(fe2 * d.h)));
   ops.push_back(mem(bi, "expert_swiglu_bwd", MemoryKernel::swiglu, 5.0 * d.act * routed_rows(d) * static_cast<double>(fe2)));
-  if (d.gpt_oss) ops.push_back(mem(bi, "expert_act_clamp_bwd", MemoryKernel::copy, 5.0 * d.act * expert_clamp_elems(d)));
+  if (d.gpt_oss) {
+    Op clamp_bwd = mem(bi, "expert_act_clamp_bwd", MemoryKernel::copy, 5.0 * d.act * expert_clamp_elems(d));
+    clamp_bwd.host_kernels = kClampKernels;
+    ops.push_back(clamp_bwd);
+  }
   expert_quantize(ops, d, bi, routed_rows(d) * static_cast<double>(fe1), Run::first);
   ops.push_back(expert_gemm(d, bi, "expert_fc1_dgrad", me, d.h, fe1, 2.0 * mean * static_cast<double>(fe1 * d.h)));
   ops.push_back(expert_gemm(d, bw, "expert_fc1_wgrad", fe1, d.h, me, 2.0 * mean * static_cast<double>(fe1 * d.h)));

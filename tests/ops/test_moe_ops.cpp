@@ -391,4 +391,35 @@ TEST_SUITE("llama") {
       if (op.route_topk > 0) CHECK(op.route_backend == FlexBackend::hybridep);
     }
   }
+
+  TEST_CASE("moe ops: the host issues the fused permutation and gpt-oss's eager bias and clamp as the kernels the frameworks launch") {
+    // 8 experts over ep 4: 2 local experts, bf16, gpt-oss's eager expert FC2 bias and clamp.
+    // - moe_permute: TE moe_permute_with_probs (transformer_engine/pytorch/permutation.py):
+    //   make_row_id_map's three Triton passes and permute_with_mask_map's kernel
+    //   (transformer_engine/pytorch/triton/permutation.py) = 4; the unpermutation 1.
+    // - expert_act_clamp (megatron/core/fusions/fused_bias_geglu.py
+    //   weighted_bias_quick_geglu_impl): two clamps and torch.cat = 3, and 3 backward.
+    // - expert_fc2_bias (megatron/core/transformer/moe/experts.py TEGroupedMLP._apply_bias):
+    //   b·p and t + b·p per expert, torch.cat and .to once = 2·2 + 2 = 6; backward, two products,
+    //   two reductions and two casts per expert, the cast and the two split gradients once
+    //   = 6·2 + 3 = 15.
+    // Together 4 + 3 + 3 + 6 + 15 = 31 kernels: 31 x 32.5 us = 1.0075 ms of host time.
+    Model m = small_moe();
+    m.arch = Arch::gpt_oss;
+    const auto ops = moe_layer_ops(m, balanced(), ep4());
+    const char* names[] = {"moe_permute", "expert_act_clamp", "expert_act_clamp_bwd", "expert_fc2_bias",
+                           "expert_fc2_bias_bwd"};
+    const int kernels[] = {4, 3, 3, 6, 15};
+    double host_s = 0;
+    for (int i = 0; i < 5; ++i) {
+      const Op* op = find(ops, names[i]);
+      REQUIRE(op != nullptr);
+      CHECK(op->host_kernels == kernels[i]);
+      CHECK_FALSE(op->graphed);
+      host_s += 32.5e-6 * op->count * op->host_kernels;
+    }
+    CHECK(host_s == approx(1.0075e-3));
+    CHECK(find(ops, "moe_unpermute")->host_kernels == 1);
+    CHECK(find(ops, "moe_permute_bwd")->host_kernels == 1);
+  }
 }
