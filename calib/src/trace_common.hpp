@@ -22,7 +22,6 @@ using nlohmann::json;
 struct CpuOp {
   std::string name;
   std::vector<std::vector<long long>> dims;
-  std::string dtype;               ///< first input's type ("c10::BFloat16"), "" unknown
   std::vector<std::string> types;  ///< every input's type (Kineto "Input type")
   json args;
   bool untyped = false;            ///< an NVTX range: sizes without types, taken as bf16

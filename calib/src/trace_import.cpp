@@ -358,6 +358,12 @@ bool attention_op(const CpuOp& op) {
   return has(n, "attention") || has(n, "flash_attn");
 }
 
+/// Bytes of input `i` of `op`; an NVTX range carries no types and its tensors are taken as bf16.
+double input_bytes(const CpuOp& op, std::size_t i) {
+  if (op.untyped) return 2.0;
+  return i < op.types.size() ? dtype_bytes(op.types[i]) : 0.0;
+}
+
 /// A kernel of a cuBLAS GEMM that is not the GEMM itself.
 bool gemm_helper_kernel(const std::string& name) {
   const auto n = lower(name);
@@ -440,7 +446,6 @@ struct OpIndex {
       if (has_args) {
         op.dims = input_dims(*args);
         op.types = input_types(*args);
-        op.dtype = op.types.empty() ? std::string() : op.types[0];
         op.args = *args;
       }
       const std::size_t i = ops.size();
@@ -553,7 +558,7 @@ void add_attention_op_kernel(const CpuOp& op, std::size_t oi, double seconds, Op
   ++out.used;
 }
 
-/// A kernel of GEMM op `op` (instance `oi`, kind `g`): a piece of that op's call, whatever the
+/// A kernel of GEMM op `op` (kind `g`): a piece of its op instance's call, whatever the
 /// kernel's name; a GEMM-named kernel that is not a cuBLAS helper is the call's main piece.
 void add_gemm_op_kernel(GemmOp g, const CpuOp& op, const LinkedKernel& kernel, const Classified& c, OpSamples& s,
                         TraceImport& out) {
@@ -597,10 +602,10 @@ bool elementwise_op(const CpuOp* op, const std::string& op_name) {
 void add_elementwise_kernel(const CpuOp& op, const std::string& op_name, double seconds, Accumulator& acc,
                             TraceImport& out) {
   const double n = static_cast<double>(numel(op.dims[0]));
-  const double dst = op.untyped ? 2.0 : dtype_bytes(op.types[0]);
-  const double src = op.untyped ? 2.0 : dtype_bytes(op.types[1]);
-  if (op.untyped) ++out.assumed_bf16;
+  const double dst = input_bytes(op, 0);
+  const double src = input_bytes(op, 1);
   if (n > 0 && dst > 0 && src > 0) {
+    if (op.untyped) ++out.assumed_bf16;
     const bool copy = op_name == "aten::copy_";
     acc.memory[{copy ? "copy" : "residual_add", copy ? n * (dst + src) : n * (2 * src + dst)}].push_back(seconds);
     ++out.used;
@@ -728,7 +733,7 @@ bool add_nccl_kernel(const KernelEvent& kernel, const OpIndex& index, std::size_
 /// made a row.
 bool add_memory_kernel(const std::string& memory_kernel, const CpuOp* op, double seconds, Accumulator& acc,
                        TraceImport& out) {
-  const double elt = op == nullptr ? 0 : op->untyped ? 2.0 : dtype_bytes(op->dtype);
+  const double elt = op == nullptr ? 0 : input_bytes(*op, 0);
   const long long n = op != nullptr && !op->dims.empty() ? numel(op->dims[0]) : 0;
   if (n > 0 && elt > 0) {
     if (op->untyped) ++out.assumed_bf16;

@@ -186,6 +186,11 @@ Op expert_clamp(const Dims& d) {
   op.host_kernels = kClampKernels;
   return op;
 }
+Op expert_clamp_bwd(const Dims& d) {
+  Op op = mem(Pass::backward_input, "expert_act_clamp_bwd", MemoryKernel::copy, 5.0 * d.act * expert_clamp_elems(d));
+  op.host_kernels = kClampKernels;
+  return op;
+}
 
 /// gpt-oss's expert FC2 bias: TEGroupedMLP returns it unapplied and `_apply_bias`
 /// (Megatron-Core `moe/experts.py`) adds it scaled by each token's router probability, one
@@ -354,11 +359,7 @@ void moe_block_backward(std::vector<Op>& ops, const Dims& d) {
   ops.push_back(expert_gemm(d, bi, "expert_fc2_dgrad", me, fe2, d.h, 2.0 * mean * static_cast<double>(fe2 * d.h)));
   ops.push_back(expert_gemm(d, bw, "expert_fc2_wgrad", d.h, fe2, me, 2.0 * mean * static_cast<double>(fe2 * d.h)));
   ops.push_back(mem(bi, "expert_swiglu_bwd", MemoryKernel::swiglu, 5.0 * d.act * routed_rows(d) * static_cast<double>(fe2)));
-  if (d.gpt_oss) {
-    Op clamp_bwd = mem(bi, "expert_act_clamp_bwd", MemoryKernel::copy, 5.0 * d.act * expert_clamp_elems(d));
-    clamp_bwd.host_kernels = kClampKernels;
-    ops.push_back(clamp_bwd);
-  }
+  if (d.gpt_oss) ops.push_back(expert_clamp_bwd(d));
   expert_quantize(ops, d, bi, routed_rows(d) * static_cast<double>(fe1), Run::first);
   ops.push_back(expert_gemm(d, bi, "expert_fc1_dgrad", me, d.h, fe1, 2.0 * mean * static_cast<double>(fe1 * d.h)));
   ops.push_back(expert_gemm(d, bw, "expert_fc1_wgrad", fe1, d.h, me, 2.0 * mean * static_cast<double>(fe1 * d.h)));

@@ -10,7 +10,6 @@
 #include <cstdio>
 #include <map>
 #include <ostream>
-#include <sstream>
 #include <string>
 #include <string_view>
 #include <tuple>
@@ -418,7 +417,6 @@ class Folder {
   std::map<Key, Sum, Less> sums_;
 };
 
-/// Process and thread names of every stage; the EP thread only where MoE layers exchange.
 /// The threads of every stage, in order: the EP thread only where a MoE layer exchanges.
 std::vector<TraceStream> streams(const Source& src) {
   bool ep = false;
@@ -432,6 +430,7 @@ std::vector<TraceStream> streams(const Source& src) {
   return out;
 }
 
+/// Process and thread names of every stage.
 void write_threads(EventWriter& w, const Source& src) {
   const std::vector<TraceStream> threads = streams(src);
   for (int r = 0; r < src.p; ++r) {
@@ -520,10 +519,5 @@ void Simulator::for_each_trace_slice(const std::function<void(const TraceSlice&)
   });
 }
 
-std::string Simulator::chrome_trace(TraceDetail detail) const {
-  std::ostringstream out;
-  write_chrome_trace(out, detail);
-  return std::move(out).str();
-}
 
 }  // namespace tetra::sim

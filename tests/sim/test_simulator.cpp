@@ -1,5 +1,6 @@
 // End-to-end simulation of one step from presets and the built-in profiles.
 #include <doctest/doctest.h>
+#include "support/trace_text.hpp"
 #include "support/approx.hpp"
 
 #include <string>
@@ -202,8 +203,8 @@ TEST_SUITE("sim") {
     const auto ra = a.run(f.input(l), o);
     const auto rb = b.run(f.input(l), o);
     CHECK(ra.step_time_s == rb.step_time_s);
-    const std::string ta = a.chrome_trace();
-    CHECK(ta == b.chrome_trace());
+    const std::string ta = tetra::test::trace_text(a);
+    CHECK(ta == tetra::test::trace_text(b));
     const auto j = nlohmann::json::parse(ta);
     REQUIRE(j.contains("traceEvents"));
     int processes = 0, counters = 0, slices = 0;

@@ -1,5 +1,6 @@
 // The Chrome trace of a simulated step: EP slices of MoE layers, the aggregated detail.
 #include <doctest/doctest.h>
+#include "support/trace_text.hpp"
 
 #include <map>
 #include <set>
@@ -104,7 +105,7 @@ TEST_SUITE("sim") {
       f.model.mtp_layers = c.mtp;
       sim::Simulator s;
       const sim::Result r = f.run(s, c.layout);
-      const TraceSums t = read_trace(s.chrome_trace());
+      const TraceSums t = read_trace(tetra::test::trace_text(s));
       CHECK(t.threads.count("ep comm") == 1);
       CHECK(t.ep_names == std::set<std::string>{"ep_combine", "ep_combine_bwd", "ep_dispatch", "ep_dispatch_bwd"});
       for (const sim::StageResult& st : r.stages) {
@@ -126,7 +127,7 @@ TEST_SUITE("sim") {
     l.sp = true;
     sim::Simulator s;
     const sim::Result r = f.run(s, l);
-    const TraceSums t = read_trace(s.chrome_trace());
+    const TraceSums t = read_trace(tetra::test::trace_text(s));
     CHECK(t.dur_by_cat.count("ep") == 0);
     CHECK(t.threads.count("ep comm") == 0);
     CHECK(t.dur_by_cat.at("tp") > 0);
@@ -144,8 +145,8 @@ TEST_SUITE("sim") {
     sim::Simulator s;
     const sim::Result r = f.run(s, l);
     REQUIRE(r.micro_batches == 256);
-    const std::string full = s.chrome_trace(sim::TraceDetail::full);
-    const std::string folded = s.chrome_trace(sim::TraceDetail::aggregated);
+    const std::string full = tetra::test::trace_text(s, sim::TraceDetail::full);
+    const std::string folded = tetra::test::trace_text(s, sim::TraceDetail::aggregated);
     CAPTURE(full.size());
     CAPTURE(folded.size());
     // Slice by slice only the first and the last kTraceKeptMicroBatches micro-batches (plus
@@ -161,7 +162,7 @@ TEST_SUITE("sim") {
       CHECK(b.dur_by_cat.at(cat) == doctest::Approx(dur).epsilon(1e-6));
     }
     CHECK(s.trace_detail(sim::TraceDetail::automatic) == sim::TraceDetail::full);  // under 50 MB
-    CHECK(s.chrome_trace(sim::TraceDetail::automatic) == full);
+    CHECK(tetra::test::trace_text(s, sim::TraceDetail::automatic) == full);
   }
 
   TEST_CASE("trace: detail words") {
@@ -188,7 +189,7 @@ TEST_SUITE("sim") {
       if (std::string(model) == "qwen3-30b-a3b") l.ep = 4;
       sim::Simulator s;
       (void)f.run(s, l);
-      const TraceSums t = read_trace(s.chrome_trace());
+      const TraceSums t = read_trace(tetra::test::trace_text(s));
       std::set<std::string> names;
       for (const sim::TraceStream& st : s.trace_streams()) names.insert(std::string(st.name));
       CHECK(names == t.threads);

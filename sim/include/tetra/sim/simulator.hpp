@@ -47,7 +47,7 @@ struct SimInput {
                                  const costmodel::CostParams& costs);
 
 struct SimOptions {
-  bool record_trace = false;      ///< keep what chrome_trace() needs
+  bool record_trace = false;      ///< keep what write_chrome_trace and for_each_trace_slice need
   double memory_fraction = 1.0;   ///< reported usable share of memory ([search])
   /// Priced layer tables shared between runs of one (model, training, cluster, cost
   /// parameters), e.g. by a search (layer_cache.hpp); null: priced afresh. Not used when
@@ -117,9 +117,6 @@ class Simulator {
   /// counter. TP, CP and EP slices repeat the recorded pattern of each layer of a pass, dense
   /// or MoE as the layer is. `detail` as trace.hpp; automatic as trace_detail() resolves it.
   void write_chrome_trace(std::ostream& out, TraceDetail detail = TraceDetail::full) const;
-
-  /// write_chrome_trace into a string.
-  [[nodiscard]] std::string chrome_trace(TraceDetail detail = TraceDetail::full) const;
 
   /// The streams (trace threads) of every stage of the last recorded run, in display order.
   [[nodiscard]] std::vector<TraceStream> trace_streams() const;
