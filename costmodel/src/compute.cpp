@@ -3,6 +3,8 @@
 
 #include <algorithm>
 #include <cmath>
+
+#include <boost/math/distributions/normal.hpp>
 #include <limits>
 
 namespace tetra::costmodel {
@@ -295,13 +297,25 @@ double memory_bound_seconds(ops::MemoryKernel kernel, double bytes, const Comput
   return bytes / bw + p.kernel_launch_s;
 }
 
+double expected_max_standard_normal(long long n) {
+  if (n <= 1) return 0.0;
+  const double share = (static_cast<double>(n) - 0.375) / (static_cast<double>(n) + 0.25);
+  return boost::math::quantile(boost::math::normal_distribution<double>(), share);
+}
+
+double slowest_gpu_factor(long long gpus, double spread) {
+  if (gpus <= 1 || spread <= 0) return 1.0;
+  return 1.0 + spread * expected_max_standard_normal(gpus);
+}
+
 double op_seconds(const ops::Op& op, const ComputeParams& p) noexcept {
   switch (op.kind) {
     case ops::OpKind::gemm:
       return gemm_seconds(GemmShape{op.m, op.n, op.k, gemm_input_bytes(op.format), 1, op.format}, p) /
-             p.gemm_factor;
+             p.gemm_factor * p.slowest_gpu_factor;
     case ops::OpKind::attention:
-      return attention_seconds(op.attn, op.pass != ops::Pass::forward, p) / p.attention_factor;
+      return attention_seconds(op.attn, op.pass != ops::Pass::forward, p) / p.attention_factor *
+             p.slowest_gpu_factor;
     case ops::OpKind::memory_bound:
       return memory_bound_seconds(op.mem, op.bytes, p) / p.memory_bound_factor;
     case ops::OpKind::collective:

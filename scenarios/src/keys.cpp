@@ -49,6 +49,7 @@ constexpr std::array kKeys = std::to_array<KeyInfo>({
     {"cluster", "nodes", "integer", "the preset's", "1..1000000", "nodes in the cluster", ""},
     {"cluster", "profile", "string", "none", "a path relative to the scenario", "a calibration profile (`tetrasim calibrate`) whose measured rates replace the built-in ones; refused when it was measured on another GPU model", ""},
     {"cluster", "profile_any_gpu", "boolean", "false", "", "apply the profile even when it was measured on another GPU model", ""},
+    {"cluster", "gpu_speed_spread", "number", "0.01", "0..0.5", "how much identical GPUs differ in pace (standard deviation of one GPU's compute time over the median's); each step waits for the slowest of the job's GPUs. 0 prices every GPU at the median's", "Sinha et al., SC22 (arXiv 2208.11035)"},
     {"cluster", "gpu", "table", "the preset's", "", "the GPU: [cluster.gpu]", ""},
     {"cluster", "intra_node", "table", "the preset's", "", "the links inside a node: [cluster.intra_node]", ""},
     {"cluster", "inter_node", "table", "the preset's", "", "the network between nodes: [cluster.inter_node]", ""},

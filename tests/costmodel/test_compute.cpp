@@ -233,3 +233,45 @@ TEST_SUITE("costmodel") {
     CHECK(gb300.fp4_gemm_peak_flops / 1e12 == approx(11441.4).epsilon(1e-6));
   }
 }
+
+TEST_SUITE("costmodel") {
+  TEST_CASE("Expected slowest of n GPUs: Blom's normal quantile against Harter's exact table") {
+    // Harter (Biometrika 48, 1961), expected largest of n standard normals.
+    CHECK(expected_max_standard_normal(1) == 0.0);
+    CHECK(expected_max_standard_normal(2) == approx(0.5642).epsilon(0.05));
+    CHECK(expected_max_standard_normal(10) == approx(1.5388).epsilon(0.01));
+    CHECK(expected_max_standard_normal(100) == approx(2.5076).epsilon(0.01));
+    CHECK(expected_max_standard_normal(1000) == approx(3.2414).epsilon(0.01));
+    // By hand: 16,384 GPUs, quantile at (16384 - 0.375) / 16384.25 = 0.999961851 -> 3.95576.
+    CHECK(expected_max_standard_normal(16384) == approx(3.95576).epsilon(1e-4));
+  }
+
+  TEST_CASE("A synchronous job runs at its slowest GPU's pace (Sinha et al., SC22: 1 % spread)") {
+    // 1 + 0.01 x 3.95576 for Llama 3's 16,384 GPUs; 1 + 0.01 x 1.43420 for one 8-GPU node.
+    CHECK(slowest_gpu_factor(16384, 0.01) == approx(1.0395576).epsilon(1e-6));
+    CHECK(slowest_gpu_factor(8, 0.01) == approx(1.0143420).epsilon(1e-6));
+    CHECK(slowest_gpu_factor(1, 0.01) == 1.0);
+    CHECK(slowest_gpu_factor(4096, 0.0) == 1.0);
+    // cost_params sets it from the cluster; it scales tensor-core ops (GEMM, attention), whose
+    // pace follows the SM clock that power management sets, and leaves HBM-bound kernels alone.
+    hw::Cluster c = cluster("dgx-h100");
+    c.nodes = 2048;
+    const CostParams costs = cost_params(c);
+    CHECK(costs.compute.slowest_gpu_factor == approx(1.0395576).epsilon(1e-6));
+    ComputeParams median = costs.compute;
+    median.slowest_gpu_factor = 1.0;
+    ops::Op gemm;
+    gemm.kind = ops::OpKind::gemm;
+    gemm.m = 8192;
+    gemm.n = 8192;
+    gemm.k = 8192;
+    CHECK(op_seconds(gemm, costs.compute) == approx(op_seconds(gemm, median) * 1.0395576).epsilon(1e-6));
+    ops::Op norm;
+    norm.kind = ops::OpKind::memory_bound;
+    norm.mem = ops::MemoryKernel::rmsnorm;
+    norm.bytes = 1e9;
+    CHECK(op_seconds(norm, costs.compute) == approx(op_seconds(norm, median)).epsilon(1e-12));
+    c.gpu_speed_spread = 0.0;
+    CHECK(cost_params(c).compute.slowest_gpu_factor == 1.0);
+  }
+}

@@ -56,19 +56,22 @@ TEST_SUITE("costmodel") {
     adam.mem = ops::MemoryKernel::adam;
     adam.bytes = 1e9;
     CHECK(op_seconds(adam, a.compute) == approx(1118.82e-6).epsilon(1e-4));
-    // GEMM: the roofline over 0.8.
+    // GEMM: the roofline over 0.8, at the pace of the slowest of the node's 8 GPUs
+    // (slowest_gpu_factor, test_compute.cpp).
+    const double slowest = a.compute.slowest_gpu_factor;
+    CHECK(slowest == approx(1.0143420).epsilon(1e-6));
     ops::Op gemm;
     gemm.kind = ops::OpKind::gemm;
     gemm.m = 8192;
     gemm.n = 8192;
     gemm.k = 8192;
     CHECK(op_seconds(gemm, a.compute) ==
-          approx(gemm_seconds(GemmShape{8192, 8192, 8192, 2, 1}, a.compute) / 0.8));
+          approx(gemm_seconds(GemmShape{8192, 8192, 8192, 2, 1}, a.compute) / 0.8 * slowest));
     // Attention: FA2 on A100 over 1.25.
     ops::Op attn;
     attn.kind = ops::OpKind::attention;
     attn.attn = ops::AttentionShape{parallel::AttentionKernel::flash2, true, 1, 4096, 4096, 32, 8, 128};
-    CHECK(op_seconds(attn, a.compute) == approx(attention_seconds(attn.attn, false, a.compute) / 1.25));
+    CHECK(op_seconds(attn, a.compute) == approx(attention_seconds(attn.attn, false, a.compute) / 1.25 * slowest));
     // Communication ops take no compute time, whatever the factors.
     ops::Op ar;
     ar.kind = ops::OpKind::collective;

@@ -616,3 +616,13 @@ TEST_CASE("loader: cuda_graph takes Megatron-Core's scopes, as an array or joine
   CHECK(error_of([&] { (void)load(text); })
             .rfind("t.toml:11:14: [training].cuda_graph: unknown scope \"router\"", 0) == 0);
 }
+
+TEST_CASE("[cluster].gpu_speed_spread: 1 % by default, 0 prices every GPU at the median, out of range refused") {
+  const std::string head = "[model]\npreset = \"llama3.1-8b\"\n[training]\nseq_len = 4096\nglobal_batch = 8\n"
+                           "[cluster]\npreset = \"dgx-h100\"\nnodes = 2\n";
+  CHECK(load(head, {}, false).cluster.gpu_speed_spread == approx(0.01));
+  CHECK(load(head + "gpu_speed_spread = 0\n", {}, false).cluster.gpu_speed_spread == 0.0);
+  const std::string err = error_of([&] { (void)load(head + "gpu_speed_spread = 0.7\n", {}, false); });
+  CHECK(err.rfind("t.toml:9:", 0) == 0);
+  CHECK(err.find("[cluster].gpu_speed_spread") != std::string::npos);
+}
