@@ -266,6 +266,38 @@ TEST_SUITE("llama") {
     CHECK(per_rank == approx(total / 4));
   }
 
+  TEST_CASE("CP ring merges: TE's output and gradient corrections (context_parallel.py AttnFuncWithCPAndKVP2P)") {
+    // Llama 3.1 70B, s = 32768, TP 8, CP 4: s' = 8192 tokens per rank, 64/8 = 8 query heads and
+    // 8/8 = 1 KV head of 128 on a rank. Q / output elements q = 8192 * 8 * 128 = 8,388,608;
+    // K (or V) elements k = 8192 * 128 = 1,048,576.
+    const Model m = preset("llama3.1-70b");
+    Training tr;
+    tr.seq_len = 32768;
+    Layout l;
+    l.tp = 8;
+    l.cp = 4;
+    l.sp = true;
+    const auto ops = layer_ops(m, tr, l);
+    const double q = 8388608.0;
+    const double k = 1048576.0;
+    // Forward: K and V into the send buffer (4 x 2 B x k), the first output rescaled into out
+    // (2 x 2 B x q), 3 remote steps of 2.25 x 2 B x q on average over the ranks (whole output
+    // at or below the rank, second half above), and 3 log-sum-exp merges of 12 B per query row
+    // and head (8192 x 8).
+    const Op* fwd = find(ops, "cp_out_correction", Pass::forward);
+    REQUIRE(fwd);
+    CHECK(fwd->kind == OpKind::memory_bound);
+    CHECK(fwd->bytes == approx(8.0 * k + (4.0 + 3 * 4.5) * q + 3 * 12.0 * 8192 * 8));
+    // Backward: the received KV into the send buffer (8 B x k), then dQ, dK and dV copied at the
+    // first step and added at the 3 later ones: (4 + 3 x 4.5) x (q + 2k).
+    const Op* bwd = find(ops, "cp_grad_correction", Pass::backward_input);
+    REQUIRE(bwd);
+    CHECK(bwd->bytes == approx(8.0 * k + (4.0 + 3 * 4.5) * (q + 2 * k)));
+    // No ring, no merge.
+    l.cp = 1;
+    CHECK(find(layer_ops(m, tr, l), "cp_out_correction", Pass::forward) == nullptr);
+  }
+
   TEST_CASE("PP boundary and DP gradient buckets (Megatron schedules.py, param_and_grad_buffer.py)") {
     const Model m = preset("llama3.1-8b");
     Training tr;
