@@ -256,6 +256,23 @@ double attention_rate_flops(const ops::AttentionShape& a, bool backward,
   return 0;
 }
 
+double flash2_wave_share(const ops::AttentionShape& a, bool backward, int sms) noexcept {
+  constexpr long long kBlock = 128;       // query rows (forward) / key rows (backward) per CTA
+  const long long per_sm = backward ? 1 : 2;
+  const long long slots = std::max(1LL, static_cast<long long>(sms) * per_sm);
+  auto share = [&](long long ctas) {
+    const long long waves = (ctas + slots - 1) / slots;
+    return static_cast<double>(ctas) / static_cast<double>(std::max(1LL, waves) * slots);
+  };
+  const long long rows = backward ? a.seq_kv : a.seq_q;
+  const long long ctas = std::max(1LL, (rows + kBlock - 1) / kBlock) * std::max(1, a.batch) *
+                         std::max(1, a.heads);
+  // The benchmark: 16,384 tokens in sequences of the row's length, 2048 / head_dim heads.
+  const long long bench_heads = std::max(1, 2048 / std::max(1, a.head_dim));
+  const long long bench = (16384 / kBlock) * bench_heads;
+  return std::min(1.0, share(ctas) / share(bench));
+}
+
 double attention_seconds(const ops::AttentionShape& a, bool backward,
                          const ComputeParams& p) noexcept {
   if (a.kernel == AttentionKernel::fused || a.kernel == AttentionKernel::torch) {
@@ -267,7 +284,8 @@ double attention_seconds(const ops::AttentionShape& a, bool backward,
     const double fwd = gemm_roofline(qk, p).seconds + gemm_roofline(pv, p).seconds;
     return backward ? 2.0 * fwd : fwd;
   }
-  const double rate = attention_rate_flops(a, backward, p);
+  double rate = attention_rate_flops(a, backward, p);
+  if (a.kernel == AttentionKernel::flash2 && p.attention_rows.empty()) rate *= flash2_wave_share(a, backward, p.sms);
   const double flops = attention_kernel_flops(a, backward);
   if (rate <= 0) {
     // No table: fall back to half the GEMM ceiling [assumed].

@@ -275,3 +275,25 @@ TEST_SUITE("costmodel") {
     CHECK(cost_params(c).compute.slowest_gpu_factor == 1.0);
   }
 }
+
+TEST_SUITE("costmodel") {
+  TEST_CASE("FlashAttention-2 waves: a small grid leaves SMs idle (flash_fwd/bwd_launch_template.h)") {
+    // A100, 108 SMs; Llama 3.1 8B at TP 2 (16 heads of 128) and CP 4 on 8192 tokens: a ring step
+    // of 2048 queries against 1024 keys.
+    ops::AttentionShape a{parallel::AttentionKernel::flash2, false, 1, 2048, 1024, 16, 4, 128};
+    // Forward: 2048/128 x 16 = 256 CTAs on 2 x 108 slots: 2 waves, 256/432 = 0.59259 busy; the
+    // benchmark grid, 128 x 16 = 2048 CTAs: 10 waves, 2048/2160 = 0.94815. 0.59259 / 0.94815.
+    CHECK(flash2_wave_share(a, false, 108) == approx(0.625).epsilon(1e-6));
+    // Backward: 1024/128 x 16 = 128 CTAs on 108 slots: 2 waves, 0.59259; the benchmark's 2048
+    // CTAs: 19 waves, 2048/2052 = 0.99805.
+    CHECK(flash2_wave_share(a, true, 108) == approx(0.59259 / 0.99805).epsilon(1e-4));
+    // A whole 8192-token sequence fills the SMs as the benchmark does: 1024 CTAs, 5 waves.
+    ops::AttentionShape full{parallel::AttentionKernel::flash2, true, 1, 8192, 8192, 16, 4, 128};
+    CHECK(flash2_wave_share(full, false, 108) == approx(1.0));
+    // attention_seconds divides the published rate by it (built-in A100 profile, no measured rows).
+    const ComputeParams p = builtin_params("dgx-a100-80gb");
+    const double flops = attention_kernel_flops(a, false);
+    CHECK(attention_seconds(a, false, p) ==
+          approx(flops / (attention_rate_flops(a, false, p) * 0.625) + p.kernel_launch_s).epsilon(1e-9));
+  }
+}

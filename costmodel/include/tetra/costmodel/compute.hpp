@@ -128,6 +128,12 @@ struct GemmEstimate {
 /// backward 2.5 × forward.
 [[nodiscard]] double attention_kernel_flops(const ops::AttentionShape& a, bool backward) noexcept;
 
+/// The share of its SM slots a FlashAttention-2 call keeps busy over that of the benchmark grid
+/// the published rates were measured at (at most 1): the forward runs one CTA per 128 query rows
+/// of each (sequence, head), two per SM; the backward one per 128 key rows, one per SM; a last
+/// wave that does not fill the SMs leaves them idle.
+[[nodiscard]] double flash2_wave_share(const ops::AttentionShape& a, bool backward, int sms) noexcept;
+
 /// Time of one attention call (forward, or backward when `backward`), one repetition.
 [[nodiscard]] double attention_seconds(const ops::AttentionShape& a, bool backward,
                                        const ComputeParams& p) noexcept;
