@@ -239,7 +239,7 @@ TEST_SUITE("llama") {
     }
   }
 
-  TEST_CASE("CP ring: c − 1 KV exchanges of 2·b·s'·(n_kv/t)·d·2 bytes (TE AttnFuncWithCPAndKVP2P)") {
+  TEST_CASE("CP ring: c − 1 KV exchanges of 2·b·s'·(n_kv/t)·d·2 bytes and the merges (TE AttnFuncWithCPAndKVP2P)") {
     const Model m = preset("llama3.1-70b");
     Training tr;
     tr.seq_len = 32768;
@@ -264,20 +264,8 @@ TEST_SUITE("llama") {
       if (op.kind == OpKind::attention && op.pass == Pass::forward) per_rank += op.total_flops();
     }
     CHECK(per_rank == approx(total / 4));
-  }
-
-  TEST_CASE("CP ring merges: TE's output and gradient corrections (context_parallel.py AttnFuncWithCPAndKVP2P)") {
-    // Llama 3.1 70B, s = 32768, TP 8, CP 4: s' = 8192 tokens per rank, 64/8 = 8 query heads and
-    // 8/8 = 1 KV head of 128 on a rank. Q / output elements q = 8192 * 8 * 128 = 8,388,608;
-    // K (or V) elements k = 8192 * 128 = 1,048,576.
-    const Model m = preset("llama3.1-70b");
-    Training tr;
-    tr.seq_len = 32768;
-    Layout l;
-    l.tp = 8;
-    l.cp = 4;
-    l.sp = true;
-    const auto ops = layer_ops(m, tr, l);
+    // The merges (context_parallel.py): 64/8 = 8 query heads and 8/8 = 1 KV head of 128 on a
+    // rank; Q / output elements q = 8192 * 8 * 128 = 8,388,608, K (or V) k = 8192 * 128.
     const double q = 8388608.0;
     const double k = 1048576.0;
     // Forward: K and V into the send buffer (4 x 2 B x k), the first output rescaled into out
@@ -290,9 +278,9 @@ TEST_SUITE("llama") {
     CHECK(fwd->bytes == approx(8.0 * k + (4.0 + 3 * 4.5) * q + 3 * 12.0 * 8192 * 8));
     // Backward: the received KV into the send buffer (8 B x k), then dQ, dK and dV copied at the
     // first step and added at the 3 later ones: (4 + 3 x 4.5) x (q + 2k).
-    const Op* bwd = find(ops, "cp_grad_correction", Pass::backward_input);
-    REQUIRE(bwd);
-    CHECK(bwd->bytes == approx(8.0 * k + (4.0 + 3 * 4.5) * (q + 2 * k)));
+    const Op* grads = find(ops, "cp_grad_correction", Pass::backward_input);
+    REQUIRE(grads);
+    CHECK(grads->bytes == approx(8.0 * k + (4.0 + 3 * 4.5) * (q + 2 * k)));
     // No ring, no merge.
     l.cp = 1;
     CHECK(find(layer_ops(m, tr, l), "cp_out_correction", Pass::forward) == nullptr);
