@@ -514,7 +514,8 @@ CostParams cost_params(const hw::Cluster& cluster, const Profile* profile) {
   const Profile built_in = profile != nullptr ? Profile{} : builtin_profile(cluster);
   const Profile& p = profile != nullptr ? *profile : built_in;
   CostParams costs{make_compute_params(cluster, p), make_comm_params(cluster, p), 0.0};
-  costs.compute.slowest_gpu_factor = slowest_gpu_factor(cluster.total_gpus(), cluster.gpu_speed_spread);
+  costs.compute.slowest_gpu_factor =
+      slowest_gpu_factor(cluster.total_gpus(), cluster.gpu_speed_spread);
   return costs;
 }
 

@@ -3,9 +3,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include <boost/math/distributions/normal.hpp>
-#include <limits>
 
 namespace tetra::costmodel {
 namespace {
@@ -285,7 +285,9 @@ double attention_seconds(const ops::AttentionShape& a, bool backward,
     return backward ? 2.0 * fwd : fwd;
   }
   double rate = attention_rate_flops(a, backward, p);
-  if (a.kernel == AttentionKernel::flash2 && p.attention_rows.empty()) rate *= flash2_wave_share(a, backward, p.sms);
+  if (a.kernel == AttentionKernel::flash2 && p.attention_rows.empty()) {
+    rate *= flash2_wave_share(a, backward, p.sms);
+  }
   const double flops = attention_kernel_flops(a, backward);
   if (rate <= 0) {
     // No table: fall back to half the GEMM ceiling [assumed].

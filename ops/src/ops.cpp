@@ -79,7 +79,8 @@ namespace {
 
 /// Elements of Q (and of the attention output) and of K (and of V) on this rank.
 double q_elements(const Dims& d) {
-  return static_cast<double>(d.b * d.sr) * static_cast<double>(d.nq / d.t) * static_cast<double>(d.dh);
+  return static_cast<double>(d.b * d.sr) * static_cast<double>(d.nq / d.t) *
+         static_cast<double>(d.dh);
 }
 double kv_elements(const Dims& d) {
   return static_cast<double>(d.b * d.sr) * static_cast<double>(std::max(1LL, d.nkv / d.t) * d.dh);
@@ -100,8 +101,8 @@ double te_cp_step_merge_per_element(const Dims& d) { return 2.25 * d.act; }
 double te_cp_forward_merge_bytes(const Dims& d) {
   const double remote = static_cast<double>(d.c - 1);
   const double lse_rows = static_cast<double>(d.b * d.sr) * static_cast<double>(d.nq / d.t);
-  return 4.0 * d.act * kv_elements(d) + (2.0 * d.act + remote * te_cp_step_merge_per_element(d)) * q_elements(d) +
-         remote * 12.0 * lse_rows;
+  const double merges = 2.0 * d.act + remote * te_cp_step_merge_per_element(d);
+  return 4.0 * d.act * kv_elements(d) + merges * q_elements(d) + remote * 12.0 * lse_rows;
 }
 
 /// TE's accumulation of the gradients in the backward pass: the received K and V copied into the
@@ -109,8 +110,8 @@ double te_cp_forward_merge_bytes(const Dims& d) {
 /// or added (the later ones) into the dQ buffer and the dKV buffer that travels on.
 double te_cp_backward_merge_bytes(const Dims& d) {
   const double remote = static_cast<double>(d.c - 1);
-  return 4.0 * d.act * kv_elements(d) +
-         (2.0 * d.act + remote * te_cp_step_merge_per_element(d)) * (q_elements(d) + 2.0 * kv_elements(d));
+  const double merges = 2.0 * d.act + remote * te_cp_step_merge_per_element(d);
+  return 4.0 * d.act * kv_elements(d) + merges * (q_elements(d) + 2.0 * kv_elements(d));
 }
 
 }  // namespace

@@ -316,7 +316,9 @@ hw::Cluster load_cluster(const Doc& doc, const toml::table& table) {
   }
   if (const auto* n = s.get("nodes")) c.nodes = s.int_value(*n, "nodes", 1, kMaxNodes);
   if (const auto* n = s.get("profile_any_gpu")) c.profile_any_gpu = s.boolean(*n, "profile_any_gpu");
-  if (const auto* n = s.get("gpu_speed_spread")) c.gpu_speed_spread = s.number(*n, "gpu_speed_spread", 0.0, 0.5);
+  if (const auto* n = s.get("gpu_speed_spread")) {
+    c.gpu_speed_spread = s.number(*n, "gpu_speed_spread", 0.0, 0.5);
+  }
   if (const auto* n = s.get("profile")) {
     const std::string rel = s.string(*n, "profile");
     if (rel.empty()) s.fail_at(*n, "profile", "empty path");

@@ -18,8 +18,8 @@
 ///   memory-bound op in the op list).
 /// - Memory-bound kernels: bytes / achieved HBM bandwidth + launch (achieved bandwidth as
 ///   streaming benchmarks measure it, e.g. `RRZE-HPC/gpu-benches` gpu-stream).
-/// - The job's pace: every kernel time above is one median GPU's; a synchronous job runs at
-///   its slowest GPU's pace (`slowest_gpu_factor`).
+/// - The job's pace: every kernel time above is one median GPU's; a synchronous job runs its
+///   tensor-core kernels at its slowest GPU's pace (`slowest_gpu_factor`).
 /// - Measured rows of a calibration profile override the analytical value (see
 ///   `make_compute_params` and each function for the interpolation rule).
 ///
@@ -92,7 +92,8 @@ struct ComputeParams {
   double gemm_factor = 1.0;
   double attention_factor = 1.0;
   double memory_bound_factor = 1.0;
-  /// The slowest GPU's time over the median GPU's (slowest_gpu_factor); multiplies every op.
+  /// The slowest GPU's time over the median GPU's (slowest_gpu_factor); multiplies the GEMM and
+  /// attention times (memory-bound kernels follow HBM, not the SM clock).
   double slowest_gpu_factor = 1.0;
 };
 
