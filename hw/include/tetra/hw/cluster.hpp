@@ -67,10 +67,11 @@ struct Cluster {
   bool profile_any_gpu = false;  ///< apply the profile even if it was measured on another GPU
   /// How much identical GPUs differ in pace: the standard deviation of one GPU's compute time
   /// over the median GPU's. Sinha et al. ("Not All GPUs Are Created Equal", SC22, arXiv
-  /// 2208.11035) ran the same kernels on over 90 % of the GPUs of four clusters and found an
-  /// 8 % spread between the fastest and the slowest GPU on average (outliers set aside); as the
-  /// range of a normal sample the size of Summit's 27,648 GPUs (about 8 standard deviations)
-  /// that is 1 %. A synchronous step waits for its slowest GPU (costmodel::slowest_gpu_factor).
+  /// 2208.11035) ran the same kernels on over 90 % of the GPUs of clusters of one SKU and report
+  /// 8 % average performance variation between them (22 % at most; outliers up to 1.5x slower
+  /// than the median aside). Read as the range of a normal sample the size of Summit's 27,648
+  /// GPUs (about 8 standard deviations), that is 1 %. A synchronous step waits for its slowest
+  /// GPU (costmodel::slowest_gpu_factor).
   double gpu_speed_spread = 0.01;
 
   [[nodiscard]] long long total_gpus() const noexcept {
