@@ -225,11 +225,13 @@ double attention_rate_flops(const ops::AttentionShape& a, bool backward,
       return backward ? std::min(fwd3, 1.5 * fb2) : fwd3;
     }
     case AttentionKernel::flash2: {
+      // The published rate at the benchmark's grid, times the share of it this call's grid fills.
+      const double waves = flash2_wave_share(a, backward, p.sms);
       const double own = table_rate_hd(rates, AttentionKernel::flash2, pass, a.head_dim, a.causal, seq);
-      if (own > 0) return own;
+      if (own > 0) return own * waves;
       // Published FA2 numbers are forward+backward: both passes priced at that rate [assumed].
-      return table_rate_hd(rates, AttentionKernel::flash2, AttentionRatePass::fwd_bwd, a.head_dim,
-                           a.causal, seq);
+      return waves * table_rate_hd(rates, AttentionKernel::flash2, AttentionRatePass::fwd_bwd,
+                                   a.head_dim, a.causal, seq);
     }
     case AttentionKernel::flash1:
     case AttentionKernel::triton: {
@@ -284,10 +286,7 @@ double attention_seconds(const ops::AttentionShape& a, bool backward,
     const double fwd = gemm_roofline(qk, p).seconds + gemm_roofline(pv, p).seconds;
     return backward ? 2.0 * fwd : fwd;
   }
-  double rate = attention_rate_flops(a, backward, p);
-  if (a.kernel == AttentionKernel::flash2 && p.attention_rows.empty()) {
-    rate *= flash2_wave_share(a, backward, p.sms);
-  }
+  const double rate = attention_rate_flops(a, backward, p);
   const double flops = attention_kernel_flops(a, backward);
   if (rate <= 0) {
     // No table: fall back to half the GEMM ceiling [assumed].

@@ -76,6 +76,12 @@ constexpr int kBiasKernelsOnce = 2;
 constexpr int kBiasBwdKernelsPerExpert = 6;
 constexpr int kBiasBwdKernelsOnce = 3;
 
+/// `op` as the host issues it: `kernels` launches from eager PyTorch (Op::host_kernels).
+Op issued_as(int kernels, Op op) {
+  op.host_kernels = kernels;
+  return op;
+}
+
 /// Rows of one expert's GEMM (at least one).
 long long expert_rows(const Dims& d) { return std::max(1LL, static_cast<long long>(std::ceil(d.expert_tokens))); }
 
@@ -182,14 +188,12 @@ Op expert_activation(const Dims& d) {
 /// the input and writes, 3 act per element, and the chunk's gradient concatenates the halves, 2.
 double expert_clamp_elems(const Dims& d) { return routed_rows(d) * static_cast<double>(d.fe * 2 / d.etp); }
 Op expert_clamp(const Dims& d) {
-  Op op = mem(Pass::forward, "expert_act_clamp", MemoryKernel::copy, 4.0 * d.act * expert_clamp_elems(d));
-  op.host_kernels = kClampKernels;
-  return op;
+  return issued_as(kClampKernels,
+                   mem(Pass::forward, "expert_act_clamp", MemoryKernel::copy, 4.0 * d.act * expert_clamp_elems(d)));
 }
 Op expert_clamp_bwd(const Dims& d) {
-  Op op = mem(Pass::backward_input, "expert_act_clamp_bwd", MemoryKernel::copy, 5.0 * d.act * expert_clamp_elems(d));
-  op.host_kernels = kClampKernels;
-  return op;
+  return issued_as(kClampKernels, mem(Pass::backward_input, "expert_act_clamp_bwd", MemoryKernel::copy,
+                                      5.0 * d.act * expert_clamp_elems(d)));
 }
 
 /// gpt-oss's expert FC2 bias: TEGroupedMLP returns it unapplied and `_apply_bias`
@@ -203,20 +207,19 @@ Op expert_clamp_bwd(const Dims& d) {
 double expert_bias_fwd_bytes(const Dims& d) { return 14.0 * d.act * routed_rows(d) * static_cast<double>(d.h); }
 double expert_bias_bwd_bytes(const Dims& d) { return 18.0 * d.act * routed_rows(d) * static_cast<double>(d.h); }
 
+/// The bias loop's kernels: `per_expert` for each local expert and `once` around the loop.
 int bias_host_kernels(const Dims& d, int per_expert, int once) {
   return per_expert * static_cast<int>(d.local_experts) + once;
 }
 
 Op expert_bias_fwd(const Dims& d) {
-  Op op = mem(Pass::forward, "expert_fc2_bias", MemoryKernel::copy, expert_bias_fwd_bytes(d));
-  op.host_kernels = bias_host_kernels(d, kBiasKernelsPerExpert, kBiasKernelsOnce);
-  return op;
+  return issued_as(bias_host_kernels(d, kBiasKernelsPerExpert, kBiasKernelsOnce),
+                   mem(Pass::forward, "expert_fc2_bias", MemoryKernel::copy, expert_bias_fwd_bytes(d)));
 }
 
 Op expert_bias_bwd(const Dims& d) {
-  Op op = mem(Pass::backward_input, "expert_fc2_bias_bwd", MemoryKernel::copy, expert_bias_bwd_bytes(d));
-  op.host_kernels = bias_host_kernels(d, kBiasBwdKernelsPerExpert, kBiasBwdKernelsOnce);
-  return op;
+  return issued_as(bias_host_kernels(d, kBiasBwdKernelsPerExpert, kBiasBwdKernelsOnce),
+                   mem(Pass::backward_input, "expert_fc2_bias_bwd", MemoryKernel::copy, expert_bias_bwd_bytes(d)));
 }
 
 }  // namespace
@@ -252,9 +255,7 @@ void moe_block_forward(std::vector<Op>& ops, const Dims& d, Run run) {
   // logits (read and write 4 bytes per logit).
   push(gemm(fw, "router", t_in, d.experts, d.h));
   push(mem(fw, "router_topk", MemoryKernel::softmax, 8.0 * static_cast<double>(t_in * d.experts)));
-  Op permute = mem(fw, "moe_permute", MemoryKernel::copy, permute_bytes(d));
-  permute.host_kernels = kPermuteKernels;
-  push(permute);
+  push(issued_as(kPermuteKernels, mem(fw, "moe_permute", MemoryKernel::copy, permute_bytes(d))));
   ep_exchange(ops, d, fw, "ep_dispatch", Toward::experts, run);
   etp_exchange(ops, d, fw, "etp_ag", Toward::experts, run);
   quantize_weight(ops, d, d.h, fe1 * d.local_experts, run);

@@ -132,8 +132,7 @@ void attention_forward(std::vector<Op>& ops, const Dims& d, const Training& tr, 
   } else if (d.x.torch_cp) {
     torch_cp_attention_forward(ops, d, kernel, run);
   } else {
-    const double kv_bytes = 2.0 * d.act * static_cast<double>(d.b * d.sr) *
-                            static_cast<double>(std::max(1LL, d.nkv / d.t) * d.dh);
+    const double kv_bytes = 2.0 * d.act * kv_elements(d);
     push(attention(Pass::forward, "core_attention", d, kernel, Mask::causal, d.sr, d.sr, 1));
     push(p2p(Pass::forward, "cp_kv", CommDim::cp, kv_bytes, static_cast<int>(d.c - 1), Wait::async));
     push(attention(Pass::forward, "core_attention_ring", d, kernel, Mask::full, d.sr, d.sr / 2,
@@ -183,8 +182,7 @@ void attention_backward(std::vector<Op>& ops, const Dims& d, const Training& tr)
     return;
   }
   // Backward ring: KV at step 0, KV + dKV at steps 1..c−2, dKV at step c−1: 2(c−1)·KV in all.
-  const double kv_bytes = 2.0 * d.act * static_cast<double>(d.b * d.sr) *
-                          static_cast<double>(std::max(1LL, d.nkv / d.t) * d.dh);
+  const double kv_bytes = 2.0 * d.act * kv_elements(d);
   ops.push_back(attention(Pass::backward_input, "core_attention_bwd", d, kernel, Mask::causal, d.sr, d.sr, 1));
   ops.push_back(p2p(Pass::backward_input, "cp_kv_dkv", CommDim::cp, 2.0 * kv_bytes,
                     static_cast<int>(d.c - 1), Wait::async));

@@ -519,5 +519,4 @@ void Simulator::for_each_trace_slice(const std::function<void(const TraceSlice&)
   });
 }
 
-
 }  // namespace tetra::sim
