@@ -201,6 +201,7 @@ struct LayoutTerms {
   double vocab = 0;               ///< padded vocabulary
   double linear_per_layer = 0;    ///< one layer's linear weights on this rank (all but the norms)
   double q8 = 1;                  ///< bytes per element of a quantised FP8 / FP4 copy
+  double fp8_copies = 2;          ///< FP8 copies of a quantised weight on this GPU
   double a_layer = 0;             ///< saved bytes of one layer and micro-batch
   double transient_layer = 0;     ///< working set of one layer's backward
   detail::MoeLayerMemory moe_layer;
@@ -229,6 +230,13 @@ double layer_working_bytes(const model::Model& model, const parallel::Training& 
 /// Communicators with more than one rank (F24-web counts one per group > 1): TP, CP, PP, DP;
 /// the DP x CP group that the distributed optimizer reduces over when c > 1; the embedding
 /// group of tied embeddings.
+/// FP8 copies of a quantised tensor of `training` on `gpu` (Fp8Training::copies).
+double fp8_copies_on(const parallel::Training& training, const hw::Gpu& gpu) {
+  parallel::Fp8Training fp8 = training.fp8;
+  fp8.any_layout_gemms = parallel::fp8_gemms_take_any_layout(gpu);
+  return fp8.copies();
+}
+
 int communicator_count(const model::Model& model, const parallel::Layout& layout) {
   const int p = std::max(layout.pp, 1);
   int communicators = 0;
@@ -269,6 +277,7 @@ LayoutTerms layout_terms(const model::Model& model, const hw::Cluster& cluster,
       .vocab = static_cast<double>(parallel::padded_vocab(model, layout.tp)),
       .linear_per_layer = std::max(0.0, layer_params - 2.0 * g.h) / g.t,
       .q8 = parallel::quantized_bytes_per_element(training.fp8.recipe),
+      .fp8_copies = fp8_copies_on(training, cluster.gpu),
       .a_layer = activation_bytes_per_layer(model, training, layout),
       .transient_layer = layer_working_bytes(model, training, layout),
       // MoE / MLA per-layer terms (moe_memory.cpp).
@@ -382,17 +391,19 @@ double stage_linear_params(const LayoutTerms& terms, const parallel::StageParams
 
 /// FP8 weights (TE caches the quantised weights of every linear from the first micro-batch to
 /// the last, `is_first_microbatch` in linear.py): the row-wise copy for the forward GEMM and the
-/// transposed / column-wise copy for dgrad, q + q per linear weight. Under `fp8_param_gather`
-/// the parameter itself is the row-wise FP8 copy: the bf16 weights of the linears go (2 -> q
-/// per parameter) and only the column-wise copy is extra. torchao's Float8 linears cast the
-/// weights every forward and keep no cache.
+/// transposed / column-wise copy for dgrad, q + q per linear weight, q alone where one copy
+/// serves both (Fp8Training::copies). Under `fp8_param_gather` the parameter itself is the
+/// row-wise FP8 copy: the bf16 weights of the linears go (2 -> q per parameter) and only the
+/// second copy is extra. torchao's Float8 linears cast the weights every forward and keep no
+/// cache.
 void add_fp8_weight_copies(const LayoutTerms& terms, const parallel::StageParams& st, StageMemory& s) {
   const parallel::Training& training = terms.training;
   if (!terms.hab.fp8_linears || terms.hab.fsdp) return;
   const double linear = stage_linear_params(terms, st);
   const double q8 = terms.q8;
+  const double copies = terms.fp8_copies;
   const double phi_e = static_cast<double>(st.expert_params);
-  if (terms.model.moe.has_value()) s.expert_states_bytes += 2.0 * q8 * phi_e;
+  if (terms.model.moe.has_value()) s.expert_states_bytes += copies * q8 * phi_e;
   if (training.zero_stage >= 3) {
     // Sharded weights (Megatron-FSDP, `optim_grads_params`): a linear's FP8 copies exist only
     // while its layer is gathered, the layer computed and the one prefetched. Under
@@ -403,15 +414,15 @@ void add_fp8_weight_copies(const LayoutTerms& terms, const parallel::StageParams
     const double per_layer = terms.linear_per_layer;
     if (training.fp8.param_gather) {
       s.params_bytes -= (linear / terms.shard + kGatheredLayers * per_layer) * (terms.sb.w - q8);
-      s.fp8_cache_bytes = kGatheredLayers * per_layer * q8;
+      s.fp8_cache_bytes = kGatheredLayers * per_layer * (copies - 1.0) * q8;
     } else {
-      s.fp8_cache_bytes = kGatheredLayers * per_layer * 2.0 * q8;
+      s.fp8_cache_bytes = kGatheredLayers * per_layer * copies * q8;
     }
   } else if (training.fp8.param_gather) {
     s.params_bytes -= linear * (terms.sb.w - q8);
-    s.fp8_cache_bytes = linear * q8;
+    s.fp8_cache_bytes = linear * (copies - 1.0) * q8;
   } else {
-    s.fp8_cache_bytes = 2.0 * linear * q8;
+    s.fp8_cache_bytes = copies * linear * q8;
   }
 }
 

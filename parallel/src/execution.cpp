@@ -37,6 +37,7 @@ ExecutionTraits execution_traits(const Training& tr, const Layout& l) {
   x.fp8_linears = tr.fp8.enabled();
   x.linear_format = gemm_format(x.recipe);
   x.quantized = quantized_bytes_per_element(x.recipe);
+  x.cast_copies = tr.fp8.copies();
   x.cached_weight_casts = tr.fp8.enabled() && !torchao_recipe(x.recipe);
   x.fp8_param_gather = tr.fp8.param_gather && tr.fp8.enabled();
   x.tp_gather_bytes = x.recipe == Fp8Recipe::tensorwise ? 1.0 : x.act;

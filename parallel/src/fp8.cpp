@@ -32,6 +32,16 @@ constexpr int kFp8Capability = 89;
 
 }  // namespace
 
+double Fp8Training::copies() const noexcept {
+  const bool per_tensor = recipe == Fp8Recipe::delayed || recipe == Fp8Recipe::current;
+  return per_tensor && any_layout_gemms ? 1.0 : 2.0;
+}
+
+bool fp8_gemms_take_any_layout(const hw::Gpu& gpu) noexcept {
+  const int cc = gpu.compute_capability;
+  return (cc >= 100 && cc < 120) || cc >= 130;
+}
+
 bool torchao_recipe(Fp8Recipe recipe) noexcept {
   return recipe == Fp8Recipe::tensorwise || recipe == Fp8Recipe::rowwise;
 }

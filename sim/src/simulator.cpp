@@ -143,7 +143,9 @@ OpPricer Simulator::pricer(const SimInput& in) {
 void Simulator::price_layers(const SimInput& in, const SimOptions& options, const OpPricer& price) {
   const model::Model& model = *in.model;
   const hw::Cluster& cluster = *in.cluster;
-  const parallel::Training& training = *in.training;
+  // The kernels as they run on this GPU (the FP8 copies its GEMMs need).
+  parallel::Training training = *in.training;
+  training.fp8.any_layout_gemms = parallel::fp8_gemms_take_any_layout(cluster.gpu);
   const parallel::Layout& layout = in.layout;
   const bool record = options.record_trace;
   // SM sharing: NCCL runs one thread block per channel on the SMs of the GPU

@@ -215,6 +215,17 @@ TEST_SUITE("costmodel") {
     t.fp8 = {parallel::Fp8Recipe::mxfp8, false};
     CHECK(estimate_memory(m, c, t, l).stages.front().fp8_cache_bytes ==
           approx(2.0 * (1.0 + 1.0 / 32.0) * 6979321856.0));
+    // On B200 the FP8 GEMMs take any layout (TE nvte_is_non_tn_fp8_gemm_supported): a
+    // per-tensor-scaled weight keeps one copy, 1 byte each, and none beside an FP8 parameter;
+    // MXFP8 keeps its column-wise copy.
+    const hw::Cluster b200 = cluster("dgx-b200");
+    t.fp8 = {parallel::Fp8Recipe::delayed, false};
+    CHECK(estimate_memory(m, b200, t, l).stages.front().fp8_cache_bytes == approx(6979321856.0));
+    t.fp8.param_gather = true;
+    CHECK(estimate_memory(m, b200, t, l).stages.front().fp8_cache_bytes == 0.0);
+    t.fp8 = {parallel::Fp8Recipe::mxfp8, false};
+    CHECK(estimate_memory(m, b200, t, l).stages.front().fp8_cache_bytes ==
+          approx(2.0 * (1.0 + 1.0 / 32.0) * 6979321856.0));
   }
 
   TEST_CASE("memory: full recompute stores 0.0625 GiB per layer (K22 Table 2)") {

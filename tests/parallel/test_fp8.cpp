@@ -140,6 +140,59 @@ TEST_SUITE("llama") {
     CHECK(reductions == 4);
   }
 
+  TEST_CASE("fp8: one copy of a per-tensor-scaled tensor where the GEMMs take any layout "
+            "(TE quantizer.cpp, nvte_is_non_tn_fp8_gemm_supported)") {
+    // transformer_engine/common/transformer_engine.cpp: non-TN FP8 GEMMs on compute
+    // capability 10.x / 11.x and from 13.0; Hopper and Ada are TN-only.
+    for (const char* name : {"a100-sxm-80gb", "h100-sxm-80gb", "h200-sxm-141gb"}) {
+      const auto gpu = tetra::hw::find_gpu_preset(name);
+      REQUIRE(gpu);
+      CHECK_FALSE(fp8_gemms_take_any_layout(*gpu));
+    }
+    for (const char* name : {"b200", "b300", "gb200", "gb300"}) {
+      const auto gpu = tetra::hw::find_gpu_preset(name);
+      REQUIRE(gpu);
+      CHECK(fp8_gemms_take_any_layout(*gpu));
+    }
+    tetra::hw::Gpu rtx = *tetra::hw::find_gpu_preset("b200");
+    rtx.compute_capability = 120;  // GeForce / RTX Blackwell: TN-only again
+    CHECK_FALSE(fp8_gemms_take_any_layout(rtx));
+
+    // quantizer.cpp creates the transpose only for `columnwise_usage &&
+    // !nvte_is_non_tn_fp8_gemm_supported()`: delayed and current scaling keep one copy on
+    // Blackwell; MXFP8 scales the column-wise copy along the other axis and keeps two.
+    Fp8Training f{Fp8Recipe::current, false};
+    CHECK(f.copies() == 2.0);
+    f.any_layout_gemms = true;
+    CHECK(f.copies() == 1.0);
+    f.recipe = Fp8Recipe::delayed;
+    CHECK(f.copies() == 1.0);
+    f.recipe = Fp8Recipe::mxfp8;
+    CHECK(f.copies() == 2.0);
+
+    // Llama-3.1-8B, seq 4096, mbs 1: the forward cast of the four linear inputs (T h, T h,
+    // T h, T f) reads bf16 (2) and writes one FP8 copy (1): 3 bytes per element, not 4.
+    const Model m = preset("llama3.1-8b");
+    Training t;
+    t.seq_len = 4096;
+    t.global_batch = 8;
+    t.fp8.recipe = Fp8Recipe::current;
+    t.fp8.any_layout_gemms = true;
+    Layout l;
+    l.dp = 1;
+    l.mbs = 1;
+    const double T = 4096, h = 4096, qkv = 6144, f2 = 2 * 14336.0;
+    const double fwd_inputs = 3 * T * h + T * 14336.0;
+    const double weights = (h * qkv + h * h + h * f2 + 14336.0 * h) / 8.0;
+    const auto ops = layer_ops(m, t, l);
+    CHECK(bytes_named(ops, "fp8_cast", Pass::forward) == approx(3.0 * (fwd_inputs + weights)));
+    CHECK(bytes_named(ops, "fp8_amax", Pass::forward) == approx(2.0 * (fwd_inputs + weights)));
+    // MXFP8 on the same GPU: 2 + 2 x (1 + 1/32) per element.
+    t.fp8.recipe = Fp8Recipe::mxfp8;
+    CHECK(bytes_named(layer_ops(m, t, l), "fp8_cast", Pass::forward) ==
+          approx((2.0 + 2.0 * (1.0 + 1.0 / 32.0)) * (fwd_inputs + weights)));
+  }
+
   TEST_CASE("tp_comm_overlap: the SP collectives of the linears run under their GEMMs") {
     const Model m = preset("llama3.1-8b");
     Training t;

@@ -3,6 +3,7 @@
 #include "support/trace_text.hpp"
 #include "support/approx.hpp"
 
+#include <cmath>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -186,6 +187,34 @@ TEST_SUITE("sim") {
     CHECK(r.bubble_fraction < 0.1);  // (p-1)/(m+p-1) = 3/67 with 64 micro-batches
     CHECK(r.exposed.tp > 0);        // TP all-gather / reduce-scatter on the forward path block
     CHECK(r.stages[0].inflight == approx(4.0));
+  }
+
+  TEST_CASE("simulate: per-tensor FP8 casts write one copy where the GPU's GEMMs take any layout "
+            "(TE nvte_is_non_tn_fp8_gemm_supported)") {
+    // Llama-3.1-8B on one DGX B200, current scaling: the simulator prices the casts for the
+    // cluster's GPU. The same GPU declared TN-only (compute capability 9.0) writes the
+    // transposed copy as well, a longer step; MXFP8 keeps both copies on either.
+    Fixture f("llama3.1-8b", "dgx-b200", 1);
+    f.training.seq_len = 8192;
+    f.training.global_batch = 64;
+    f.training.fp8.recipe = parallel::Fp8Recipe::current;
+    parallel::Layout l;
+    l.dp = 8;
+    l.mbs = 2;
+    const double blackwell = sim::simulate(f.input(l)).step_time_s;
+    Fixture tn = f;
+    tn.cluster.gpu.compute_capability = 90;
+    tn.costs = costmodel::cost_params(tn.cluster);
+    const double tn_only = sim::simulate(tn.input(l)).step_time_s;
+    CAPTURE(blackwell);
+    CAPTURE(tn_only);
+    CHECK(blackwell < tn_only);
+    // What else compute capability 9.0 changes (the attention kernels) moves MXFP8 by less.
+    f.training.fp8.recipe = parallel::Fp8Recipe::mxfp8;
+    tn.training.fp8.recipe = parallel::Fp8Recipe::mxfp8;
+    const double mx_change = sim::simulate(tn.input(l)).step_time_s - sim::simulate(f.input(l)).step_time_s;
+    CAPTURE(mx_change);
+    CHECK(std::abs(mx_change) < 0.5 * (tn_only - blackwell));
   }
 
   TEST_CASE("simulate: the same input gives byte-identical traces and the trace is valid JSON") {

@@ -106,6 +106,8 @@ struct ExecutionTraits {
   bool fp8_linears = false;  ///< a recipe is set
   GemmFormat linear_format = GemmFormat::training;
   double quantized = 0;
+  /// FP8 copies a Transformer Engine cast writes (Fp8Training::copies).
+  double cast_copies = 2;
   /// Transformer Engine casts each weight once per step (`is_first_microbatch`) and reuses
   /// the copy for the later micro-batches; torchao casts at every use.
   bool cached_weight_casts = false;

@@ -41,9 +41,26 @@ struct Fp8Training {
   /// Megatron-Core `--fp8-param-gather`: the linear weights live as FP8 tensors (no BF16 copy)
   /// and the distributed optimizer all-gathers them in FP8.
   bool param_gather = false;
+  /// The GPU's FP8 GEMMs take their operands in any layout (fp8_gemms_take_any_layout); set
+  /// for the run's GPU where its kernels are priced (sim::Simulator). False until then: the
+  /// TN-only GEMMs of Hopper and Ada.
+  bool any_layout_gemms = false;
 
   [[nodiscard]] bool enabled() const noexcept { return recipe != Fp8Recipe::none; }
+  /// FP8 copies Transformer Engine keeps of one quantised tensor: the row-wise copy and the
+  /// one the other GEMM of its pair reads, transposed where the GEMMs take only the TN layout
+  /// and column-wise under the block-scaled recipes (scaled along the other axis). A
+  /// per-tensor-scaled tensor (delayed, current) on GPUs whose GEMMs take any layout has one:
+  /// `transformer_engine/pytorch/csrc/quantizer.cpp` creates the transpose only when
+  /// `columnwise_usage && !nvte_is_non_tn_fp8_gemm_supported()` (Float8Quantizer and
+  /// Float8CurrentScalingQuantizer, TE 2.1 on).
+  [[nodiscard]] double copies() const noexcept;
 };
+
+/// Whether `gpu`'s FP8 GEMMs take operands in any layout, not only TN (Transformer Engine
+/// `nvte_is_non_tn_fp8_gemm_supported`, `transformer_engine/common/transformer_engine.cpp`:
+/// compute capability 10.x and 11.x, and 13.0 on; Hopper, Ada and 12.x are TN-only).
+[[nodiscard]] bool fp8_gemms_take_any_layout(const hw::Gpu& gpu) noexcept;
 
 /// Format of the linear layers' GEMMs under the recipe.
 [[nodiscard]] GemmFormat gemm_format(Fp8Recipe recipe) noexcept;
