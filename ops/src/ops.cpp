@@ -467,14 +467,22 @@ void column_backward(std::vector<Op>& ops, const Dims& d, const ColumnGroup& g, 
 
 /// Bytes per parameter that the distributed optimizer all-gathers: the training precision, or
 /// under `fp8_param_gather` FP8 for the linear weights (Megatron-Core keeps them as FP8 tensors
-/// and gathers those) and the training precision for the norms.
+/// and gathers those) and the training precision for the norms. MXFP8 weights are gathered in
+/// the gradient buffer, in its dtype, and cast to MXFP8 after the gather
+/// (`megatron/core/distributed/param_and_grad_buffer.py` `_post_param_sync` under
+/// `reuse_grad_buf_for_mxfp8_param_ag`, which Megatron-Bridge's `bf16_with_mxfp8_mixed` sets
+/// with `fp8_param_gather`, `src/megatron/bridge/training/mixed_precision.py`).
 double gathered_param_bytes(const Model& m, const Training& tr) {
   const double act = bytes_of(tr.precision);
   if (!(tr.fp8.param_gather && memory_habits(tr).fp8_linears)) return act;  // ExecutionTraits::fp8_param_gather
   const double layer = static_cast<double>(params_per_layer(m));
   const double norms = 2.0 * static_cast<double>(m.hidden);
   const double linear = std::max(0.0, layer - norms) / std::max(1.0, layer);
-  return linear * quantized_bytes_per_element(tr.fp8.recipe) + (1.0 - linear) * act;
+  const bool through_grad_buffer = tr.fp8.recipe == parallel::Fp8Recipe::mxfp8 &&
+                                   tr.framework == parallel::Framework::megatron && tr.zero_stage < 3;
+  const double linear_bytes =
+      through_grad_buffer ? bytes_of(tr.grad_dtype) : quantized_bytes_per_element(tr.fp8.recipe);
+  return linear * linear_bytes + (1.0 - linear) * act;
 }
 
 }  // namespace detail

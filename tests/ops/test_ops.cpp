@@ -333,6 +333,26 @@ TEST_SUITE("llama") {
       CHECK(buckets <= 100001);
       CHECK(rs == approx(4.0 * big));
     }
+    SUBCASE("fp8_param_gather: FP8 linear weights, MXFP8 ones through the bf16 gradient buffer") {
+      // Llama-3.1-8B layer: 218,103,808 parameters, 8,192 of them the two norms (h = 4096).
+      // Current scaling gathers the linears in FP8 (1 byte) and the norms in bf16; MXFP8 gathers
+      // the linears in the gradient buffer's dtype and casts after the gather (Megatron-Core
+      // param_and_grad_buffer.py _post_param_sync, reuse_grad_buf_for_mxfp8_param_ag).
+      const double layer = 218103808.0 + 8192.0, norms = 8192.0;
+      tr.fp8 = {Fp8Recipe::current, true};
+      tr.grad_dtype = Precision::bf16;
+      const double cs = (layer - norms) / layer * 1.0 + norms / layer * 2.0;
+      CHECK(gathered_layer_param_bytes(m, tr, 1) == approx(cs * layer));
+      tr.fp8.recipe = Fp8Recipe::mxfp8;
+      CHECK(gathered_layer_param_bytes(m, tr, 1) == approx(2.0 * layer));
+      tr.grad_dtype = Precision::fp32;
+      const double fp32_buffer = (layer - norms) / layer * 4.0 + norms / layer * 2.0;
+      CHECK(gathered_layer_param_bytes(m, tr, 2) == approx(fp32_buffer * layer / 2.0));
+      // Megatron-FSDP (zero_stage 3) gathers the MXFP8 shards themselves.
+      tr.zero_stage = 3;
+      CHECK(gathered_layer_param_bytes(m, tr, 1) ==
+            approx(((layer - norms) * (1.0 + 1.0 / 32.0) + norms * 2.0)));
+    }
     SUBCASE("no distributed optimizer: all-reduce, bf16 when grad_dtype = bf16") {
       tr.zero_stage = 0;
       tr.grad_dtype = Precision::bf16;

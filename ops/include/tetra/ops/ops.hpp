@@ -258,7 +258,8 @@ struct Op {
 
 /// Bytes of one transformer layer's parameters on a TP rank as data-parallel sharding
 /// all-gathers them (ZeRO-3 / FSDP): the training precision, or FP8 for the linear weights
-/// under fp8_param_gather (Megatron-Core's FP8 parameters, torchao's Float8 all-gather).
+/// under fp8_param_gather (Megatron-Core's FP8 parameters, torchao's Float8 all-gather); the
+/// distributed optimizer gathers MXFP8 weights in the gradient buffer's dtype.
 [[nodiscard]] double gathered_layer_param_bytes(const model::Model& model, const parallel::Training& training, int tp);
 
 /// Sum of `total_flops()` over ops; `include_recompute` adds the re-run forward ops
