@@ -200,10 +200,24 @@ ColumnGroup single_linear(const char* fwd, const char* dgrad, const char* wgrad,
 }
 
 /// Q, K and V of the attention block on this rank.
+namespace {
+
+/// Megatron-Core builds `linear_qkv` and a dense `linear_fc1` as Transformer Engine's
+/// LayerNormLinear (TELayerNormColumnParallelLinear): the norm writes the linear's input.
+CastInput te_norm_input(const Dims& d) {
+  return d.x.megatron ? CastInput::te_norm_output : CastInput::any;
+}
+
+}  // namespace
+
 ColumnGroup qkv_group(const Dims& d) {
   const long long q = d.nq * d.dh / d.t;
   const long long kv = d.nkv * d.dh / d.t;
-  if (!d.x.separate_linears) return single_linear("qkv", "qkv_dgrad", "qkv_wgrad", q + 2 * kv);
+  if (!d.x.separate_linears) {
+    ColumnGroup qkv = single_linear("qkv", "qkv_dgrad", "qkv_wgrad", q + 2 * kv);
+    qkv.input = te_norm_input(d);
+    return qkv;
+  }
   ColumnGroup g;
   g.linears = {ColumnLinear{"wq", "wq_dgrad", "wq_wgrad", q}, ColumnLinear{"wk", "wk_dgrad", "wk_wgrad", kv},
                ColumnLinear{"wv", "wv_dgrad", "wv_wgrad", kv}};
@@ -214,7 +228,7 @@ ColumnGroup qkv_group(const Dims& d) {
 void column_forward(std::vector<Op>& ops, const Dims& d, const ColumnGroup& g, Run run) {
   const bool recompute = run == Run::recompute;
   for (int i = 0; i < g.count; ++i) quantize_weight(ops, d, d.h, g.linears[i].out, run);
-  quantize(ops, d, Pass::forward, static_cast<double>(d.tokens * d.h), run, CastFeeds::sp_gather);
+  quantize(ops, d, Pass::forward, static_cast<double>(d.tokens * d.h), run, CastFeeds::sp_gather, g.input);
   tp_column_forward(ops, d, Pass::forward, run);
   for (int i = 0; i < g.count; ++i) {
     Op op = linear_gemm(d, Pass::forward, g.linears[i].fwd, d.tokens, g.linears[i].out, d.h);
@@ -279,6 +293,7 @@ MlpCore dense_mlp_core(const Dims& d) {
     c.fc1.count = 2;
   } else {
     c.fc1 = single_linear("fc1", "fc1_dgrad", "fc1_wgrad", width * (d.gated ? 2 : 1));
+    c.fc1.input = te_norm_input(d);
   }
   if (d.gated) {
     // SwiGLU: read gate and up (2·T·F/t), write T·F/t; eager silu(gate) (2 act) then

@@ -31,6 +31,11 @@ enum class Operands : bool { training_dtype, recipe };
 /// What an FP8 cast feeds: a local GEMM, or the SP all-gather (the TP ranks must agree on the
 /// scale: current scaling all-reduces the amax over TP).
 enum class CastFeeds : bool { local, sp_gather };
+/// What wrote the operand of an FP8 cast: any kernel, or the norm of Transformer Engine's
+/// LayerNormLinear, which under current scaling computes the operand's amax in the same pass
+/// (`transformer_engine/pytorch/csrc/extensions/normalization.cpp` FUSED_NORM_AMAX_FP8, TE 2.7
+/// on) so that no amax pass reads it again.
+enum class CastInput : bool { any, te_norm_output };
 /// Where a row-parallel linear's TP collective goes: after its GEMM, or before it so that it
 /// runs under the GEMM (tp_comm_overlap). The builder is called at both places; the traits pick.
 enum class RowCollective : bool { after_gemm, under_gemm };
@@ -100,6 +105,9 @@ struct ColumnLinear {
 struct ColumnGroup {
   std::array<ColumnLinear, 3> linears{};
   int count = 0;
+  /// The group reads a norm's output through one fused module (Megatron-Core's
+  /// TELayerNormColumnParallelLinear for `linear_qkv` and a dense `linear_fc1`).
+  CastInput input = CastInput::any;
 };
 
 Dims dims_of(const model::Model& m, const parallel::Training& tr, const parallel::Layout& l);
@@ -112,7 +120,7 @@ Op coll(Pass pass, const char* name, CollectiveKind kind, CommDim dim, int group
         Wait wait = Wait::blocking);
 Op linear_gemm(const Dims& d, Pass pass, const char* name, long long m, long long n, long long k);
 void quantize(std::vector<Op>& ops, const Dims& d, Pass pass, double elements, Run run,
-              CastFeeds feeds = CastFeeds::local);
+              CastFeeds feeds = CastFeeds::local, CastInput input = CastInput::any);
 void quantize_weight(std::vector<Op>& ops, const Dims& d, long long in, long long out, Run run);
 void quantize_other_axis(std::vector<Op>& ops, const Dims& d, Pass pass, double elements);
 void rowwise_rescale(std::vector<Op>& ops, const Dims& d, Pass pass, double output_elements);

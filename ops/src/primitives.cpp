@@ -89,7 +89,7 @@ Op linear_gemm(const Dims& d, Pass pass, const char* name, long long m, long lon
 /// casts are separate kernels that each read the operand (2 act + 2 q); compiled, Inductor
 /// emits them as one kernel (act + 2 q), as TE's fused cast-transpose.
 void quantize(std::vector<Op>& ops, const Dims& d, Pass pass, double elements, Run run,
-              CastFeeds feeds) {
+              CastFeeds feeds, CastInput input) {
   if (d.x.recipe == Fp8Recipe::none || elements <= 0) return;
   const bool recompute = run == Run::recompute;
   if (torchao_recipe(d.x.recipe)) {
@@ -106,9 +106,11 @@ void quantize(std::vector<Op>& ops, const Dims& d, Pass pass, double elements, R
     return;
   }
   if (d.x.recipe == Fp8Recipe::current) {
-    Op a = mem(pass, "fp8_amax", MemoryKernel::amax, d.act * elements);
-    a.recompute = recompute;
-    ops.push_back(a);
+    if (input != CastInput::te_norm_output) {
+      Op a = mem(pass, "fp8_amax", MemoryKernel::amax, d.act * elements);
+      a.recompute = recompute;
+      ops.push_back(a);
+    }
     if (feeds == CastFeeds::sp_gather && d.sp) {
       Op r = coll(pass, "tp_ar_amax", CollectiveKind::all_reduce, CommDim::tp,
                   static_cast<int>(d.t), 4.0);
