@@ -84,9 +84,6 @@ double cublas_workspace_bytes(int compute_capability) noexcept {
 
 using namespace memory_terms;
 
-namespace {
-}  // namespace
-
 namespace detail {
 
 bool saves_fp8_inputs(const parallel::Training& training) noexcept {
@@ -227,9 +224,6 @@ double layer_working_bytes(const model::Model& model, const parallel::Training& 
   return bytes;
 }
 
-/// Communicators with more than one rank (F24-web counts one per group > 1): TP, CP, PP, DP;
-/// the DP x CP group that the distributed optimizer reduces over when c > 1; the embedding
-/// group of tied embeddings.
 /// FP8 copies of a quantised tensor of `training` on `gpu` (Fp8Training::copies).
 double fp8_copies_on(const parallel::Training& training, const hw::Gpu& gpu) {
   parallel::Fp8Training fp8 = training.fp8;
@@ -237,6 +231,9 @@ double fp8_copies_on(const parallel::Training& training, const hw::Gpu& gpu) {
   return fp8.copies();
 }
 
+/// Communicators with more than one rank (F24-web counts one per group > 1): TP, CP, PP, DP;
+/// the DP x CP group that the distributed optimizer reduces over when c > 1; the embedding
+/// group of tied embeddings.
 int communicator_count(const model::Model& model, const parallel::Layout& layout) {
   const int p = std::max(layout.pp, 1);
   int communicators = 0;

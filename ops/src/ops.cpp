@@ -228,7 +228,8 @@ ColumnGroup qkv_group(const Dims& d) {
 void column_forward(std::vector<Op>& ops, const Dims& d, const ColumnGroup& g, Run run) {
   const bool recompute = run == Run::recompute;
   for (int i = 0; i < g.count; ++i) quantize_weight(ops, d, d.h, g.linears[i].out, run);
-  quantize(ops, d, Pass::forward, static_cast<double>(d.tokens * d.h), run, CastFeeds::sp_gather, g.input);
+  quantize(ops, d, Pass::forward, static_cast<double>(d.tokens * d.h), run, CastFeeds::sp_gather,
+           g.input);
   tp_column_forward(ops, d, Pass::forward, run);
   for (int i = 0; i < g.count; ++i) {
     Op op = linear_gemm(d, Pass::forward, g.linears[i].fwd, d.tokens, g.linears[i].out, d.h);
@@ -494,7 +495,8 @@ double gathered_param_bytes(const Model& m, const Training& tr) {
   const double norms = 2.0 * static_cast<double>(m.hidden);
   const double linear = std::max(0.0, layer - norms) / std::max(1.0, layer);
   const bool through_grad_buffer = tr.fp8.recipe == parallel::Fp8Recipe::mxfp8 &&
-                                   tr.framework == parallel::Framework::megatron && tr.zero_stage < 3;
+                                   tr.framework == parallel::Framework::megatron &&
+                                   tr.zero_stage < 3;
   const double linear_bytes =
       through_grad_buffer ? bytes_of(tr.grad_dtype) : quantized_bytes_per_element(tr.fp8.recipe);
   return linear * linear_bytes + (1.0 - linear) * act;

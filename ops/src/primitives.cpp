@@ -75,9 +75,11 @@ Op linear_gemm(const Dims& d, Pass pass, const char* name, long long m, long lon
 /// read once and written in the low-precision format, the row-wise copy for this GEMM and the
 /// transposed (Hopper) or column-wise (MXFP8 / NVFP4) copy that the other GEMM of the pair
 /// needs (input: fprop and wgrad; output gradient: dgrad and wgrad; weight: fprop and dgrad);
-/// a per-tensor-scaled operand on Blackwell needs no second copy (Fp8Training::copies). Current scaling first reads the operand once more for its amax
-/// (Float8CurrentScalingQuantizer); delayed scaling takes the scale of earlier steps and the
-/// block-scaled recipes compute theirs per block inside the cast.
+/// a per-tensor-scaled operand on Blackwell needs no second copy (Fp8Training::copies).
+/// Current scaling first reads the operand once more for its amax
+/// (Float8CurrentScalingQuantizer), unless a norm computed it (CastInput::te_norm_output);
+/// delayed scaling takes the scale of earlier steps and the block-scaled recipes compute
+/// theirs per block inside the cast.
 /// `gathered`: the tensor is all-gathered over TP under SP (a column-parallel input, a
 /// row-parallel output gradient); current scaling then all-reduces its amax (one fp32, MAX)
 /// over the TP group before the cast, so that every rank casts with the same scale
@@ -118,7 +120,8 @@ void quantize(std::vector<Op>& ops, const Dims& d, Pass pass, double elements, R
       ops.push_back(r);
     }
   }
-  Op q = mem(pass, "fp8_cast", MemoryKernel::quantize, (d.act + d.x.cast_copies * d.x.quantized) * elements);
+  Op q = mem(pass, "fp8_cast", MemoryKernel::quantize,
+             (d.act + d.x.cast_copies * d.x.quantized) * elements);
   q.recompute = recompute;
   ops.push_back(q);
 }

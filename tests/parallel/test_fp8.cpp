@@ -196,7 +196,8 @@ TEST_SUITE("llama") {
     const auto ops = layer_ops(m, t, l);
     CHECK(bytes_named(ops, "fp8_cast", Pass::forward) == approx(3.0 * (fwd_inputs + weights)));
     // The amax passes of the proj and fc2 inputs and the weights (the norms compute the rest).
-    CHECK(bytes_named(ops, "fp8_amax", Pass::forward) == approx(2.0 * (T * h + T * 14336.0 + weights)));
+    CHECK(bytes_named(ops, "fp8_amax", Pass::forward) ==
+          approx(2.0 * (T * h + T * 14336.0 + weights)));
     // MXFP8 on the same GPU: 2 + 2 x (1 + 1/32) per element.
     t.fp8.recipe = Fp8Recipe::mxfp8;
     CHECK(bytes_named(layer_ops(m, t, l), "fp8_cast", Pass::forward) ==

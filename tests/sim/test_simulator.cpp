@@ -212,7 +212,8 @@ TEST_SUITE("sim") {
     // What else compute capability 9.0 changes (the attention kernels) moves MXFP8 by less.
     f.training.fp8.recipe = parallel::Fp8Recipe::mxfp8;
     tn.training.fp8.recipe = parallel::Fp8Recipe::mxfp8;
-    const double mx_change = sim::simulate(tn.input(l)).step_time_s - sim::simulate(f.input(l)).step_time_s;
+    const double mx_change =
+        sim::simulate(tn.input(l)).step_time_s - sim::simulate(f.input(l)).step_time_s;
     CAPTURE(mx_change);
     CHECK(std::abs(mx_change) < 0.5 * (tn_only - blackwell));
   }
