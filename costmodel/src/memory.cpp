@@ -224,13 +224,6 @@ double layer_working_bytes(const model::Model& model, const parallel::Training& 
   return bytes;
 }
 
-/// FP8 copies of a quantised tensor of `training` on `gpu` (Fp8Training::copies).
-double fp8_copies_on(const parallel::Training& training, const hw::Gpu& gpu) {
-  parallel::Fp8Training fp8 = training.fp8;
-  fp8.any_layout_gemms = parallel::fp8_gemms_take_any_layout(gpu);
-  return fp8.copies();
-}
-
 /// Communicators with more than one rank (F24-web counts one per group > 1): TP, CP, PP, DP;
 /// the DP x CP group that the distributed optimizer reduces over when c > 1; the embedding
 /// group of tied embeddings.
@@ -274,7 +267,7 @@ LayoutTerms layout_terms(const model::Model& model, const hw::Cluster& cluster,
       .vocab = static_cast<double>(parallel::padded_vocab(model, layout.tp)),
       .linear_per_layer = std::max(0.0, layer_params - 2.0 * g.h) / g.t,
       .q8 = parallel::quantized_bytes_per_element(training.fp8.recipe),
-      .fp8_copies = fp8_copies_on(training, cluster.gpu),
+      .fp8_copies = parallel::fp8_on(training.fp8, cluster.gpu).copies(),
       .a_layer = activation_bytes_per_layer(model, training, layout),
       .transient_layer = layer_working_bytes(model, training, layout),
       // MoE / MLA per-layer terms (moe_memory.cpp).

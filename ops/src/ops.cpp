@@ -199,7 +199,6 @@ ColumnGroup single_linear(const char* fwd, const char* dgrad, const char* wgrad,
   return g;
 }
 
-/// Q, K and V of the attention block on this rank.
 namespace {
 
 /// Megatron-Core builds `linear_qkv` and a dense `linear_fc1` as Transformer Engine's
@@ -210,6 +209,7 @@ CastInput te_norm_input(const Dims& d) {
 
 }  // namespace
 
+/// Q, K and V of the attention block on this rank.
 ColumnGroup qkv_group(const Dims& d) {
   const long long q = d.nq * d.dh / d.t;
   const long long kv = d.nkv * d.dh / d.t;

@@ -42,6 +42,11 @@ bool fp8_gemms_take_any_layout(const hw::Gpu& gpu) noexcept {
   return (cc >= 100 && cc < 120) || cc >= 130;
 }
 
+Fp8Training fp8_on(Fp8Training fp8, const hw::Gpu& gpu) noexcept {
+  fp8.any_layout_gemms = fp8_gemms_take_any_layout(gpu);
+  return fp8;
+}
+
 bool torchao_recipe(Fp8Recipe recipe) noexcept {
   return recipe == Fp8Recipe::tensorwise || recipe == Fp8Recipe::rowwise;
 }

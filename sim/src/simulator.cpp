@@ -145,7 +145,7 @@ void Simulator::price_layers(const SimInput& in, const SimOptions& options, cons
   const hw::Cluster& cluster = *in.cluster;
   // The kernels as they run on this GPU (the FP8 copies its GEMMs need).
   parallel::Training training = *in.training;
-  training.fp8.any_layout_gemms = parallel::fp8_gemms_take_any_layout(cluster.gpu);
+  training.fp8 = parallel::fp8_on(training.fp8, cluster.gpu);
   const parallel::Layout& layout = in.layout;
   const bool record = options.record_trace;
   // SM sharing: NCCL runs one thread block per channel on the SMs of the GPU

@@ -166,6 +166,9 @@ TEST_SUITE("llama") {
     tetra::hw::Gpu rtx = *tetra::hw::find_gpu_preset("b200");
     rtx.compute_capability = 120;  // GeForce / RTX Blackwell: TN-only again
     CHECK_FALSE(fp8_gemms_take_any_layout(rtx));
+    const Fp8Training cs{Fp8Recipe::current, false};
+    CHECK(fp8_on(cs, *tetra::hw::find_gpu_preset("gb300")).copies() == 1.0);
+    CHECK(fp8_on(cs, rtx).copies() == 2.0);
 
     // quantizer.cpp creates the transpose only for `columnwise_usage &&
     // !nvte_is_non_tn_fp8_gemm_supported()`: delayed and current scaling keep one copy on

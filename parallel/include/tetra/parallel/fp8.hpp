@@ -42,7 +42,7 @@ struct Fp8Training {
   /// and the distributed optimizer all-gathers them in FP8.
   bool param_gather = false;
   /// The GPU's FP8 GEMMs take their operands in any layout (fp8_gemms_take_any_layout); set
-  /// for the run's GPU where its kernels are priced (sim::Simulator). False until then: the
+  /// for the run's GPU by fp8_on, where kernels and memory are priced. False until then: the
   /// TN-only GEMMs of Hopper and Ada.
   bool any_layout_gemms = false;
 
@@ -61,6 +61,10 @@ struct Fp8Training {
 /// `nvte_is_non_tn_fp8_gemm_supported`, `transformer_engine/common/transformer_engine.cpp`:
 /// compute capability 10.x and 11.x, and 13.0 on; Hopper, Ada and 12.x are TN-only).
 [[nodiscard]] bool fp8_gemms_take_any_layout(const hw::Gpu& gpu) noexcept;
+
+/// `fp8` as it runs on `gpu` (any_layout_gemms set): what the simulator's kernels and the
+/// memory model's FP8 copies read.
+[[nodiscard]] Fp8Training fp8_on(Fp8Training fp8, const hw::Gpu& gpu) noexcept;
 
 /// Format of the linear layers' GEMMs under the recipe.
 [[nodiscard]] GemmFormat gemm_format(Fp8Recipe recipe) noexcept;
