@@ -76,6 +76,39 @@ constexpr int kBiasKernelsOnce = 2;
 constexpr int kBiasBwdKernelsPerExpert = 6;
 constexpr int kBiasBwdKernelsOnce = 3;
 
+///  - the router's scoring after its GEMM (Megatron-Core at d98e8a64: `TopKRouter.routing`,
+///    megatron/core/transformer/moe/router.py, and megatron/core/transformer/moe/moe_utils.py).
+///    Top-k, fused (`moe_router_fusion`): Transformer Engine's `fused_topk_with_score_function`,
+///    one kernel each way. Eager (`topk_routing_with_score_function`): torch.topk, the softmax
+///    of the k scores, the cast back, the probabilities scattered into zeros (zeros, the
+///    out-of-place scatter's copy and scatter) and the routing map (zeros, int cast, copy,
+///    scatter, bool cast): 11; backward the scatter's gather, the cast, the softmax backward and
+///    the top-k gradient scattered into zeros: 5.
+///    The load-balancing loss, when its coefficient is above 0 (`_apply_aux_loss`), fused:
+///    TE's score kernel (`fused_compute_score_for_moe_aux_loss`), the token count
+///    (`routing_map.sum`), TE's `fused_moe_aux_loss` and the metrics tracker's division and
+///    accumulation: 5; backward `MoEAuxLossAutoScaler`'s ones_like and scale, the two TE
+///    kernels' backward and the sum into the logits' gradient: 5. Eager
+///    (`compute_routing_scores_for_aux_loss`, `switch_load_balancing_loss_func`): softmax,
+///    topk, the routing map as above (5), the count, the probabilities' sum over tokens, the
+///    product with the counts, its sum and scale, the tracker's two: 14; backward the scaler's
+///    two, the scale's, the product's and the broadcast sum's gradients, the softmax backward
+///    and the sum into the logits' gradient: 7.
+constexpr int kRouterTopkKernels[2] = {11, 1};      ///< forward: eager, fused
+constexpr int kRouterTopkBwdKernels[2] = {5, 1};
+constexpr int kRouterAuxLossKernels[2] = {14, 5};
+constexpr int kRouterAuxLossBwdKernels[2] = {7, 5};
+
+int router_scoring_kernels(const Dims& d, Pass pass) {
+  const int fused = d.x.router_fusion ? 1 : 0;
+  const bool forward = pass == Pass::forward;
+  int kernels = forward ? kRouterTopkKernels[fused] : kRouterTopkBwdKernels[fused];
+  if (d.x.router_aux_loss) {
+    kernels += forward ? kRouterAuxLossKernels[fused] : kRouterAuxLossBwdKernels[fused];
+  }
+  return kernels;
+}
+
 /// `op` as the host issues it: `kernels` launches from eager PyTorch (Op::host_kernels).
 Op issued_as(int kernels, Op op) {
   op.host_kernels = kernels;
@@ -254,7 +287,9 @@ void moe_block_forward(std::vector<Op>& ops, const Dims& d, Run run) {
   // Router: one h x E GEMM in the training precision, then scores and top-k over the fp32
   // logits (read and write 4 bytes per logit).
   push(gemm(fw, "router", t_in, d.experts, d.h));
-  push(mem(fw, "router_topk", MemoryKernel::softmax, 8.0 * static_cast<double>(t_in * d.experts)));
+  const double logits = static_cast<double>(t_in * d.experts);
+  push(issued_as(router_scoring_kernels(d, fw),
+                 mem(fw, "router_topk", MemoryKernel::softmax, 8.0 * logits)));
   push(issued_as(kPermuteKernels, mem(fw, "moe_permute", MemoryKernel::copy, permute_bytes(d))));
   ep_exchange(ops, d, fw, "ep_dispatch", Toward::experts, run);
   etp_exchange(ops, d, fw, "etp_ag", Toward::experts, run);
@@ -367,7 +402,9 @@ void moe_block_backward(std::vector<Op>& ops, const Dims& d) {
   etp_exchange(ops, d, bi, "etp_rs_grad", Toward::tokens, Run::first);
   ep_exchange(ops, d, bi, "ep_dispatch_bwd", Toward::tokens, Run::first);
   ops.push_back(mem(bi, "moe_permute_bwd", MemoryKernel::copy, permute_bytes(d)));
-  ops.push_back(mem(bi, "router_topk_bwd", MemoryKernel::softmax, 12.0 * static_cast<double>(t_in * d.experts)));
+  const double logits = static_cast<double>(t_in * d.experts);
+  ops.push_back(issued_as(router_scoring_kernels(d, bi),
+                          mem(bi, "router_topk_bwd", MemoryKernel::softmax, 12.0 * logits)));
   ops.push_back(gemm(bi, "router_dgrad", t_in, d.h, d.experts));
   ops.push_back(gemm(bw, "router_wgrad", d.experts, d.h, t_in));
   ops.push_back(mem(bi, "mlp_norm_bwd", norm_kernel(d), norm_bwd_bytes(d)));

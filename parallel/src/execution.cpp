@@ -47,6 +47,8 @@ ExecutionTraits execution_traits(const Training& tr, const Layout& l) {
   x.overlap_grad_reduce = tr.overlap_grad_reduce && !x.deepspeed && !fsdp_defers_gradient_reduction(tr, l);
   x.overlap_param_gather = tr.overlap_param_gather && !x.deepspeed;
   x.counts_on_host = tr.moe_counts_on_host();
+  x.router_fusion = tr.moe_router_fusion;
+  x.router_aux_loss = tr.moe_aux_loss;
   x.graphs = tr.cuda_graphs;
 
   x.memory = memory_habits(tr);

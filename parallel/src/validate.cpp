@@ -330,6 +330,13 @@ std::optional<LayoutIssue> check_moe_layout(const Model& model, const Training& 
       return issue("moe_a2a_overlap", "ep-needs-moe",
                    "moe_a2a_overlap needs a mixture-of-experts model (num_experts in [model])");
     }
+    for (const auto& [set, key] : {std::pair{training.moe_router_fusion, "moe_router_fusion"},
+                                   std::pair{training.moe_aux_loss, "moe_aux_loss"}}) {
+      if (set) {
+        return issue(key, "ep-needs-moe",
+                     std::string(key) + " needs a mixture-of-experts model (num_experts in [model])");
+      }
+    }
     return std::nullopt;
   }
   const Moe& e = *model.moe;

@@ -5,6 +5,7 @@
 #include "support/approx.hpp"
 
 #include <string>
+#include <string_view>
 
 #include "tetra/base/error.hpp"
 #include "tetra/parallel/flops.hpp"
@@ -184,6 +185,20 @@ TEST_SUITE("llama") {
     issue = check_layout(preset("llama3.1-8b"), 8, t, l);
     REQUIRE(issue);
     CHECK(issue->rule == "ep-needs-moe");
+    {
+      // The router's settings need a router.
+      Layout dense;
+      dense.dp = 8;
+      for (const char* key : {"moe_router_fusion", "moe_aux_loss"}) {
+        Training r = t;
+        r.moe_router_fusion = std::string_view(key) == "moe_router_fusion";
+        r.moe_aux_loss = std::string_view(key) == "moe_aux_loss";
+        const auto bad = check_layout(preset("llama3.1-8b"), 8, r, dense);
+        REQUIRE(bad);
+        CHECK(bad->rule == "ep-needs-moe");
+        CHECK(bad->key == std::string(key));
+      }
+    }
     // Padding to capacity needs a capacity (Megatron-Core transformer_config.py).
     t.moe_pad_to_capacity = true;
     issue = check_layout(m, 8, t, l);

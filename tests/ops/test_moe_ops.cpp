@@ -392,6 +392,52 @@ TEST_SUITE("llama") {
     }
   }
 
+  TEST_CASE("moe ops: the router's scoring issues Megatron-Core's kernels, eager or fused, with or without the load-balancing loss") {
+    // Megatron-Core at d98e8a64 (megatron/core/transformer/moe/router.py TopKRouter.routing,
+    // moe_utils.py topk_routing_with_score_function, compute_routing_scores_for_aux_loss,
+    // switch_load_balancing_loss_func):
+    // - eager top-k: topk, softmax of the k scores, cast, zeros + copy + scatter of the
+    //   probabilities, zeros + int + copy + scatter + bool of the map = 11; backward gather,
+    //   cast, softmax backward, zeros + scatter = 5. Fused (TE fused_topk_with_score_function):
+    //   1 and 1.
+    // - eager loss: softmax, topk, the map (5), the count, sum, product, sum, scale, the
+    //   tracker's two = 14; backward 7. Fused: TE's score and loss kernels, the count and the
+    //   tracker's two = 5; backward the scaler's two, two TE backwards and the sum = 5.
+    // Qwen3-MoE as Megatron-Bridge runs it (fused, aux_loss): 6 + 6 = 12 kernels a layer,
+    // 12 x 32.5 us = 0.39 ms of host time per layer and micro-batch; eager, 25 + 12 = 37.
+    const Model m = small_moe();
+    const int fwd[2][2] = {{11, 25}, {1, 6}};  // [fused][aux loss]
+    const int bwd[2][2] = {{5, 12}, {1, 6}};
+    for (int fused = 0; fused < 2; ++fused) {
+      for (int aux = 0; aux < 2; ++aux) {
+        CAPTURE(fused);
+        CAPTURE(aux);
+        Training t = balanced();
+        t.moe_router_fusion = fused == 1;
+        t.moe_aux_loss = aux == 1;
+        const auto ops = moe_layer_ops(m, t, ep4());
+        const Op* f = find(ops, "router_topk");
+        const Op* b = find(ops, "router_topk_bwd");
+        REQUIRE(f != nullptr);
+        REQUIRE(b != nullptr);
+        CHECK(f->host_kernels == fwd[fused][aux]);
+        CHECK(b->host_kernels == bwd[fused][aux]);
+        // The bytes stay those of the scores: the extra kernels touch [T, E] tensors only.
+        CHECK(f->bytes == approx(8.0 * 1024 * 8));
+      }
+    }
+    Training t = balanced();
+    t.moe_router_fusion = true;
+    t.moe_aux_loss = true;
+    const auto ops = moe_layer_ops(m, t, ep4());
+    const double host_s =
+        32.5e-6 * (find(ops, "router_topk")->host_kernels + find(ops, "router_topk_bwd")->host_kernels);
+    CHECK(host_s == approx(0.39e-3));
+    // Inside a CUDA graph of the router the host issues none of them.
+    t.cuda_graphs = parse_cuda_graphs("moe_router").graphs;
+    CHECK(find(moe_layer_ops(m, t, ep4()), "router_topk")->graphed);
+  }
+
   TEST_CASE("moe ops: the host issues the fused permutation and gpt-oss's eager bias and clamp as the kernels the frameworks launch") {
     // 8 experts over ep 4: 2 local experts, bf16, gpt-oss's eager expert FC2 bias and clamp.
     // - moe_permute: TE moe_permute_with_probs (transformer_engine/pytorch/permutation.py):

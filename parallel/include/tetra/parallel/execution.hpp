@@ -140,6 +140,10 @@ struct ExecutionTraits {
   /// The host waits for the per-expert token counts of each MoE layer
   /// (Training::moe_counts_on_host).
   bool counts_on_host = true;
+  /// The router scores with Transformer Engine's fused kernels (Training::moe_router_fusion) and
+  /// adds a load-balancing loss (Training::moe_aux_loss).
+  bool router_fusion = false;
+  bool router_aux_loss = false;
   CudaGraphs graphs;  ///< what runs inside CUDA graphs (no host time)
   // ---- What the framework keeps in memory (MemoryHabits) ----
   MemoryHabits memory;
