@@ -165,6 +165,9 @@ class NemoReader {
   bool comm_overlap_ = false;
   std::optional<bool> dist_opt_, ddp_grad_overlap_, ddp_param_overlap_, comm_tp_, comm_grad_, comm_param_;
   std::optional<bool> model_tp_comm_, megatron_fsdp_, glu_, tied_, flash_, pad_, a2a_, loss_fusion_;
+  std::optional<bool> router_fusion_;
+  std::string balancing_ = "aux_loss";  // Megatron-Core's moe_router_load_balancing_type default
+  double aux_coeff_ = 0.0;              // and its moe_aux_loss_coeff default
   std::optional<bool> embedding_split_, loss_split_, enable_graphs_;
   std::string granularity_, method_, sharding_, norm_, activation_, dispatcher_, flex_, graph_impl_, optim_name_;
   std::string capacity_, grad_sync_dtype_;
@@ -283,6 +286,28 @@ bool NemoReader::read_model_key(const std::string& key, const YamlNode& n) {
     pad_ = flag(key, n);
   } else if (key == "model.overlap_moe_expert_parallel_comm") {
     a2a_ = flag(key, n);
+  } else if (key == "model.moe_router_fusion") {
+    router_fusion_ = flag(key, n);
+  } else if (key == "model.moe_router_load_balancing_type") {
+    balancing_ = name(key, n);
+  } else if (key == "model.moe_aux_loss_coeff") {
+    // A list gives one coefficient per balancing type (Megatron-Core get_aux_loss_coeff); the
+    // loss runs when any is above 0.
+    aux_coeff_ = 0.0;
+    const auto read = [&](const YamlNode& v) {
+      const std::string text = scalar(key, v);
+      double x = 0;
+      const auto [p, ec] = std::from_chars(text.data(), text.data() + text.size(), x);
+      if (ec != std::errc() || p != text.data() + text.size() || !std::isfinite(x) || x < 0) {
+        throw UserError(where(v), key, "is not a number >= 0");
+      }
+      aux_coeff_ = std::max(aux_coeff_, x);
+    };
+    if (n.kind == Kind::sequence) {
+      for (const YamlNode& v : n.items) read(v);
+    } else if (!n.is_null()) {
+      read(n);
+    }
   } else {
     return false;
   }
@@ -514,6 +539,8 @@ void NemoReader::finish_training() {
     if (pad_.value_or(false)) c_.training_keys.emplace_back("moe_pad_to_capacity", "true");
   }
   if (a2a_.value_or(false)) c_.training_keys.emplace_back("moe_a2a_overlap", "true");
+  if (router_fusion_.value_or(false)) c_.training_keys.emplace_back("moe_router_fusion", "true");
+  if (aux_coeff_ > 0 && balancing_ != "none") c_.training_keys.emplace_back("moe_aux_loss", "true");
 }
 
 void NemoReader::finish(const ImportOptions& options) {

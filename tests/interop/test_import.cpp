@@ -202,6 +202,44 @@ TEST_CASE("Megatron-Bridge qwen3_235b_a22b_pretrain_b200_nvfp4_v1.yaml on 64 B20
   CHECK(sc.training.fp8.recipe == tetra::parallel::Fp8Recipe::nvfp4);
   CHECK(sc.training.overlap_grad_reduce);
   CHECK_FALSE(sc.training.tp_comm_overlap);  // asked for, but tp = 1
+  // model.moe_router_fusion: true; moe_aux_loss_coeff 0.001 with aux_loss balancing.
+  CHECK(sc.training.moe_router_fusion);
+  CHECK(sc.training.moe_aux_loss);
+}
+
+TEST_CASE("Megatron-Bridge YAML: the router's fusion and load-balancing loss as Megatron-Core reads them") {
+  // Megatron-Core: the loss runs when a coefficient is above 0 and the balancing type is not
+  // "none" (router.py get_aux_loss_coeff / is_aux_loss_enabled); a list gives one coefficient
+  // per type.
+  const std::string path = kConfigs + "nemo/qwen3_235b_a22b_pretrain_b200_nvfp4_v1.yaml";
+  const std::string base = tetra::read_input_file(path);
+  ImportOptions o;
+  o.gpus = 64;
+  o.cluster = "dgx-b200";
+  auto with = [&](const std::string& from, const std::string& to) {
+    std::string text = base;
+    const auto at = text.find(from);
+    REQUIRE(at != std::string::npos);
+    text.replace(at, from.size(), to);
+    return text;
+  };
+  auto training = [&](const std::string& text) {
+    return tetra::scenarios::load_scenario_text(tetra::interop::import_scenario(text, path, o), path).training;
+  };
+  const auto none = training(with("moe_router_load_balancing_type: aux_loss", "moe_router_load_balancing_type: none"));
+  CHECK_FALSE(none.moe_aux_loss);
+  CHECK(none.moe_router_fusion);
+  const auto unfused = training(with("moe_router_fusion: true", "moe_router_fusion: false"));
+  CHECK_FALSE(unfused.moe_router_fusion);
+  CHECK(unfused.moe_aux_loss);
+  CHECK(training(with("moe_aux_loss_coeff: 0.001", "moe_aux_loss_coeff: [0.0, 0.001]")).moe_aux_loss);
+  CHECK_FALSE(training(with("moe_aux_loss_coeff: 0.001", "moe_aux_loss_coeff: 0.0")).moe_aux_loss);
+  try {
+    (void)training(with("moe_aux_loss_coeff: 0.001", "moe_aux_loss_coeff: -1"));
+    FAIL("a negative coefficient is accepted");
+  } catch (const tetra::UserError& e) {
+    CHECK(std::string(e.what()).find("model.moe_aux_loss_coeff: is not a number >= 0") != std::string::npos);
+  }
 }
 
 TEST_CASE("NeMo launcher llama3_1_70b.yaml: its own 128 x 8 GPUs") {
