@@ -14,6 +14,7 @@
 #include <charconv>
 #include <cmath>
 #include <map>
+#include <optional>
 #include <string>
 
 #include "readers.hpp"
@@ -26,6 +27,14 @@ namespace tetra::interop::detail {
 namespace {
 
 using Kind = YamlNode::Kind;
+
+// The whole text as a finite double; nothing when it is not one.
+std::optional<double> finite_double(const std::string& text) {
+  double v = 0;
+  const auto [p, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (ec != std::errc() || p != text.data() + text.size() || !std::isfinite(v)) return std::nullopt;
+  return v;
+}
 
 bool unset(const YamlNode& n) {
   return n.is_null() || (n.kind == Kind::sequence && n.items.empty()) ||
@@ -167,7 +176,7 @@ class NemoReader {
   std::optional<bool> model_tp_comm_, megatron_fsdp_, glu_, tied_, flash_, pad_, a2a_, loss_fusion_;
   std::optional<bool> router_fusion_;
   std::string balancing_ = "aux_loss";  // Megatron-Core's moe_router_load_balancing_type default
-  double aux_coeff_ = 0.0;              // and its moe_aux_loss_coeff default
+  bool aux_loss_ = false;               // a moe_aux_loss_coeff above 0 (default 0)
   std::optional<bool> embedding_split_, loss_split_, enable_graphs_;
   std::string granularity_, method_, sharding_, norm_, activation_, dispatcher_, flex_, graph_impl_, optim_name_;
   std::string capacity_, grad_sync_dtype_;
@@ -274,13 +283,10 @@ bool NemoReader::read_model_key(const std::string& key, const YamlNode& n) {
     const std::string text = name(key, n);
     capacity_.clear();
     if (!text.empty()) {
-      double v = 0;
-      const auto [p, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
-      if (ec != std::errc() || p != text.data() + text.size() || !std::isfinite(v) || v <= 0) {
-        throw UserError(where(n), key, "is not a positive number");
-      }
+      const std::optional<double> v = finite_double(text);
+      if (!v || *v <= 0) throw UserError(where(n), key, "is not a positive number");
       char buf[64];
-      capacity_.assign(buf, std::to_chars(buf, buf + sizeof buf, v).ptr);
+      capacity_.assign(buf, std::to_chars(buf, buf + sizeof buf, *v).ptr);
     }
   } else if (key == "model.moe_pad_expert_input_to_capacity") {
     pad_ = flag(key, n);
@@ -293,15 +299,11 @@ bool NemoReader::read_model_key(const std::string& key, const YamlNode& n) {
   } else if (key == "model.moe_aux_loss_coeff") {
     // A list gives one coefficient per balancing type (Megatron-Core get_aux_loss_coeff); the
     // loss runs when any is above 0.
-    aux_coeff_ = 0.0;
+    aux_loss_ = false;
     const auto read = [&](const YamlNode& v) {
-      const std::string text = scalar(key, v);
-      double x = 0;
-      const auto [p, ec] = std::from_chars(text.data(), text.data() + text.size(), x);
-      if (ec != std::errc() || p != text.data() + text.size() || !std::isfinite(x) || x < 0) {
-        throw UserError(where(v), key, "is not a number >= 0");
-      }
-      aux_coeff_ = std::max(aux_coeff_, x);
+      const std::optional<double> x = finite_double(scalar(key, v));
+      if (!x || *x < 0) throw UserError(where(v), key, "is not a number >= 0");
+      aux_loss_ = aux_loss_ || *x > 0;
     };
     if (n.kind == Kind::sequence) {
       for (const YamlNode& v : n.items) read(v);
@@ -540,7 +542,7 @@ void NemoReader::finish_training() {
   }
   if (a2a_.value_or(false)) c_.training_keys.emplace_back("moe_a2a_overlap", "true");
   if (router_fusion_.value_or(false)) c_.training_keys.emplace_back("moe_router_fusion", "true");
-  if (aux_coeff_ > 0 && balancing_ != "none") c_.training_keys.emplace_back("moe_aux_loss", "true");
+  if (aux_loss_ && balancing_ != "none") c_.training_keys.emplace_back("moe_aux_loss", "true");
 }
 
 void NemoReader::finish(const ImportOptions& options) {
