@@ -44,6 +44,7 @@ struct ValidateArgs {
 struct RowResult {
   const scenarios::MeasurementRow* row = nullptr;
   double predicted = 0;
+  std::optional<MemoryVerdict> verdict;
 };
 
 struct MetricStats {
@@ -205,6 +206,27 @@ ValidationStats validation_stats(const std::vector<RowResult>& done, const std::
   return v;
 }
 
+/// The runs that ran but are predicted out of memory: the verdicts that would make `search` and
+/// `plan` prune a layout people use. Largest overshoot first.
+void print_runs_predicted_oom(const std::vector<RowResult>& done) {
+  std::vector<const RowResult*> wrong;
+  for (const auto& r : done) {
+    if (r.row->metric == scenarios::Metric::outcome && r.row->value > 0.5 && r.predicted < 0.5 && r.verdict)
+      wrong.push_back(&r);
+  }
+  if (wrong.empty()) return;
+  const auto overshoot = [](const RowResult* r) { return r->verdict->peak_gib - r->verdict->capacity_gib; };
+  std::stable_sort(wrong.begin(), wrong.end(),
+                   [&](const RowResult* a, const RowResult* b) { return overshoot(a) > overshoot(b); });
+  std::vector<std::vector<std::string>> table;
+  for (const RowResult* r : wrong) {
+    table.push_back({r->row->id, std::to_string(r->verdict->stage), fixed(r->verdict->peak_gib, 2),
+                     fixed(r->verdict->capacity_gib, 2), "+" + fixed(overshoot(r), 2)});
+  }
+  std::cout << "ran, predicted out of memory (" << wrong.size() << ")\n"
+            << format_table({"id", "stage", "peak GiB", "capacity GiB", "over"}, table) << '\n';
+}
+
 int run_validate(const ValidateArgs& args) {
   check_threads(args.threads);
   const costmodel::Factors factors = args.fit.empty() ? costmodel::Factors{} : scenarios::read_fitted(args.fit).factors;
@@ -232,7 +254,7 @@ int run_validate(const ValidateArgs& args) {
       skipped.emplace_back(row.id, p.skip_reason);
       continue;
     }
-    done.push_back({&row, p.value});
+    done.push_back({&row, p.value, p.verdict});
   }
 
   const ValidationStats stats = validation_stats(done, args.group_by);
@@ -266,12 +288,18 @@ int run_validate(const ValidateArgs& args) {
     nlohmann::json per = nlohmann::json::array();
     for (const auto& r : done) {
       const bool outcome = r.row->metric == scenarios::Metric::outcome;
-      per.push_back({{"id", r.row->id},
-                     {"metric", scenarios::to_string(r.row->metric)},
-                     {"measured", round6(r.row->value)},
-                     {"predicted", round6(r.predicted)},
-                     {"ape", outcome ? nlohmann::json(nullptr)
-                                     : nlohmann::json(round6(ape(r.row->value, r.predicted)))}});
+      nlohmann::json row = {{"id", r.row->id},
+                            {"metric", scenarios::to_string(r.row->metric)},
+                            {"measured", round6(r.row->value)},
+                            {"predicted", round6(r.predicted)},
+                            {"ape", outcome ? nlohmann::json(nullptr)
+                                            : nlohmann::json(round6(ape(r.row->value, r.predicted)))}};
+      if (r.verdict) {
+        row["peak_stage"] = r.verdict->stage;
+        row["peak_gib"] = round6(r.verdict->peak_gib);
+        row["capacity_gib"] = round6(r.verdict->capacity_gib);
+      }
+      per.push_back(std::move(row));
     }
     j["per_row"] = std::move(per);
     if (!args.fit.empty()) j["fit"] = args.fit;
@@ -293,6 +321,7 @@ int run_validate(const ValidateArgs& args) {
                               {{"ok", std::to_string(fit_fit), std::to_string(fit_oom)},
                                {"oom", std::to_string(oom_fit), std::to_string(oom_oom)}})
               << '\n';
+    print_runs_predicted_oom(done);
   } else {
     std::cout << "outcome   no rows\n\n";
   }

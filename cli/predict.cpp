@@ -24,11 +24,12 @@ Prediction predict_memory(const scenarios::MeasurementRow& row) {
   }
   switch (row.metric) {
     case scenarios::Metric::outcome:
-      return {rep.fits ? 1.0 : 0.0, {}};
+      return {rep.fits ? 1.0 : 0.0, {},
+              MemoryVerdict{rep.peak_stage, rep.peak_bytes / units::kGiB, rep.capacity_bytes / units::kGiB}};
     case scenarios::Metric::peak_alloc_gib:
-      return {allocated / units::kGiB, {}};
+      return {allocated / units::kGiB, {}, {}};
     default:
-      return {torch_reserved / units::kGiB, {}};
+      return {torch_reserved / units::kGiB, {}, {}};
   }
 }
 
@@ -39,9 +40,9 @@ Prediction predict_step(const scenarios::MeasurementRow& row, const costmodel::F
   costmodel::apply_factors(factors, costs);
   const sim::Result r = sim::simulate(sim::sim_input(row.model, row.cluster, row.training, row.layout, costs));
   switch (row.metric) {
-    case scenarios::Metric::tokens_per_s_per_gpu: return {r.tokens_per_s_per_gpu, {}};
-    case scenarios::Metric::mfu: return {r.mfu, {}};
-    default: return {r.step_time_s, {}};
+    case scenarios::Metric::tokens_per_s_per_gpu: return {r.tokens_per_s_per_gpu, {}, {}};
+    case scenarios::Metric::mfu: return {r.mfu, {}, {}};
+    default: return {r.step_time_s, {}, {}};
   }
 }
 
@@ -58,7 +59,7 @@ Prediction predict(const scenarios::MeasurementRow& row, const costmodel::Factor
     case scenarios::Metric::mfu:
       return predict_step(row, factors);
   }
-  return {0, "unknown metric"};
+  return {0, "unknown metric", {}};
 }
 
 }  // namespace tetra::cli

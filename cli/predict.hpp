@@ -1,6 +1,7 @@
 #pragma once
 // The prediction tetrasim validate compares with one measured row (docs/accuracy.md).
 
+#include <optional>
 #include <string>
 
 #include "tetra/costmodel/factors.hpp"
@@ -8,11 +9,20 @@
 
 namespace tetra::cli {
 
+/// What an outcome verdict rests on: the fullest pipeline stage's memory (what must fit, as
+/// MemoryReport::peak_bytes counts it) and the GPU's capacity.
+struct MemoryVerdict {
+  int stage = 0;
+  double peak_gib = 0;
+  double capacity_gib = 0;
+};
+
 /// A value in the unit of the row's metric (outcome: 1 = fits, 0 = out of memory), or the
 /// reason the row cannot be predicted.
 struct Prediction {
   double value = 0;
   std::string skip_reason;  ///< empty when `value` holds a prediction
+  std::optional<MemoryVerdict> verdict;  ///< outcome rows: the memory behind the verdict
 };
 
 /// Predicts one row whose skip_reason is empty. outcome: fits iff the peak reserved memory of

@@ -5,6 +5,7 @@
 #include "support/approx.hpp"
 
 
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -376,6 +377,44 @@ TEST_CASE("validate prints the confusion matrix and accuracy") {
   CHECK(r.out.find("layout cell 'mbs' is blank") != std::string::npos);
   check_user_error(tetrasim("validate tests/data/scenarios/measurements.csv --group-by nope"),
                    "--group-by: nope: no such column");
+}
+
+TEST_CASE("validate shows the memory behind each verdict and lists the runs that ran but do not fit") {
+  const Result j = tetrasim("validate tests/data/scenarios/ran_predicted_oom.csv --json");
+  CAPTURE(j.err);
+  REQUIRE(j.code == 0);
+  const auto rows = nlohmann::json::parse(j.out)["per_row"];
+  REQUIRE(rows.size() == 2);
+  for (const auto& r : rows) {
+    for (const char* key : {"peak_stage", "peak_gib", "capacity_gib"}) {
+      CAPTURE(key);
+      CHECK(r.contains(key));
+    }
+    // H100 SXM: 81,559 MiB = 79.647 GiB.
+    CHECK(r["capacity_gib"].get<double>() == approx(81559.0 / 1024.0).epsilon(1e-5));
+  }
+  CHECK(rows[0]["predicted"] == 1);
+  CHECK(rows[0]["peak_gib"].get<double>() < rows[0]["capacity_gib"].get<double>());
+  // Llama 3.1 70B on 8 GPUs at TP 8 (dp 1): each GPU holds 70.55e9 / 8 parameters, at least
+  // 2 (bf16 weights) + 2 (gradients) + 12 (Adam's fp32 copy and moments) bytes each:
+  // 8.82e9 x 16 B = 141.1e9 B = 131.4 GiB before any activation.
+  CHECK(rows[1]["predicted"] == 0);
+  CHECK(rows[1]["peak_gib"].get<double>() > 131.4);
+  const double over = rows[1]["peak_gib"].get<double>() - rows[1]["capacity_gib"].get<double>();
+
+  const Result t = tetrasim("validate tests/data/scenarios/ran_predicted_oom.csv");
+  REQUIRE(t.code == 0);
+  const auto at = t.out.find("ran, predicted out of memory (1)");
+  REQUIRE(at != std::string::npos);
+  const std::string table = t.out.substr(at);
+  CHECK(table.find("ran-70b") != std::string::npos);
+  CHECK(table.find("fit-8b") == std::string::npos);  // only the wrong verdicts
+  char expected[32];
+  std::snprintf(expected, sizeof expected, "+%.2f", over);
+  CHECK(table.find(expected) != std::string::npos);
+  // A file without such runs prints no list.
+  const Result none = tetrasim("validate tests/data/scenarios/measurements.csv");
+  CHECK(none.out.find("ran, predicted out of memory") == std::string::npos);
 }
 
 TEST_CASE("a malformed measurement row names file:line and the column") {
