@@ -128,7 +128,14 @@ void attention_forward(std::vector<Op>& ops, const Dims& d, const Training& tr, 
     ops.push_back(op);
   };
   if (d.c <= 1) {
-    push(attention(Pass::forward, "core_attention", d, kernel, Mask::causal, d.sr, d.sr, 1));
+    Op op = attention(Pass::forward, "core_attention", d, kernel, Mask::causal, d.sr, d.sr, 1);
+    // Aleph Alpha's trainer reads the packed documents' lengths on the host before each
+    // attention forward (`Aleph-Alpha/scaling` at 737f855, src/scaling/core/nn/attention/
+    // attention.py: FlashAttention's max_seqlen through `get_max_seq_length`'s `.item()`, line
+    // 73; the dense mask of the other kernels through `torch.where`, line 81): the host waits
+    // for the GPU once per layer forward, again when recomputation re-runs it.
+    op.host_sync = d.x.deepspeed;
+    push(op);
   } else if (d.x.torch_cp) {
     torch_cp_attention_forward(ops, d, kernel, run);
   } else {

@@ -473,6 +473,43 @@ TEST_SUITE("llama") {
     }
   }
 
+  // Aleph Alpha's trainer (`Aleph-Alpha/scaling` at 737f855, src/scaling/core/nn/attention/
+  // attention.py): FlashAttention's max_seqlen is read with `.item()` before every attention
+  // forward (`get_max_seq_length`, line 73), the dense mask of the torch and fused kernels
+  // starts with a `torch.where` (line 81): one host wait per attention forward, none in
+  // backward; full recomputation re-runs the forward and waits again.
+  TEST_CASE("Aleph Alpha's attention forward waits for the host (deepspeed)") {
+    const Model m = preset("llama3.1-8b");
+    Training tr;
+    tr.seq_len = 2048;
+    Layout l;
+    auto syncs = [](const std::vector<Op>& ops) {
+      std::vector<const Op*> out;
+      for (const Op& op : ops) {
+        if (op.host_sync) out.push_back(&op);
+      }
+      return out;
+    };
+    CHECK(syncs(layer_ops(m, tr, l)).empty());  // Megatron-Core: no wait in a dense layer
+    tr.framework = Framework::fsdp;
+    CHECK(syncs(layer_ops(m, tr, l)).empty());
+    tr.framework = Framework::deepspeed;
+    for (AttentionKernel k : {AttentionKernel::flash2, AttentionKernel::torch, AttentionKernel::fused}) {
+      tr.attention = k;
+      const auto ops = layer_ops(m, tr, l);
+      const auto waits = syncs(ops);
+      REQUIRE(waits.size() == 1);
+      CHECK(waits[0]->kind == OpKind::attention);
+      CHECK(waits[0]->pass == Pass::forward);
+      CHECK_FALSE(waits[0]->recompute);
+    }
+    tr.attention = AttentionKernel::flash2;
+    l.recompute = Recompute::full;
+    const auto waits = syncs(layer_ops(m, tr, l));
+    REQUIRE(waits.size() == 2);
+    CHECK(waits[0]->recompute != waits[1]->recompute);
+  }
+
   // Autograd's AccumulateGrad (`pytorch/pytorch: torch/csrc/autograd/functions/
   // accumulate_grad.h`): from the second micro-batch on, `grad += new_grad` after each
   // weight-gradient GEMM, 3 gradient-dtype accesses per weight element. With m = 8 micro-batches
