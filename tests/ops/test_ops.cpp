@@ -505,7 +505,8 @@ TEST_SUITE("llama") {
     }
     tr.attention = AttentionKernel::flash2;
     l.recompute = Recompute::full;
-    const auto waits = syncs(layer_ops(m, tr, l));
+    const auto recomputed = layer_ops(m, tr, l);
+    const auto waits = syncs(recomputed);
     REQUIRE(waits.size() == 2);
     CHECK(waits[0]->recompute != waits[1]->recompute);
   }
