@@ -163,6 +163,9 @@ void print_cv(const CvReport& r, const ValidateArgs& args) {
             << format_table({"factor", "min", "max", "status"}, rows);
 }
 
+/// An outcome value (measured or predicted): 1 = ran / fits, 0 = out of memory.
+bool fits(double outcome) { return outcome > 0.5; }
+
 /// The outcome confusion and the error of each numeric metric over the predicted rows.
 struct ValidationStats {
   int fit_fit = 0, fit_oom = 0, oom_fit = 0, oom_oom = 0;
@@ -180,8 +183,8 @@ ValidationStats validation_stats(const std::vector<RowResult>& done, const std::
   // Outcome rows: confusion matrix measured x predicted.
   for (const auto& r : done) {
     if (r.row->metric != scenarios::Metric::outcome) continue;
-    const bool measured_ok = r.row->value > 0.5;
-    const bool predicted_ok = r.predicted > 0.5;
+    const bool measured_ok = fits(r.row->value);
+    const bool predicted_ok = fits(r.predicted);
     (measured_ok ? (predicted_ok ? fit_fit : fit_oom) : (predicted_ok ? oom_fit : oom_oom))++;
   }
   v.outcome_n = fit_fit + fit_oom + oom_fit + oom_oom;
@@ -211,7 +214,7 @@ ValidationStats validation_stats(const std::vector<RowResult>& done, const std::
 void print_runs_predicted_oom(const std::vector<RowResult>& done) {
   std::vector<const RowResult*> wrong;
   for (const auto& r : done) {
-    if (r.row->metric == scenarios::Metric::outcome && r.row->value > 0.5 && r.predicted < 0.5 && r.verdict)
+    if (r.row->metric == scenarios::Metric::outcome && fits(r.row->value) && !fits(r.predicted) && r.verdict)
       wrong.push_back(&r);
   }
   if (wrong.empty()) return;
