@@ -105,6 +105,29 @@ double layer_saved_full(const model::Model& m, const parallel::Training& tr,
   return bytes;
 }
 
+/// The second copy of the attention output that Transformer Engine's FlashAttention backend
+/// leaves saved. Before Hopper, TE's DotProductAttention prefers flash-attn over cuDNN
+/// (`transformer_engine/pytorch/attention.py` get_attention_backend: only on compute 9.0 does
+/// it disable FlashAttention for FusedAttention, v1.7 to v1.11). That backend hands flash-attn
+/// (b, s) tensors and returns `output.view(b, s, -1).transpose(0, 1).contiguous()` to
+/// Megatron-Core's (s, b) layout: for b > 1 a copy, which the output projection saves as its
+/// input while flash-attn's FlashAttnFunc keeps its own `out` for the backward (for b = 1 the
+/// transpose is already contiguous and no copy is made). A recomputed core attention saves
+/// neither. bf16, heads x v-head width over the TP ranks, per token of the CP chunk.
+double te_flash_output_copy(const model::Model& m, const hw::Gpu& gpu, const parallel::Training& tr,
+                            const parallel::Layout& l) {
+  const bool te_flash_backend = tr.framework == parallel::Framework::megatron &&
+                                tr.attention == parallel::AttentionKernel::flash2 &&
+                                gpu.compute_capability >= 80 && gpu.compute_capability < 90;
+  const bool attention_saved =
+      l.recompute == parallel::Recompute::none ||
+      (l.recompute == parallel::Recompute::selective && !parallel::recomputes(l, parallel::RecomputeModule::core_attn));
+  if (!te_flash_backend || !attention_saved || l.mbs <= 1) return 0.0;
+  const Geometry g = geometry(m, tr, l);
+  const double v_width = m.mla ? static_cast<double>(m.mla->v_head_dim) : static_cast<double>(m.head_dim());
+  return 2.0 * g.s * g.b * g.a * v_width / g.t;
+}
+
 /// What Megatron-Core's recompute_modules free of a dense layer's saved tensors (the MoE and
 /// MLA parts are in moe_memory.cpp). "layernorm" frees the two norm outputs, which the QKV and
 /// FC1 linears saved as their inputs; under FP8 Transformer Engine saves its own quantised copy

@@ -268,7 +268,8 @@ LayoutTerms layout_terms(const model::Model& model, const hw::Cluster& cluster,
       .linear_per_layer = std::max(0.0, layer_params - 2.0 * g.h) / g.t,
       .q8 = parallel::quantized_bytes_per_element(training.fp8.recipe),
       .fp8_copies = parallel::fp8_on(training.fp8, cluster.gpu).copies(),
-      .a_layer = activation_bytes_per_layer(model, training, layout),
+      .a_layer = activation_bytes_per_layer(model, training, layout) +
+                 te_flash_output_copy(model, cluster.gpu, training, layout),
       .transient_layer = layer_working_bytes(model, training, layout),
       // MoE / MLA per-layer terms (moe_memory.cpp).
       .moe_layer = detail::moe_layer_memory(model, training, layout),

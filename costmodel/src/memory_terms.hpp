@@ -5,6 +5,7 @@
 // allocator leave resident.
 
 #include "tetra/costmodel/memory.hpp"
+#include "tetra/hw/cluster.hpp"
 #include "tetra/model/model.hpp"
 #include "tetra/parallel/execution.hpp"
 #include "tetra/parallel/layout.hpp"
@@ -35,6 +36,8 @@ struct StateBytes {
 Geometry geometry(const model::Model& m, const parallel::Training& tr, const parallel::Layout& l);
 bool unfused_attention(parallel::AttentionKernel k) noexcept;
 double layer_saved_full(const model::Model& m, const parallel::Training& tr, const parallel::Layout& l, bool drop_s2);
+double te_flash_output_copy(const model::Model& m, const hw::Gpu& gpu, const parallel::Training& tr,
+                             const parallel::Layout& l);
 double dense_module_savings(const model::Model& m, const parallel::Training& tr, const parallel::Layout& l);
 double layer_transient(const model::Model& m, const parallel::Training& tr, const parallel::Layout& l);
 StateBytes state_bytes(const parallel::Training& tr);

@@ -802,4 +802,42 @@ TEST_SUITE("costmodel") {
     CHECK(s.fp8_cache_bytes == approx(2.0 * 218103808 * q));
     CHECK(s.fp8_cache_bytes / kGiB == approx(0.40625).epsilon(1e-3));
   }
+
+  TEST_CASE("memory: TE's FlashAttention backend saves a second copy of the attention output at mbs > 1") {
+    // TransformerEngine attention.py (v1.7 to v1.11): before Hopper DotProductAttention runs
+    // flash-attn (only compute 9.0 prefers cuDNN), whose FlashAttnFunc saves `out` (b, s, ...),
+    // and hands Megatron-Core `out.view(b, s, -1).transpose(0, 1).contiguous()`, a copy for
+    // b > 1 that the output projection saves. Llama-3.1-8B, s = 8192, CP 2, TP 2 with SP,
+    // mbs 2: 2 B x 4096 tokens x 2 sequences x 32 heads x 128 / 2 = 32 MiB per layer; stage 0
+    // of PP 2 holds 16 layers for 2 micro-batches in flight (1F1B): 32 MiB x 16 x 2 = 1 GiB.
+    const model::Model m = preset_model("llama3.1-8b");
+    hw::Cluster a100 = cluster("dgx-a100-40gb");
+    a100.nodes = 2;
+    parallel::Training t;
+    t.seq_len = 8192;
+    t.global_batch = 1024;
+    t.attention = parallel::AttentionKernel::flash2;
+    parallel::Layout l = simple_layout(2, 2, 2, 2);
+    l.cp = 2;
+    l.sp = true;
+    const auto saved = [&](const hw::Cluster& c, const parallel::Training& tr, const parallel::Layout& ly) {
+      return estimate_memory(m, c, tr, ly).stages.front().layer_activations_bytes;
+    };
+    parallel::Training cudnn = t;
+    cudnn.attention = parallel::AttentionKernel::cudnn;
+    REQUIRE(estimate_memory(m, a100, t, l).stages.front().inflight == approx(2.0));
+    CHECK(saved(a100, t, l) - saved(a100, cudnn, l) == approx(1.0 * kGiB));
+    // b = 1: the transpose is already contiguous, no copy.
+    parallel::Layout one = l;
+    one.mbs = 1;
+    CHECK(saved(a100, t, one) == approx(saved(a100, cudnn, one)));
+    // Hopper: TE picks cuDNN's fused attention, which takes (s, b) tensors as they are.
+    hw::Cluster h100 = cluster("dgx-h100");
+    h100.nodes = 2;
+    CHECK(saved(h100, t, l) == approx(saved(h100, cudnn, l)));
+    // Core attention recomputed (Megatron's selective default): flash-attn saves nothing.
+    parallel::Layout selective = l;
+    selective.recompute = parallel::Recompute::selective;
+    CHECK(saved(a100, t, selective) == approx(saved(a100, cudnn, selective)));
+  }
 }
