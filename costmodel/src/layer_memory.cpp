@@ -112,20 +112,20 @@ double layer_saved_full(const model::Model& m, const parallel::Training& tr,
 /// (b, s) tensors and returns `output.view(b, s, -1).transpose(0, 1).contiguous()` to
 /// Megatron-Core's (s, b) layout: for b > 1 a copy, which the output projection saves as its
 /// input while flash-attn's FlashAttnFunc keeps its own `out` for the backward (for b = 1 the
-/// transpose is already contiguous and no copy is made). A recomputed core attention saves
-/// neither. bf16, heads x v-head width over the TP ranks, per token of the CP chunk.
+/// transpose is already contiguous and no copy is made). MLA never takes that backend (TE
+/// v1.11 disables FlashAttention when head_dim_qk != head_dim_v). A recomputed core attention
+/// saves neither copy (selective recompute's core_attn, full recompute). bf16, heads x head
+/// width over the TP ranks, per token of the CP chunk.
 double te_flash_output_copy(const model::Model& m, const hw::Gpu& gpu, const parallel::Training& tr,
                             const parallel::Layout& l) {
   const bool te_flash_backend = tr.framework == parallel::Framework::megatron &&
-                                tr.attention == parallel::AttentionKernel::flash2 &&
+                                tr.attention == parallel::AttentionKernel::flash2 && !m.mla &&
                                 gpu.compute_capability >= 80 && gpu.compute_capability < 90;
-  const bool attention_saved =
-      l.recompute == parallel::Recompute::none ||
-      (l.recompute == parallel::Recompute::selective && !parallel::recomputes(l, parallel::RecomputeModule::core_attn));
+  const bool attention_saved = (l.recompute == parallel::Recompute::none || l.recompute == parallel::Recompute::selective) &&
+                               !parallel::recomputes(l, parallel::RecomputeModule::core_attn);
   if (!te_flash_backend || !attention_saved || l.mbs <= 1) return 0.0;
   const Geometry g = geometry(m, tr, l);
-  const double v_width = m.mla ? static_cast<double>(m.mla->v_head_dim) : static_cast<double>(m.head_dim());
-  return 2.0 * g.s * g.b * g.a * v_width / g.t;
+  return 2.0 * g.s * g.b * g.a * m.head_dim() / g.t;
 }
 
 /// What Megatron-Core's recompute_modules free of a dense layer's saved tensors (the MoE and

@@ -839,5 +839,12 @@ TEST_SUITE("costmodel") {
     parallel::Layout selective = l;
     selective.recompute = parallel::Recompute::selective;
     CHECK(saved(a100, t, selective) == approx(saved(a100, cudnn, selective)));
+    // Selective recompute of the MLP only: core attention keeps both copies.
+    selective.recompute_modules.add(parallel::RecomputeModule::mlp);
+    CHECK(saved(a100, t, selective) - saved(a100, cudnn, selective) == approx(1.0 * kGiB));
+    // Full recompute keeps only the layer input.
+    parallel::Layout full = l;
+    full.recompute = parallel::Recompute::full;
+    CHECK(saved(a100, t, full) == approx(saved(a100, cudnn, full)));
   }
 }
