@@ -131,20 +131,24 @@ TEST_SUITE("costmodel") {
     // H100, head dim 128, causal, 8k: 308 TFLOP/s in the short benchmark, held at the share
     // an H100 sustains at 700 W, 1377.3 / 1402.6 = 0.981962 (Azure ND H100 v5 FP8 16384^3 after
     // 10,000 warm-up iterations over the FP8 MAMF): 302.444 TFLOP/s.
-    // f = 4*1*8192^2*64*128/2 = 1.09951e12 FLOP.
-    ops::AttentionShape a{parallel::AttentionKernel::flash2, true, 1, 8192, 8192, 64, 8, 128};
-    CHECK(attention_kernel_flops(a, false) == approx(1.09951e12).epsilon(1e-5));
-    // forward: 1.09951e12 / 302.444e12 = 3.63542 ms (+ 2 us launch); backward 2.5x the FLOPs.
-    CHECK(attention_seconds(a, false, p) == approx(3.63542e-3 + 2e-6).epsilon(1e-4));
-    CHECK(attention_seconds(a, true, p) == approx(2.5 * 3.63542e-3 + 2e-6).epsilon(1e-4));
+    // At the benchmark's own grid (16k tokens: 2 sequences of 8192, 16 heads of 128) the call
+    // runs at the table's rate. f = 4*2*8192^2*16*128/2 = 5.49756e11 FLOP.
+    ops::AttentionShape a{parallel::AttentionKernel::flash2, true, 2, 8192, 8192, 16, 4, 128};
+    CHECK(attention_kernel_flops(a, false) == approx(5.49756e11).epsilon(1e-5));
+    // forward: 5.49756e11 / 302.444e12 = 1.81771 ms (+ 2 us launch); backward 2.5x the FLOPs.
+    CHECK(attention_seconds(a, false, p) == approx(1.81771e-3 + 2e-6).epsilon(1e-4));
+    CHECK(attention_seconds(a, true, p) == approx(2.5 * 1.81771e-3 + 2e-6).epsilon(1e-4));
     // s = 3000 between 2k (265) and 4k (294): 265 + 29 * ln(3000/2048)/ln 2 = 280.97 TFLOP/s,
     // x 0.981962 = 275.90.
+    // (16384 / 3000 = 5 sequences in the benchmark grid.)
     a.seq_q = a.seq_kv = 3000;
+    a.batch = 5;
     CHECK(attention_rate_flops(a, false, p) == approx(280.97e12 * 0.981962).epsilon(1e-4));
     // A100 has no FlashAttention-3: flash3 runs at the FA2 rate (hd 128 causal 8k: 182).
     const ComputeParams pa = builtin_params("dgx-a100-80gb");
     a.kernel = parallel::AttentionKernel::flash3;
     a.seq_q = a.seq_kv = 8192;
+    a.batch = 2;
     CHECK(attention_rate_flops(a, false, pa) == approx(182e12));
     // H100 FA3 forward, hd 128 causal 8k: 602 TFLOP/s x 0.981962 = 591.14.
     CHECK(attention_rate_flops(a, false, p) == approx(602e12 * 1377.3 / 1402.6));
@@ -277,25 +281,49 @@ TEST_SUITE("costmodel") {
 }
 
 TEST_SUITE("costmodel") {
-  TEST_CASE("FlashAttention-2 waves: a small grid leaves SMs idle (flash_fwd/bwd_launch_template.h)") {
+  TEST_CASE("attention grid: a last wave and the causal tail leave SMs idle (FA2 launch templates, FA3 tile_size.h)") {
     // A100, 108 SMs; Llama 3.1 8B at TP 2 (16 heads of 128) and CP 4 on 8192 tokens: a ring step
-    // of 2048 queries against 1024 keys.
+    // of 2048 queries against 1024 keys, no mask.
     ops::AttentionShape a{parallel::AttentionKernel::flash2, false, 1, 2048, 1024, 16, 4, 128};
-    // Forward: 2048/128 x 16 = 256 CTAs on 2 x 108 slots: 2 waves, 256/432 = 0.59259 busy; the
-    // benchmark grid, 128 x 16 = 2048 CTAs: 10 waves, 2048/2160 = 0.94815. 0.59259 / 0.94815.
-    CHECK(flash2_wave_share(a, false, 108) == approx(0.625).epsilon(1e-6));
-    // Backward: 1024/128 x 16 = 128 CTAs on 108 slots: 2 waves, 0.59259; the benchmark's 2048
-    // CTAs: 19 waves, 2048/2052 = 0.99805.
-    CHECK(flash2_wave_share(a, true, 108) == approx(0.59259 / 0.99805).epsilon(1e-4));
-    // A whole 8192-token sequence fills the SMs as the benchmark does: 1024 CTAs, 5 waves.
-    ops::AttentionShape full{parallel::AttentionKernel::flash2, true, 1, 8192, 8192, 16, 4, 128};
-    CHECK(flash2_wave_share(full, false, 108) == approx(1.0));
-    // The published FA2 rate (built-in A100 profile) is scaled by it: the same call with 128
-    // heads fills 10 waves as the benchmark does and gets the table's rate.
+    // FA2 forward: 16 query tiles x 16 heads = 256 CTAs of 8 key blocks on 2 x 108 slots: 216
+    // run to t = 8, the other 40 to t = 16: 2048 / (216 x 16) = 0.59259 busy. The benchmark grid
+    // at sqrt(2048 x 1024) = 1448 tokens: 16384 / 1448 = 11 sequences x 16 heads x 12 tiles =
+    // 2112 CTAs of 12 blocks, 10 waves: 25344 / (216 x 120) = 0.97778. 0.59259 / 0.97778.
+    const ops::AttentionShape bench = benchmark_grid(a);
+    CHECK(bench.seq_q == 1448);
+    CHECK(bench.batch == 11);
+    CHECK(bench.heads == 16);
+    CHECK(attention_grid_share(a, false, 108, bench) == approx(0.59259 / 0.97778).epsilon(1e-4));
+    // The same call with 128 heads: 2048 CTAs, 10 waves of 216: 16384 / (216 x 80) = 0.94815,
+    // and the built-in A100 rate (the published FA2 table) follows the share: 0.59259 / 0.94815.
     const ComputeParams p = builtin_params("dgx-a100-80gb");
     ops::AttentionShape wide = a;
     wide.heads = 128;
-    CHECK(flash2_wave_share(wide, false, 108) == approx(1.0));
-    CHECK(attention_rate_flops(a, false, p) == approx(0.625 * attention_rate_flops(wide, false, p)).epsilon(1e-9));
+    CHECK(attention_grid_share(wide, false, 108, bench) == approx(0.94815 / 0.97778).epsilon(1e-4));
+    CHECK(attention_rate_flops(a, false, p) == approx(0.625 * attention_rate_flops(wide, false, p)).epsilon(1e-4));
+
+    // The causal tail on a 4-SM GPU (cuDNN: one CTA per SM), 2 heads of 512 tokens: forward CTAs
+    // compute 1, 2, 3, 4 blocks per head in launch order. The first head fills the slots (free at
+    // 1, 2, 3, 4); the second head's 1 ends at 2, its 2 at 4, its 3 at 5, its 4 at 7:
+    // 20 blocks / (4 x 7) = 0.71429 against a grid that fills all four slots exactly (four
+    // 128 x 128 unmasked calls).
+    ops::AttentionShape causal{parallel::AttentionKernel::cudnn, true, 1, 512, 512, 2, 2, 128};
+    const ops::AttentionShape full{parallel::AttentionKernel::cudnn, false, 1, 512, 128, 1, 1, 128};
+    CHECK(attention_grid_share(causal, false, 4, full) == approx(20.0 / 28.0).epsilon(1e-9));
+    // The backward launches each head's key tiles heaviest first (4, 3, 2, 1 query blocks): the
+    // second head's 4, 3, 2, 1 take the slots freeing at 1, 2, 3, 4 and all end at 5: 20 / 20
+    // (against four unmasked key tiles of one block each).
+    const ops::AttentionShape full_keys{parallel::AttentionKernel::cudnn, false, 1, 128, 512, 1, 1, 128};
+    CHECK(attention_grid_share(causal, true, 4, full_keys) == approx(1.0).epsilon(1e-9));
+
+    // Measured on an H200 (132 SMs), cuDNN 9.19, causal forward over 8192 tokens
+    // (tests/data/calib/h200_sxm_attention_chunks.json): 8 heads 467 TFLOP/s, 32 heads 592, 0.789
+    // of it. The grid model: 512 CTAs keep 0.7594 busy, 2048 keep 0.9269 (the same list schedule
+    // computed independently of this code), 0.819 of it.
+    ops::AttentionShape tp4{parallel::AttentionKernel::cudnn, true, 1, 8192, 8192, 8, 2, 128};
+    ops::AttentionShape tp1 = tp4;
+    tp1.heads = 32;
+    tp1.kv_heads = 8;
+    CHECK(attention_grid_share(tp4, false, 132, tp1) == approx(0.7594 / 0.9269).epsilon(1e-3));
   }
 }

@@ -129,11 +129,24 @@ struct GemmEstimate {
 /// backward 2.5 × forward.
 [[nodiscard]] double attention_kernel_flops(const ops::AttentionShape& a, bool backward) noexcept;
 
-/// The share of its SM slots a FlashAttention-2 call keeps busy over that of the benchmark grid
-/// the published rates were measured at (at most 1): the forward runs one CTA per 128 query rows
-/// of each (sequence, head), two per SM; the backward one per 128 key rows, one per SM; a last
-/// wave that does not fill the SMs leaves them idle.
-[[nodiscard]] double flash2_wave_share(const ops::AttentionShape& a, bool backward, int sms) noexcept;
+/// What an attention call's grid keeps busy of the GPU, over what the grid `bench` keeps busy
+/// (the rates tables were measured at `bench`). The kernel runs one CTA per 128 query rows
+/// (forward) or 128 key rows (backward) of each (sequence, head), launched in grid order (row
+/// tile fastest, then head, then sequence) onto the SMs' CTA slots (FlashAttention-2: two per SM
+/// forward, one backward, flash_fwd/bwd_launch_template.h; FlashAttention-3 and cuDNN: one);
+/// each CTA computes the 128 x 128 blocks of its rows, all of them without a mask, those up to
+/// the diagonal under the causal mask, and a new CTA starts on the slot that frees first. The
+/// busy share is the blocks computed over slots x the time to the last CTA's end: a last wave
+/// that does not fill the SMs, and under the causal mask the heaviest CTAs of the last heads
+/// running alone, leave SMs idle. Measured on an H200 with cuDNN 9.19 (causal forward, 8192
+/// tokens: 8 heads 467 TFLOP/s, 32 heads 592; tests/data/calib/h200_sxm_attention_chunks.json).
+[[nodiscard]] double attention_grid_share(const ops::AttentionShape& a, bool backward, int sms,
+                                          const ops::AttentionShape& bench) noexcept;
+
+/// The grid of the FlashAttention benchmarks the published rates come from (FA2 arXiv
+/// 2307.08691 §4.1, FA3 arXiv 2407.08608 §4.1): 16k tokens in sequences of the call's length
+/// (the geometric mean of its query and key lengths), hidden 2048 (2048 / head_dim heads).
+[[nodiscard]] ops::AttentionShape benchmark_grid(const ops::AttentionShape& a) noexcept;
 
 /// Time of one attention call (forward, or backward when `backward`), one repetition.
 [[nodiscard]] double attention_seconds(const ops::AttentionShape& a, bool backward,
