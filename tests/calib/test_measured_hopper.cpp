@@ -48,12 +48,17 @@ hw::Cluster cluster_of(const Measured& m) {
 
 double ratio(double a, double b) { return a / b; }
 
-/// Total modelled time of the measured cuDNN attention calls over their measured total, as the
-/// built-in profile prices `attention = "cudnn"` (the FA3 forward table, the derived FA3
-/// backward).
-double attention_model_over_measured(const costmodel::Profile& p, const hw::Cluster& cluster) {
+/// Modelled over measured time of each measured cuDNN attention call, as the built-in profile
+/// prices `attention = "cudnn"` (the FA3 forward table, the derived FA3 backward, each at the
+/// share of the SMs the call's grid keeps busy): the geometric mean of the ratios and their
+/// spread (standard deviation of the log ratio).
+struct AttentionFit {
+  double mean = 0;
+  double spread = 0;
+};
+AttentionFit attention_model_over_measured(const costmodel::Profile& p, const hw::Cluster& cluster) {
   const auto params = costmodel::make_compute_params(cluster, costmodel::builtin_profile(cluster));
-  double sum_model = 0, sum_meas = 0;
+  std::vector<double> logs;
   for (const auto& r : p.attention) {
     ops::AttentionShape a;
     a.kernel = parallel::AttentionKernel::cudnn;
@@ -63,10 +68,14 @@ double attention_model_over_measured(const costmodel::Profile& p, const hw::Clus
     a.heads = r.heads;
     a.kv_heads = r.kv_heads;
     a.head_dim = r.head_dim;
-    sum_model += costmodel::attention_seconds(a, r.pass == costmodel::AttentionPass::bwd, params);
-    sum_meas += r.seconds;
+    logs.push_back(std::log(costmodel::attention_seconds(a, r.pass == costmodel::AttentionPass::bwd, params) / r.seconds));
   }
-  return sum_model / sum_meas;
+  double m = 0;
+  for (double l : logs) m += l;
+  m /= static_cast<double>(logs.size());
+  double v = 0;
+  for (double l : logs) v += (l - m) * (l - m);
+  return {std::exp(m), std::sqrt(v / static_cast<double>(logs.size()))};
 }
 
 struct GroupedFit {
@@ -123,8 +132,13 @@ TEST_SUITE("calib") {
       CHECK(k.Bps < 3.35e12);
       CHECK(k.Bps > 0.7 * 3.35e12);
     }
+    // cuDNN 9.19 over 24 shapes (4-64 heads, 2k-8k tokens), forward and backward: priced at 1.068x
+    // the measured time throughout, within 5 % of that at every grid (without the grid share the
+    // spread was 27 %, from 0.87x to 3.1x).
     REQUIRE(p.attention.size() == 48);
-    CHECK(attention_model_over_measured(p, cluster_of(kH100)) == approx(1.0).epsilon(0.10));  // 1.015
+    const AttentionFit fit = attention_model_over_measured(p, cluster_of(kH100));
+    CHECK(fit.mean == approx(1.068).epsilon(0.02));
+    CHECK(fit.spread < 0.06);
   }
 
   TEST_CASE("measured H200: fitted rates agree with the published ones the built-in profile uses") {
@@ -141,8 +155,11 @@ TEST_SUITE("calib") {
       CHECK(k.Bps < 4.8e12);
       if (k.kernel == "copy") CHECK(ratio(k.Bps, builtin.fit.hbm_Bps) == approx(1.0).epsilon(0.08));
     }
+    // cuDNN attention: priced at 1.129x the measured time, within 4 % of that at every grid.
     REQUIRE(p.attention.size() == 48);
-    CHECK(attention_model_over_measured(p, cluster_of(kH200)) == approx(1.0).epsilon(0.10));  // 1.079
+    const AttentionFit fit = attention_model_over_measured(p, cluster_of(kH200));
+    CHECK(fit.mean == approx(1.129).epsilon(0.02));
+    CHECK(fit.spread < 0.05);
   }
 
   TEST_CASE("measured H200 twice: two machines, two days apart, give the same rates") {
@@ -170,7 +187,9 @@ TEST_SUITE("calib") {
     }
     std::nth_element(r.begin(), r.begin() + static_cast<long>(r.size() / 2), r.end());
     CHECK(r[r.size() / 2] == approx(1.0).epsilon(0.03));
-    CHECK(attention_model_over_measured(b, cluster_of(kH200Again)) == approx(1.0).epsilon(0.10));
+    const AttentionFit again = attention_model_over_measured(b, cluster_of(kH200Again));
+    CHECK(again.mean == approx(attention_model_over_measured(a, cluster_of(kH200)).mean).epsilon(0.03));
+    CHECK(again.spread < 0.05);
   }
 
   TEST_CASE("measured H100: cuDNN attention at the MoE layouts' shapes against attention = \"cudnn\"") {

