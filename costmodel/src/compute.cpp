@@ -283,13 +283,15 @@ int cta_slots_per_sm(AttentionKernel kernel, bool backward) {
   return kernel == AttentionKernel::flash2 && !backward ? 2 : 1;
 }
 
-/// Grids larger than this many CTAs per slot are priced by the closed form in busy_share.
+/// Grids of more than this many CTAs per slot, or more CTAs in all, are priced by the closed
+/// form in busy_share (the schedule's cost and memory stay bounded whatever the input).
 constexpr long long kSimulatedCtasPerSlot = 64;
+constexpr long long kSimulatedCtas = 1LL << 20;
 
 /// Share of `slots` a grid keeps busy from its launch to its last CTA's end (see
-/// attention_grid_share). Grids of more than kSimulatedCtasPerSlot CTAs per slot take the
-/// midpoint of the perfect share and Graham's list-scheduling bound (makespan at most the mean
-/// load plus the largest CTA), within 1.5 % of either there.
+/// attention_grid_share). Grids of more than kSimulatedCtasPerSlot CTAs per slot (or
+/// kSimulatedCtas in all) take the midpoint of the perfect share and Graham's list-scheduling
+/// bound (makespan at most the mean load plus the largest CTA), within 1.5 % of either there.
 double busy_share(long long q_tiles, long long kv_tiles, long long rows, long long slots, bool causal,
                   bool backward) {
   const long long ctas_per_row = backward ? kv_tiles : q_tiles;
@@ -307,7 +309,7 @@ double busy_share(long long q_tiles, long long kv_tiles, long long rows, long lo
   const double total = per_row * static_cast<double>(rows);
   const long long ctas = ctas_per_row * rows;
   if (ctas <= slots) return total / (static_cast<double>(slots) * largest);
-  if (ctas > kSimulatedCtasPerSlot * slots) {
+  if (ctas > kSimulatedCtasPerSlot * slots || ctas > kSimulatedCtas) {
     return total / (total + 0.5 * static_cast<double>(slots) * largest);
   }
   // List scheduling in launch order: each CTA starts on the slot that frees first.

@@ -315,6 +315,13 @@ TEST_SUITE("costmodel") {
     // (against four unmasked key tiles of one block each).
     const ops::AttentionShape full_keys{parallel::AttentionKernel::cudnn, false, 1, 128, 512, 1, 1, 128};
     CHECK(attention_grid_share(causal, true, 4, full_keys) == approx(1.0).epsilon(1e-9));
+    // A grid past the simulated size (64 sequences x 128 heads x 1024 query tiles = 8,388,608
+    // CTAs of 1024 blocks, no mask, 132 slots) takes the closed form: total / (total + slots x
+    // largest / 2) = 8388608 / (8388608 + 66), against a grid of 132 one-block CTAs that fills
+    // the slots exactly.
+    const ops::AttentionShape huge{parallel::AttentionKernel::cudnn, false, 64, 131072, 131072, 128, 8, 128};
+    const ops::AttentionShape one_wave{parallel::AttentionKernel::cudnn, false, 1, 128, 128, 132, 132, 128};
+    CHECK(attention_grid_share(huge, false, 132, one_wave) == approx(8388608.0 / 8388674.0).epsilon(1e-12));
 
     // Measured on an H200 (132 SMs), cuDNN 9.19, causal forward over 8192 tokens
     // (tests/data/calib/h200_sxm_attention_chunks.json): 8 heads 467 TFLOP/s, 32 heads 592, 0.789
