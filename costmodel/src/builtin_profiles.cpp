@@ -478,6 +478,7 @@ CommParams make_comm_params(const hw::Cluster& cluster, const Profile& profile) 
   CommParams p;
   p.version = parse_nccl_version(profile.meta.nccl);
   p.topo = derive_topology(cluster);
+  p.pods = Pods{cluster.inter.pod_gpus, cluster.inter.oversubscription};
   p.rows = profile.collective;
   std::sort(p.rows.begin(), p.rows.end(), [](const CollectiveRow& a, const CollectiveRow& c) {
     return std::tie(a.op, a.ranks, a.ranks_per_node, a.bytes) < std::tie(c.op, c.ranks, c.ranks_per_node, c.bytes);

@@ -592,6 +592,7 @@ CollectiveEstimate collective(CollectiveKind kind, double bytes, const GroupPlac
     }
   }
   e.seconds /= link_factor(g.nodes <= 1, p);
+  e.seconds = std::max(e.seconds, cross_pod_seconds(kind, bytes, g, p));
   e.algbw_Bps = e.seconds > 0 ? bytes / e.seconds : 0;
   e.busbw_Bps = e.algbw_Bps * bus_factor(kind, g.ranks);
   return e;
@@ -619,11 +620,32 @@ double hierarchical_all_to_all(double bytes, int topk, int experts, parallel::Fl
   return std::max(network, collective(CollectiveKind::all_to_all, bytes, node, p).seconds);
 }
 
+double cross_pod_seconds(CollectiveKind kind, double bytes, const GroupPlacement& g, const CommParams& p) noexcept {
+  if (g.ranks_per_pod <= 0 || g.nodes <= 1 || p.pods.oversubscription <= 1.0 || bytes <= 0) return 0;
+  const double nic = nic_share_Bps(p.topo);
+  if (nic <= 0) return 0;
+  const double o = p.pods.oversubscription;
+  const double in_pod = std::min<double>(g.ranks_per_pod, g.ranks);
+  if (kind == CollectiveKind::all_to_all) return bytes * (1.0 - in_pod / g.ranks) * o / nic;
+  const double factor = kind == CollectiveKind::send_recv ? 1.0 : bus_factor(kind, g.ranks);
+  return bytes * factor * o / (in_pod * nic);
+}
+
+double cross_pod_p2p_seconds(double bytes, long long senders, const CommParams& p) noexcept {
+  if (p.pods.gpus <= 0 || p.pods.oversubscription <= 1.0 || senders <= 0) return 0;
+  const NcclTopology& t = p.topo;
+  const double bw = t.p2p_inter_Bps > 0 ? t.p2p_inter_Bps : t.nic_GBps * 1e9;
+  const double share = std::min(1.0, static_cast<double>(p.pods.gpus) /
+                                         (p.pods.oversubscription * static_cast<double>(senders)));
+  return t.p2p_inter_lat_s + bytes / (bw * share);
+}
+
 double comm_op_seconds(const ops::Op& op, const parallel::Layout& layout, const CommParams& p) noexcept {
   if (op.kind != ops::OpKind::collective && op.kind != ops::OpKind::p2p) return 0;
-  const GroupPlacement g = place_group(layout, op.dim, p.topo.gpus_per_node);
+  const GroupPlacement g = place_group(layout, op.dim, p.topo.gpus_per_node, p.pods);
   if (op.kind == ops::OpKind::p2p) {
-    return p2p_seconds(op.bytes, g.nodes <= 1, p);
+    return std::max(p2p_seconds(op.bytes, g.nodes <= 1, p),
+                    cross_pod_seconds(CollectiveKind::send_recv, op.bytes, g, p));
   }
   GroupPlacement gg = g;
   if (op.group != g.ranks && op.group > 0) {
@@ -631,9 +653,11 @@ double comm_op_seconds(const ops::Op& op, const parallel::Layout& layout, const 
     gg.ranks = op.group;
     gg.ranks_per_node = std::min(g.ranks_per_node, op.group);
     gg.nodes = std::max(1, op.group / gg.ranks_per_node);
+    gg.ranks_per_pod = g.ranks_per_pod > 0 && g.ranks_per_pod < op.group ? g.ranks_per_pod : 0;
   }
   if (op.coll == CollectiveKind::all_to_all && op.route_topk > 0) {
-    return hierarchical_all_to_all(op.bytes, op.route_topk, op.route_experts, op.route_backend, gg, p);
+    return std::max(hierarchical_all_to_all(op.bytes, op.route_topk, op.route_experts, op.route_backend, gg, p),
+                    cross_pod_seconds(CollectiveKind::all_to_all, op.bytes, gg, p));
   }
   return collective(op.coll, op.bytes, gg, p).seconds;
 }

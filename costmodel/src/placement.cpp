@@ -101,7 +101,18 @@ std::optional<parallel::LayoutIssue> domain_issue(const parallel::Layout& layout
                                 std::to_string(domain) + " GPUs: some groups would straddle two domains"};
 }
 
-GroupPlacement place_group(const parallel::Layout& layout, CommDim dim, int gpus_per_node) {
+namespace {
+
+/// Ranks of a group inside the first pod, for a group of `n` ranks `s` apart (the strided
+/// groups: EP, expert DP, HSDP replicas), or 0 when the pods hold the whole group.
+int strided_ranks_per_pod(long long n, long long s, const Pods& pods) {
+  if (pods.gpus <= 0 || s * (n - 1) < pods.gpus) return 0;
+  return static_cast<int>(std::clamp((pods.gpus + s - 1) / s, 1LL, n));
+}
+
+}  // namespace
+
+GroupPlacement place_group(const parallel::Layout& layout, CommDim dim, int gpus_per_node, const Pods& pods) {
   // Order of dimensions, innermost first (default Megatron order).
   const std::array<std::string_view, 4> order = rank_dims(layout);
   std::array<long long, 4> stride{};
@@ -135,6 +146,7 @@ GroupPlacement place_group(const parallel::Layout& layout, CommDim dim, int gpus
     g.ranks = static_cast<int>(n);
     g.ranks_per_node = static_cast<int>(on_node);
     g.nodes = static_cast<int>(std::max(1LL, n / on_node));
+    g.ranks_per_pod = strided_ranks_per_pod(n, s, pods);
     return g;
   }
   if (dim == CommDim::ep || dim == CommDim::expert_dp) {
@@ -146,6 +158,7 @@ GroupPlacement place_group(const parallel::Layout& layout, CommDim dim, int gpus
     g.ranks = static_cast<int>(n);
     g.ranks_per_node = static_cast<int>(on_node);
     g.nodes = static_cast<int>(std::max(1LL, (n + on_node - 1) / on_node));
+    g.ranks_per_pod = strided_ranks_per_pod(n, s, pods);
     return g;
   }
   if (dim == CommDim::pp) {
@@ -161,12 +174,13 @@ GroupPlacement place_group(const parallel::Layout& layout, CommDim dim, int gpus
     return g;
   }
   // Enumerate the group of rank 0 (mixed radix over its dimensions) and count the members
-  // on rank 0's node; groups are regular, so every node holds the same count.
+  // on rank 0's node and pod; groups are regular, so every node holds the same count.
   long long ranks = 1;
   for (std::size_t i = 0; i < 4; ++i) {
     if (in_group(order[i])) ranks *= size[i];
   }
   long long on_node = 0;
+  long long in_pod = 0;
   for (long long idx = 0; idx < ranks; ++idx) {
     long long rem = idx;
     long long rank = 0;
@@ -176,10 +190,12 @@ GroupPlacement place_group(const parallel::Layout& layout, CommDim dim, int gpus
       rem /= size[i];
     }
     if (rank < gpn) ++on_node;
+    if (rank < pods.gpus) ++in_pod;
   }
   g.ranks = static_cast<int>(ranks);
   g.ranks_per_node = static_cast<int>(std::max(1LL, on_node));
   g.nodes = static_cast<int>(std::max(1LL, ranks / g.ranks_per_node));
+  g.ranks_per_pod = pods.gpus > 0 && in_pod < ranks ? static_cast<int>(std::max(1LL, in_pod)) : 0;
   return g;
 }
 

@@ -70,6 +70,8 @@ constexpr std::array kKeys = std::to_array<KeyInfo>({
     {"cluster.inter_node", "nics_per_node", "integer", "the preset's", "1..1024", "network adapters per node", ""},
     {"cluster.inter_node", "nic_bandwidth", "quantity", "the preset's", "> 0, at most 10PB/s", "per adapter per direction, e.g. \"400Gb/s\"", ""},
     {"cluster.inter_node", "latency", "quantity", "the preset's", "0..10s", "one network hop", ""},
+    {"cluster.inter_node", "pod_gpus", "integer", "0 (one pod)", "whole nodes, 1..1000000", "GPUs of one pod of an oversubscribed fabric: consecutive ranks under full bisection bandwidth", "Dubey et al. 2024 (Llama 3, arXiv 2407.21783) §3.3.1: pods of 3,072 GPUs"},
+    {"cluster.inter_node", "oversubscription", "number", "1", "1..64", "how many times thinner the layer joining the pods is than the NICs below it (7 for 1:7)", "Dubey et al. 2024 §3.3.1: 1:7 between pods"},
     // ---- [training] ----
     // The plain keys, one row each in parallel/training_keys.def.
 #define TRAINING_SWITCH(name, value, needs, meaning, source) {"training", #name, "boolean", #value, needs, meaning, source},

@@ -268,7 +268,8 @@ const toml::source_region* load_intra(const Section& s, const toml::node& n, hw:
 }
 
 /// [cluster.inter_node].
-const toml::source_region* load_inter(const Section& s, const toml::node& n, hw::InterNode& inter) {
+const toml::source_region* load_inter(const Section& s, const toml::node& n, hw::InterNode& inter,
+                                      int gpus_per_node) {
   const Doc& doc = s.doc;
   const Section g{doc, "cluster.inter_node", s.subtable(n, "inter_node")};
   g.check_keys(key_names("cluster.inter_node"));
@@ -281,6 +282,20 @@ const toml::source_region* load_inter(const Section& s, const toml::node& n, hw:
   }
   if (const auto* v = g.get("latency")) {
     inter.latency_s = g.quantity(*v, "latency", units::parse_duration, "5us", kMaxLatency, true);
+  }
+  if (const auto* v = g.get("pod_gpus")) {
+    inter.pod_gpus = g.int_value(*v, "pod_gpus", 1, kMaxPodGpus);
+    if (inter.pod_gpus % std::max(1, gpus_per_node) != 0) {
+      g.fail_at(*v, "pod_gpus",
+                "a pod holds whole nodes: " + std::to_string(inter.pod_gpus) + " is not a multiple of " +
+                    std::to_string(gpus_per_node) + " GPUs per node");
+    }
+  }
+  if (const auto* v = g.get("oversubscription")) {
+    inter.oversubscription = g.number(*v, "oversubscription", 1.0, 64.0);
+    if (inter.oversubscription > 1.0 && inter.pod_gpus == 0) {
+      g.fail_at(*v, "oversubscription", "names no pods: give pod_gpus, the GPUs under full bisection bandwidth");
+    }
   }
   return &g.table.source();
 }
@@ -332,7 +347,7 @@ hw::Cluster load_cluster(const Doc& doc, const toml::table& table) {
   const toml::node* domain_node = nullptr;
   if (const auto* n = s.get("intra_node")) intra_region = load_intra(s, *n, c.intra, domain_node);
   const toml::source_region* inter_region = &table.source();
-  if (const auto* n = s.get("inter_node")) inter_region = load_inter(s, *n, c.inter);
+  if (const auto* n = s.get("inter_node")) inter_region = load_inter(s, *n, c.inter, c.gpus_per_node);
 
   // Without presets every number must be given.
   auto need = [&](bool ok, const toml::source_region& region, std::string_view section,

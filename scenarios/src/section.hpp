@@ -236,6 +236,7 @@ inline constexpr long long kMaxHeads = 100000;
 inline constexpr long long kMaxVocab = 100'000'000;
 inline constexpr long long kMaxNodes = 1'000'000;
 inline constexpr long long kMaxGpusPerNode = 1024;
+inline constexpr long long kMaxPodGpus = 1'000'000;
 inline constexpr long long kMaxSms = 100000;
 inline constexpr long long kMaxParallel = 1'000'000;    // tp, cp, pp, dp, vp
 inline constexpr long long kMaxMbs = 1'000'000;

@@ -10,7 +10,7 @@
 namespace tetra::sim {
 
 LayerKey layer_key(const parallel::Training& training, const parallel::Layout& layout,
-                   int nvlink_domain) {
+                   int nvlink_domain, const costmodel::Pods& pods) {
   LayerKey k;
   k.tp = layout.tp;
   k.cp = layout.cp;
@@ -27,16 +27,19 @@ LayerKey layer_key(const parallel::Training& training, const parallel::Layout& l
   const parallel::ExecutionTraits x = parallel::execution_traits(training, layout);
   k.micro_batches = x.cached_weight_casts || x.eager ? x.micro_batches : 0;
   const int gpn = std::max(nvlink_domain, 1);
-  const auto tp = costmodel::place_group(layout, ops::CommDim::tp, gpn);
-  const auto cp = costmodel::place_group(layout, ops::CommDim::cp, gpn);
+  const auto tp = costmodel::place_group(layout, ops::CommDim::tp, gpn, pods);
+  const auto cp = costmodel::place_group(layout, ops::CommDim::cp, gpn, pods);
   k.tp_ranks = tp.ranks;
   k.tp_per_node = tp.ranks_per_node;
   k.tp_nodes = tp.nodes;
   k.cp_ranks = cp.ranks;
   k.cp_per_node = cp.ranks_per_node;
   k.cp_nodes = cp.nodes;
+  k.tp_per_pod = tp.ranks_per_pod;
+  k.cp_per_pod = cp.ranks_per_pod;
   if (k.dp_cp > 0) {
-    const auto dc = costmodel::place_group(layout, ops::CommDim::dp_cp, gpn);
+    const auto dc = costmodel::place_group(layout, ops::CommDim::dp_cp, gpn, pods);
+    k.dpcp_per_pod = dc.ranks_per_pod;
     k.dpcp_ranks = dc.ranks;
     k.dpcp_per_node = dc.ranks_per_node;
     k.dpcp_nodes = dc.nodes;
@@ -46,7 +49,8 @@ LayerKey layer_key(const parallel::Training& training, const parallel::Layout& l
   k.dispatcher = layout.moe_dispatcher;
   k.flex_backend = layout.moe_flex_backend;
   if (layout.ep > 1) {
-    const auto ep = costmodel::place_group(layout, ops::CommDim::ep, gpn);
+    const auto ep = costmodel::place_group(layout, ops::CommDim::ep, gpn, pods);
+    k.ep_per_pod = ep.ranks_per_pod;
     k.ep_per_node = ep.ranks_per_node;
     k.ep_nodes = ep.nodes;
   }

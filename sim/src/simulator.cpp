@@ -160,7 +160,7 @@ void Simulator::price_layers(const SimInput& in, const SimOptions& options, cons
   // Layer level: one replay per distinct op list.
   // Shared with earlier runs of the same per-layer shape through options.layer_cache.
   LayerCache* cache = record ? nullptr : options.layer_cache;
-  const LayerKey key = cache != nullptr ? layer_key(training, layout, domain) : LayerKey{};
+  const LayerKey key = cache != nullptr ? layer_key(training, layout, domain, in.comm->pods) : LayerKey{};
   const auto shared = cache != nullptr ? cache->find(key) : nullptr;
   moe_ = model.is_moe();
   if (shared) {
@@ -276,6 +276,36 @@ struct GroupsInterNode {
   bool cp = false;
 };
 
+// An oversubscribed fabric: a boundary whose stages lie in different pods sends through the
+// layer above them, every GPU of the stage at once (costmodel::cross_pod_p2p_seconds); the
+// pod with the most GPUs sending across sets the boundary's pace.
+void pods_on_boundaries(StepSpec& spec, const parallel::Layout& layout, int p, long long pp_stride, double bytes,
+                        const costmodel::CommParams& cm) {
+  const long long pod = cm.pods.gpus;
+  const long long world = layout.world();
+  if (pod <= 0 || pod >= world || cm.pods.oversubscription <= 1.0) return;
+  const long long pods = (world + pod - 1) / pod;
+  std::vector<long long> senders(static_cast<std::size_t>(p) * static_cast<std::size_t>(pods), 0);
+  for (long long x = 0; x < world; ++x) {
+    const int r = static_cast<int>((x / pp_stride) % p);
+    const long long peer = r + 1 < p ? x + pp_stride : x - static_cast<long long>(p - 1) * pp_stride;
+    if (peer / pod != x / pod) ++senders[static_cast<std::size_t>(r * pods + x / pod)];
+  }
+  bool any = false;
+  std::vector<Duration> at(static_cast<std::size_t>(p), spec.pp_forward);
+  for (int r = 0; r < p; ++r) {
+    const auto first = senders.begin() + static_cast<std::ptrdiff_t>(r * pods);
+    const long long most = *std::max_element(first, first + static_cast<std::ptrdiff_t>(pods));
+    if (most == 0) continue;
+    const Duration d = replay_time(costmodel::cross_pod_p2p_seconds(bytes, most, cm));
+    if (d > at[static_cast<std::size_t>(r)]) {
+      at[static_cast<std::size_t>(r)] = d;
+      any = true;
+    }
+  }
+  if (any) spec.pp_boundary_transfer = std::move(at);
+}
+
 // Placement: PP neighbours and the DP x CP gradient group, into the step's links (which PP
 // boundaries cross nodes, the PP transfer times) and the SM share of its DP collectives.
 GroupsInterNode place_step(StepSpec& spec, const SimInput& in, int domain, int p) {
@@ -301,6 +331,7 @@ GroupsInterNode place_step(StepSpec& spec, const SimInput& in, int domain, int p
                                        [](char c) { return c != 0; });
     spec.pp_forward = replay_time(costmodel::p2p_seconds(bytes, !any_inter, cm));
     spec.pp_backward = spec.pp_forward;
+    pods_on_boundaries(spec, layout, p, pp_stride, bytes, cm);
   }
   return {dp_place.nodes > 1, cp_place.nodes > 1};
 }

@@ -234,6 +234,7 @@ std::uint32_t add_send(Builder& b, const StageFrame& sf, const ScheduleItem& it,
                        std::uint32_t name, Duration work, int dst, int boundary) {
   const StepSpec& spec = b.spec;
   const bool inter = spec.pp_inter_node.empty() || spec.pp_inter_node[static_cast<std::size_t>(boundary)] != 0;
+  if (!spec.pp_boundary_transfer.empty()) work = spec.pp_boundary_transfer[static_cast<std::size_t>(boundary)];
   const auto sid = add_transfer(b, sf.ps, role, sf.r, it.chunk, name, b.zero_if_free(work).seconds(),
                                 spec.comm_sm_share, inter, it.micro_batch, dst);
   b.g.add_dep(b.pieces.back(), sid);

@@ -283,6 +283,57 @@ TEST_SUITE("costmodel") {
     CHECK(g.nodes == 2);
   }
 
+  TEST_CASE("Pods of an oversubscribed fabric (Llama 3's cluster, arXiv 2407.21783 §3.3.1)") {
+    // 3,072-GPU pods under full bisection, 1:7 above them; Llama 3's 16K grid TP 8, PP 16,
+    // DP 128. One H100 NIC share: 400 Gb/s at 48.5 of 50 GB/s [SIMAI] = 48.5e9 B/s.
+    CommParams p = params("dgx-h100");
+    p.pods = Pods{3072, 7.0};
+    parallel::Layout l;
+    l.tp = 8;
+    l.pp = 16;
+    l.dp = 128;
+    // Megatron's order: a stage's DP group is 128 consecutive nodes, inside one pod.
+    GroupPlacement g = place_group(l, ops::CommDim::dp, 8, p.pods);
+    CHECK(g.ranks_per_pod == 0);
+    CHECK(cross_pod_seconds(CollectiveKind::all_gather, kGiB, g, p) == 0.0);
+    // Llama 3's order [TP, CP, PP, DP]: DP outermost, ranks 128 apart, 24 of them per pod.
+    l.rank_order = "tp-cp-pp-dp";
+    g = place_group(l, ops::CommDim::dp, 8, p.pods);
+    CHECK(g.ranks_per_pod == 24);
+    CHECK(g.nodes == 128);
+    // Each pod's 3072 / 24 = 128 rings leave it by one edge each, on 3072 / 7 NICs' worth of
+    // uplinks: 1 GiB x 127/128 x 7 / (24 x 48.5e9) = 6.4068 ms, under the ring's own NIC time,
+    // so the collective keeps the price it has without pods.
+    CHECK(cross_pod_seconds(CollectiveKind::all_gather, kGiB, g, p) == approx(6.4068e-3).epsilon(1e-4));
+    CommParams flat = params("dgx-h100");
+    CHECK(collective(CollectiveKind::all_gather, kGiB, g, p).seconds ==
+          approx(collective(CollectiveKind::all_gather, kGiB, g, flat).seconds));
+    // Pods of 64 GPUs, 1:16, DP 512 at TP 8: 8 ranks per pod, the uplinks bind. All-reduce,
+    // 1 GiB: 2 x 511/512 x 2^30 x 16 / (8 x 48.5e9) = 88.383 ms.
+    p.pods = Pods{64, 16.0};
+    l = parallel::Layout{};
+    l.tp = 8;
+    l.dp = 512;
+    g = place_group(l, ops::CommDim::dp, 8, p.pods);
+    CHECK(g.ranks_per_pod == 8);
+    CHECK(cross_pod_seconds(CollectiveKind::all_reduce, kGiB, g, p) == approx(88.383e-3).epsilon(1e-4));
+    CHECK(collective(CollectiveKind::all_reduce, kGiB, g, p).seconds == approx(88.383e-3).epsilon(1e-4));
+    // All-to-all over EP 128 consecutive ranks (expert TP 1), 64 of them per pod, 1:7: half
+    // of every buffer leaves the pod at 1/7 of the NIC: 2^30 x 0.5 x 7 / 48.5e9 = 77.487 ms.
+    p.pods = Pods{64, 7.0};
+    l.ep = 128;
+    g = place_group(l, ops::CommDim::ep, 8, p.pods);
+    CHECK(g.ranks_per_pod == 64);
+    CHECK(cross_pod_seconds(CollectiveKind::all_to_all, kGiB, g, p) == approx(77.487e-3).epsilon(1e-4));
+    // A pipeline boundary between pods with a whole 1,024-GPU stage sending at once: each
+    // GPU gets 3072 / (7 x 1024) = 0.428571 of its NIC; 32 MiB take 1.6143 ms after latency.
+    p.pods = Pods{3072, 7.0};
+    const double bytes = 32.0 * 1024 * 1024;
+    CHECK(cross_pod_p2p_seconds(bytes, 1024, p) - p.topo.p2p_inter_lat_s == approx(1.6143e-3).epsilon(1e-4));
+    // Few senders: the uplinks carry them at the full NIC rate.
+    CHECK(cross_pod_p2p_seconds(bytes, 100, p) - p.topo.p2p_inter_lat_s == approx(bytes / 48.5e9));
+  }
+
   TEST_CASE("HSDP replicas are the outer factor of the DP dimension") {
     // torchtitan's mesh (dp_replicate, dp_shard, cp, tp): 16 DP ranks as 4 replicas of 4
     // shards put replicas 4 ranks apart: {0, 4} on node 0, {8, 12} on node 1.

@@ -329,6 +329,23 @@ TEST_CASE("errors carry file:line:col and the key") {
   }
 }
 
+TEST_CASE("[cluster.inter_node] pods: whole nodes, and an oversubscription needs them") {
+  std::string text = kBase;
+  text.replace(text.find("nodes = 4"), 9, "nodes = 4\n[cluster.inter_node]\npod_gpus = 16\noversubscription = 7");
+  const Scenario ok = load(text);
+  CHECK(ok.cluster.inter.pod_gpus == 16);
+  CHECK(ok.cluster.inter.oversubscription == 7.0);
+  text = kBase;
+  text.replace(text.find("nodes = 4"), 9, "nodes = 4\n[cluster.inter_node]\npod_gpus = 12");
+  CHECK(error_of([&] { (void)load(text); }) ==
+        "t.toml:8:12: [cluster.inter_node].pod_gpus: a pod holds whole nodes: 12 is not a multiple of 8 GPUs per node");
+  text = kBase;
+  text.replace(text.find("nodes = 4"), 9, "nodes = 4\n[cluster.inter_node]\noversubscription = 2");
+  CHECK(error_of([&] { (void)load(text); }) ==
+        "t.toml:8:20: [cluster.inter_node].oversubscription: names no pods: give pod_gpus, the GPUs under full "
+        "bisection bandwidth");
+}
+
 TEST_CASE("layout rules point at the key that breaks them") {
   SUBCASE("tp must divide the heads") {
     std::string text = kBase;

@@ -46,6 +46,37 @@ parallel::Layout default_layout() {
 }  // namespace
 
 TEST_SUITE("sim") {
+  TEST_CASE("simulate: pipeline boundaries between pods of an oversubscribed fabric") {
+    // 32 DGX H100 nodes in pods of 8 nodes, 1:7 above them (the shape of Llama 3's cluster,
+    // arXiv 2407.21783 §3.3.1). TP 8, PP 8, DP 4: under Megatron's order (PP outermost) a
+    // stage is 32 GPUs and every second boundary leaves its pod with the whole stage sending,
+    // each GPU at 64 / (7 x 32) of its NIC; under [TP, CP, PP, DP] (Llama 3's own order) a
+    // pipeline is one pod and only the DP rings cross, by one edge per pod.
+    Fixture f("llama3.1-70b", "dgx-h100", 32);
+    f.training.seq_len = 8192;
+    f.training.global_batch = 64;
+    parallel::Layout l = default_layout();
+    l.pp = 8;
+    l.dp = 4;
+    const sim::Result flat = sim::simulate(f.input(l));
+    f.cluster.inter.pod_gpus = 64;
+    f.cluster.inter.oversubscription = 7;
+    f.costs = costmodel::cost_params(f.cluster);
+    const sim::Result pods = sim::simulate(f.input(l));
+    MESSAGE("flat " << flat.step_time_s << " s (PP " << flat.exposed.pp << "), pods " << pods.step_time_s
+                    << " s (PP " << pods.exposed.pp << ")");
+    CHECK(pods.exposed.pp > flat.exposed.pp);
+    CHECK(pods.step_time_s > flat.step_time_s);
+    parallel::Layout own = l;
+    own.rank_order = "tp-cp-pp-dp";
+    const sim::Result own_pods = sim::simulate(f.input(own));
+    f.cluster.inter.pod_gpus = 0;
+    f.cluster.inter.oversubscription = 1;
+    f.costs = costmodel::cost_params(f.cluster);
+    const sim::Result own_flat = sim::simulate(f.input(own));
+    CHECK(own_pods.exposed.pp == approx(own_flat.exposed.pp));
+  }
+
   TEST_CASE("simulate: a shared layer cache keeps layouts apart that re-run different modules") {
     // The layer tables depend on what a selective layout re-runs (recomputed_modules), so two
     // layouts that differ only in recompute_modules must not share them.

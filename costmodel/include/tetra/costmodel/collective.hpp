@@ -115,6 +115,8 @@ struct CommParams {
   // inside one node by intra_node_factor, of a group across nodes by inter_node_factor.
   double intra_node_factor = 1.0;
   double inter_node_factor = 1.0;
+  /// Pods of an oversubscribed fabric: traffic between them is bounded by cross_pod_seconds.
+  Pods pods;
 };
 
 /// One priced collective.
@@ -175,6 +177,22 @@ struct NcclLatBw {
 /// Point-to-point transfer of `bytes` between two GPUs, inside a node (NVLink) or across
 /// nodes (the GPU's NIC), at the slower link of the pair, over the cluster factor of that link.
 [[nodiscard]] double p2p_seconds(double bytes, bool same_node, const CommParams& p) noexcept;
+
+/// The least time a collective of a group spanning pods (GroupPlacement::ranks_per_pod > 0)
+/// needs on the oversubscribed layer above them, every group of its kind running at once; 0
+/// when the group stays inside a pod. The layer carries pod_gpus / oversubscription NICs'
+/// worth. A ring (or tree) leaves a pod by one edge per group, and the pod holds
+/// pod_gpus / ranks_per_pod such groups, so each crossing edge gets ranks_per_pod /
+/// oversubscription of a node edge: bytes · bus factor · oversubscription / (ranks_per_pod ·
+/// one GPU's NIC share). An all-to-all sends (n − ranks_per_pod) / n of every rank's buffer
+/// out of the pod at once: that share · bytes · oversubscription / one GPU's NIC share.
+[[nodiscard]] double cross_pod_seconds(ops::CollectiveKind kind, double bytes, const GroupPlacement& g,
+                                       const CommParams& p) noexcept;
+
+/// A pipeline transfer between stages in different pods when `senders` GPUs of the pod send
+/// across at once (every GPU of the stage): each gets pod_gpus / (oversubscription · senders)
+/// of its NIC, at most all of it.
+[[nodiscard]] double cross_pod_p2p_seconds(double bytes, long long senders, const CommParams& p) noexcept;
 
 /// Time of one repetition of a communication op of the op list under `layout`.
 [[nodiscard]] double comm_op_seconds(const ops::Op& op, const parallel::Layout& layout,

@@ -10,11 +10,21 @@
 
 namespace tetra::costmodel {
 
+/// Pods of an oversubscribed fabric (hw::InterNode pod_gpus, oversubscription): `gpus`
+/// consecutive ranks under full bisection bandwidth; 0 = one pod.
+struct Pods {
+  long long gpus = 0;
+  double oversubscription = 1.0;
+};
+
 /// How a group of ranks lies on the nodes (from the layout's rank_order).
 struct GroupPlacement {
   int ranks = 1;
   int ranks_per_node = 1;    ///< ranks of the group sharing one node (NVLink peers)
   int nodes = 1;             ///< nodes the group spans
+  /// Ranks of the group inside one pod when the group spans several pods of an oversubscribed
+  /// fabric, else 0 (the whole group under full bisection bandwidth).
+  int ranks_per_pod = 0;
 };
 
 /// Placement of a group of dimension `dim` under `layout.rank_order` (innermost first, e.g.
@@ -22,8 +32,9 @@ struct GroupPlacement {
 /// it; ranks_per_node = clamp(gpus_per_node / stride, 1, size) when the stride divides the
 /// node, else 1; nodes = size / ranks_per_node. dp_cp is the fused DP x CP group (contiguous
 /// when cp and dp are adjacent in the order); pp is a pair of neighbouring stages.
+/// Under `pods`, ranks_per_pod counts the group's ranks inside one pod the same way.
 [[nodiscard]] GroupPlacement place_group(const parallel::Layout& layout, ops::CommDim dim,
-                                         int gpus_per_node);
+                                         int gpus_per_node, const Pods& pods = {});
 
 /// The first of TP and CP whose groups do not lie alike on every NVLink domain of `domain`
 /// GPUs, or nothing. A group of stride s and size n spans s·n consecutive ranks; its groups are

@@ -52,6 +52,12 @@ struct InterNode {
   int nics_per_node = 0;
   double nic_bandwidth_Bps = 0;  ///< per NIC, per direction
   double latency_s = 0;
+  /// An oversubscribed fabric: pods of `pod_gpus` GPUs (whole nodes, consecutive ranks) with
+  /// full bisection bandwidth inside, joined by a layer `oversubscription` times thinner than
+  /// the NICs below it (Llama 3's 24K-GPU cluster: pods of 3,072 GPUs, 1:7 above them,
+  /// Dubey et al. 2024, arXiv 2407.21783 §3.3.1). pod_gpus = 0: one pod, full bisection.
+  int pod_gpus = 0;
+  double oversubscription = 1.0;
 };
 
 /// A homogeneous cluster of identical nodes.

@@ -15,6 +15,7 @@
 #include <memory>
 #include <mutex>
 
+#include "tetra/costmodel/placement.hpp"
 #include "tetra/parallel/layout.hpp"
 #include "tetra/sim/layer.hpp"
 
@@ -48,12 +49,16 @@ struct LayerKey {
   parallel::MoeDispatcher dispatcher = parallel::MoeDispatcher::alltoall;
   parallel::FlexBackend flex_backend = parallel::FlexBackend::deepep;
   int ep_per_node = 1, ep_nodes = 1;
+  /// Ranks of the TP, CP, DP×CP and EP groups inside one pod of an oversubscribed fabric when
+  /// a group spans pods, else 0 (costmodel::cross_pod_seconds).
+  int tp_per_pod = 0, cp_per_pod = 0, dpcp_per_pod = 0, ep_per_pod = 0;
   friend auto operator<=>(const LayerKey&, const LayerKey&) = default;
 };
 
-/// The key of `layout` for a cluster whose NVLink domains hold `nvlink_domain` GPUs.
+/// The key of `layout` for a cluster whose NVLink domains hold `nvlink_domain` GPUs (and whose
+/// fabric has `pods`).
 [[nodiscard]] LayerKey layer_key(const parallel::Training& training, const parallel::Layout& layout,
-                                 int nvlink_domain);
+                                 int nvlink_domain, const costmodel::Pods& pods = {});
 
 /// The replayed passes of one transformer layer, the embedding and the head.
 struct LayerTables {

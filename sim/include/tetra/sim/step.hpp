@@ -66,6 +66,9 @@ struct StepSpec {
   Duration pp_backward;  ///< one gradient transfer
   /// Per boundary from rank r to rank (r+1) mod p: whether it crosses nodes (size p).
   std::vector<char> pp_inter_node;
+  /// Per boundary r -> (r+1) mod p, one transfer in either direction where it differs from
+  /// pp_forward (a boundary between pods of an oversubscribed fabric); empty = all alike.
+  std::vector<Duration> pp_boundary_transfer;
   bool overlap_grad_reduce = true;
   bool overlap_param_gather = true;
   bool pp_blocking = true;   ///< a rank waits for its own send before its next task (Megatron)
