@@ -149,6 +149,7 @@ std::string ranked_table(const scenarios::Scenario& sc, const search::SearchResu
       std::any_of(sc.search.dp_replicate.begin(), sc.search.dp_replicate.end(), [](int r) { return r != 1; });
   // ep / etp columns when the space varies them on a MoE model.
   const bool by_expert = sc.model.is_moe() && (sc.search.ep.size() > 1 || sc.search.etp.size() > 1);
+  const bool by_order = sc.search.rank_order.size() > 1;
   // A column of the GEMM format's own peak when a listed layout runs FP8 or FP4 GEMMs.
   bool low_precision = false;
   for (std::size_t i = 0; i < shown; ++i) low_precision = low_precision || other_precision(utilization_of(sc, res.layouts[i]));
@@ -189,6 +190,7 @@ std::string ranked_table(const scenarios::Scenario& sc, const search::SearchResu
       rows.back().insert(rows.back().begin() + 5, std::to_string(l.etp));
       rows.back().insert(rows.back().begin() + 5, std::to_string(l.ep));
     }
+    if (by_order) rows.back().insert(rows.back().begin() + 1, l.rank_order);
   }
   std::vector<std::string> header{"rank", "tp", "cp", "pp", "dp", "vp", "mbs", "sp", "recompute",
                                   "schedule", "step s", "step band", "Mtok/s", "tok/s/GPU", "TFLOP/s", "MFU %", "HFU %",
@@ -202,6 +204,7 @@ std::string ranked_table(const scenarios::Scenario& sc, const search::SearchResu
     header.insert(header.begin() + 5, "etp");
     header.insert(header.begin() + 5, "ep");
   }
+  if (by_order) header.insert(header.begin() + 1, "order");
   return format_table(header, rows);
 }
 

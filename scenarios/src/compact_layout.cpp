@@ -27,6 +27,7 @@ std::string compact_layout(const parallel::Layout& l, const parallel::Fp8Trainin
   if (l.recompute == parallel::Recompute::selective_layer) s += "/" + std::to_string(l.ac_freq);
   if (l.offload_layers > 0) s += " offload" + std::to_string(l.offload_layers);
   s += std::string(" ") + to_string(l.schedule);
+  if (l.rank_order != parallel::Layout{}.rank_order) s += " " + l.rank_order;
   if (fp8.enabled()) s += std::string(" fp8-") + to_string(fp8.recipe);
   if (compile) s += " compiled";
   return s;
@@ -89,7 +90,12 @@ std::optional<CompactLayoutKeys> expand_compact_layout(std::string_view text) {
       layout.push_back(std::string(key) + "=" + std::to_string(v));
       return v;
     };
-    if (t.rfind("offload", 0) == 0) {
+    const bool rank_order = t.find('-') != std::string_view::npos && t != "no-sp" && t.rfind("fp8-", 0) != 0 &&
+                            !parallel::parse_schedule(t);
+    if (rank_order) {
+      // A rank order ("tp-cp-pp-dp"); the layout reader checks the spelling.
+      layout.push_back("rank_order=" + std::string(t));
+    } else if (t.rfind("offload", 0) == 0) {
       number("offload", "offload_layers");
     } else if (t.rfind("etp", 0) == 0) {
       number("etp", "etp");
@@ -133,7 +139,7 @@ std::optional<CompactLayoutKeys> expand_compact_layout(std::string_view text) {
       layout.push_back("schedule=" + std::string(t));
     } else {
       refuse(t, "unknown layout word (expected key=value pairs, or the form search and plan print: "
-                "tp8 cp1 pp16(7/7) dp2 vp2 mbs1 no-sp ep8 etp1 full offload2 1f1b fp8-delayed compiled)");
+                "tp8 cp1 pp16(7/7) dp2 vp2 mbs1 no-sp ep8 etp1 full offload2 1f1b tp-cp-pp-dp fp8-delayed compiled)");
     }
   }
   layout.push_back(std::string("sp=") + (tp > 1 && !no_sp ? "true" : "false"));

@@ -129,6 +129,7 @@ constexpr std::array kKeys = std::to_array<KeyInfo>({
     {"search", "memory_fraction", "number", "1.0", "0.01..1", "usable share of GPU memory for pruning (docs/memory.md)", ""},
     {"search", "precision", "list", "the [training] precision", "bf16, fp8", "precisions to try; fp8 under [search] fp8_recipe, else the [training] recipe, else delayed scaling", ""},
     {"search", "fp8_recipe", "name", "the [training] recipe", "the [training] fp8_recipe names", "the FP8 recipe that precision = \"fp8\" in this table means", ""},
+    {"search", "rank_order", "list", "the [layout] rank_order", "the [layout] rank_order spellings", "rank orders to try (on a fabric of pods the order decides which groups cross them)", ""},
     {"search", "dp_replicate", "list", "[1]", "integers >= 1", "HSDP replica counts (framework fsdp, zero_stage 3)", ""},
     {"search", "ac_freq", "list", "[2]", "integers >= 1", "checkpoint frequencies under selective_layer", ""},
     {"search", "compile", "list", "the [training] compile", "booleans", "torch.compile on / off (framework fsdp)", ""},

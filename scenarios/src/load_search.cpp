@@ -88,6 +88,13 @@ search::SearchSpace load_search(const Doc& doc, const toml::table& table,
   if (const auto* n = s.get("sp")) {
     space.sp = list_of<bool>(s, *n, "sp", [&](const toml::node& el) { return s.boolean(el, "sp"); });
   }
+  if (const auto* n = s.get("rank_order")) {
+    space.rank_order = list_of<std::string>(s, *n, "rank_order", [&](const toml::node& el) {
+      std::string order = s.string(el, "rank_order");
+      if (const std::string why = rank_order_problem(order); !why.empty()) s.fail_at(el, "rank_order", why);
+      return order;
+    });
+  }
   if (s.get("dp_replicate")) space.dp_replicate = ints("dp_replicate", kMaxParallel);
   if (s.get("ac_freq")) space.ac_freq = ints("ac_freq", kMaxLayers);
   if (s.get("ep")) space.ep = ints("ep", kMaxParallel);

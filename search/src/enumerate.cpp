@@ -76,7 +76,8 @@ Enumeration enumerate_layouts(const model::Model& model, long long world,
                             static_cast<double>(space.mbs.size()) * static_cast<double>(space.recompute.size()) *
                             static_cast<double>(space.schedule.size()) * static_cast<double>(space.sp.size()) *
                             static_cast<double>(space.dp_replicate.size()) * static_cast<double>(space.ac_freq.size()) *
-                            static_cast<double>(eps.size()) * static_cast<double>(etps.size());
+                            static_cast<double>(eps.size()) * static_cast<double>(etps.size()) *
+                            static_cast<double>(std::max<std::size_t>(1, space.rank_order.size()));
   if (candidates > kMaxCandidates) {
     throw UserError(SourceLocation{}, "[search]",
                     "the lists span " + std::to_string(static_cast<long long>(candidates)) +
@@ -106,6 +107,8 @@ Enumeration enumerate_layouts(const model::Model& model, long long world,
   // The knobs of one (tp, cp, pp, vp, mbs, recompute) cell: checkpoint frequency, HSDP
   // replicas, schedule and sp.
   const std::vector<int> one_ac_freq{parallel::Layout{}.ac_freq};
+  const std::vector<std::string> orders =
+      space.rank_order.empty() ? std::vector<std::string>{base.rank_order} : space.rank_order;
   auto cell = [&](parallel::Layout l, const std::vector<bool>& sps) {
     const bool per_layer = l.recompute == parallel::Recompute::selective_layer;
     for (const int ac_freq : per_layer ? space.ac_freq : one_ac_freq) {
@@ -114,13 +117,16 @@ Enumeration enumerate_layouts(const model::Model& model, long long world,
           for (const bool sp : sps) {
             for (const int ep : eps) {
               for (const int etp : etps) {
-                l.ac_freq = ac_freq;
-                l.dp_replicate = replicas;
-                l.schedule = sched;
-                l.sp = sp;
-                l.ep = ep;
-                l.etp = etp;
-                consider(l);
+                for (const std::string& order : orders) {
+                  l.ac_freq = ac_freq;
+                  l.dp_replicate = replicas;
+                  l.schedule = sched;
+                  l.sp = sp;
+                  l.ep = ep;
+                  l.etp = etp;
+                  l.rank_order = order;
+                  consider(l);
+                }
               }
             }
           }

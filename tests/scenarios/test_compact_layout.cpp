@@ -78,6 +78,21 @@ TEST_CASE("compact layouts: every valid layout of a search space reads back thro
   moe.ep = {1, 4, 8};
   moe.etp = {1, 2};
   CHECK(round_trip(scenario("qwen3-30b-a3b", 2, ""), moe, {}, false) > 0);
+
+  // Rank orders other than Megatron's default are a word of their own.
+  search::SearchSpace orders;
+  orders.tp = {2, 8};
+  orders.rank_order = {"tp-cp-dp-pp", "tp-cp-pp-dp", "tp-pp-dp-cp"};
+  const int both = round_trip(scenario("llama3.1-8b", 4, ""), orders, {}, false);
+  orders.rank_order.clear();
+  CHECK(both == 3 * round_trip(scenario("llama3.1-8b", 4, ""), orders, {}, false));
+  CHECK(scenarios::compact_layout([] {
+          parallel::Layout l;
+          l.tp = 8;
+          l.sp = true;
+          l.rank_order = "tp-cp-pp-dp";
+          return l;
+        }(), {}, false) == "tp8 cp1 pp1 dp1 mbs1 1f1b tp-cp-pp-dp");
 }
 
 TEST_CASE("compact layouts: a word --layout cannot read is refused, naming it") {

@@ -59,7 +59,7 @@ TEST_CASE("key table: one row per key, each with a type, a default and a meaning
   }
   CHECK(key_names("training").size() == 30);
   CHECK(key_names("layout").size() == 23);
-  CHECK(key_names("search").size() == 19);
+  CHECK(key_names("search").size() == 20);
   CHECK(key_names("plan").size() == 8);
 }
 

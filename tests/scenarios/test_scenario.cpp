@@ -483,6 +483,10 @@ memory_fraction = 0.9
   CHECK(error_of([] { (void)load(kBase + "[search]\ntp = []\n"); }).rfind("t.toml:17:6: [search].tp: empty list", 0) == 0);
   CHECK(error_of([] { (void)load(kBase + "[search]\nmemory_fraction = 1.5\n"); })
             .rfind("t.toml:17:19: [search].memory_fraction:", 0) == 0);
+  CHECK(load(kBase + "[search]\nrank_order = [\"tp-cp-dp-pp\", \"tp-cp-pp-dp\"]\n").search.rank_order ==
+        std::vector<std::string>{"tp-cp-dp-pp", "tp-cp-pp-dp"});
+  CHECK(error_of([] { (void)load(kBase + "[search]\nrank_order = [\"tp-cp-dp\"]\n"); })
+            .rfind("t.toml:17:15: [search].rank_order:", 0) == 0);
 }
 
 TEST_CASE("CSV records: quotes, doubled quotes, CRLF, BOM, blank lines") {

@@ -1,6 +1,7 @@
 #pragma once
 /// The [search] table of a scenario: which values of each layout knob to try.
 
+#include <string>
 #include <vector>
 
 #include "tetra/parallel/layout.hpp"
@@ -20,6 +21,9 @@ struct SearchSpace {
                                           parallel::Recompute::full};
   std::vector<parallel::Schedule> schedule{parallel::Schedule::one_f_one_b};
   std::vector<bool> sp{true};          ///< sp values tried where tp > 1 (sp is off at tp == 1)
+  /// Rank orders tried (parallel::Layout rank_order); empty: the [layout] order only. On a
+  /// fabric of pods the order decides which groups cross them.
+  std::vector<std::string> rank_order;
   /// HSDP replica counts (framework fsdp, zero_stage 3): dp = dp_shard x dp_replicate; a count
   /// that does not divide dp is rejected by the dp-split rule.
   std::vector<int> dp_replicate{1};
