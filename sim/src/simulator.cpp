@@ -4,6 +4,7 @@
 #include "tetra/sim/simulator.hpp"
 
 #include <algorithm>
+#include <numeric>
 #include <optional>
 #include <string>
 
@@ -295,9 +296,15 @@ void pods_on_boundaries(StepSpec& spec, const parallel::Layout& layout, int p, l
     return c.world == world && c.stride == pp_stride && c.pod == pod && c.p == p;
   });
   if (hit == memo.end()) {
-    const long long pods = (world + pod - 1) / pod;
+    // Stages and pods repeat every lcm(p * stride, pod) ranks: one period tells every pod's
+    // count. Past 2^22 ranks the count stops (a bound on the work whatever the grid).
+    const long long cycle = static_cast<long long>(p) * pp_stride;
+    const long long g = std::gcd(cycle, pod);
+    const long long period = cycle / g > world / pod ? world : cycle / g * pod;
+    const long long span = std::min({world, period, 1LL << 22});
+    const long long pods = (span + pod - 1) / pod;
     std::vector<long long> senders(static_cast<std::size_t>(p) * static_cast<std::size_t>(pods), 0);
-    for (long long x = 0; x < world; ++x) {
+    for (long long x = 0; x < span; ++x) {
       const int r = static_cast<int>((x / pp_stride) % p);
       const long long peer = r + 1 < p ? x + pp_stride : x - static_cast<long long>(p - 1) * pp_stride;
       if (peer / pod != x / pod) ++senders[static_cast<std::size_t>(r * pods + x / pod)];
