@@ -453,6 +453,9 @@ double nccl_algo_seconds(CollectiveKind kind, NcclAlgo algo, NcclProto proto, do
 
 namespace {
 
+/// One NIC's achievable GPU-to-GPU rate across nodes.
+double nic_Bps(const NcclTopology& t) noexcept { return t.p2p_inter_Bps > 0 ? t.p2p_inter_Bps : t.nic_GBps * 1e9; }
+
 /// A transfer's modelled time before the cluster factor.
 double p2p_model_seconds(double bytes, bool same_node, const CommParams& p) noexcept {
   const NcclTopology& t = p.topo;
@@ -460,8 +463,7 @@ double p2p_model_seconds(double bytes, bool same_node, const CommParams& p) noex
     const double bw = t.p2p_intra_Bps > 0 ? t.p2p_intra_Bps : t.nvlink_GBps * 1e9;
     return t.p2p_intra_lat_s + bytes / bw;
   }
-  const double bw = t.p2p_inter_Bps > 0 ? t.p2p_inter_Bps : t.nic_GBps * 1e9;
-  return t.p2p_inter_lat_s + bytes / bw;
+  return t.p2p_inter_lat_s + bytes / nic_Bps(t);
 }
 
 /// The cluster factor of a link class (factors.hpp).
@@ -526,7 +528,7 @@ Measured measured_seconds(CollectiveKind kind, double bytes, const GroupPlacemen
 
 /// One GPU's share of its node's NICs, the rate a cross-node all-to-all leaves each rank at.
 double nic_share_Bps(const NcclTopology& t) noexcept {
-  return (t.p2p_inter_Bps > 0 ? t.p2p_inter_Bps : t.nic_GBps * 1e9) * t.nics_per_node /
+  return nic_Bps(t) * t.nics_per_node /
          std::max(1, t.gpus_per_node);
 }
 
@@ -624,7 +626,9 @@ double cross_pod_seconds(CollectiveKind kind, double bytes, const GroupPlacement
   if (g.ranks_per_pod <= 0 || g.nodes <= 1 || p.pods.oversubscription <= 1.0 || bytes <= 0) return 0;
   const double nic = nic_share_Bps(p.topo);
   if (nic <= 0) return 0;
-  const double o = p.pods.oversubscription;
+  // The layer above the pods carries the NICs' traffic: a cluster's fitted inter-node factor
+  // scales it as it scales every transfer across nodes.
+  const double o = p.pods.oversubscription / link_factor(false, p);
   const double in_pod = std::min<double>(g.ranks_per_pod, g.ranks);
   if (kind == CollectiveKind::all_to_all) return bytes * (1.0 - in_pod / g.ranks) * o / nic;
   const double factor = kind == CollectiveKind::send_recv ? 1.0 : bus_factor(kind, g.ranks);
@@ -634,10 +638,9 @@ double cross_pod_seconds(CollectiveKind kind, double bytes, const GroupPlacement
 double cross_pod_p2p_seconds(double bytes, long long senders, const CommParams& p) noexcept {
   if (p.pods.gpus <= 0 || p.pods.oversubscription <= 1.0 || senders <= 0) return 0;
   const NcclTopology& t = p.topo;
-  const double bw = t.p2p_inter_Bps > 0 ? t.p2p_inter_Bps : t.nic_GBps * 1e9;
   const double share = std::min(1.0, static_cast<double>(p.pods.gpus) /
                                          (p.pods.oversubscription * static_cast<double>(senders)));
-  return t.p2p_inter_lat_s + bytes / (bw * share);
+  return (t.p2p_inter_lat_s + bytes / (nic_Bps(t) * share)) / link_factor(false, p);
 }
 
 double comm_op_seconds(const ops::Op& op, const parallel::Layout& layout, const CommParams& p) noexcept {

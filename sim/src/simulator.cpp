@@ -285,43 +285,24 @@ void pods_on_boundaries(StepSpec& spec, const parallel::Layout& layout, int p, l
   const long long pod = cm.pods.gpus;
   const long long world = layout.world();
   if (pod <= 0 || pod >= world || cm.pods.oversubscription <= 1.0) return;
-  // The count depends on the grid only, which a search meets again and again.
-  struct Counted {
-    long long world, stride, pod;
-    int p;
-    std::vector<long long> most;  ///< per boundary: the most senders of one pod
-  };
-  thread_local std::vector<Counted> memo;
-  auto hit = std::find_if(memo.begin(), memo.end(), [&](const Counted& c) {
-    return c.world == world && c.stride == pp_stride && c.pod == pod && c.p == p;
-  });
-  if (hit == memo.end()) {
-    // Stages and pods repeat every lcm(p * stride, pod) ranks: one period tells every pod's
-    // count. Past 2^22 ranks the count stops (a bound on the work whatever the grid).
-    const long long cycle = static_cast<long long>(p) * pp_stride;
-    const long long g = std::gcd(cycle, pod);
-    const long long period = cycle / g > world / pod ? world : cycle / g * pod;
-    const long long span = std::min({world, period, 1LL << 22});
-    const long long pods = (span + pod - 1) / pod;
-    std::vector<long long> senders(static_cast<std::size_t>(p) * static_cast<std::size_t>(pods), 0);
-    for (long long x = 0; x < span; ++x) {
-      const int r = static_cast<int>((x / pp_stride) % p);
-      const long long peer = r + 1 < p ? x + pp_stride : x - static_cast<long long>(p - 1) * pp_stride;
-      if (peer / pod != x / pod) ++senders[static_cast<std::size_t>(r * pods + x / pod)];
-    }
-    Counted c{world, pp_stride, pod, p, std::vector<long long>(static_cast<std::size_t>(p), 0)};
-    for (int r = 0; r < p; ++r) {
-      const auto first = senders.begin() + static_cast<std::ptrdiff_t>(r * pods);
-      c.most[static_cast<std::size_t>(r)] = *std::max_element(first, first + static_cast<std::ptrdiff_t>(pods));
-    }
-    if (memo.size() >= 64) memo.clear();
-    memo.push_back(std::move(c));
-    hit = memo.end() - 1;
+  // Stages and pods repeat every lcm(p * stride, pod) ranks, so one period holds every pod's
+  // count; past 2^22 ranks the count stops, a bound on the work whatever the grid.
+  const long long cycle = static_cast<long long>(p) * pp_stride;
+  const long long g = std::gcd(cycle, pod);
+  const long long period = cycle / g > world / pod ? world : cycle / g * pod;
+  const long long span = std::min({world, period, 1LL << 22});
+  const long long pods = (span + pod - 1) / pod;
+  std::vector<long long> senders(static_cast<std::size_t>(p) * static_cast<std::size_t>(pods), 0);
+  for (long long x = 0; x < span; ++x) {
+    const int r = static_cast<int>((x / pp_stride) % p);
+    const long long peer = r + 1 < p ? x + pp_stride : x - static_cast<long long>(p - 1) * pp_stride;
+    if (peer / pod != x / pod) ++senders[static_cast<std::size_t>(r * pods + x / pod)];
   }
   bool any = false;
   std::vector<Duration> at(static_cast<std::size_t>(p), spec.pp_forward);
   for (int r = 0; r < p; ++r) {
-    const long long most = hit->most[static_cast<std::size_t>(r)];
+    const auto first = senders.begin() + static_cast<std::ptrdiff_t>(r * pods);
+    const long long most = *std::max_element(first, first + static_cast<std::ptrdiff_t>(pods));
     if (most == 0) continue;
     const Duration d = replay_time(costmodel::cross_pod_p2p_seconds(bytes, most, cm));
     if (d > at[static_cast<std::size_t>(r)]) {

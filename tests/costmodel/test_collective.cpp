@@ -318,6 +318,10 @@ TEST_SUITE("costmodel") {
     CHECK(g.ranks_per_pod == 8);
     CHECK(cross_pod_seconds(CollectiveKind::all_reduce, kGiB, g, p) == approx(88.383e-3).epsilon(1e-4));
     CHECK(collective(CollectiveKind::all_reduce, kGiB, g, p).seconds == approx(88.383e-3).epsilon(1e-4));
+    // A cluster fitted to half the inter-node rate (factors.hpp) is half as fast above the pods.
+    p.inter_node_factor = 0.5;
+    CHECK(cross_pod_seconds(CollectiveKind::all_reduce, kGiB, g, p) == approx(2 * 88.383e-3).epsilon(1e-4));
+    p.inter_node_factor = 1.0;
     // All-to-all over EP 128 consecutive ranks (expert TP 1), 64 of them per pod, 1:7: half
     // of every buffer leaves the pod at 1/7 of the NIC: 2^30 x 0.5 x 7 / 48.5e9 = 77.487 ms.
     p.pods = Pods{64, 7.0};

@@ -185,13 +185,14 @@ struct NcclLatBw {
 /// pod_gpus / ranks_per_pod such groups, so each crossing edge gets ranks_per_pod /
 /// oversubscription of a node edge: bytes · bus factor · oversubscription / (ranks_per_pod ·
 /// one GPU's NIC share). An all-to-all sends (n − ranks_per_pod) / n of every rank's buffer
-/// out of the pod at once: that share · bytes · oversubscription / one GPU's NIC share.
+/// out of the pod at once: that share · bytes · oversubscription / one GPU's NIC share. Both
+/// divided by the cluster's inter-node factor, as every transfer across nodes is.
 [[nodiscard]] double cross_pod_seconds(ops::CollectiveKind kind, double bytes, const GroupPlacement& g,
                                        const CommParams& p) noexcept;
 
 /// A pipeline transfer between stages in different pods when `senders` GPUs of the pod send
 /// across at once (every GPU of the stage): each gets pod_gpus / (oversubscription · senders)
-/// of its NIC, at most all of it.
+/// of its NIC, at most all of it (and the inter-node factor, as p2p_seconds).
 [[nodiscard]] double cross_pod_p2p_seconds(double bytes, long long senders, const CommParams& p) noexcept;
 
 /// Time of one repetition of a communication op of the op list under `layout`.
