@@ -295,7 +295,14 @@ Model model_from_hf_config_text(std::string_view json_text, const std::string& o
   } else if (r.has("n_inner")) {
     m.ffn_hidden = r.positive_int_at("n_inner", "the FFN hidden size");
   } else if (gpt2_keys || is_gpt) {
-    m.ffn_hidden = 4 * m.hidden;  // GPT-2: n_inner = None means 4 * n_embd
+    // GPT-2: n_inner = None means 4 * n_embd.
+    if (m.hidden > std::numeric_limits<int>::max() / 4) {
+      const char* key = r.has("hidden_size") ? "hidden_size" : "n_embd";
+      throw UserError(SourceLocation{origin, 0, 0}, key,
+                      "too large: without n_inner the FFN hidden size is 4 x " + std::string(key) + ", more than " +
+                          std::to_string(std::numeric_limits<int>::max()));
+    }
+    m.ffn_hidden = 4 * m.hidden;
   } else {
     throw UserError(SourceLocation{origin, 0, 0}, "intermediate_size",
                     "missing key; expected a positive integer, the FFN hidden size");
