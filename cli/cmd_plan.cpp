@@ -153,8 +153,14 @@ nlohmann::json plan_json(const scenarios::PlanScenario& sc, const plan::PlanInpu
       if (r.energy_mwh) row["energy_band"] = range(r.energy_band);
       row["finishes"] = r.finishes;
       row["pareto"] = r.pareto;
-      if (r.meets_deadline) row["meets_deadline"] = *r.meets_deadline;
-      if (r.meets_budget) row["meets_budget"] = *r.meets_budget;
+      if (r.deadline) {
+        row["meets_deadline"] = *r.deadline == plan::Verdict::meets;
+        row["deadline_verdict"] = plan::to_string(*r.deadline);
+      }
+      if (r.budget) {
+        row["meets_budget"] = *r.budget == plan::Verdict::meets;
+        row["budget_verdict"] = plan::to_string(*r.budget);
+      }
       row["rank_days"] = r.rank_days;
       if (rep.priced) row["rank_cost"] = r.rank_cost;
     }
@@ -170,6 +176,7 @@ nlohmann::json plan_json(const scenarios::PlanScenario& sc, const plan::PlanInpu
   j["by_cost"] = ids(rep.by_cost);
   j["pareto"] = ids(rep.pareto);
   j["meeting"] = ids(rep.meeting);
+  j["at_risk"] = ids(rep.at_risk);
   nlohmann::json v;
   v["fastest"] = rep.by_days.empty() ? nlohmann::json(nullptr) : nlohmann::json(rep.by_days.front());
   v["cheapest"] = rep.by_cost.empty() ? nlohmann::json(nullptr) : nlohmann::json(rep.by_cost.front());
@@ -186,7 +193,7 @@ std::string plan_csv(const plan::PlanInput& in, const plan::Report& rep) {
         "tflops_per_gpu,mfu,bubble_fraction,peak_gib,headroom_gib,checkpoint_write_s,mtbf_s,"
         "checkpoint_interval_s,goodput,compute_days,days,gpu_hours,cost,pareto,meets_deadline,"
         "meets_budget,rank_days,rank_cost,tokens_per_s_per_gpu,hfu,mfu_peak_precision,mfu_peak_tflops,precision_peak,"
-        "precision_peak_tflops,precision_peak_utilization,gpu_power_w,energy_mwh\n";
+        "precision_peak_tflops,precision_peak_utilization,gpu_power_w,energy_mwh,deadline_verdict,budget_verdict\n";
   auto quoted = [](const std::string& s) {
     if (s.find_first_of(",\"\n") == std::string::npos) return s;
     std::string q = "\"";
@@ -200,14 +207,17 @@ std::string plan_csv(const plan::PlanInput& in, const plan::Report& rep) {
     o << x;
     return o.str();
   };
-  auto flag = [](const std::optional<bool>& b) { return b ? std::string(*b ? "1" : "0") : std::string(); };
+  auto flag = [](const std::optional<plan::Verdict>& v) {
+    return v ? std::string(*v == plan::Verdict::meets ? "1" : "0") : std::string();
+  };
+  auto words = [](const std::optional<plan::Verdict>& v) { return v ? std::string(plan::to_string(*v)) : std::string(); };
   for (const plan::Row& r : rep.rows) {
     const plan::Candidate& c = in.candidates[r.index];
     os << r.index << ',' << quoted(c.name) << ',' << quoted(c.cluster.name) << ',' << quoted(c.cluster.gpu.name)
        << ',' << c.cluster.total_gpus() << ',' << (c.price_per_gpu_hour ? opt(*c.price_per_gpu_hour) : "") << ','
        << (r.fits ? 1 : 0);
     if (!r.fits) {
-      os << std::string(42, ',') << '\n';
+      os << std::string(44, ',') << '\n';
       continue;
     }
     const auto& b = r.best;
@@ -221,13 +231,14 @@ std::string plan_csv(const plan::PlanInput& in, const plan::Report& rep) {
        << opt(r.goodput.checkpoint_write_s) << ',' << opt(r.goodput.mtbf_s) << ','
        << opt(r.goodput.interval_s) << ',' << opt(r.goodput.goodput) << ',' << opt(r.compute_days) << ','
        << opt(r.days) << ',' << opt(r.gpu_hours) << ',' << (r.cost ? opt(*r.cost) : "") << ','
-       << (r.pareto ? 1 : 0) << ',' << flag(r.meets_deadline) << ',' << flag(r.meets_budget) << ','
+       << (r.pareto ? 1 : 0) << ',' << flag(r.deadline) << ',' << flag(r.budget) << ','
        << r.rank_days << ',' << (rep.priced ? std::to_string(r.rank_cost) : "") << ',';
     const costmodel::Utilization u = ranked_utilization(*in.model, *in.training, c.cluster.gpu, b);
     os << opt(b.tokens_per_s / static_cast<double>(c.cluster.total_gpus())) << ',' << opt(u.hfu) << ','
        << u.mfu_peak.precision << ',' << opt(u.mfu_peak.flops / 1e12) << ',' << u.precision_peak.precision << ','
        << opt(u.precision_peak.flops / 1e12) << ',' << opt(u.precision_peak_utilization) << ',' << opt(r.gpu_power_w)
-       << ',' << (r.energy_mwh ? opt(*r.energy_mwh) : "") << '\n';
+       << ',' << (r.energy_mwh ? opt(*r.energy_mwh) : "") << ',' << words(r.deadline) << ',' << words(r.budget)
+       << '\n';
   }
   return os.str();
 }
@@ -320,8 +331,8 @@ std::string candidate_table(const scenarios::PlanScenario& sc, const plan::PlanI
       row.push_back(r.cost_band ? millions(r.cost_band->low) + " .. " + millions(r.cost_band->high) : "-");
       row.push_back(r.rank_cost > 0 ? std::to_string(r.rank_cost) : "-");
     }
-    if (set.deadline_days) row.push_back(r.meets_deadline.value_or(false) ? "meets" : "misses");
-    if (set.budget) row.push_back(r.meets_budget.value_or(false) ? "meets" : "over");
+    if (set.deadline_days) row.push_back(plan::to_string(r.deadline.value_or(plan::Verdict::misses)));
+    if (set.budget) row.push_back(plan::to_string(r.budget.value_or(plan::Verdict::misses)));
     rows.push_back(std::move(row));
   }
   return format_table(header, rows);
@@ -411,11 +422,18 @@ void print_text(const scenarios::PlanScenario& sc, const plan::PlanInput& in,
     std::string what = set.deadline_days && set.budget ? "the deadline and the budget"
                        : set.deadline_days            ? "the deadline"
                                                       : "the budget";
+    // Verdicts read the band: "meets" at its slow end, "at risk" inside it (plan::Verdict).
     if (rep.meeting.empty()) {
-      std::cout << "verdict   no candidate meets " << what << '\n';
+      std::cout << "verdict   no candidate meets " << what << " at the band's slow end\n";
     } else {
       std::cout << "verdict   " << rep.meeting.size() << " candidate" << (rep.meeting.size() == 1 ? " meets " : "s meet ")
-                << what << "; " << (rep.priced ? "cheapest " : "fastest ") << describe(rep.meeting.front()) << '\n';
+                << what << " even at the band's slow end; "
+                << (rep.priced ? "cheapest " : "fastest ") << describe(rep.meeting.front()) << '\n';
+    }
+    if (!rep.at_risk.empty()) {
+      std::cout << "at risk   " << rep.at_risk.size() << " candidate" << (rep.at_risk.size() == 1 ? " keeps " : "s keep ")
+                << what << " only inside the band; "
+                << (rep.priced ? "cheapest " : "fastest ") << describe(rep.at_risk.front()) << '\n';
     }
   }
   for (const plan::Row& r : rep.rows) {

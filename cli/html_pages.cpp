@@ -92,8 +92,8 @@ report::PlanPage plan_page(const json& j, const std::vector<std::string>& layout
       c.gpu_hours = opt_number(r, "gpu_hours");
       c.cost = opt_number(r, "cost");
       c.pareto = r.at("pareto").get<bool>();
-      if (r.contains("meets_deadline")) c.meets_deadline = r["meets_deadline"].get<bool>();
-      if (r.contains("meets_budget")) c.meets_budget = r["meets_budget"].get<bool>();
+      if (r.contains("deadline_verdict")) c.deadline_verdict = r["deadline_verdict"].get<std::string>();
+      if (r.contains("budget_verdict")) c.budget_verdict = r["budget_verdict"].get<std::string>();
       c.band = band_of(r);
       c.price_per_gpu_hour = opt_number(r, "price_per_gpu_hour");
       if (const auto b = r.find("days_band"); b != r.end() && b->is_object()) {

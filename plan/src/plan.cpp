@@ -93,6 +93,22 @@ std::vector<std::size_t> shard_indices(std::size_t count, int shard, int shards)
   return out;
 }
 
+const char* to_string(Verdict v) noexcept {
+  switch (v) {
+    case Verdict::meets: return "meets";
+    case Verdict::at_risk: return "at risk";
+    case Verdict::misses: return "misses";
+  }
+  return "misses";
+}
+
+Verdict verdict_of(double value, const std::optional<Range>& range, double limit) noexcept {
+  if (!range) return value <= limit ? Verdict::meets : Verdict::misses;
+  if (range->high <= limit) return Verdict::meets;
+  if (range->low <= limit) return Verdict::at_risk;
+  return Verdict::misses;
+}
+
 Report assemble(const PlanInput& in, const std::vector<Evaluation>& evals) {
   Report rep;
   const std::size_t n = in.candidates.size();
@@ -134,12 +150,12 @@ Report assemble(const PlanInput& in, const std::vector<Evaluation>& evals) {
       }
       row.headroom_bytes = row.best.headroom_bytes;
       if (row.finishes) {
-        if (set.deadline_days) row.meets_deadline = row.days <= *set.deadline_days;
-        if (set.budget && row.cost) row.meets_budget = *row.cost <= *set.budget;
+        if (set.deadline_days) row.deadline = verdict_of(row.days, row.days_band, *set.deadline_days);
+        if (set.budget && row.cost) row.budget = verdict_of(*row.cost, row.cost_band, *set.budget);
         finishing.push_back(i);
       } else {
-        if (set.deadline_days) row.meets_deadline = false;
-        if (set.budget) row.meets_budget = false;
+        if (set.deadline_days) row.deadline = Verdict::misses;
+        if (set.budget) row.budget = Verdict::misses;
       }
     }
     rep.rows.push_back(row);
@@ -174,7 +190,13 @@ Report assemble(const PlanInput& in, const std::vector<Evaluation>& evals) {
 
   for (const std::size_t i : rep.priced ? rep.by_cost : rep.by_days) {
     const Row& r = rep.rows[i];
-    if (r.meets_deadline.value_or(true) && r.meets_budget.value_or(true)) rep.meeting.push_back(i);
+    const Verdict d = r.deadline.value_or(Verdict::meets);
+    const Verdict b = r.budget.value_or(Verdict::meets);
+    if (d == Verdict::meets && b == Verdict::meets) {
+      rep.meeting.push_back(i);
+    } else if (d != Verdict::misses && b != Verdict::misses) {
+      rep.at_risk.push_back(i);
+    }
   }
   return rep;
 }

@@ -128,7 +128,9 @@ std::string plan_verdict(const PlanPage& page) {
                       chosen->cost_high ? si(*chosen->cost_high) : "");
     }
     o << "<p>Why: the " << (page.priced ? "cheapest" : "fastest") << " candidate"
-      << (limits.empty() ? " (no deadline or budget set)" : " that meets " + limits + " at the prediction")
+      << (limits.empty()           ? " (no deadline or budget set)"
+          : chosen->days_high      ? " that meets " + limits + " at the band's slow end"
+                                   : " that meets " + limits + " at the prediction (no band)")
       << "; its best layout <code>" << escape(chosen->layout) << "</code>.</p>\n";
   } else {
     o << "<h2>No candidate meets " << (limits.empty() ? "the plan" : limits) << "</h2>\n";
@@ -389,11 +391,8 @@ std::string plan_table(const PlanPage& page) {
       << (c->energy_mwh ? mwh(*c->energy_mwh) : "") << "</td>";
     if (page.priced) o << "<td>" << (c->cost ? grouped(*c->cost) : "never") << "</td>";
     o << "<td class=\"text\">" << (c->pareto ? "yes" : "") << "</td>";
-    auto verdict = [](const std::optional<bool>& b, const char* yes, const char* no) {
-      return b ? std::string(*b ? yes : no) : std::string();
-    };
-    if (page.deadline_days) o << "<td class=\"text\">" << verdict(c->meets_deadline, "meets", "misses") << "</td>";
-    if (page.budget) o << "<td class=\"text\">" << verdict(c->meets_budget, "meets", "over") << "</td>";
+    if (page.deadline_days) o << "<td class=\"text\">" << escape(c->deadline_verdict.value_or("")) << "</td>";
+    if (page.budget) o << "<td class=\"text\">" << escape(c->budget_verdict.value_or("")) << "</td>";
     o << "</tr>\n";
   }
   o << "</table>\n" << plan_table_note(page);

@@ -6,6 +6,9 @@
 
 #include <cmath>
 #include <limits>
+#include <optional>
+#include <string>
+#include <vector>
 
 #include "tetra/hw/presets.hpp"
 #include "tetra/parallel/params.hpp"
@@ -239,9 +242,11 @@ TEST_SUITE("plan") {
     CHECK(rep.meeting == std::vector<std::size_t>{4, 0});
     CHECK_FALSE(rep.rows[3].fits);
     CHECK(rep.rows[3].rank_days == 0);
-    CHECK(*rep.rows[1].meets_deadline);
-    CHECK_FALSE(*rep.rows[1].meets_budget);
-    CHECK_FALSE(*rep.rows[2].meets_deadline);
+    // No band on these candidates: the prediction decides.
+    CHECK(*rep.rows[1].deadline == plan::Verdict::meets);
+    CHECK(*rep.rows[1].budget == plan::Verdict::misses);
+    CHECK(*rep.rows[2].deadline == plan::Verdict::misses);
+    CHECK(rep.at_risk.empty());
 
     SUBCASE("without prices: the front is the fastest, no cost") {
       for (auto& c : in.candidates) c.price_per_gpu_hour.reset();
@@ -253,5 +258,58 @@ TEST_SUITE("plan") {
       CHECK_FALSE(r2.rows[0].cost.has_value());
       CHECK(r2.meeting == std::vector<std::size_t>{1, 0, 4});  // by days, deadline 1.5
     }
+  }
+
+  TEST_CASE("verdicts read the band: met at its slow end, at risk inside it, missed beyond its fast end") {
+    // A band of 8 .. 12 days around a 10-day prediction.
+    const std::optional<plan::Range> band = plan::Range{8.0, 12.0};
+    CHECK(plan::verdict_of(10.0, band, 12.0) == plan::Verdict::meets);
+    CHECK(plan::verdict_of(10.0, band, 11.0) == plan::Verdict::at_risk);
+    CHECK(plan::verdict_of(10.0, band, 8.0) == plan::Verdict::at_risk);
+    CHECK(plan::verdict_of(10.0, band, 7.9) == plan::Verdict::misses);
+    CHECK(plan::verdict_of(10.0, std::nullopt, 10.0) == plan::Verdict::meets);
+    CHECK(plan::verdict_of(10.0, std::nullopt, 9.9) == plan::Verdict::misses);
+    CHECK(std::string(plan::to_string(plan::Verdict::at_risk)) == "at risk");
+
+    const model::Model model = *model::find_model_preset("llama3.1-8b");
+    parallel::Training training;
+    training.seq_len = 8192;
+    training.global_batch = 128;
+    plan::PlanInput in;
+    in.model = &model;
+    in.training = &training;
+    in.settings.tokens = 8.64e10;  // 1 day at 1e6 tokens/s
+    in.settings.goodput.failures_per_gpu_hour = 0;
+    in.settings.deadline_days = 1.2;
+    // A band of signed errors -20 % .. +5 %: the measured step lies between predicted / 1.05
+    // and predicted / 0.8, so a 1-day prediction spans 0.952381 .. 1.25 days.
+    costmodel::StepBand step_band;
+    step_band.basis = "zero-shot";
+    step_band.regime = "megatron";
+    step_band.band.rows = 100;
+    step_band.band.low_error = -0.20;
+    step_band.band.high_error = 0.05;
+    // 0: 1e6 tok/s, 1 day: 0.952 .. 1.25, the deadline inside: at risk.
+    // 1: 1.1e6 tok/s, 0.909 days: 0.866 .. 1.136, within even at the slow end: meets.
+    // 2: 0.8e6 tok/s, 1.25 days: 1.190 .. 1.5625, within only at the fast end: at risk.
+    // 3: 0.7e6 tok/s, 1.429 days: 1.361 .. 1.786, beyond the fast end: misses.
+    in.candidates = {candidate("dgx-h100", 8, std::nullopt), candidate("dgx-h100", 8, std::nullopt),
+                     candidate("dgx-h100", 8, std::nullopt), candidate("dgx-h100", 8, std::nullopt)};
+    for (auto& c : in.candidates) c.band = step_band;
+    std::vector<plan::Evaluation> ev(4);
+    ev[0].best = row_with(1e6, 1e9);
+    ev[1].best = row_with(1.1e6, 1e9);
+    ev[2].best = row_with(0.8e6, 1e9);
+    ev[3].best = row_with(0.7e6, 1e9);
+    const plan::Report rep = plan::assemble(in, ev);
+    REQUIRE(rep.rows[0].days_band.has_value());
+    CHECK(rep.rows[0].days_band->low == approx(1.0 / 1.05));
+    CHECK(rep.rows[0].days_band->high == approx(1.25));
+    CHECK(*rep.rows[0].deadline == plan::Verdict::at_risk);
+    CHECK(*rep.rows[1].deadline == plan::Verdict::meets);
+    CHECK(*rep.rows[2].deadline == plan::Verdict::at_risk);
+    CHECK(*rep.rows[3].deadline == plan::Verdict::misses);
+    CHECK(rep.meeting == std::vector<std::size_t>{1});
+    CHECK(rep.at_risk == std::vector<std::size_t>{0, 2});  // by days
   }
 }

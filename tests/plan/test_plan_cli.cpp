@@ -206,7 +206,7 @@ TEST_SUITE("plan") {
     }
     CHECK(fits > 0);
     const std::string rows = slurp(csv);
-    CHECK(rows.find(",gpu_power_w,energy_mwh\n") != std::string::npos);
+    CHECK(rows.find(",gpu_power_w,energy_mwh,deadline_verdict,budget_verdict\n") != std::string::npos);
     const CliRun t = run_tetrasim("plan '" + sc + "'");
     REQUIRE(t.code == 0);
     CHECK(t.out.find("tok/s/GPU") != std::string::npos);

@@ -249,7 +249,7 @@ TEST_CASE("browser: plan --html of scenarios/plan-405b.toml decides: the verdict
         std::string::npos);
   CHECK(verdict.find("at the band's slow end") != std::string::npos);  // the deadline and the budget
   CHECK(verdict.find("Deadline 90 days: ") != std::string::npos);
-  CHECK(verdict.find("Budget 60.0 M: ") != std::string::npos);
+  CHECK(verdict.find("Budget 75.0 M: ") != std::string::npos);
   const std::string front = svg_of(dom, "plan-days-cost");
   CHECK(front.find(">band: days and cost at its ends</text>") != std::string::npos);
   CHECK(front.find(">the verdict's choice</text>") != std::string::npos);

@@ -94,6 +94,22 @@ struct Range {
   double high = 0;
 };
 
+/// Whether a candidate keeps a limit (deadline or budget), read off its band: the band spans
+/// the 10th to the 90th percentile of the model's signed errors on published runs
+/// (costmodel/error_band.hpp), so its slow end is the days or cost that nine runs in ten
+/// stay under, its fast end the ones that only one in ten does.
+enum class Verdict {
+  meets,    ///< within the limit at the band's slow end: about 90 % likely or more
+  at_risk,  ///< the limit falls inside the band: between about 10 % and 90 % likely
+  misses,   ///< beyond the limit even at the band's fast end: about 10 % likely or less
+};
+/// "meets", "at risk", "misses".
+[[nodiscard]] const char* to_string(Verdict v) noexcept;
+
+/// The verdict of `value` (days or cost) against `limit`, with the band's `range` of it when
+/// there is one; without a band the prediction decides (meets or misses).
+[[nodiscard]] Verdict verdict_of(double value, const std::optional<Range>& range, double limit) noexcept;
+
 /// One candidate in the report.
 struct Row {
   std::size_t index = 0;          ///< into PlanInput::candidates
@@ -119,8 +135,8 @@ struct Row {
   double headroom_bytes = 0;      ///< GPU memory left on the fullest stage (MemoryReport::headroom_bytes)
   bool finishes = true;           ///< goodput > 0
   bool pareto = false;            ///< on the front of (days, cost), or fastest without prices
-  std::optional<bool> meets_deadline;  ///< when a deadline is given
-  std::optional<bool> meets_budget;    ///< when a budget is given (needs prices)
+  std::optional<Verdict> deadline;  ///< when a deadline is given (misses if it never finishes)
+  std::optional<Verdict> budget;    ///< when a budget is given (needs prices)
   int rank_days = 0;              ///< 1 = fastest; 0 when it does not fit or never finishes
   int rank_cost = 0;              ///< 1 = cheapest; 0 without prices
 };
@@ -135,9 +151,12 @@ struct Report {
   std::vector<std::size_t> by_cost;      ///< the same by cost (ties: faster, then order); empty
                                          ///< without prices
   std::vector<std::size_t> pareto;       ///< front rows in by_days order
-  std::vector<std::size_t> meeting;      ///< rows meeting the deadline and the budget given
-                                         ///< (all that finish when neither is), by_cost order
-                                         ///< when priced, else by_days order
+  std::vector<std::size_t> meeting;      ///< rows whose verdicts on the deadline and the budget
+                                         ///< given are both `meets` (all that finish when
+                                         ///< neither is), by_cost order when priced, else
+                                         ///< by_days order
+  std::vector<std::size_t> at_risk;      ///< rows not meeting, none of whose verdicts is
+                                         ///< `misses`, in the same order
 };
 
 /// The report of `evals` (one per candidate, in order). Preconditions: evals.size() ==

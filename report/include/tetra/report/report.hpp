@@ -56,8 +56,9 @@ struct PlanCandidate {
   double gpu_power_w = 0;           ///< the GPU's power under training load (0 = unknown)
   std::optional<double> energy_mwh; ///< unset: unknown power, or never finishes
   bool pareto = false;
-  std::optional<bool> meets_deadline;
-  std::optional<bool> meets_budget;
+  /// plan::Verdict in words ("meets", "at risk", "misses") when the plan has the limit.
+  std::optional<std::string> deadline_verdict;
+  std::optional<std::string> budget_verdict;
   StepBand band;
   std::optional<double> price_per_gpu_hour;
   /// Days, cost and energy at the band's ends (`days_band` / `cost_band` / `energy_band` {low,
@@ -74,7 +75,7 @@ struct PlanPage {
   double pue = 0;                       ///< the energy's power usage effectiveness
   std::vector<PlanCandidate> candidates;
   /// The verdict (ids): the cheapest (priced) or fastest that meets the deadline and the
-  /// budget; unset when none does. `fastest` and `cheapest` regardless of the limits.
+  /// budget at its band's slow end; unset when none does. `fastest` and `cheapest` regardless of the limits.
   std::optional<std::size_t> recommended, fastest, cheapest;
   std::string band_basis;  ///< what the step-time band is, in words ("" without one)
 };
