@@ -227,11 +227,20 @@ double layer_working_bytes(const model::Model& model, const parallel::Training& 
 /// Communicators with more than one rank (F24-web counts one per group > 1): TP, CP, PP, DP;
 /// the DP x CP group that the distributed optimizer reduces over when c > 1; the embedding
 /// group of tied embeddings.
-int communicator_count(const model::Model& model, const parallel::Layout& layout) {
+int communicator_count(const model::Model& model, const parallel::Training& training,
+                       const parallel::Layout& layout) {
   const int p = std::max(layout.pp, 1);
   int communicators = 0;
   communicators += layout.tp > 1 ? 1 : 0;
   communicators += layout.cp > 1 ? 1 : 0;
+  // Transformer Engine's CP ring batches its send and receive only at cp = 2
+  // (AttnFuncWithCPAndKVP2P: batch_p2p_comm = NVTE_BATCH_MHA_P2P_COMM or cp_size == 2); above,
+  // each step is a plain isend to the next rank and irecv from the previous one, and c10d runs
+  // an unbatched point-to-point on a two-rank communicator of its own per pair
+  // (torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp pointToPoint: "For single P2P, preserve
+  // the old two-rank behavior", key getKeySendRecv(rank, peer)): two more, with their buffers.
+  // PyTorch's own CP all-gathers instead.
+  if (layout.cp > 2 && !parallel::execution_traits(training, layout).torch_cp) communicators += 2;
   communicators += p > 1 ? 1 : 0;
   communicators += layout.dp > 1 ? 1 : 0;
   communicators += (layout.cp > 1 && layout.dp > 1) ? 1 : 0;
@@ -274,7 +283,7 @@ LayoutTerms layout_terms(const model::Model& model, const hw::Cluster& cluster,
       // MoE / MLA per-layer terms (moe_memory.cpp).
       .moe_layer = detail::moe_layer_memory(model, training, layout),
       .attention_delta = detail::attention_saved_delta(model, training, layout),
-      .communication_bytes = communicator_count(model, layout) * nccl_communicator_bytes(training),
+      .communication_bytes = communicator_count(model, training, layout) * nccl_communicator_bytes(training),
       .runtime_bytes = kCudaContextBytes + cublas_workspace_bytes(cluster.gpu.compute_capability),
       .fragmentation = fragmentation,
       .cache_share = std::max(options.cached_share, fragmentation),

@@ -493,6 +493,35 @@ TEST_SUITE("costmodel") {
     // CUDA context 0.5 GiB + Hopper cuBLAS workspace 32 MiB.
     CHECK(r.stages[0].runtime_bytes == approx(0.5 * kGiB + 32.0 * 1048576));
   }
+
+  TEST_CASE("memory: Transformer Engine's CP ring above cp = 2 adds two two-rank communicators") {
+    // TE AttnFuncWithCPAndKVP2P batches its send and receive only at cp = 2; above, each ring
+    // step is a plain isend / irecv, which c10d runs on a two-rank communicator per peer pair
+    // (ProcessGroupNCCL.cpp pointToPoint, getKeySendRecv): one to the next CP rank, one to the
+    // previous. One communicator: 16 channels x 2 peers x (4 MiB + 4,915,200 + 524,288 B)
+    // = 308,281,344 B.
+    const model::Model m = preset_model("llama3.1-8b");
+    const hw::Cluster c = cluster("dgx-a100-40gb");
+    parallel::Training t;
+    t.seq_len = 8192;
+    t.global_batch = 64;
+    const double one = 16.0 * 2 * (4.0 * 1048576 + 4915200 + 524288);
+    CHECK(one == approx(308281344.0));
+    parallel::Layout l = simple_layout(2, 1, 1, 1);
+    l.sp = true;
+    l.cp = 4;
+    // TP, CP and the two ring pairs (dp = 1: no DP or DP x CP group).
+    CHECK(estimate_memory(m, c, t, l).stages[0].communication_bytes == approx(4.0 * one));
+    // cp = 2: one batched send / receive on the CP group itself: TP and CP.
+    l.cp = 2;
+    CHECK(estimate_memory(m, c, t, l).stages[0].communication_bytes == approx(2.0 * one));
+    // PyTorch's context parallelism all-gathers K and V on the CP group: no pairs (CP only).
+    parallel::Training fsdp = t;
+    fsdp.framework = parallel::Framework::fsdp;
+    parallel::Layout lf = simple_layout(1, 1, 1, 1);
+    lf.cp = 4;
+    CHECK(estimate_memory(m, c, fsdp, lf).stages[0].communication_bytes == approx(one));
+  }
 }
 
 TEST_SUITE("costmodel") {
