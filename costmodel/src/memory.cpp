@@ -225,8 +225,8 @@ double layer_working_bytes(const model::Model& model, const parallel::Training& 
 }
 
 /// Communicators with more than one rank (F24-web counts one per group > 1): TP, CP, PP, DP;
-/// the DP x CP group that the distributed optimizer reduces over when c > 1; the embedding
-/// group of tied embeddings.
+/// the DP x CP group the gradients are reduced over when c > 1; the embedding group of tied
+/// embeddings.
 int communicator_count(const model::Model& model, const parallel::Training& training,
                        const parallel::Layout& layout) {
   const int p = std::max(layout.pp, 1);
@@ -243,7 +243,10 @@ int communicator_count(const model::Model& model, const parallel::Training& trai
   if (layout.cp > 2 && !parallel::execution_traits(training, layout).torch_cp) communicators += 2;
   communicators += p > 1 ? 1 : 0;
   communicators += layout.dp > 1 ? 1 : 0;
-  communicators += (layout.cp > 1 && layout.dp > 1) ? 1 : 0;
+  // The gradients are reduced over DP x CP (Megatron-Core `get_data_parallel_group(
+  // with_context_parallel=True)`; FSDP2 over torchtitan's dp_shard_cp mesh), a group of its
+  // own even where dp = 1 and it holds the CP ranks alone.
+  communicators += layout.cp > 1 ? 1 : 0;
   communicators += (model.tied_embeddings && p > 1) ? 1 : 0;
   // MoE: the EP group of the token all-to-all and the expert data-parallel group the expert
   // gradients are reduced over (Megatron-Core parallel_state `_EXPERT_MODEL_PARALLEL_GROUP`,

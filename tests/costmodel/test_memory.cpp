@@ -494,7 +494,7 @@ TEST_SUITE("costmodel") {
     CHECK(r.stages[0].runtime_bytes == approx(0.5 * kGiB + 32.0 * 1048576));
   }
 
-  TEST_CASE("memory: Transformer Engine's CP ring above cp = 2 adds two two-rank communicators") {
+  TEST_CASE("memory: the CP communicators: the DP x CP group, and TE's ring pairs above cp = 2") {
     // TE AttnFuncWithCPAndKVP2P batches its send and receive only at cp = 2; above, each ring
     // step is a plain isend / irecv, which c10d runs on a two-rank communicator per peer pair
     // (ProcessGroupNCCL.cpp pointToPoint, getKeySendRecv): one to the next CP rank, one to the
@@ -510,17 +510,23 @@ TEST_SUITE("costmodel") {
     parallel::Layout l = simple_layout(2, 1, 1, 1);
     l.sp = true;
     l.cp = 4;
-    // TP, CP and the two ring pairs (dp = 1: no DP or DP x CP group).
-    CHECK(estimate_memory(m, c, t, l).stages[0].communication_bytes == approx(4.0 * one));
-    // cp = 2: one batched send / receive on the CP group itself: TP and CP.
+    // TP, CP, the DP x CP group the gradients are reduced over (the CP ranks alone at dp = 1,
+    // a group of its own: Megatron-Core get_data_parallel_group(with_context_parallel=True))
+    // and the two ring pairs; no DP group at dp = 1.
+    CHECK(estimate_memory(m, c, t, l).stages[0].communication_bytes == approx(5.0 * one));
+    // cp = 2: one batched send / receive on the CP group itself: TP, CP, DP x CP.
     l.cp = 2;
-    CHECK(estimate_memory(m, c, t, l).stages[0].communication_bytes == approx(2.0 * one));
-    // PyTorch's context parallelism all-gathers K and V on the CP group: no pairs (CP only).
+    CHECK(estimate_memory(m, c, t, l).stages[0].communication_bytes == approx(3.0 * one));
+    // dp = 2 adds the DP group (the loss is averaged over it).
+    l.dp = 2;
+    CHECK(estimate_memory(m, c, t, l).stages[0].communication_bytes == approx(4.0 * one));
+    // PyTorch's context parallelism all-gathers K and V on the CP group: no pairs; FSDP shards
+    // over dp_shard x cp: CP and DP x CP.
     parallel::Training fsdp = t;
     fsdp.framework = parallel::Framework::fsdp;
     parallel::Layout lf = simple_layout(1, 1, 1, 1);
     lf.cp = 4;
-    CHECK(estimate_memory(m, c, fsdp, lf).stages[0].communication_bytes == approx(one));
+    CHECK(estimate_memory(m, c, fsdp, lf).stages[0].communication_bytes == approx(2.0 * one));
   }
 }
 
