@@ -42,6 +42,19 @@ plan::Candidate candidate(const char* preset, int nodes, std::optional<double> p
   return c;
 }
 
+/// A plan of Llama 3.1 8B (seq 8192, global batch 128) over 8.64e10 tokens, 1 day at 1e6
+/// tokens/s, without failures; `model` and `training` must outlive it.
+plan::PlanInput one_day_plan(const model::Model& model, parallel::Training& training) {
+  training.seq_len = 8192;
+  training.global_batch = 128;
+  plan::PlanInput in;
+  in.model = &model;
+  in.training = &training;
+  in.settings.tokens = 8.64e10;
+  in.settings.goodput.failures_per_gpu_hour = 0;
+  return in;
+}
+
 }  // namespace
 
 TEST_SUITE("plan") {
@@ -152,12 +165,9 @@ TEST_SUITE("plan") {
   TEST_CASE("days, GPU-hours and cost of one candidate by hand") {
     const model::Model model = *model::find_model_preset("llama3.1-8b");
     parallel::Training training;
-    training.seq_len = 8192;
-    training.global_batch = 128;
-    plan::PlanInput in;
-    in.model = &model;
-    in.training = &training;
+    plan::PlanInput in = one_day_plan(model, training);
     in.settings.tokens = 1e12;
+    in.settings.goodput = plan::GoodputParams{};  // Llama 3's failure rate unless a subcase says
     in.candidates.push_back(candidate("dgx-h100", 8, 2.0));  // 64 GPUs at 2.0 per GPU-hour
     std::vector<plan::Evaluation> ev(1);
     ev[0].best = row_with(1e6, 50.0 * 1024 * 1024 * 1024);  // 1M tokens/s, 50 GiB peak
@@ -210,13 +220,7 @@ TEST_SUITE("plan") {
   TEST_CASE("ranking, Pareto front, deadline and budget over several candidates") {
     const model::Model model = *model::find_model_preset("llama3.1-8b");
     parallel::Training training;
-    training.seq_len = 8192;
-    training.global_batch = 128;
-    plan::PlanInput in;
-    in.model = &model;
-    in.training = &training;
-    in.settings.tokens = 8.64e10;  // 1 day at 1e6 tokens/s
-    in.settings.goodput.failures_per_gpu_hour = 0;
+    plan::PlanInput in = one_day_plan(model, training);
     in.settings.deadline_days = 1.5;
     in.settings.budget = 5000;
     // 0: 64 GPUs, 1e6 tok/s, 2.0 → 1 day, 1,536 GPU-h, 3,072
@@ -273,13 +277,7 @@ TEST_SUITE("plan") {
 
     const model::Model model = *model::find_model_preset("llama3.1-8b");
     parallel::Training training;
-    training.seq_len = 8192;
-    training.global_batch = 128;
-    plan::PlanInput in;
-    in.model = &model;
-    in.training = &training;
-    in.settings.tokens = 8.64e10;  // 1 day at 1e6 tokens/s
-    in.settings.goodput.failures_per_gpu_hour = 0;
+    plan::PlanInput in = one_day_plan(model, training);
     in.settings.deadline_days = 1.2;
     // A band of signed errors -20 % .. +5 %: the measured step lies between predicted / 1.05
     // and predicted / 0.8, so a 1-day prediction spans 0.952381 .. 1.25 days.
@@ -293,14 +291,12 @@ TEST_SUITE("plan") {
     // 1: 1.1e6 tok/s, 0.909 days: 0.866 .. 1.136, within even at the slow end: meets.
     // 2: 0.8e6 tok/s, 1.25 days: 1.190 .. 1.5625, within only at the fast end: at risk.
     // 3: 0.7e6 tok/s, 1.429 days: 1.361 .. 1.786, beyond the fast end: misses.
-    in.candidates = {candidate("dgx-h100", 8, std::nullopt), candidate("dgx-h100", 8, std::nullopt),
-                     candidate("dgx-h100", 8, std::nullopt), candidate("dgx-h100", 8, std::nullopt)};
-    for (auto& c : in.candidates) c.band = step_band;
-    std::vector<plan::Evaluation> ev(4);
-    ev[0].best = row_with(1e6, 1e9);
-    ev[1].best = row_with(1.1e6, 1e9);
-    ev[2].best = row_with(0.8e6, 1e9);
-    ev[3].best = row_with(0.7e6, 1e9);
+    std::vector<plan::Evaluation> ev;
+    for (const double tokens_per_s : {1e6, 1.1e6, 0.8e6, 0.7e6}) {
+      in.candidates.push_back(candidate("dgx-h100", 8, std::nullopt));
+      in.candidates.back().band = step_band;
+      ev.emplace_back().best = row_with(tokens_per_s, 1e9);
+    }
     const plan::Report rep = plan::assemble(in, ev);
     REQUIRE(rep.rows[0].days_band.has_value());
     CHECK(rep.rows[0].days_band->low == approx(1.0 / 1.05));
