@@ -422,12 +422,16 @@ void print_text(const scenarios::PlanScenario& sc, const plan::PlanInput& in,
     std::string what = set.deadline_days && set.budget ? "the deadline and the budget"
                        : set.deadline_days            ? "the deadline"
                                                       : "the budget";
-    // Verdicts read the band: "meets" at its slow end, "at risk" inside it (plan::Verdict).
+    // Verdicts read the band: "meets" at its slow end, "at risk" inside it; a candidate without
+    // a band (a fitted file without one) is judged at its prediction (plan::Verdict).
+    const bool banded = std::all_of(rep.by_days.begin(), rep.by_days.end(),
+                                    [&](std::size_t i) { return rep.rows[i].days_band.has_value(); });
+    const std::string where = banded ? " at the band's slow end" : " at the band's slow end (the prediction where there is none)";
     if (rep.meeting.empty()) {
-      std::cout << "verdict   no candidate meets " << what << " at the band's slow end\n";
+      std::cout << "verdict   no candidate meets " << what << where << '\n';
     } else {
       std::cout << "verdict   " << rep.meeting.size() << " candidate" << (rep.meeting.size() == 1 ? " meets " : "s meet ")
-                << what << " even at the band's slow end; "
+                << what << " even" << where << "; "
                 << (rep.priced ? "cheapest " : "fastest ") << describe(rep.meeting.front()) << '\n';
     }
     if (!rep.at_risk.empty()) {

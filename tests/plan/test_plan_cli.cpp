@@ -464,6 +464,15 @@ gpus = 8
     REQUIRE(plain.code == 0);
     REQUIRE(fitted.code == 0);
     CHECK(fitted.out != plain.out);
+    // The fitted file has no [band]: its candidates are judged at the prediction, and the
+    // verdict line says so; without it every candidate has the zero-shot band.
+    const CliRun fitted_text = run_tetrasim("plan '" + sc + "' --fit '" + fit + "'");
+    const CliRun plain_text = run_tetrasim("plan '" + sc + "'");
+    REQUIRE(fitted_text.code == 0);
+    REQUIRE(plain_text.code == 0);
+    CHECK(fitted_text.out.find("at the band's slow end (the prediction where there is none)") != std::string::npos);
+    CHECK(plain_text.out.find("at the band's slow end") != std::string::npos);
+    CHECK(plain_text.out.find("(the prediction where there is none)") == std::string::npos);
     const std::string f1 = (scratch() / "fit1.json").string(), f2 = (scratch() / "fit2.json").string();
     REQUIRE(run_tetrasim("plan '" + sc + "' --fit '" + fit + "' --shard 1/2 --out '" + f1 + "'").code == 0);
     REQUIRE(run_tetrasim("plan '" + sc + "' --fit '" + fit + "' --shard 2/2 --out '" + f2 + "'").code == 0);
