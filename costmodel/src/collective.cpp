@@ -594,7 +594,7 @@ CollectiveEstimate collective(CollectiveKind kind, double bytes, const GroupPlac
     }
   }
   e.seconds /= link_factor(g.nodes <= 1, p);
-  e.seconds = std::max(e.seconds, cross_pod_seconds(kind, bytes, g, p));
+  e.seconds = std::max({e.seconds, node_nic_seconds(kind, bytes, g, p), cross_pod_seconds(kind, bytes, g, p)});
   e.algbw_Bps = e.seconds > 0 ? bytes / e.seconds : 0;
   e.busbw_Bps = e.algbw_Bps * bus_factor(kind, g.ranks);
   return e;
@@ -620,6 +620,16 @@ double hierarchical_all_to_all(double bytes, int topk, int experts, parallel::Fl
       alltoall_latency_s(g.ranks, p) + bytes / topk * remote_nodes / nic / link_factor(false, p);
   const GroupPlacement node{g.ranks_per_node, g.ranks_per_node, 1};
   return std::max(network, collective(CollectiveKind::all_to_all, bytes, node, p).seconds);
+}
+
+double node_nic_seconds(CollectiveKind kind, double bytes, const GroupPlacement& g, const CommParams& p) noexcept {
+  if (g.nodes <= 1 || bytes <= 0 || kind == CollectiveKind::all_to_all || kind == CollectiveKind::send_recv) return 0;
+  // At the NICs' line rate: NCCL's model already prices what a communicator achieves on the
+  // NICs it owns, so the bound binds only where the node's NICs are shared.
+  const NcclTopology& t = p.topo;
+  const double nic = t.nic_GBps * 1e9 * t.nics_per_node / std::max(1, t.gpus_per_node);
+  if (nic <= 0) return 0;
+  return bytes * bus_factor(kind, g.ranks) / (std::max(1, g.ranks_per_node) * nic) / link_factor(false, p);
 }
 
 double cross_pod_seconds(CollectiveKind kind, double bytes, const GroupPlacement& g, const CommParams& p) noexcept {

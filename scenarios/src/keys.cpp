@@ -67,7 +67,7 @@ constexpr std::array kKeys = std::to_array<KeyInfo>({
     {"cluster.intra_node", "latency", "quantity", "the preset's", "0..10s", "one hop, e.g. \"1us\"", ""},
     {"cluster.intra_node", "nvls", "boolean", "the preset's", "", "NVLink SHARP in-switch reductions (NCCL NVLS algorithm)", "NCCL `NCCL_NVLS_ENABLE`"},
     {"cluster.intra_node", "domain", "integer", "gpus_per_node", ">= gpus_per_node", "GPUs one NVLink domain joins (72 on an NVL72 rack)", ""},
-    {"cluster.inter_node", "nics_per_node", "integer", "the preset's", "1..1024", "network adapters per node", ""},
+    {"cluster.inter_node", "nics_per_node", "integer", "the preset's", "1..1024", "network adapters per node; fewer than the GPUs are shared by the groups that cross nodes at once", ""},
     {"cluster.inter_node", "nic_bandwidth", "quantity", "the preset's", "> 0, at most 10PB/s", "per adapter per direction, e.g. \"400Gb/s\"", ""},
     {"cluster.inter_node", "latency", "quantity", "the preset's", "0..10s", "one network hop", ""},
     {"cluster.inter_node", "pod_gpus", "integer", "0 (one pod)", "whole nodes, 1..1000000", "GPUs of one pod of an oversubscribed fabric: consecutive ranks under full bisection bandwidth", "Dubey et al. 2024 (Llama 3, arXiv 2407.21783) §3.3.1: pods of 3,072 GPUs"},

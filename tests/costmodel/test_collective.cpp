@@ -283,6 +283,41 @@ TEST_SUITE("costmodel") {
     CHECK(g.nodes == 2);
   }
 
+  TEST_CASE("A node's NICs shared by the groups of one dimension (node_nic_seconds)") {
+    // DGX A100 with its eight HDR NICs (25 GB/s line rate each) against the same node with
+    // one. TP 4, DP 64 on 256 GPUs: every DP group holds 2 GPUs of each of 32 nodes, and the 4
+    // DP groups of a node reduce at once.
+    hw::Cluster c = cluster("dgx-a100-80gb");
+    const CommParams eight = make_comm_params(c, builtin_profile(c));
+    parallel::Layout l;
+    l.tp = 4;
+    l.dp = 64;
+    const GroupPlacement g = place_group(l, ops::CommDim::dp, 8);
+    REQUIRE(g.ranks_per_node == 2);
+    REQUIRE(g.nodes == 32);
+    // A node sends 2 x 63/64 of each group's buffer across: 1 GiB x 1.96875 over the 2 GPUs'
+    // share of 8 x 25e9 B/s = 2^30 x 1.96875 / 50e9 = 42.278 ms, which NCCL's two NICs per
+    // group already price (the bound does not bind).
+    CHECK(node_nic_seconds(CollectiveKind::all_reduce, kGiB, g, eight) == approx(42.278e-3).epsilon(1e-4));
+    const double nccl_eight = collective(CollectiveKind::all_reduce, kGiB, g, eight).seconds;
+    CHECK(nccl_eight > 42.278e-3);
+    // One NIC: NCCL's search gives each communicator that NIC whole; the four groups share it,
+    // 2 x 25e9 / 8 = 6.25e9 B/s each: 2^30 x 1.96875 / 6.25e9 = 338.22 ms.
+    c.inter.nics_per_node = 1;
+    const CommParams one = make_comm_params(c, builtin_profile(c));
+    CHECK(node_nic_seconds(CollectiveKind::all_reduce, kGiB, g, one) == approx(338.22e-3).epsilon(1e-4));
+    CHECK(collective(CollectiveKind::all_reduce, kGiB, g, one).seconds == approx(338.22e-3).epsilon(1e-4));
+    // All-gather of the gathered 1 GiB: 63/64 of it, 169.11 ms.
+    CHECK(node_nic_seconds(CollectiveKind::all_gather, kGiB, g, one) == approx(169.11e-3).epsilon(1e-4));
+    // A cluster fitted to half the inter-node rate (factors.hpp) takes twice as long.
+    CommParams half = one;
+    half.inter_node_factor = 0.5;
+    CHECK(node_nic_seconds(CollectiveKind::all_reduce, kGiB, g, half) == approx(2 * 338.22e-3).epsilon(1e-4));
+    // Inside a node, and all-to-alls (priced on one GPU's NIC share already): no bound.
+    CHECK(node_nic_seconds(CollectiveKind::all_reduce, kGiB, GroupPlacement{8, 8, 1}, one) == 0.0);
+    CHECK(node_nic_seconds(CollectiveKind::all_to_all, kGiB, g, one) == 0.0);
+  }
+
   TEST_CASE("Pods of an oversubscribed fabric (Llama 3's cluster, arXiv 2407.21783 §3.3.1)") {
     // 3,072-GPU pods under full bisection, 1:7 above them; Llama 3's 16K grid TP 8, PP 16,
     // DP 128. One H100 NIC share: 400 Gb/s at 48.5 of 50 GB/s [SIMAI] = 48.5e9 B/s.

@@ -178,6 +178,18 @@ struct NcclLatBw {
 /// nodes (the GPU's NIC), at the slower link of the pair, over the cluster factor of that link.
 [[nodiscard]] double p2p_seconds(double bytes, bool same_node, const CommParams& p) noexcept;
 
+/// The least time a collective of a group spanning nodes needs on its nodes' NICs, every group
+/// of its kind in the node running at once (each rank runs the same program); 0 inside a node,
+/// and for all-to-alls, which are priced on one GPU's NIC share already. A ring (or tree)
+/// leaves a node by one edge per channel, and whatever the channels, the node sends bytes ·
+/// bus factor of each group's buffer across; the node holds gpus_per_node / ranks_per_node such
+/// groups on nics_per_node NICs: bytes · bus factor / (ranks_per_node · one GPU's share of the
+/// NICs' line rate), over the cluster's inter-node factor. NCCL's own search (nccl_lat_bw) gives a communicator
+/// at least one whole NIC, which this bound corrects where a node has fewer NICs than
+/// concurrent groups of the dimension.
+[[nodiscard]] double node_nic_seconds(ops::CollectiveKind kind, double bytes, const GroupPlacement& g,
+                                      const CommParams& p) noexcept;
+
 /// The least time a collective of a group spanning pods (GroupPlacement::ranks_per_pod > 0)
 /// needs on the oversubscribed layer above them, every group of its kind running at once; 0
 /// when the group stays inside a pod. The layer carries pod_gpus / oversubscription NICs'
