@@ -184,9 +184,9 @@ struct NcclLatBw {
 /// leaves a node by one edge per channel, and whatever the channels, the node sends bytes ·
 /// bus factor of each group's buffer across; the node holds gpus_per_node / ranks_per_node such
 /// groups on nics_per_node NICs: bytes · bus factor / (ranks_per_node · one GPU's share of the
-/// NICs' line rate), over the cluster's inter-node factor. NCCL's own search (nccl_lat_bw) gives a communicator
-/// at least one whole NIC, which this bound corrects where a node has fewer NICs than
-/// concurrent groups of the dimension.
+/// NICs' line rate), over the cluster's inter-node factor. NCCL's own search (nccl_lat_bw)
+/// gives a communicator at least one whole NIC, which this bound corrects where a node has
+/// fewer NICs than concurrent groups of the dimension.
 [[nodiscard]] double node_nic_seconds(ops::CollectiveKind kind, double bytes, const GroupPlacement& g,
                                       const CommParams& p) noexcept;
 
