@@ -341,6 +341,7 @@ void moe_block_host_side(std::vector<Op>& ops, std::size_t from, const Dims& d) 
     if (!whole && d.x.counts_on_host && op.pass == Pass::forward && i > from &&
         named(ops[i - 1], {"moe_permute"})) {
       op.host_sync = true;
+      op.resumes_dispatch = true;
     }
     // Under the combined 1F1B schedule (moe_a2a_overlap) the host issues one layer's backward
     // between the pieces of another micro-batch's forward: the combine backward and the MLP
@@ -350,6 +351,7 @@ void moe_block_host_side(std::vector<Op>& ops, std::size_t from, const Dims& d) 
     // The backward's dispatch is issued only once the GPU has drained.
     if (!whole && d.x.counts_on_host && d.x.a2a_overlap && named(op, {"ep_dispatch_bwd"})) {
       op.host_sync = true;
+      op.resumes_dispatch = true;
     }
   }
 }

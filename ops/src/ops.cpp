@@ -629,6 +629,7 @@ std::vector<Op> build_layer_ops(const Model& model, const Training& training, co
     for (Op& op : ops) {
       op.graphed = true;
       op.host_sync = false;
+      op.resumes_dispatch = false;
     }
   }
   return ops;

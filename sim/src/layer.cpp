@@ -60,7 +60,7 @@ PassTime replay_pass(const std::vector<const ops::Op*>& ops, const std::vector<d
     TaskSpec h;
     h.stream = kHost;
     double s = op.graphed ? 0.0 : host.kernel_s * op.host_kernels * reps;
-    if (op.host_sync) s += host.sync_s;
+    if (op.host_sync) s += host.sync_s + (op.resumes_dispatch ? host.resume_s : 0.0);
     h.duration = Duration::from_seconds(s);
     const auto id = g.add_task(h);
     op_of_task.push_back(kNone);

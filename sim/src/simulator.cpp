@@ -157,7 +157,7 @@ void Simulator::price_layers(const SimInput& in, const SimOptions& options, cons
   const double sms = std::max(in.compute->sms, 1);
   const auto intra = costmodel::ring_graph(in.comm->topo, domain, 1);
   const double intra_share = std::min(0.5, std::max(intra.channels, 0) / sms);
-  const HostCost host{in.compute->host_kernel_s, in.compute->host_sync_s};
+  const HostCost host{in.compute->host_kernel_s, in.compute->host_sync_s, in.compute->host_resume_s};
   // Layer level: one replay per distinct op list.
   // Shared with earlier runs of the same per-layer shape through options.layer_cache.
   LayerCache* cache = record ? nullptr : options.layer_cache;

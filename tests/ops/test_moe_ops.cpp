@@ -283,6 +283,7 @@ TEST_SUITE("llama") {
     const auto sync = std::find_if(eager.begin(), eager.end(), synced);
     CHECK(std::string_view(std::prev(sync)->name) == "moe_permute");
     CHECK(sync->pass == Pass::forward);
+    CHECK(sync->resumes_dispatch);  // the dispatcher's work after the counts (sim::HostCost)
     CHECK(count(eager, graphed) == 0);
     CHECK(count(layer_ops(m, t, l), synced) == 0);  // dense layers never wait
 
@@ -294,6 +295,7 @@ TEST_SUITE("llama") {
     const Op* bwd_dispatch = find(combined, "ep_dispatch_bwd");
     REQUIRE(bwd_dispatch != nullptr);
     CHECK(bwd_dispatch->host_sync);
+    CHECK(bwd_dispatch->resumes_dispatch);
     t.moe_a2a_overlap = false;
 
     t.cuda_graphs = parse_cuda_graphs("moe_router+moe_preprocess").graphs;

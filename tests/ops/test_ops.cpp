@@ -502,6 +502,7 @@ TEST_SUITE("llama") {
       CHECK(waits[0]->kind == OpKind::attention);
       CHECK(waits[0]->pass == Pass::forward);
       CHECK_FALSE(waits[0]->recompute);
+      CHECK_FALSE(waits[0]->resumes_dispatch);  // the round trip alone, no dispatcher after it
     }
     tr.attention = AttentionKernel::flash2;
     l.recompute = Recompute::full;

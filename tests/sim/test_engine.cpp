@@ -319,6 +319,17 @@ TEST_SUITE("sim") {
     CHECK(replay_layer(tiny, price, false, 0, host).forward.seconds == approx(8e-3));
     for (Op& op : tiny) op.graphed = true;
     CHECK(replay_layer(tiny, price, false, 0, host).forward.seconds == approx(0.4e-3));
+    // At a MoE dispatch the dispatcher's own work after the wait (resume_s, 2 ms) delays the
+    // next launch: op 1 is issued 5-8.5 ms and runs 8.5-9.5, op 2 9.5-10.5, op 3 10.5-11.5;
+    // the GPU waited 1 + 3.5. Other waits pay the round trip alone.
+    const HostCost resuming{1e-3, 0.5e-3, 2e-3};
+    auto dispatch = ops_with(true);
+    dispatch[1].resumes_dispatch = true;
+    const LayerTimes resumed = replay_layer(dispatch, price, false, 0, resuming);
+    CHECK(resumed.forward.seconds == approx(11.5e-3));
+    CHECK(resumed.forward.host_s == approx(4.5e-3));
+    CHECK(replay_layer(ops_with(true), price, false, 0, resuming).forward.seconds == approx(9.5e-3));
+    CHECK(replay_layer(ops_with(false), price, false, 0, resuming).forward.seconds == approx(7e-3));
     // No host cost given: the GPU alone.
     CHECK(replay_layer(ops_with(true), price).forward.seconds == approx(7e-3));
     // Repetitions (per-expert GEMMs) are issued one by one after the sync: op A 1-2 ms; the

@@ -155,6 +155,9 @@ struct Op {
   /// The host waits for the GPU to finish the ops before this one before it issues it: the
   /// device-to-host copy of a dropless dispatcher's token counts (sim/layer.hpp).
   bool host_sync = false;
+  /// After that wait the dispatcher's own Python work runs before this op is launched
+  /// (sim::HostCost::resume_s, measured on Megatron-Core's dropless MoE dispatch).
+  bool resumes_dispatch = false;
   int count = 1;             ///< repetitions of this op back to back
   /// Kernels the host issues for one repetition: more than one where the framework splits
   /// the op per expert (Transformer Engine's per-split quantization).
