@@ -340,8 +340,7 @@ void moe_block_host_side(std::vector<Op>& ops, std::size_t from, const Dims& d) 
     // permutation (lines 545-552); the model keeps the one place.
     if (!whole && d.x.counts_on_host && op.pass == Pass::forward && i > from &&
         named(ops[i - 1], {"moe_permute"})) {
-      op.host_sync = true;
-      op.resumes_dispatch = true;
+      op.host_wait = HostWait::token_counts;
     }
     // Under the combined 1F1B schedule (moe_a2a_overlap) the host issues one layer's backward
     // between the pieces of another micro-batch's forward: the combine backward and the MLP
@@ -350,8 +349,7 @@ void moe_block_host_side(std::vector<Op>& ops, std::size_t from, const Dims& d) 
     // megatron/core/models/common/model_chunk_schedule_plan.py at d98e8a64, lines 261-301).
     // The backward's dispatch is issued only once the GPU has drained.
     if (!whole && d.x.counts_on_host && d.x.a2a_overlap && named(op, {"ep_dispatch_bwd"})) {
-      op.host_sync = true;
-      op.resumes_dispatch = true;
+      op.host_wait = HostWait::token_counts;
     }
   }
 }

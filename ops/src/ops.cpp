@@ -134,7 +134,7 @@ void attention_forward(std::vector<Op>& ops, const Dims& d, const Training& tr, 
     // attention.py: FlashAttention's max_seqlen through `get_max_seq_length`'s `.item()`, line
     // 73; the dense mask of the other kernels through `torch.where`, line 81): the host waits
     // for the GPU once per layer forward, again when recomputation re-runs it.
-    op.host_sync = d.x.deepspeed;
+    if (d.x.deepspeed) op.host_wait = HostWait::round_trip;
     push(op);
   } else if (d.x.torch_cp) {
     torch_cp_attention_forward(ops, d, kernel, run);
@@ -628,8 +628,7 @@ std::vector<Op> build_layer_ops(const Model& model, const Training& training, co
   if (d.x.graphs.has(CudaGraphScope::layer) || d.x.graphs.has(CudaGraphScope::full_iteration)) {
     for (Op& op : ops) {
       op.graphed = true;
-      op.host_sync = false;
-      op.resumes_dispatch = false;
+      op.host_wait = HostWait::none;
     }
   }
   return ops;

@@ -43,7 +43,7 @@ PassTime replay_pass(const std::vector<const ops::Op*>& ops, const std::vector<d
   bool host_chained = false;
   for (const ops::Op* op : ops) {
     if (!op->graphed) host_total += host.kernel_s * std::max(op->count, 1) * op->host_kernels;
-    host_chained = host_chained || (op->host_sync && host.kernel_s > 0);
+    host_chained = host_chained || (op->host_wait != ops::HostWait::none && host.kernel_s > 0);
   }
   if (host_chained) g.add_stream("host", 0);
   PassTime out;
@@ -60,12 +60,13 @@ PassTime replay_pass(const std::vector<const ops::Op*>& ops, const std::vector<d
     TaskSpec h;
     h.stream = kHost;
     double s = op.graphed ? 0.0 : host.kernel_s * op.host_kernels * reps;
-    if (op.host_sync) s += host.sync_s + (op.resumes_dispatch ? host.resume_s : 0.0);
+    if (op.host_wait != ops::HostWait::none) s += host.sync_s;
+    if (op.host_wait == ops::HostWait::token_counts) s += host.resume_s;
     h.duration = Duration::from_seconds(s);
     const auto id = g.add_task(h);
     op_of_task.push_back(kNone);
     paired.push_back(false);
-    if (op.host_sync && last_compute != kNone) g.add_dep(last_compute, id);
+    if (op.host_wait != ops::HostWait::none && last_compute != kNone) g.add_dep(last_compute, id);
     g.add_dep(id, gpu_task);
   };
   auto add_compute = [&](const ops::Op& op, double s, int reps) {

@@ -147,7 +147,8 @@ TEST_CASE("MoE: the host resumes 0.51 ms after each token-count wait (a profiled
   const std::string dir = TETRA_BINARY_DIR "/cli_moe_profiled";
   fs::create_directories(dir);
   std::string text = slurp(file);
-  text.replace(text.find("moe_aux_loss = true"), 19, "moe_aux_loss = true\nmoe_a2a_overlap = true");
+  const std::string key = "moe_aux_loss = true";
+  text.replace(text.find(key), key.size(), key + "\nmoe_a2a_overlap = true");
   std::ofstream(dir + "/overlap.toml") << text;
   const auto on = simulate_json(dir + "/overlap.toml");
   CHECK(on["step_time_s"].get<double>() == approx(20.9920).epsilon(0.10));

@@ -276,14 +276,14 @@ TEST_SUITE("llama") {
     auto count = [](const std::vector<Op>& ops, auto pred) {
       return std::count_if(ops.begin(), ops.end(), pred);
     };
-    auto synced = [](const Op& op) { return op.host_sync; };
+    auto synced = [](const Op& op) { return op.host_wait != HostWait::none; };
     auto graphed = [](const Op& op) { return op.graphed; };
     const auto eager = moe_layer_ops(m, t, l);
     CHECK(count(eager, synced) == 1);
     const auto sync = std::find_if(eager.begin(), eager.end(), synced);
     CHECK(std::string_view(std::prev(sync)->name) == "moe_permute");
     CHECK(sync->pass == Pass::forward);
-    CHECK(sync->resumes_dispatch);  // the dispatcher's work after the counts (sim::HostCost)
+    CHECK(sync->host_wait == HostWait::token_counts);  // then the dispatcher's own work
     CHECK(count(eager, graphed) == 0);
     CHECK(count(layer_ops(m, t, l), synced) == 0);  // dense layers never wait
 
@@ -294,8 +294,7 @@ TEST_SUITE("llama") {
     CHECK(count(combined, synced) == 2);
     const Op* bwd_dispatch = find(combined, "ep_dispatch_bwd");
     REQUIRE(bwd_dispatch != nullptr);
-    CHECK(bwd_dispatch->host_sync);
-    CHECK(bwd_dispatch->resumes_dispatch);
+    CHECK(bwd_dispatch->host_wait == HostWait::token_counts);
     t.moe_a2a_overlap = false;
 
     t.cuda_graphs = parse_cuda_graphs("moe_router+moe_preprocess").graphs;

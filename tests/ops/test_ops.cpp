@@ -486,7 +486,7 @@ TEST_SUITE("llama") {
     auto syncs = [](const std::vector<Op>& ops) {
       std::vector<const Op*> out;
       for (const Op& op : ops) {
-        if (op.host_sync) out.push_back(&op);
+        if (op.host_wait != HostWait::none) out.push_back(&op);
       }
       return out;
     };
@@ -502,7 +502,7 @@ TEST_SUITE("llama") {
       CHECK(waits[0]->kind == OpKind::attention);
       CHECK(waits[0]->pass == Pass::forward);
       CHECK_FALSE(waits[0]->recompute);
-      CHECK_FALSE(waits[0]->resumes_dispatch);  // the round trip alone, no dispatcher after it
+      CHECK(waits[0]->host_wait == HostWait::round_trip);  // no dispatcher after it
     }
     tr.attention = AttentionKernel::flash2;
     l.recompute = Recompute::full;

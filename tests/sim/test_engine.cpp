@@ -293,7 +293,7 @@ TEST_SUITE("sim") {
         op.bytes = 1e-3;
       }
       ops[0].bytes = 4e-3;
-      ops[1].host_sync = sync;
+      ops[1].host_wait = sync ? tetra::ops::HostWait::round_trip : tetra::ops::HostWait::none;
       return ops;
     };
     const OpPricer price = [](const Op& op) { return op.bytes; };
@@ -324,7 +324,7 @@ TEST_SUITE("sim") {
     // the GPU waited 1 + 3.5. Other waits pay the round trip alone.
     const HostCost resuming{1e-3, 0.5e-3, 2e-3};
     auto dispatch = ops_with(true);
-    dispatch[1].resumes_dispatch = true;
+    dispatch[1].host_wait = tetra::ops::HostWait::token_counts;
     const LayerTimes resumed = replay_layer(dispatch, price, false, 0, resuming);
     CHECK(resumed.forward.seconds == approx(11.5e-3));
     CHECK(resumed.forward.host_s == approx(4.5e-3));
@@ -339,7 +339,7 @@ TEST_SUITE("sim") {
     reps[0].bytes = 1e-3;
     reps[1].bytes = 0.1e-3;
     reps[1].count = 3;
-    reps[1].host_sync = true;
+    reps[1].host_wait = tetra::ops::HostWait::round_trip;
     const LayerTimes repeated = replay_layer(reps, price, false, 0, host);
     CHECK(repeated.forward.seconds == approx(5.8e-3));
     CHECK(repeated.forward.host_s == approx(4.5e-3));
@@ -351,7 +351,7 @@ TEST_SUITE("sim") {
     late[0].bytes = late[2].bytes = late[1].bytes = 1e-3;
     late[1].kind = tetra::ops::OpKind::collective;
     late[1].dim = tetra::ops::CommDim::ep;
-    late[1].host_sync = true;
+    late[1].host_wait = tetra::ops::HostWait::round_trip;
     const LayerTimes split = replay_layer(late, price, false, 0, host);
     CHECK(split.forward.seconds == approx(5.5e-3));
     CHECK(split.forward.host_s == approx(2.5e-3));

@@ -81,14 +81,14 @@ struct ComputeParams {
   /// h100_sxm_host_overhead_2.json, 39.0 µs).
   double host_kernel_s = 32.5e-6;
   double host_sync_s = 25.8e-6;
-  /// Host time between the end of a dropless MoE dispatcher's wait for its token counts and
-  /// its next launch (the dispatcher's Python work once the counts arrive, ops::Op::
-  /// resumes_dispatch): the GPU is idle throughout. From an Nsight profile of Megatron-Bridge's Qwen3-30B-A3B pretraining on 16
-  /// H100 (NVIDIA-NeMo/Megatron-Bridge skills/nemo-mbridge-perf-expert-parallel-overlap/
-  /// SKILL.md, "HybridEP Production-Shape Benchmark", overlap off): a step of 24.714 s of which
-  /// the GPU is active 22.821 s, 1.893 s idle with 3,072 dispatch syncs a step
-  /// (48 layers x 64 micro-batches); with host_kernel_s and host_sync_s alone the replay of
-  /// that run leaves 0.338 s idle, the rest is 0.51 ms a sync.
+  /// Host time between the end of a dropless MoE dispatcher's wait for its token counts
+  /// (ops::HostWait::token_counts) and its next launch, the dispatcher's Python once the counts
+  /// arrive; the GPU is idle throughout. From an Nsight profile of Megatron-Bridge's
+  /// Qwen3-30B-A3B pretraining on 16 H100 (NVIDIA-NeMo/Megatron-Bridge
+  /// skills/nemo-mbridge-perf-expert-parallel-overlap/SKILL.md, "HybridEP Production-Shape
+  /// Benchmark", overlap off): a step of 24.714 s of which the GPU is active 22.821 s, 1.893 s
+  /// idle with 3,072 waits a step (48 layers x 64 micro-batches); with host_kernel_s and
+  /// host_sync_s alone the replay of that run leaves 0.338 s idle, the rest is 0.51 ms a wait.
   double host_resume_s = 0.51e-3;
   std::vector<GemmTile> tiles;         ///< candidate tiles; empty = {128x128, 1.0}
   std::vector<AttentionRate> attention_rates;  ///< published tables (sorted by build)

@@ -111,6 +111,11 @@ enum class CommDim : std::uint8_t {
   expert_dp,
 };
 
+/// What the host waits for before it issues an op (sim::HostCost): nothing; a value read back
+/// from the device (a device-to-host round trip, e.g. `.item()`); or a dropless MoE
+/// dispatcher's token counts, after which its own Python runs before the next launch.
+enum class HostWait : std::uint8_t { none, round_trip, token_counts };
+
 /// One core-attention call on one rank (per repetition when `Op::count > 1`).
 struct AttentionShape {
   parallel::AttentionKernel kernel = parallel::AttentionKernel::flash2;
@@ -152,12 +157,9 @@ struct Op {
   bool paired = false;
   /// Issued inside a CUDA graph (Training::cuda_graphs): the host launches none of its kernels.
   bool graphed = false;
-  /// The host waits for the GPU to finish the ops before this one before it issues it: the
-  /// device-to-host copy of a dropless dispatcher's token counts (sim/layer.hpp).
-  bool host_sync = false;
-  /// After that wait the dispatcher's own Python work runs before this op is launched
-  /// (sim::HostCost::resume_s, measured on Megatron-Core's dropless MoE dispatch).
-  bool resumes_dispatch = false;
+  /// The host waits for the GPU to finish the ops before this one before it issues it
+  /// (sim/layer.hpp): a value it reads back, or a dropless dispatcher's token counts.
+  HostWait host_wait = HostWait::none;
   int count = 1;             ///< repetitions of this op back to back
   /// Kernels the host issues for one repetition: more than one where the framework splits
   /// the op per expert (Transformer Engine's per-split quantization).

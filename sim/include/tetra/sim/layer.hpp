@@ -64,12 +64,11 @@ using OpPricer = std::function<double(const ops::Op&)>;
 /// The host (CPU) side: the framework issues each kernel of an op from the CPU, `kernel_s`
 /// per kernel outside CUDA graphs (Op::graphed), one kernel per repetition of the op. A pass
 /// cannot end before the host has issued it all. Where the host waits for the GPU
-/// (Op::host_sync, after a `sync_s` device-to-host round trip, and at a MoE dispatch
-/// (Op::resumes_dispatch) `resume_s` of the dispatcher's own work before its next launch),
-/// the host's issue times enter the replay:
-/// each op starts only once the host has issued it, so after every sync the GPU waits for the
-/// host to catch up. Without syncs the host runs ahead of the GPU across passes and only its
-/// total bounds the pass. kernel_s = 0: no host cost.
+/// (Op::host_wait: a `sync_s` device-to-host round trip, and for a dispatcher's token counts
+/// `resume_s` of its own work before its next launch), the host's issue times enter the
+/// replay: each op starts only once the host has issued it, so after every sync the GPU waits
+/// for the host to catch up. Without syncs the host runs ahead of the GPU across passes and
+/// only its total bounds the pass. kernel_s = 0: no host cost.
 struct HostCost {
   double kernel_s = 0;
   double sync_s = 0;
