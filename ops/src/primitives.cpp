@@ -78,13 +78,17 @@ Op linear_gemm(const Dims& d, Pass pass, const char* name, long long m, long lon
 /// a per-tensor-scaled operand on Blackwell needs no second copy (Fp8Training::copies).
 /// Current scaling first reads the operand once more for its amax
 /// (Float8CurrentScalingQuantizer), unless a norm computed it (CastInput::te_norm_output);
-/// delayed scaling takes the scale of earlier steps and the block-scaled recipes compute
-/// theirs per block inside the cast.
+/// delayed scaling takes the scale of earlier steps and MXFP8 computes its scales per block
+/// inside the cast. NVFP4 has a per-tensor scale above its block scales and reads the operand
+/// once for that amax too (`transformer_engine/pytorch/csrc/quantizer.cpp`
+/// NVFP4Quantizer::quantize_impl: `nvte_hadamard_transform_amax`, or
+/// `nvte_compute_amax_with_config` without the Hadamard transform), after a norm as well: with
+/// the recipe's default random Hadamard transform on activations and gradients the norm writes
+/// its output unquantized (`csrc/extensions/normalization.cpp`, Impl::UNFUSED).
 /// `gathered`: the tensor is all-gathered over TP under SP (a column-parallel input, a
-/// row-parallel output gradient); current scaling then all-reduces its amax (one fp32, MAX)
-/// over the TP group before the cast, so that every rank casts with the same scale
-/// (`transformer_engine/pytorch/csrc/quantizer.cpp`, Float8CurrentScalingQuantizer with
-/// `with_amax_reduction`).
+/// row-parallel output gradient); current scaling and NVFP4 then all-reduce the amax (one
+/// fp32, MAX) over the TP group before the cast, so that every rank casts with the same scale
+/// (`quantizer.cpp`, `with_amax_reduction`).
 /// torchao (`torchao/float8/float8_linear.py`, `float8_scaling_utils.py`) casts each use of
 /// an operand from its high-precision copy, an amax reduction before each: the forward
 /// operand here, and again the transposed one for the other GEMM in backward. Eager, the two
@@ -107,8 +111,9 @@ void quantize(std::vector<Op>& ops, const Dims& d, Pass pass, double elements, R
     ops.push_back(q);
     return;
   }
-  if (d.x.recipe == Fp8Recipe::current) {
-    if (input != CastInput::te_norm_output) {
+  const bool nvfp4 = d.x.recipe == Fp8Recipe::nvfp4;
+  if (d.x.recipe == Fp8Recipe::current || nvfp4) {
+    if (input != CastInput::te_norm_output || nvfp4) {
       Op a = mem(pass, "fp8_amax", MemoryKernel::amax, d.act * elements);
       a.recompute = recompute;
       ops.push_back(a);

@@ -149,6 +149,46 @@ TEST_SUITE("llama") {
     CHECK(reductions == 4);
   }
 
+  TEST_CASE("fp8: NVFP4 reads every operand once for its per-tensor amax, norm outputs too "
+            "(TE quantizer.cpp NVFP4Quantizer::quantize_impl, normalization.cpp)") {
+    // The same Llama-3.1-8B layer as above (T = 4096 tokens, h = 4096, qkv_out = 6144,
+    // f = 14336, 8 micro-batches). NVFP4's per-tensor scale needs the operand's amax before
+    // the cast (nvte_hadamard_transform_amax under the default random Hadamard transform of
+    // activations and gradients, nvte_compute_amax_with_config for weights), and with that
+    // transform on, TE's norm writes its output unquantized (Impl::UNFUSED), so the QKV and
+    // FC1 inputs get their own pass as well: every forward input and weight, 2 bytes per
+    // element read.
+    const Model m = preset("llama3.1-8b");
+    Training t;
+    t.seq_len = 4096;
+    t.global_batch = 8;
+    t.fp8.recipe = Fp8Recipe::nvfp4;
+    Layout l;
+    l.dp = 1;
+    l.mbs = 1;
+    const auto ops = layer_ops(m, t, l);
+    const double T = 4096, h = 4096, qkv = 6144, f = 14336;
+    const double fwd_inputs = T * h + T * h + T * h + T * f;                  // 1.09052e8
+    const double weights = (h * qkv + h * h + h * 2 * f + f * h) / 8.0;       // 2.72630e7
+    CHECK(bytes_named(ops, "fp8_amax", Pass::forward) == approx(2.0 * (fwd_inputs + weights)));
+    CHECK(bytes_named(ops, "fp8_amax", Pass::forward) == approx(2.72630e8).epsilon(1e-5));
+    // Backward: each linear's output gradient [T, out], amax'd before its cast.
+    const double grads = T * h + T * 2 * f + T * h + T * qkv;                 // 1.76161e8
+    CHECK(bytes_named(ops, "fp8_amax", Pass::backward_input) == approx(2.0 * grads));
+    // MXFP8 computes its scales per block inside the cast: no amax pass.
+    t.fp8.recipe = Fp8Recipe::mxfp8;
+    CHECK(bytes_named(layer_ops(m, t, l), "fp8_amax", Pass::forward) == 0.0);
+    // Under SP the gathered tensors' amax is all-reduced over TP, as for current scaling.
+    t.fp8.recipe = Fp8Recipe::nvfp4;
+    l.tp = 2;
+    l.sp = true;
+    int reductions = 0;
+    for (const Op& op : layer_ops(m, t, l)) {
+      if (std::string_view(op.name) == "tp_ar_amax") ++reductions;
+    }
+    CHECK(reductions == 4);
+  }
+
   TEST_CASE("fp8: one copy of a per-tensor-scaled tensor where the GEMMs take any layout "
             "(TE quantizer.cpp, nvte_is_non_tn_fp8_gemm_supported)") {
     // transformer_engine/common/transformer_engine.cpp: non-TN FP8 GEMMs on compute
