@@ -7,6 +7,7 @@
 
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "tetra/hw/presets.hpp"
 #include "tetra/parallel/fp8.hpp"
@@ -34,6 +35,22 @@ double bytes_named(const std::vector<Op>& ops, std::string_view name, Pass pass)
   }
   return b;
 }
+
+/// One Llama-3.1-8B layer at sequence 4096, micro-batch 1, TP 1 and 8 micro-batches under
+/// `recipe`: T = 4096 tokens, h = 4096, qkv_out = (32+16)*128 = 6144, f = 14336.
+struct Llama8bLayer {
+  Model m = preset("llama3.1-8b");
+  Training t;
+  Layout l;
+  explicit Llama8bLayer(Fp8Recipe recipe) {
+    t.seq_len = 4096;
+    t.global_batch = 8;
+    t.fp8.recipe = recipe;
+    l.dp = 1;
+    l.mbs = 1;
+  }
+  [[nodiscard]] std::vector<Op> ops() const { return layer_ops(m, t, l); }
+};
 
 }  // namespace
 
@@ -97,17 +114,12 @@ TEST_SUITE("llama") {
   }
 
   TEST_CASE("fp8: cast and amax bytes of one layer, by hand (current scaling, 8 micro-batches)") {
-    // Llama-3.1-8B, seq 4096, mbs 1, tp 1: T = 4096 tokens, h = 4096, qkv_out = (32+16)*128 =
-    // 6144, f = 14336 (fc1_out 28672).
-    const Model m = preset("llama3.1-8b");
-    Training t;
-    t.seq_len = 4096;
-    t.global_batch = 8;
-    t.fp8.recipe = Fp8Recipe::current;
-    Layout l;
-    l.dp = 1;
-    l.mbs = 1;
-    const auto ops = layer_ops(m, t, l);
+    // Llama-3.1-8B (Llama8bLayer): fc1_out 28672.
+    Llama8bLayer layer(Fp8Recipe::current);
+    const Model& m = layer.m;
+    Training& t = layer.t;
+    Layout& l = layer.l;
+    const auto ops = layer.ops();
     const double T = 4096, h = 4096, qkv = 6144, f = 14336;
     // Forward inputs: qkv and fc1 read [T, h], proj [T, h], fc2 [T, f]; each cast reads bf16 (2)
     // and writes two FP8 copies (1 + 1): 4 bytes per element; the amax pass reads 2.
@@ -158,15 +170,8 @@ TEST_SUITE("llama") {
     // transform on, TE's norm writes its output unquantized (Impl::UNFUSED), so the QKV and
     // FC1 inputs get their own pass as well: every forward input and weight, 2 bytes per
     // element read.
-    const Model m = preset("llama3.1-8b");
-    Training t;
-    t.seq_len = 4096;
-    t.global_batch = 8;
-    t.fp8.recipe = Fp8Recipe::nvfp4;
-    Layout l;
-    l.dp = 1;
-    l.mbs = 1;
-    const auto ops = layer_ops(m, t, l);
+    Llama8bLayer layer(Fp8Recipe::nvfp4);
+    const auto ops = layer.ops();
     const double T = 4096, h = 4096, qkv = 6144, f = 14336;
     const double fwd_inputs = T * h + T * h + T * h + T * f;                  // 1.09052e8
     const double weights = (h * qkv + h * h + h * 2 * f + f * h) / 8.0;       // 2.72630e7
@@ -176,14 +181,12 @@ TEST_SUITE("llama") {
     const double grads = T * h + T * 2 * f + T * h + T * qkv;                 // 1.76161e8
     CHECK(bytes_named(ops, "fp8_amax", Pass::backward_input) == approx(2.0 * grads));
     // MXFP8 computes its scales per block inside the cast: no amax pass.
-    t.fp8.recipe = Fp8Recipe::mxfp8;
-    CHECK(bytes_named(layer_ops(m, t, l), "fp8_amax", Pass::forward) == 0.0);
+    CHECK(bytes_named(Llama8bLayer(Fp8Recipe::mxfp8).ops(), "fp8_amax", Pass::forward) == 0.0);
     // Under SP the gathered tensors' amax is all-reduced over TP, as for current scaling.
-    t.fp8.recipe = Fp8Recipe::nvfp4;
-    l.tp = 2;
-    l.sp = true;
+    layer.l.tp = 2;
+    layer.l.sp = true;
     int reductions = 0;
-    for (const Op& op : layer_ops(m, t, l)) {
+    for (const Op& op : layer.ops()) {
       if (std::string_view(op.name) == "tp_ar_amax") ++reductions;
     }
     CHECK(reductions == 4);
