@@ -351,7 +351,8 @@ TEST_SUITE("llama") {
   TEST_CASE("moe ops: Transformer Engine quantizes each expert's split with its own kernels") {
     // 8 experts over ep 4: 2 local experts. MXFP8 and current scaling cast each split apart
     // (transformer_engine/pytorch/csrc/extensions/cast.cpp split_quantize); delayed scaling
-    // runs one fused multi-tensor cast-transpose.
+    // runs one fused multi-tensor cast-transpose, NVFP4 one grouped amax and one grouped cast
+    // (split_quantize FUSED_NVFP4).
     const Model m = small_moe();
     Training t = balanced();
     t.fp8.recipe = Fp8Recipe::current;
@@ -366,6 +367,17 @@ TEST_SUITE("llama") {
     CHECK(casts(current, 2) == 8);
     t.fp8.recipe = Fp8Recipe::delayed;
     CHECK(casts(moe_layer_ops(m, t, l), 2) == 0);
+    // NVFP4: each expert cast and amax is one kernel for both splits; the layer has one amax
+    // more than under current scaling, on the QKV input, whose norm computes current scaling's
+    // amax but leaves NVFP4's to the quantizer (normalization.cpp, Impl::UNFUSED).
+    t.fp8.recipe = Fp8Recipe::nvfp4;
+    const auto nvfp4 = moe_layer_ops(m, t, l);
+    CHECK(casts(nvfp4, 2) == 0);
+    auto amaxes = [](const std::vector<Op>& ops) {
+      return std::count_if(ops.begin(), ops.end(),
+                           [](const Op& op) { return std::string_view(op.name) == "fp8_amax"; });
+    };
+    CHECK(amaxes(nvfp4) == amaxes(current) + 1);
   }
 
   TEST_CASE("moe ops: the flex dispatcher's exchanges carry the routing that sets their node copies") {
