@@ -18,7 +18,7 @@ namespace tetra::ops::detail {
 using model::Model;
 using model::Moe;
 using parallel::CudaGraphScope;
-using parallel::Fp8Recipe;
+using parallel::casts_splits_together;
 using parallel::Layout;
 using parallel::MoeDispatcher;
 using parallel::RecomputeModule;
@@ -258,16 +258,14 @@ Op expert_bias_bwd(const Dims& d) {
 }  // namespace
 
 /// The FP8 cast of the experts' GEMM inputs: Transformer Engine's GroupedLinear quantizes each
-/// expert's split with its own quantizer, one kernel (or amax and cast) per split, except
-/// delayed scaling's fused multi-tensor cast-transpose and NVFP4's grouped kernels, one amax
-/// and one Hadamard-transform cast over all splits (`split_quantize`: FUSED_NVFP4,
-/// `nvte_group_hadamard_transform_amax` / `_cast_fusion`; the others
-/// `multi_tensor_quantize_impl`, transformer_engine/pytorch/csrc/extensions/cast.cpp at
-/// d0067d0: "Quantize kernels individually").
+/// expert's split with its own quantizer, one kernel (or amax and cast) per split
+/// (`multi_tensor_quantize_impl`, transformer_engine/pytorch/csrc/extensions/cast.cpp at
+/// d0067d0: "Quantize kernels individually"), except where its kernels cover all splits
+/// (parallel::casts_splits_together: delayed scaling, NVFP4).
 void expert_quantize(std::vector<Op>& ops, const Dims& d, Pass pass, double elements, Run run) {
   const std::size_t from = ops.size();
   quantize(ops, d, pass, elements, run);
-  if (d.x.recipe == Fp8Recipe::delayed || d.x.recipe == Fp8Recipe::nvfp4) return;
+  if (casts_splits_together(d.x.recipe)) return;
   for (std::size_t i = from; i < ops.size(); ++i) {
     if (ops[i].is_compute()) ops[i].host_kernels = static_cast<int>(d.local_experts);
   }

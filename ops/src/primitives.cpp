@@ -11,6 +11,8 @@ namespace tetra::ops::detail {
 
 using parallel::AttentionKernel;
 using parallel::Fp8Recipe;
+using parallel::norm_computes_amax;
+using parallel::reads_tensor_amax;
 using parallel::torchao_recipe;
 
 Op gemm(Pass pass, const char* name, long long m, long long n, long long k) {
@@ -76,19 +78,13 @@ Op linear_gemm(const Dims& d, Pass pass, const char* name, long long m, long lon
 /// transposed (Hopper) or column-wise (MXFP8 / NVFP4) copy that the other GEMM of the pair
 /// needs (input: fprop and wgrad; output gradient: dgrad and wgrad; weight: fprop and dgrad);
 /// a per-tensor-scaled operand on Blackwell needs no second copy (Fp8Training::copies).
-/// Current scaling first reads the operand once more for its amax
-/// (Float8CurrentScalingQuantizer), unless a norm computed it (CastInput::te_norm_output);
-/// delayed scaling takes the scale of earlier steps and MXFP8 computes its scales per block
-/// inside the cast. NVFP4 has a per-tensor scale above its block scales and reads the operand
-/// once for that amax too (`transformer_engine/pytorch/csrc/quantizer.cpp`
-/// NVFP4Quantizer::quantize_impl: `nvte_hadamard_transform_amax`, or
-/// `nvte_compute_amax_with_config` without the Hadamard transform), after a norm as well: with
-/// the recipe's default random Hadamard transform on activations and gradients the norm writes
-/// its output unquantized (`csrc/extensions/normalization.cpp`, Impl::UNFUSED).
+/// Current scaling and NVFP4 first read the operand once more for its amax
+/// (parallel::reads_tensor_amax), unless a fused norm computed it (CastInput::te_norm_output,
+/// parallel::norm_computes_amax: current scaling only).
 /// `gathered`: the tensor is all-gathered over TP under SP (a column-parallel input, a
-/// row-parallel output gradient); current scaling and NVFP4 then all-reduce the amax (one
-/// fp32, MAX) over the TP group before the cast, so that every rank casts with the same scale
-/// (`quantizer.cpp`, `with_amax_reduction`).
+/// row-parallel output gradient); the amax is then all-reduced (one fp32, MAX) over the TP
+/// group before the cast, so that every rank casts with the same scale
+/// (`transformer_engine/pytorch/csrc/quantizer.cpp`, `with_amax_reduction`).
 /// torchao (`torchao/float8/float8_linear.py`, `float8_scaling_utils.py`) casts each use of
 /// an operand from its high-precision copy, an amax reduction before each: the forward
 /// operand here, and again the transposed one for the other GEMM in backward. Eager, the two
@@ -111,9 +107,8 @@ void quantize(std::vector<Op>& ops, const Dims& d, Pass pass, double elements, R
     ops.push_back(q);
     return;
   }
-  const bool nvfp4 = d.x.recipe == Fp8Recipe::nvfp4;
-  if (d.x.recipe == Fp8Recipe::current || nvfp4) {
-    if (input != CastInput::te_norm_output || nvfp4) {
+  if (reads_tensor_amax(d.x.recipe)) {
+    if (input != CastInput::te_norm_output || !norm_computes_amax(d.x.recipe)) {
       Op a = mem(pass, "fp8_amax", MemoryKernel::amax, d.act * elements);
       a.recompute = recompute;
       ops.push_back(a);

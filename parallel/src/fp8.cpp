@@ -51,6 +51,16 @@ bool torchao_recipe(Fp8Recipe recipe) noexcept {
   return recipe == Fp8Recipe::tensorwise || recipe == Fp8Recipe::rowwise;
 }
 
+bool reads_tensor_amax(Fp8Recipe recipe) noexcept {
+  return recipe == Fp8Recipe::current || recipe == Fp8Recipe::nvfp4;
+}
+
+bool norm_computes_amax(Fp8Recipe recipe) noexcept { return recipe == Fp8Recipe::current; }
+
+bool casts_splits_together(Fp8Recipe recipe) noexcept {
+  return recipe == Fp8Recipe::delayed || recipe == Fp8Recipe::nvfp4;
+}
+
 GemmFormat gemm_format(Fp8Recipe recipe) noexcept {
   switch (recipe) {
     case Fp8Recipe::none:

@@ -72,6 +72,19 @@ TEST_SUITE("llama") {
       CHECK(parse_fp8_recipe(to_string(r)) == r);
     }
     CHECK_FALSE(parse_fp8_recipe("fp8"));
+    // Which TE quantizers read the operand for a per-tensor amax (quantizer.cpp), which fused
+    // norm spares that pass (normalization.cpp), which cast a grouped linear's splits together
+    // (cast.cpp split_quantize).
+    CHECK(reads_tensor_amax(Fp8Recipe::current));
+    CHECK(reads_tensor_amax(Fp8Recipe::nvfp4));
+    CHECK_FALSE(reads_tensor_amax(Fp8Recipe::delayed));
+    CHECK_FALSE(reads_tensor_amax(Fp8Recipe::mxfp8));
+    CHECK(norm_computes_amax(Fp8Recipe::current));
+    CHECK_FALSE(norm_computes_amax(Fp8Recipe::nvfp4));
+    CHECK(casts_splits_together(Fp8Recipe::delayed));
+    CHECK(casts_splits_together(Fp8Recipe::nvfp4));
+    CHECK_FALSE(casts_splits_together(Fp8Recipe::current));
+    CHECK_FALSE(casts_splits_together(Fp8Recipe::mxfp8));
   }
 
   TEST_CASE("fp8: a recipe needs the GPU's tensor cores (A100 none, Hopper no block scaling)") {

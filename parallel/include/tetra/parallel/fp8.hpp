@@ -32,6 +32,23 @@ enum class Fp8Recipe {
 /// inputs saved for backward, every cast preceded by its own amax reduction.
 [[nodiscard]] bool torchao_recipe(Fp8Recipe recipe) noexcept;
 
+/// Transformer Engine recipes whose quantizer reads the operand once for a per-tensor amax
+/// before the cast (`transformer_engine/pytorch/csrc/quantizer.cpp`): current scaling, and
+/// NVFP4 for the per-tensor scale above its block scales (`nvte_hadamard_transform_amax` under
+/// its default random Hadamard transform). Delayed scaling takes earlier steps' amax; MXFP8
+/// and blockwise compute their scales per block inside the cast.
+[[nodiscard]] bool reads_tensor_amax(Fp8Recipe recipe) noexcept;
+
+/// Whether TE's fused norm computes that amax in its own pass, sparing the quantizer's
+/// (`csrc/extensions/normalization.cpp`): current scaling (FUSED_NORM_AMAX_FP8); not NVFP4,
+/// whose Hadamard transform leaves the norm unfused (Impl::UNFUSED).
+[[nodiscard]] bool norm_computes_amax(Fp8Recipe recipe) noexcept;
+
+/// Whether TE casts the experts' splits of a grouped linear in kernels over all splits, not
+/// per split (`csrc/extensions/cast.cpp` split_quantize): delayed scaling's multi-tensor
+/// cast-transpose and NVFP4's grouped amax and cast (FUSED_NVFP4).
+[[nodiscard]] bool casts_splits_together(Fp8Recipe recipe) noexcept;
+
 /// The element format a GEMM's inputs are quantised to.
 enum class GemmFormat { training, fp8, fp4 };
 
