@@ -202,7 +202,7 @@ struct LayoutTerms {
   double a_layer = 0;             ///< saved bytes of one layer and micro-batch
   double transient_layer = 0;     ///< working set of one layer's backward
   detail::MoeLayerMemory moe_layer;
-  double attention_delta = 0;     ///< MLA / explicit head_dim saved bytes per layer
+  double attention_delta = 0;     ///< MLA / explicit head_dim / Q-K norm saved bytes per layer
   double communication_bytes = 0;
   double runtime_bytes = 0;
   double fragmentation = 0;       ///< allocator share of the per-micro-batch blocks it keeps
@@ -440,9 +440,9 @@ double stage_inflight(const LayoutTerms& terms, const MemoryOptions& options, in
 void add_layer_activations(const LayoutTerms& terms, const parallel::StageParams& st, StageMemory& s) {
   const double inflight = s.inflight;
   s.layer_activations_bytes = inflight * st.layers * terms.a_layer;
-  if (terms.model.moe.has_value() || terms.model.mla || terms.model.head_dim_override > 0) {
+  if (terms.model.moe.has_value() || terms.model.mla || terms.model.head_dim_override > 0 || terms.model.qk_norm) {
     // MoE layers save the router's, the shared and the routed experts' tensors instead of the
-    // dense MLP's; MLA (or a wider explicit head_dim) changes the attention tensors; MTP
+    // dense MLP's; MLA (or a wider explicit head_dim, or Q and K norms) changes the attention tensors; MTP
     // modules on the last stage add one layer each (moe_memory.cpp).
     const int mtp = st.mtp_layers;
     const double moe_count = st.moe_layers + mtp_moe_layers(terms, st);

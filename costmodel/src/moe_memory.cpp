@@ -84,10 +84,13 @@ MoeLayerMemory moe_layer_memory(const model::Model& m, const parallel::Training&
   // Shared experts: a dense SwiGLU MLP of width f_s over TP (shared_experts.py).
   if (fs > 0) moe += s.in_bytes * s.full * h / s.gd + (swiglu + s.in_bytes) * s.full * fs / s.t;
   // Routed experts (experts.py TEGroupedMLP): the permuted tokens (fc1 input), the fc1 output
-  // (gate and up), the fc2 input, and the expert output that unpermute scales by the routing
-  // probabilities (moe_utils.unpermute saves it for the probability gradient).
+  // (gate and up), the fc2 input, and the fp32 routing probability of every pair. Megatron-Core
+  // scales by the probabilities inside the activation, whose fused kernel saves them beside its
+  // input, and unpermutes without them (core_v0.13.0, "Memory efficient token permutation":
+  // fusions/fused_bias_swiglu.py WeightedSwiGLUFunction, token_dispatcher.py unpermute without
+  // probs), so the expert output is no longer kept for the probabilities' gradient.
   out.expert_saved = s.in_bytes * pairs * h + swiglu * pairs * fe + s.in_bytes * pairs * fe +
-                     2.0 * pairs * h;
+                     4.0 * pairs;
   moe += out.expert_saved;
 
   // Megatron-Core recompute_modules (recompute_modules.hpp): "moe_act" frees the experts'
@@ -153,9 +156,18 @@ double attention_saved_delta(const model::Model& m, const parallel::Training& tr
       inner -= 2.0 * a * (2.0 * q.qk_head_dim() + q.v_head_dim) * s.full / s.t;
     }
     delta = latent + inner - gqa_h * s.full / s.t;
-  } else if (m.head_dim_override > 0) {
-    const double width = static_cast<double>(m.head_dim()) * a;  // q = a d_h
-    delta = (2.0 + 4.0 * kv_share + 2.0) * (width - h) * s.full / s.t;
+  } else {
+    if (m.head_dim_override > 0) {
+      const double width = static_cast<double>(m.head_dim()) * a;  // q = a d_h
+      delta = (2.0 + 4.0 * kv_share + 2.0) * (width - h) * s.full / s.t;
+    }
+    if (m.qk_norm) {
+      // The per-head Q and K norms (Model::qk_norm) save their bf16 inputs, the query's
+      // reshaped copy and the key's contiguous copy, and one fp32 reciprocal RMS per head and
+      // token (Transformer Engine `pytorch/ops/basic/rmsnorm.py`: save_for_backward(x, rstdevs)).
+      const double heads = a * (1.0 + kv_share);
+      delta += (2.0 * m.head_dim() + 4.0) * heads * s.full / s.t;
+    }
   }
   // Selective recompute drops only the s^2 terms and full recompute everything.
   return kept_share(l) * delta;

@@ -37,8 +37,8 @@ struct MoeLayerMemory {
 
 /// Saved bytes per layer and micro-batch that the model's attention holds beyond the GQA
 /// tensors memory.cpp counts with q = h: MLA's latents and its own Q/K/V widths, or the wider
-/// Q/K/V/O of an explicit head_dim (Qwen3: 32 x 128 = 4096 on hidden 2048). 0 for a standard
-/// Llama. Recompute as for moe_layer_memory.
+/// Q/K/V/O of an explicit head_dim (Qwen3: 32 x 128 = 4096 on hidden 2048), plus the inputs the
+/// per-head Q and K norms save (Model::qk_norm). 0 for a standard Llama. Recompute as for moe_layer_memory.
 [[nodiscard]] double attention_saved_delta(const model::Model& model, const parallel::Training& training,
                                            const parallel::Layout& layout);
 

@@ -8,6 +8,8 @@
 //   tie_word_embeddings                 -> tied_embeddings (default: true for GPT-2-style
 //                                          files, false otherwise)
 //   head_dim                            -> head_dim_override (when not hidden / heads)
+//   model_type qwen3 | qwen3_moe        -> qk_norm (transformers' Qwen3Attention and
+//                                          Qwen3MoeAttention always build q_norm and k_norm)
 // MoE (model/moe.hpp), by model family:
 //   n_routed_experts | num_local_experts | num_experts   -> moe.num_experts (absent or 0: dense)
 //   num_experts_per_tok                                  -> moe.experts_per_token
@@ -313,6 +315,7 @@ Model model_from_hf_config_text(std::string_view json_text, const std::string& o
   m.vocab = r.positive_int({"vocab_size"}, "the vocabulary size");
   m.tied_embeddings = r.boolean("tie_word_embeddings", gpt2_keys || model_type == "gpt2");
   read_moe_keys(r, m, model_type.empty() ? r.string("model_type") : model_type, json_text, origin);
+  m.qk_norm = model_type == "qwen3" || model_type == "qwen3_moe";
   if (m.head_dim_override == 0 && !m.mla && m.hidden % m.heads != 0) {
     throw UserError(locate_key(json_text, origin, r.has("hidden_size") ? "hidden_size" : "n_embd"),
                     r.has("hidden_size") ? "hidden_size" : "n_embd",

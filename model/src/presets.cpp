@@ -43,6 +43,12 @@ Model make_moe(const char* name, int layers, int hidden, int ffn, int heads, int
   return m;
 }
 
+/// `m` with an RMSNorm on every query and key head (Model::qk_norm).
+Model qk_normed(Model m) {
+  m.qk_norm = true;
+  return m;
+}
+
 Moe experts(int n, int k, int width, int shared, int first_dense, int step, Router router) {
   Moe e;
   e.num_experts = n;
@@ -115,14 +121,15 @@ const std::array<Model, 17>& table() {
       // Qwen/Qwen3-30B-A3B config.json: 48 layers, hidden 2048, 32 heads, 4 KV heads, head_dim
       // 128, moe_intermediate_size 768, num_experts 128, num_experts_per_tok 8,
       // decoder_sparse_step 1, mlp_only_layers [], intermediate_size 6144 (unused), vocab
-      // 151936, untied, norm_topk_prob (softmax, then top-k).
-      make_moe("qwen3-30b-a3b", 48, 2048, 6144, 32, 4, 151936, 128,
-               experts(128, 8, 768, 0, 0, 1, Router::softmax_topk)),
+      // 151936, untied, norm_topk_prob (softmax, then top-k); Qwen3MoeAttention's q_norm and
+      // k_norm (transformers `modeling_qwen3_moe.py`).
+      qk_normed(make_moe("qwen3-30b-a3b", 48, 2048, 6144, 32, 4, 151936, 128,
+                         experts(128, 8, 768, 0, 0, 1, Router::softmax_topk))),
       // Qwen/Qwen3-235B-A22B config.json: 94 layers, hidden 4096, 64 heads, 4 KV heads,
       // head_dim 128, moe_intermediate_size 1536, 128 experts, top-8, intermediate_size 12288
-      // (unused), vocab 151936, untied.
-      make_moe("qwen3-235b-a22b", 94, 4096, 12288, 64, 4, 151936, 128,
-               experts(128, 8, 1536, 0, 0, 1, Router::softmax_topk)),
+      // (unused), vocab 151936, untied; q_norm and k_norm as Qwen3-30B-A3B.
+      qk_normed(make_moe("qwen3-235b-a22b", 94, 4096, 12288, 64, 4, 151936, 128,
+                         experts(128, 8, 1536, 0, 0, 1, Router::softmax_topk))),
       deepseek_v3(),
   }};
   return models;

@@ -53,6 +53,7 @@ Dims dims_of(const Model& m, const Training& tr, const Layout& l) {
   d.gated = m.gated_mlp();
   d.llama = m.llama_block();
   d.gpt_oss = m.arch == Arch::gpt_oss;
+  d.qk_norm = m.qk_norm && !m.mla;
   d.eager_norm = d.x.unfused_rmsnorm && d.llama;
   d.dropout = !d.llama && d.x.megatron;
   d.bias = !d.llama;
@@ -245,6 +246,29 @@ void column_forward(std::vector<Op>& ops, const Dims& d, const ColumnGroup& g, R
   }
 }
 
+namespace {
+
+/// The per-head norms of Q and K (Dims::qk_norm). Megatron-Core applies `q_layernorm` and
+/// `k_layernorm` (Transformer Engine's RMSNorm) to the query and key it split from the fused QKV
+/// output (`transformer/attention.py` get_query_key_value_tensors): the query is already a copy
+/// (its reshape merges strided dimensions), the key a strided view that TE's RMSNorm makes
+/// contiguous first (`pytorch/ops/basic/rmsnorm.py` op_forward: `input_.contiguous()`). Forward:
+/// read + write per element, the key's copy read + write more (two kernels); backward: read x and
+/// dy, write dx. Inside the TP region: every token of the CP chunk, the rank's heads.
+std::array<Op, 2> qk_norm_ops(const Dims& d, Pass pass) {
+  const double q = static_cast<double>(d.tokens * d.nq / d.t * d.dh);
+  const double k = static_cast<double>(d.tokens * d.nkv / d.t * d.dh);
+  const MemoryKernel kernel = norm_kernel(d);
+  if (pass == Pass::forward) {
+    Op k_norm = mem(pass, "k_norm", kernel, 4.0 * d.act * k);
+    k_norm.host_kernels = 2;
+    return {mem(pass, "q_norm", kernel, 2.0 * d.act * q), k_norm};
+  }
+  return {mem(pass, "k_norm_bwd", kernel, 3.0 * d.act * k), mem(pass, "q_norm_bwd", kernel, 3.0 * d.act * q)};
+}
+
+}  // namespace
+
 void attention_block_forward(std::vector<Op>& ops, const Dims& d, const Training& tr, Run run) {
   const bool recompute = run == Run::recompute;
   if (d.mla) {
@@ -268,6 +292,9 @@ void attention_block_forward(std::vector<Op>& ops, const Dims& d, const Training
     // reads it back (beta = 1): 2 act per output element. The other linears skip the bias
     // into the fused bias-GeLU / bias-dropout-add kernels.
     push(mem(fw, "qkv_bias", MemoryKernel::copy, 2.0 * d.act * static_cast<double>(d.tokens * qkv_out)));
+  }
+  if (d.qk_norm) {
+    for (Op& op : qk_norm_ops(d, fw)) push(op);
   }
   if (d.llama) {
     // RoPE on q and k: read + write (nq + nkv)/t heads of dh per token
@@ -565,6 +592,9 @@ void attention_block_backward(std::vector<Op>& ops, const Dims& d, const Trainin
   if (d.llama) {
     ops.push_back(mem(bi, "rope_bwd", MemoryKernel::rope,
                       rope_bwd_per_elem(d) * static_cast<double>(d.tokens * (d.nq + d.nkv) / d.t * d.dh)));
+  }
+  if (d.qk_norm) {
+    for (const Op& op : qk_norm_ops(d, bi)) ops.push_back(op);
   }
   recompute_norm(ops, d, "input_norm");
   column_backward(ops, d, qkv_group(d), d.h, Operands::recipe);

@@ -65,6 +65,9 @@ LayerParts attention_parts(const Model& m) noexcept {
     p.sharded += q + 2 * kv + m.heads;
     p.replicated += h;
   }
+  // Per-head Q and K norms (Model::qk_norm): one weight of d_h each, shared by the heads
+  // (transformers `Qwen3RMSNorm(head_dim)`), replicated over TP.
+  if (m.qk_norm) p.replicated += 2LL * m.head_dim();
   return p;
 }
 

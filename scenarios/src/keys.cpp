@@ -28,6 +28,7 @@ constexpr std::array kKeys = std::to_array<KeyInfo>({
     {"model", "vocab", "integer", "required", "1..100000000", "vocabulary size", "`vocab_size`"},
     {"model", "tied_embeddings", "boolean", "false", "", "the output layer shares the input embedding", "`tie_word_embeddings`"},
     {"model", "head_dim", "integer", "hidden / heads", "1..10000000", "attention head width when it is not hidden / heads", "`head_dim`"},
+    {"model", "qk_norm", "boolean", "false", "not with MLA", "an RMSNorm over every query and key head before RoPE", "Qwen3 `q_norm` / `k_norm`; Megatron-Core `qk_layernorm`"},
     {"model", "mtp_layers", "integer", "0", ">= 0", "multi-token-prediction modules, on the last stage", "`num_nextn_predict_layers`"},
     {"model", "num_experts", "integer", "dense", ">= 1", "routed experts per MoE layer; makes the model MoE", "`n_routed_experts`, `num_local_experts`"},
     {"model", "experts_per_token", "integer", "required with num_experts", "1..num_experts", "experts each token is routed to (top-k)", "`num_experts_per_tok`"},

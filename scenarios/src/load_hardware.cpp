@@ -36,6 +36,7 @@ template <class Blame>
 void load_moe_keys(const Section& s, model::Model& m, Blame blame) {
   if (const auto* n = s.get("head_dim")) m.head_dim_override = s.int_value(*n, "head_dim", 1, kMaxWidth);
   if (const auto* n = s.get("mtp_layers")) m.mtp_layers = s.int_value(*n, "mtp_layers", 0, kMaxLayers);
+  if (const auto* n = s.get("qk_norm")) m.qk_norm = s.boolean(*n, "qk_norm");
 
   static constexpr std::string_view kMoeKeys[] = {
       "experts_per_token", "moe_ffn_hidden",  "shared_experts", "shared_ffn_hidden",
@@ -107,6 +108,11 @@ void load_moe_keys(const Section& s, model::Model& m, Blame blame) {
       }
     }
     m.mla = a;
+  }
+  // MLA normalises its compressed latents (always modelled); a per-head q/k norm is the
+  // standard-attention form of Megatron-Core's qk_layernorm.
+  if (const auto* n = s.get("qk_norm"); n != nullptr && m.qk_norm && m.mla) {
+    s.fail_at(*n, "qk_norm", "applies to standard attention; MLA's latent norms are part of MLA");
   }
 }
 

@@ -66,28 +66,50 @@ TEST_SUITE("costmodel") {
     Setup s = qwen_ep8();
     const costmodel::StageMemory st = costmodel::estimate_memory(s.model, s.cluster, s.training, s.layout).stages[0];
     // P = 4096 tokens x top-8 = 32,768 pairs; saved per layer: fc1 input 2Ph, fc1 output 4 P f_e,
-    // fc2 input 2 P f_e, expert output 2 P h = P (4 x 2048 + 6 x 768) = 419,430,400 bytes;
-    // one micro-batch in flight (pp 1), 48 MoE layers.
-    CHECK(st.expert_activations_bytes == approx(48.0 * 419'430'400.0));
+    // fc2 input 2 P f_e and the fp32 probability of each pair, 4P, which Megatron-Core's weighted
+    // SwiGLU keeps (core_v0.13.0: the expert output is no longer saved for unpermute's probability
+    // gradient) = P (2 x 2048 + 6 x 768 + 4) = 32,768 x 8,708 = 285,343,744 bytes; one
+    // micro-batch in flight (pp 1), 48 MoE layers.
+    CHECK(st.expert_activations_bytes == approx(48.0 * 285'343'744.0));
     // Routing imbalance 1.5 raises the busiest rank's pairs by half; a capacity factor of 1.25
     // caps it there.
     s.training.moe_imbalance = 1.5;
     const costmodel::StageMemory hot = costmodel::estimate_memory(s.model, s.cluster, s.training, s.layout).stages[0];
-    CHECK(hot.expert_activations_bytes == approx(1.5 * 48.0 * 419'430'400.0));
+    CHECK(hot.expert_activations_bytes == approx(1.5 * 48.0 * 285'343'744.0));
     s.training.moe_capacity_factor = 1.25;
     const costmodel::StageMemory capped = costmodel::estimate_memory(s.model, s.cluster, s.training, s.layout).stages[0];
-    CHECK(capped.expert_activations_bytes == approx(1.25 * 48.0 * 419'430'400.0));
+    CHECK(capped.expert_activations_bytes == approx(1.25 * 48.0 * 285'343'744.0));
     CHECK(capped.dispatch_bytes > 0);
     // Padded to capacity, every expert holds the capacity whatever the routing.
     s.training.moe_imbalance = 1.0;
     s.training.moe_pad_to_capacity = true;
     const costmodel::StageMemory padded = costmodel::estimate_memory(s.model, s.cluster, s.training, s.layout).stages[0];
-    CHECK(padded.expert_activations_bytes == approx(1.25 * 48.0 * 419'430'400.0));
+    CHECK(padded.expert_activations_bytes == approx(1.25 * 48.0 * 285'343'744.0));
     s.training.moe_pad_to_capacity = false;
     // Full recompute keeps only the layer inputs.
     s.layout.recompute = parallel::Recompute::full;
     const costmodel::StageMemory full = costmodel::estimate_memory(s.model, s.cluster, s.training, s.layout).stages[0];
     CHECK(full.expert_activations_bytes == 0);
+  }
+
+  TEST_CASE("per-head Q and K norms save their inputs and one fp32 RMS per head and token") {
+    // Transformer Engine's RMSNorm keeps its input and rstdevs for backward
+    // (pytorch/ops/basic/rmsnorm.py: save_for_backward(x, rstdevs)); Megatron-Core feeds it the
+    // query's reshaped copy and the key made contiguous. Qwen3-30B-A3B as above, pp 1, one
+    // micro-batch in flight: per token (2 B x 128 + 4 B) x (32 + 4) heads = 9,360 bytes; x 4096
+    // tokens = 38,338,560 bytes per layer; x 48 layers = 1,840,250,880 bytes.
+    Setup s = qwen_ep8();
+    const costmodel::StageMemory with = costmodel::estimate_memory(s.model, s.cluster, s.training, s.layout).stages[0];
+    s.model.qk_norm = false;
+    const costmodel::StageMemory without = costmodel::estimate_memory(s.model, s.cluster, s.training, s.layout).stages[0];
+    CHECK(with.layer_activations_bytes - without.layer_activations_bytes == approx(1'840'250'880.0));
+    CHECK(with.expert_activations_bytes == approx(without.expert_activations_bytes));
+    // Full recompute keeps the layer input alone.
+    s.layout.recompute = parallel::Recompute::full;
+    const costmodel::StageMemory full_without = costmodel::estimate_memory(s.model, s.cluster, s.training, s.layout).stages[0];
+    s.model.qk_norm = true;
+    const costmodel::StageMemory full_with = costmodel::estimate_memory(s.model, s.cluster, s.training, s.layout).stages[0];
+    CHECK(full_with.layer_activations_bytes == approx(full_without.layer_activations_bytes));
   }
 
   TEST_CASE("a dense model has no expert part") {

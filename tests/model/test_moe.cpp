@@ -258,16 +258,33 @@ TEST_SUITE("llama") {
     const Model m = preset("qwen3-30b-a3b");
     CHECK(m.head_dim() == 128);  // not hidden/heads = 64
     // Q and O 2*2048*(32*128), K and V 2*2048*(4*128), router 2048*128,
-    // 128 experts * 3*2048*768, norms 2*2048 = 623,120,384 (qk-norm not modelled).
-    CHECK(layer_params(m, 47) == 623'120'384);
-    CHECK(total_params(m, 4096) == 30'532'110'336);
-    CHECK(active_params(m, 4096) == 3'353'020'416);
+    // 128 experts * 3*2048*768, norms 2*2048, the Q and K norms 2*128 = 623,120,640.
+    CHECK(m.qk_norm);
+    CHECK(layer_params(m, 47) == 623'120'640);
+    CHECK(total_params(m, 4096) == 30'532'122'624);  // 30,532,110,336 + 48 x 256
+    CHECK(active_params(m, 4096) == 3'353'032'704);
+  }
+
+  TEST_CASE("Hugging Face import: model_type qwen3 / qwen3_moe brings the per-head Q and K norms") {
+    // transformers' Qwen3Attention and Qwen3MoeAttention always build q_norm and k_norm
+    // (RMSNorm over head_dim); a Llama config has neither.
+    const std::string qwen3 = R"({"model_type": "qwen3_moe", "hidden_size": 2048, "intermediate_size": 6144,
+      "moe_intermediate_size": 768, "num_hidden_layers": 48, "num_attention_heads": 32,
+      "num_key_value_heads": 4, "head_dim": 128, "num_experts": 128, "num_experts_per_tok": 8,
+      "decoder_sparse_step": 1, "mlp_only_layers": [], "vocab_size": 151936, "tie_word_embeddings": false})";
+    const Model m = model_from_hf_config_text(qwen3, "config.json");
+    CHECK(m.qk_norm);
+    CHECK(total_params(m, 4096) == total_params(preset("qwen3-30b-a3b"), 4096));
+    std::string dense = qwen3;
+    dense.replace(dense.find("qwen3_moe"), 9, "llama");
+    CHECK_FALSE(model_from_hf_config_text(dense, "config.json").qk_norm);
   }
 
   TEST_CASE("Qwen3-235B-A22B: 235.1B total, 22.2B active") {
     const Model m = preset("qwen3-235b-a22b");
-    CHECK(total_params(m, 4096) == 235'093'610'496);
-    CHECK(active_params(m, 4096) == 22'190'739'456);
+    // With the Q and K norms, 94 x 2 x 128 = 24,064 parameters.
+    CHECK(total_params(m, 4096) == 235'093'634'560);
+    CHECK(active_params(m, 4096) == 22'190'763'520);
   }
 
   TEST_CASE("Llama 4: Maverick interleaves MoE on odd layers (400.7B / 17.2B), Scout all (107.8B)") {
@@ -334,8 +351,9 @@ TEST_SUITE("llama") {
     // 128/4 = 32 experts of 3*2048*768 = 4,718,592, each split over etp 2: 75,497,472 per layer.
     CHECK(stages[0].expert_params == 24LL * 75'497'472);
     // Non-expert part per layer on one GPU: (2*2048*4096 + 2*2048*512)/2 + 2048*128 + 2*2048
-    //   = 9,437,184 + 262,144 + 4,096 = 9,703,424; embedding 2048*152064/2 (padded to 256).
-    CHECK(stages[0].params == 24LL * (9'703'424 + 75'497'472) + 2048LL * 152064 / 2);
+    //   + the Q and K norms 2*128 = 9,437,184 + 262,144 + 4,096 + 256 = 9,703,680; embedding
+    //   2048*152064/2 (padded to 256).
+    CHECK(stages[0].params == 24LL * (9'703'680 + 75'497'472) + 2048LL * 152064 / 2);
   }
 
   TEST_CASE("Stage parameters: DeepSeek-V3 with MTP over pp 2, ep 8 (MTP on the last stage)") {

@@ -813,3 +813,54 @@ TEST_SUITE("llama") {
     CHECK(find(layer_ops(m, tr, l), "cp_kv_ag", Pass::forward)->async);
   }
 }
+
+TEST_SUITE("llama") {
+  TEST_CASE("ops: per-head Q and K norms (Qwen3 qk_norm), forward and backward") {
+    // Megatron-Core applies q_layernorm / k_layernorm (Transformer Engine's RMSNorm) to the
+    // query and key it splits from the fused QKV output (transformer/attention.py
+    // get_query_key_value_tensors); TE makes the strided key contiguous first
+    // (pytorch/ops/basic/rmsnorm.py: `input_.contiguous()`). The attention of Qwen3-30B-A3B
+    // without its experts: hidden 2048, 32 heads, 4 KV heads of 128; seq 4096, mbs 1, bf16.
+    Model m = *find_model_preset("llama3.1-8b");
+    m.hidden = 2048;
+    m.heads = 32;
+    m.kv_heads = 4;
+    m.head_dim_override = 128;
+    m.qk_norm = true;
+    Training tr;
+    tr.seq_len = 4096;
+    tr.global_batch = 8;
+    Layout l;
+    l.dp = 8;
+    const auto ops = layer_ops(m, tr, l);
+    // Q: 4096 x 32 x 128 = 16,777,216 elements; K: 4096 x 4 x 128 = 2,097,152.
+    const Op* q = find(ops, "q_norm", Pass::forward);
+    const Op* k = find(ops, "k_norm", Pass::forward);
+    REQUIRE(q);
+    REQUIRE(k);
+    CHECK(q->mem == MemoryKernel::rmsnorm);
+    CHECK(q->bytes == approx(2.0 * 2.0 * 16'777'216.0));  // read + write bf16: 67,108,864
+    CHECK(k->bytes == approx(4.0 * 2.0 * 2'097'152.0));   // copy, then the norm: 16,777,216
+    CHECK(k->host_kernels == 2);
+    // Backward: read x and dy, write dx.
+    CHECK(find(ops, "q_norm_bwd", Pass::backward_input)->bytes == approx(3.0 * 2.0 * 16'777'216.0));
+    CHECK(find(ops, "k_norm_bwd", Pass::backward_input)->bytes == approx(3.0 * 2.0 * 2'097'152.0));
+    // They sit between the QKV GEMM and RoPE.
+    const auto at = [&](const char* name) {
+      return std::find_if(ops.begin(), ops.end(), [&](const Op& op) { return std::string_view(op.name) == name; });
+    };
+    CHECK(at("qkv") < at("q_norm"));
+    CHECK(at("k_norm") < at("rope"));
+    // TP 2 halves the heads of a rank; full recomputation runs them again before backward.
+    l.tp = 2;
+    l.dp = 4;
+    l.sp = true;
+    l.recompute = Recompute::full;
+    const auto tp2 = layer_ops(m, tr, l);
+    CHECK(find(tp2, "q_norm", Pass::forward)->bytes == approx(2.0 * 2.0 * 8'388'608.0));
+    CHECK(find(tp2, "q_norm", Pass::forward, true));
+    // A model without them has none.
+    m.qk_norm = false;
+    CHECK_FALSE(find(layer_ops(m, tr, Layout{}), "q_norm", Pass::forward));
+  }
+}

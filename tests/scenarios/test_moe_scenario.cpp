@@ -107,6 +107,16 @@ TEST_SUITE("scenarios") {
               .rfind("t.toml:3:14: [model].moe_router: unknown value \"greedy\"", 0) == 0);
     CHECK(error_of(with(kMoe, "preset = \"qwen3-30b-a3b\"", "preset = \"qwen3-30b-a3b\"\nkv_lora_rank = 64"))
               .rfind("t.toml:3:16: [model].qk_nope_head_dim: missing", 0) == 0);
+    // The per-head Q and K norms belong to standard attention (MLA normalises its latents).
+    CHECK(error_of(with(kMoe, "preset = \"qwen3-30b-a3b\"",
+                        "preset = \"qwen3-30b-a3b\"\nqk_norm = true\nkv_lora_rank = 64\nqk_nope_head_dim = 64\n"
+                        "qk_rope_head_dim = 32\nv_head_dim = 64")) ==
+          "t.toml:3:11: [model].qk_norm: applies to standard attention; MLA's latent norms are part of MLA");
+    CHECK(error_of(with(kMoe, "preset = \"qwen3-30b-a3b\"", "preset = \"qwen3-30b-a3b\"\nqk_norm = 1"))
+              .rfind("t.toml:3:11: [model].qk_norm: expected", 0) == 0);
+    CHECK(load(kMoe).model.qk_norm);  // the preset's
+    CHECK_FALSE(load(with(kMoe, "preset = \"qwen3-30b-a3b\"", "preset = \"qwen3-30b-a3b\"\nqk_norm = false"))
+                    .model.qk_norm);
   }
 
   TEST_CASE("MoE layout rules (Megatron-Core) blame the [layout] key") {

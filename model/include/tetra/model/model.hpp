@@ -30,6 +30,9 @@ struct Model {
   /// Explicit attention head width (HF `head_dim`); 0 = hidden / heads. Qwen3 sets 128 with
   /// hidden 2048 and 32 heads, so q = heads * head_dim differs from hidden.
   int head_dim_override = 0;
+  /// An RMSNorm over every query and every key head before RoPE (Qwen3's `q_norm` / `k_norm`;
+  /// Megatron-Core `qk_layernorm`, its `q_layernorm` / `k_layernorm` modules).
+  bool qk_norm = false;
   /// Routed experts (moe.hpp); nothing on a dense model.
   std::optional<Moe> moe;
   /// Multi-head latent attention in place of GQA (moe.hpp); nothing for standard attention.
