@@ -821,17 +821,17 @@ TEST_SUITE("llama") {
     // get_query_key_value_tensors); TE makes the strided key contiguous first
     // (pytorch/ops/basic/rmsnorm.py: `input_.contiguous()`). The attention of Qwen3-30B-A3B
     // without its experts: hidden 2048, 32 heads, 4 KV heads of 128; seq 4096, mbs 1, bf16.
+    Layout l;
+    l.dp = 8;
+    Training tr;
+    tr.seq_len = 4096;
+    tr.global_batch = 8;
     Model m = *find_model_preset("llama3.1-8b");
     m.hidden = 2048;
     m.heads = 32;
     m.kv_heads = 4;
     m.head_dim_override = 128;
     m.qk_norm = true;
-    Training tr;
-    tr.seq_len = 4096;
-    tr.global_batch = 8;
-    Layout l;
-    l.dp = 8;
     const auto ops = layer_ops(m, tr, l);
     // Q: 4096 x 32 x 128 = 16,777,216 elements; K: 4096 x 4 x 128 = 2,097,152.
     const Op* q = find(ops, "q_norm", Pass::forward);
