@@ -440,17 +440,16 @@ double stage_inflight(const LayoutTerms& terms, const MemoryOptions& options, in
 void add_layer_activations(const LayoutTerms& terms, const parallel::StageParams& st, StageMemory& s) {
   const double inflight = s.inflight;
   s.layer_activations_bytes = inflight * st.layers * terms.a_layer;
-  if (terms.model.moe.has_value() || terms.model.mla || terms.model.head_dim_override > 0 || terms.model.qk_norm) {
-    // MoE layers save the router's, the shared and the routed experts' tensors instead of the
-    // dense MLP's; MLA (or a wider explicit head_dim, or Q and K norms) changes the attention tensors; MTP
-    // modules on the last stage add one layer each (moe_memory.cpp).
-    const int mtp = st.mtp_layers;
-    const double moe_count = st.moe_layers + mtp_moe_layers(terms, st);
-    const detail::MoeLayerMemory& moe = terms.moe_layer;
-    s.layer_activations_bytes += inflight * (mtp * terms.a_layer + moe_count * moe.saved_delta +
-                                             (st.layers + mtp) * terms.attention_delta);
-    s.expert_activations_bytes = inflight * moe_count * moe.expert_saved;
-  }
+  // MoE layers save the router's, the shared and the routed experts' tensors instead of the
+  // dense MLP's; MLA, a wider explicit head_dim or Q and K norms change the attention tensors;
+  // MTP modules on the last stage add one layer each (moe_memory.cpp). Each term is zero on a
+  // model without it.
+  const int mtp = st.mtp_layers;
+  const double moe_count = st.moe_layers + mtp_moe_layers(terms, st);
+  const detail::MoeLayerMemory& moe = terms.moe_layer;
+  s.layer_activations_bytes += inflight * (mtp * terms.a_layer + moe_count * moe.saved_delta +
+                                           (st.layers + mtp) * terms.attention_delta);
+  s.expert_activations_bytes = inflight * moe_count * moe.expert_saved;
   if (terms.layout.offload_layers > 0) {
     const double share = resident_layer_share(terms.layout, st.layers);
     s.layer_activations_bytes *= share;

@@ -27,7 +27,7 @@ void model_flags(const model::Model& m, std::vector<std::string>& flags) {
     flags.push_back("--num-query-groups " + std::to_string(m.kv_heads));
   }
   if (m.head_dim_override > 0) flags.push_back("--kv-channels " + std::to_string(m.head_dim_override));
-  if (m.qk_norm && !m.mla) flags.push_back("--qk-layernorm");
+  if (m.qk_norm) flags.push_back("--qk-layernorm");
   flags.push_back("--vocab-size " + std::to_string(m.vocab));
   if (m.llama_block()) {
     flags.push_back("--swiglu");

@@ -94,7 +94,7 @@ void model_keys(const model::Model& m, std::ostream& out) {
   out << "  num_layers: " << m.layers << "\n  hidden_size: " << m.hidden << "\n  ffn_hidden_size: " << m.ffn_hidden
       << "\n  num_attention_heads: " << m.heads << "\n  num_query_groups: " << m.kv_heads << '\n';
   if (m.head_dim_override > 0) out << "  kv_channels: " << m.head_dim_override << '\n';
-  if (m.qk_norm && !m.mla) out << "  qk_layernorm: true\n";
+  if (m.qk_norm) out << "  qk_layernorm: true\n";
   out << "  vocab_size: " << m.vocab << "\n  gated_linear_unit: " << yes(m.gated_mlp())
       << "\n  normalization: " << (m.llama_block() ? "RMSNorm" : "LayerNorm")
       << "\n  share_embeddings_and_output_weights: " << yes(m.tied_embeddings) << '\n';

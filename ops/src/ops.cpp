@@ -53,7 +53,7 @@ Dims dims_of(const Model& m, const Training& tr, const Layout& l) {
   d.gated = m.gated_mlp();
   d.llama = m.llama_block();
   d.gpt_oss = m.arch == Arch::gpt_oss;
-  d.qk_norm = m.qk_norm && !m.mla;
+  d.qk_norm = m.qk_norm;
   d.eager_norm = d.x.unfused_rmsnorm && d.llama;
   d.dropout = !d.llama && d.x.megatron;
   d.bias = !d.llama;

@@ -59,7 +59,7 @@ struct Dims {
   bool llama = true;
   /// gpt-oss's biased linears and YaRN RoPE (Arch::gpt_oss).
   bool gpt_oss = false;
-  /// Per-head RMSNorms on Q and K before RoPE (Model::qk_norm; not under MLA).
+  /// Per-head RMSNorms on Q and K before RoPE (Model::qk_norm).
   bool qk_norm = false;
   /// How the run executes: framework habits, precision, overlap, host (execution.hpp).
   parallel::ExecutionTraits x;

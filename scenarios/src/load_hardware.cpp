@@ -110,9 +110,12 @@ void load_moe_keys(const Section& s, model::Model& m, Blame blame) {
     m.mla = a;
   }
   // MLA normalises its compressed latents (always modelled); a per-head q/k norm is the
-  // standard-attention form of Megatron-Core's qk_layernorm.
-  if (const auto* n = s.get("qk_norm"); n != nullptr && m.qk_norm && m.mla) {
-    s.fail_at(*n, "qk_norm", "applies to standard attention; MLA's latent norms are part of MLA");
+  // standard-attention form of Megatron-Core's qk_layernorm, which a preset's MLA keys drop.
+  if (m.qk_norm && m.mla) {
+    if (const auto* n = s.get("qk_norm")) {
+      s.fail_at(*n, "qk_norm", "applies to standard attention; MLA's latent norms are part of MLA");
+    }
+    m.qk_norm = false;
   }
 }
 

@@ -115,6 +115,11 @@ TEST_SUITE("scenarios") {
     CHECK(error_of(with(kMoe, "preset = \"qwen3-30b-a3b\"", "preset = \"qwen3-30b-a3b\"\nqk_norm = 1"))
               .rfind("t.toml:3:11: [model].qk_norm: expected", 0) == 0);
     CHECK(load(kMoe).model.qk_norm);  // the preset's
+    // MLA keys over a Qwen3 preset leave its per-head norms behind.
+    CHECK_FALSE(load(with(kMoe, "preset = \"qwen3-30b-a3b\"",
+                          "preset = \"qwen3-30b-a3b\"\nkv_lora_rank = 64\nqk_nope_head_dim = 64\n"
+                          "qk_rope_head_dim = 32\nv_head_dim = 64"))
+                    .model.qk_norm);
     CHECK_FALSE(load(with(kMoe, "preset = \"qwen3-30b-a3b\"", "preset = \"qwen3-30b-a3b\"\nqk_norm = false"))
                     .model.qk_norm);
   }

@@ -31,7 +31,8 @@ struct Model {
   /// hidden 2048 and 32 heads, so q = heads * head_dim differs from hidden.
   int head_dim_override = 0;
   /// An RMSNorm over every query and every key head before RoPE (Qwen3's `q_norm` / `k_norm`;
-  /// Megatron-Core `qk_layernorm`, its `q_layernorm` / `k_layernorm` modules).
+  /// Megatron-Core `qk_layernorm`, its `q_layernorm` / `k_layernorm` modules). Standard
+  /// attention only: MLA normalises its latents instead, and the loader never sets both.
   bool qk_norm = false;
   /// Routed experts (moe.hpp); nothing on a dense model.
   std::optional<Moe> moe;
