@@ -226,7 +226,7 @@ double layer_working_bytes(const model::Model& model, const parallel::Training& 
 
 /// Communicators with more than one rank (F24-web counts one per group > 1): TP, CP, PP, DP;
 /// the DP x CP group the gradients are reduced over when c > 1; the embedding group of tied
-/// embeddings.
+/// embeddings; Megatron's gradient-norm group.
 int communicator_count(const model::Model& model, const parallel::Training& training,
                        const parallel::Layout& layout) {
   const int p = std::max(layout.pp, 1);
@@ -254,6 +254,18 @@ int communicator_count(const model::Model& model, const parallel::Training& trai
   if (model.moe.has_value()) {
     communicators += layout.ep > 1 ? 1 : 0;
     communicators += std::max(layout.edp(), 1) > 1 ? 1 : 0;
+  }
+  // Megatron-Core reduces the gradient norm of every step that clips (clip_grad = 1.0 by
+  // default; clip_grads.py get_grad_norm_fp32) over its grad-stats group, a communicator of its
+  // own: the whole world under the distributed optimizer, the model-parallel ranks (tp x pp)
+  // otherwise (optimizer.py / distrib_optimizer.py get_grad_stats_parallel_group, core_r0.9.0:
+  // get_model_parallel_group).
+  if (training.framework == parallel::Framework::megatron) {
+    const long long model_parallel = static_cast<long long>(std::max(layout.tp, 1)) * p;
+    const long long stats = training.zero_stage >= 1
+                                ? model_parallel * std::max(layout.cp, 1) * std::max(layout.dp, 1)
+                                : model_parallel;
+    communicators += stats > 1 ? 1 : 0;
   }
   return communicators;
 }

@@ -481,15 +481,25 @@ TEST_SUITE("costmodel") {
     CHECK(r.stages[0].inflight == 1.0);
     const double a = costmodel::activation_bytes_per_layer(m, t, l);
     CHECK(r.stages[0].layer_activations_bytes == approx(16.0 * a));
-    // Communicators PP and DP: 2 x 16 channels x 2 peers x (4 MiB + 4,915,200 + 524,288 B).
+    // Communicators PP, DP and the world, which the distributed optimizer reduces the gradient
+    // norm over: 3 x 16 channels x 2 peers x (4 MiB + 4,915,200 + 524,288 B).
     CHECK(r.stages[0].communication_bytes ==
-          approx(2.0 * 16 * 2 * (4.0 * 1048576 + 4915200 + 524288)));
+          approx(3.0 * 16 * 2 * (4.0 * 1048576 + 4915200 + 524288)));
     // NCCL_BUFFSIZE=16 MiB (NVIDIA/nccl docs/userguide/source/env.rst) grows the SIMPLE buffer
-    // of each connection: 2 x 16 x 2 x (16 MiB + 4,915,200 + 524,288 B).
+    // of each connection: 3 x 16 x 2 x (16 MiB + 4,915,200 + 524,288 B).
     parallel::Training big = t;
     big.nccl_buffsize = 16.0 * 1048576;
     CHECK(estimate_memory(m, c, big, l, opt).stages[0].communication_bytes ==
-          approx(2.0 * 16 * 2 * (16.0 * 1048576 + 4915200 + 524288)));
+          approx(3.0 * 16 * 2 * (16.0 * 1048576 + 4915200 + 524288)));
+    // Without the distributed optimizer the norm is reduced over the model-parallel group
+    // (MegatronOptimizer.get_grad_stats_parallel_group), tp x pp = 2 ranks, a communicator apart
+    // from the PP group of the same ranks: again 3.
+    parallel::Training plain = t;
+    plain.zero_stage = 0;
+    CHECK(estimate_memory(m, c, plain, l, opt).stages[0].communication_bytes ==
+          approx(3.0 * 16 * 2 * (4.0 * 1048576 + 4915200 + 524288)));
+    // One GPU: no group has a second rank.
+    CHECK(estimate_memory(m, c, plain, simple_layout(1, 1, 1, 1), opt).stages[0].communication_bytes == 0.0);
     // CUDA context 0.5 GiB + Hopper cuBLAS workspace 32 MiB.
     CHECK(r.stages[0].runtime_bytes == approx(0.5 * kGiB + 32.0 * 1048576));
   }
@@ -511,15 +521,16 @@ TEST_SUITE("costmodel") {
     l.sp = true;
     l.cp = 4;
     // TP, CP, the DP x CP group the gradients are reduced over (the CP ranks alone at dp = 1,
-    // a group of its own: Megatron-Core get_data_parallel_group(with_context_parallel=True))
-    // and the two ring pairs; no DP group at dp = 1.
-    CHECK(estimate_memory(m, c, t, l).stages[0].communication_bytes == approx(5.0 * one));
-    // cp = 2: one batched send / receive on the CP group itself: TP, CP, DP x CP.
+    // a group of its own: Megatron-Core get_data_parallel_group(with_context_parallel=True)),
+    // the two ring pairs and the world (the distributed optimizer's gradient norm); no DP
+    // group at dp = 1.
+    CHECK(estimate_memory(m, c, t, l).stages[0].communication_bytes == approx(6.0 * one));
+    // cp = 2: one batched send / receive on the CP group itself: TP, CP, DP x CP, the world.
     l.cp = 2;
-    CHECK(estimate_memory(m, c, t, l).stages[0].communication_bytes == approx(3.0 * one));
+    CHECK(estimate_memory(m, c, t, l).stages[0].communication_bytes == approx(4.0 * one));
     // dp = 2 adds the DP group (the loss is averaged over it).
     l.dp = 2;
-    CHECK(estimate_memory(m, c, t, l).stages[0].communication_bytes == approx(4.0 * one));
+    CHECK(estimate_memory(m, c, t, l).stages[0].communication_bytes == approx(5.0 * one));
     // PyTorch's context parallelism all-gathers K and V on the CP group: no pairs; FSDP shards
     // over dp_shard x cp: CP and DP x CP.
     parallel::Training fsdp = t;

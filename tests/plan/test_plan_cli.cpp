@@ -263,8 +263,8 @@ TEST_SUITE("plan") {
     CHECK(c["layout"]["pp"].get<int>() == 16);
     CHECK(c["layout"]["vp"].get<int>() == 8);
     CHECK(c["layout"]["recompute"].get<std::string>() == "none");
-    // Stage 1 allocates 74.9 GiB of 79.6 (tetrasim memory scenarios/llama3.1-405b-16k.toml).
-    CHECK(c["headroom_gib"].get<double>() == approx(4.8).epsilon(0.02));
+    // Stage 1 allocates 75.1 GiB of 79.6 (tetrasim memory scenarios/llama3.1-405b-16k.toml).
+    CHECK(c["headroom_gib"].get<double>() == approx(4.5).epsilon(0.02));
     const double gpu_hours = c["gpu_hours"].get<double>();
     CHECK(gpu_hours > 0.75 * 30.84e6);
     CHECK(gpu_hours < 1.25 * 30.84e6);
