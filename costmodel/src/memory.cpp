@@ -260,11 +260,9 @@ int communicator_count(const model::Model& model, const parallel::Training& trai
   // own: the whole world under the distributed optimizer, the model-parallel ranks (tp x pp)
   // otherwise (optimizer.py / distrib_optimizer.py get_grad_stats_parallel_group, core_r0.9.0:
   // get_model_parallel_group).
-  if (training.framework == parallel::Framework::megatron) {
-    const long long model_parallel = static_cast<long long>(std::max(layout.tp, 1)) * p;
-    const long long stats = training.zero_stage >= 1
-                                ? model_parallel * std::max(layout.cp, 1) * std::max(layout.dp, 1)
-                                : model_parallel;
+  if (parallel::memory_habits(training).megatron) {
+    const long long stats =
+        training.zero_stage >= 1 ? layout.world() : static_cast<long long>(std::max(layout.tp, 1)) * p;
     communicators += stats > 1 ? 1 : 0;
   }
   return communicators;
