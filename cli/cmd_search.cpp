@@ -162,7 +162,9 @@ std::string ranked_table(const scenarios::Scenario& sc, const search::SearchResu
     if (l.first_stage_layers > 0 || l.last_stage_layers > 0) {
       pp += " (" + std::to_string(l.first_stage_layers) + "/" + std::to_string(l.last_stage_layers) + ")";
     }
-    rows.push_back({std::to_string(i + 1), std::to_string(l.tp), std::to_string(l.cp), pp,
+    std::string cp = std::to_string(l.cp);
+    if (l.cp > 1 && l.cp_comm != parallel::CpComm::p2p) cp += std::string(" (") + to_string(l.cp_comm) + ")";
+    rows.push_back({std::to_string(i + 1), std::to_string(l.tp), cp, pp,
                     std::to_string(l.dp), std::to_string(l.vp), std::to_string(l.mbs),
                     l.sp ? "on" : "off", to_string(l.recompute),
                     to_string(l.schedule), fixed(r.step_time_s, 3), interval_text(band, r.step_time_s),

@@ -147,6 +147,22 @@ double dense_module_savings(const model::Model& m, const parallel::Training& tr,
   return bytes;
 }
 
+/// Transformer Engine's context-parallel buffers at the peak of a layer's backward, in units of
+/// s' b h / t bytes (`context_parallel.py`) [derived]. p2p: the double-buffered bf16 K,V blocks
+/// (2 x 4 k/a) plus the dK,dV accumulator in fp32 (8 k/a) [accumulator dtype unconfirmed].
+/// all_gather: the gathered K and V and their reordered copies (2 x 2 x 2 cp k/a) beside the
+/// gathered-size bf16 dK and dV (2 x 2 cp k/a). a2a: the head-split copies of Q, K and V and
+/// their received and reordered copies (3 x 2 (1 + 2 k/a)).
+double cp_transient(const Geometry& g, const parallel::Layout& l) {
+  const double c = static_cast<double>(l.cp);
+  switch (l.cp_comm) {
+    case parallel::CpComm::p2p: return 16.0 * g.kv;
+    case parallel::CpComm::all_gather: return 12.0 * c * g.kv;
+    case parallel::CpComm::a2a: return 6.0 * (1.0 + 2.0 * g.kv);
+  }
+  return 16.0 * g.kv;
+}
+
 /// Working set of one layer beyond what it saves, at the peak of its backward [derived from
 /// the communication pattern of MLM's TP/SP linears and TE's CP ring].
 double layer_transient(const model::Model& m, const parallel::Training& tr, const parallel::Layout& l) {
@@ -164,9 +180,7 @@ double layer_transient(const model::Model& m, const parallel::Training& tr, cons
   bytes += c_s2_transient(tr.attention) * g.a * g.s * g.s * g.b / g.t;
   // Unfused RMSNorm forward: fp32 x^2 and fp32 x * rsqrt temporaries (4 + 4).
   if (!g.gpt && !parallel::memory_habits(tr).fused_norm) bytes += 8.0 * sbh / g.nd;
-  // CP ring (TE): double-buffered bf16 K,V blocks (2 x 4 s' b h k/a / t) plus the dK,dV
-  // accumulator in fp32 (8 s' b h k/a / t) [derived; accumulator dtype unconfirmed].
-  if (l.cp > 1) bytes += 16.0 * sbh * g.kv / g.t;
+  if (l.cp > 1) bytes += cp_transient(g, l) * sbh / g.t;
   return bytes;
 }
 

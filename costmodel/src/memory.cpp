@@ -239,8 +239,12 @@ int communicator_count(const model::Model& model, const parallel::Training& trai
   // an unbatched point-to-point on a two-rank communicator of its own per pair
   // (torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp pointToPoint: "For single P2P, preserve
   // the old two-rank behavior", key getKeySendRecv(rank, peer)): two more, with their buffers.
-  // PyTorch's own CP all-gathers instead.
-  if (layout.cp > 2 && !parallel::execution_traits(training, layout).torch_cp) communicators += 2;
+  // PyTorch's own CP all-gathers instead, as do TE's all_gather and a2a (collectives of the CP
+  // group's communicator).
+  if (layout.cp > 2 && layout.cp_comm == parallel::CpComm::p2p &&
+      !parallel::execution_traits(training, layout).torch_cp) {
+    communicators += 2;
+  }
   communicators += p > 1 ? 1 : 0;
   communicators += layout.dp > 1 ? 1 : 0;
   // The gradients are reduced over DP x CP (Megatron-Core `get_data_parallel_group(

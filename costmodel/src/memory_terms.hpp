@@ -40,6 +40,9 @@ double te_flash_output_copy(const model::Model& m, const hw::Gpu& gpu, const par
                              const parallel::Layout& l);
 double dense_module_savings(const model::Model& m, const parallel::Training& tr, const parallel::Layout& l);
 double layer_transient(const model::Model& m, const parallel::Training& tr, const parallel::Layout& l);
+/// Transformer Engine's context-parallel buffers in a layer's working set, per cp_comm_type,
+/// in units of s' b h / t bytes (the term layer_transient adds when cp > 1).
+double cp_transient(const Geometry& g, const parallel::Layout& l);
 StateBytes state_bytes(const parallel::Training& tr);
 int micro_batch_count(const parallel::Layout& l, const parallel::Training& tr);
 double unsharded_gradient_share(const parallel::Layout& l, int micro_batches);

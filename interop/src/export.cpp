@@ -91,6 +91,9 @@ std::string megatron_arguments(const ExportInput& in) {
   flags.push_back("--tensor-model-parallel-size " + std::to_string(l.tp));
   flags.push_back("--pipeline-model-parallel-size " + std::to_string(l.pp));
   flags.push_back("--context-parallel-size " + std::to_string(l.cp));
+  if (l.cp > 1 && l.cp_comm != parallel::CpComm::p2p) {
+    flags.push_back(std::string("--cp-comm-type ") + parallel::to_string(l.cp_comm));
+  }
   if (l.vp > 1) flags.push_back("--virtual-pipeline-model-parallel-size " + std::to_string(l.vp));
   if (l.sp) flags.push_back("--sequence-parallel");
   if (in.model.moe) {

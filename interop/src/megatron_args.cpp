@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "readers.hpp"
+#include "tetra/parallel/layout.hpp"
 #include "shell_words.hpp"
 #include "tetra/base/error.hpp"
 
@@ -208,6 +209,14 @@ LaunchConfig read_megatron(std::string_view text, const std::string& path, const
       c.*(it->second) = number_of(f, path);
     } else if (f.name == "--recompute-num-layers") {
       recompute_layers = number_of(f, path);
+    } else if (f.name == "--cp-comm-type") {
+      // One type for every layer maps; a per-layer list (and a2a+p2p) does not.
+      const auto comm = f.values.size() == 1 ? parallel::parse_cp_comm(f.values.front().text) : std::nullopt;
+      if (comm) {
+        c.layout_keys.emplace_back("cp_comm_type", std::string("\"") + parallel::to_string(*comm) + "\"");
+      } else {
+        c.not_mapped.push_back(written(f));
+      }
     } else if (!switch_flag(f, c, swiglu, untied) &&
                !name_flag(f, path, c, gqa, granularity, method, normalization)) {
       c.not_mapped.push_back(written(f));

@@ -18,6 +18,7 @@
 #include <string>
 
 #include "readers.hpp"
+#include "tetra/parallel/layout.hpp"
 #include "tetra/base/error.hpp"
 #include "tetra/parallel/cuda_graph.hpp"
 #include "tetra/parallel/recompute_modules.hpp"
@@ -178,7 +179,8 @@ class NemoReader {
   std::string balancing_ = "aux_loss";  // Megatron-Core's moe_router_load_balancing_type default
   bool aux_loss_ = false;               // a moe_aux_loss_coeff above 0 (default 0)
   std::optional<bool> embedding_split_, loss_split_, enable_graphs_;
-  std::string granularity_, method_, sharding_, norm_, activation_, dispatcher_, flex_, graph_impl_, optim_name_;
+  std::string granularity_, method_, sharding_, norm_, activation_, dispatcher_, flex_, graph_impl_, optim_name_,
+      cp_comm_;
   std::string capacity_, grad_sync_dtype_;
   const YamlNode* modules_ = nullptr;
   const YamlNode* graph_scope_ = nullptr;
@@ -246,6 +248,13 @@ bool NemoReader::read_layout_key(const std::string& key, const YamlNode& n) {
     dispatcher_ = name(key, n);
   } else if (key == "model.moe_flex_dispatcher_backend") {
     flex_ = name(key, n);
+  } else if (key == "model.cp_comm_type") {
+    // One type for every layer maps; a per-layer list (and a2a+p2p) does not.
+    if (n.kind == Kind::scalar) {
+      cp_comm_ = name(key, n);
+    } else {
+      c_.not_mapped.push_back("model.cp_comm_type (a per-layer list)");
+    }
   } else {
     return false;
   }
@@ -469,6 +478,11 @@ void NemoReader::finish_layout() {
   if (last_layers_) c_.layout_keys.emplace_back("last_stage_layers", std::to_string(last_layers_->value));
   if (embedding_split_.value_or(false)) c_.layout_keys.emplace_back("account_for_embedding_in_pipeline_split", "true");
   if (loss_split_.value_or(false)) c_.layout_keys.emplace_back("account_for_loss_in_pipeline_split", "true");
+  if (const auto comm = parallel::parse_cp_comm(cp_comm_)) {
+    c_.layout_keys.emplace_back("cp_comm_type", std::string("\"") + parallel::to_string(*comm) + "\"");
+  } else if (!cp_comm_.empty() && cp_comm_ != "null") {
+    c_.not_mapped.push_back("model.cp_comm_type = " + cp_comm_);
+  }
   if (!c_.experts) return;  // the dispatcher of a dense model moves nothing
   const std::string dispatcher = dispatcher_ == "alltoall_seq" ? "alltoall" : dispatcher_;
   if (dispatcher == "alltoall" || dispatcher == "allgather" || dispatcher == "flex") {

@@ -58,6 +58,7 @@ Dims dims_of(const Model& m, const Training& tr, const Layout& l) {
   d.dropout = !d.llama && d.x.megatron;
   d.bias = !d.llama;
   d.recomputed = recomputed_modules(l);
+  d.cp_comm = l.cp_comm;
   if (m.mla) {
     d.mla = true;
     d.q_lora = m.mla->q_lora_rank;
@@ -76,50 +77,8 @@ void recompute_norm(std::vector<Op>& ops, const Dims& d, const char* name) {
   ops.push_back(op);
 }
 
-namespace {
-
-/// Elements of Q (and of the attention output) and of K (and of V) on this rank.
-double q_elements(const Dims& d) {
-  return static_cast<double>(d.b * d.sr) * static_cast<double>(d.nq / d.t) *
-         static_cast<double>(d.dh);
-}
-double kv_elements(const Dims& d) {
-  return static_cast<double>(d.b * d.sr) * static_cast<double>(std::max(1LL, d.nkv / d.t) * d.dh);
-}
-
-/// Bytes one remote ring step's merge moves per element of the tensor it merges into, on average
-/// over the CP ranks: the whole tensor (read the sum and the step's block, write the sum: 3 act)
-/// for the steps at or below the rank, its second half (1.5 act) above it.
-double te_cp_step_merge_per_element(const Dims& d) { return 2.25 * d.act; }
-
-/// TE's merge of the partial outputs in the forward pass (AttnFuncWithCPAndKVP2P in
-/// `transformer_engine/pytorch/attention/dot_product_attention/context_parallel.py`): K and V
-/// concatenated into the first send buffer (read + write); the first step's output rescaled
-/// into `out` (`flash_attn_fwd_out_correction_init`, read + write), each later step's added
-/// (`flash_attn_fwd_out_correction` / `_second_half_out_correction`); the log-sum-exp of each
-/// later step merged (`flash_attn_fwd_softmax_lse_correction`: two fp32 reads, one write per
-/// query row and head).
-double te_cp_forward_merge_bytes(const Dims& d) {
-  const double remote = static_cast<double>(d.c - 1);
-  const double lse_rows = static_cast<double>(d.b * d.sr) * static_cast<double>(d.nq / d.t);
-  const double merges = 2.0 * d.act + remote * te_cp_step_merge_per_element(d);
-  return 4.0 * d.act * kv_elements(d) + merges * q_elements(d) + remote * 12.0 * lse_rows;
-}
-
-/// TE's accumulation of the gradients in the backward pass: the received K and V copied into the
-/// send buffer (read + write); each step's dQ, dK and dV copied (the first, 2 act per element)
-/// or added (the later ones) into the dQ buffer and the dKV buffer that travels on.
-double te_cp_backward_merge_bytes(const Dims& d) {
-  const double remote = static_cast<double>(d.c - 1);
-  const double merges = 2.0 * d.act + remote * te_cp_step_merge_per_element(d);
-  return 4.0 * d.act * kv_elements(d) + merges * (q_elements(d) + 2.0 * kv_elements(d));
-}
-
-}  // namespace
-
-/// Core attention of the forward pass (plain, or the CP ring of TE's AttnFuncWithCPAndKVP2P:
-/// step 0 causal on the two local chunks, c − 1 steps of half an s'×s' block without mask,
-/// with the KV of the previous step sent on while the current one computes).
+/// Core attention of the forward pass: plain, or under context parallelism PyTorch's
+/// (torch_cp_ops.cpp) or Transformer Engine's (te_cp_ops.cpp).
 void attention_forward(std::vector<Op>& ops, const Dims& d, const Training& tr, Run run) {
   const bool recompute = run == Run::recompute;
   const AttentionKernel kernel = tr.attention;
@@ -140,12 +99,7 @@ void attention_forward(std::vector<Op>& ops, const Dims& d, const Training& tr, 
   } else if (d.x.torch_cp) {
     torch_cp_attention_forward(ops, d, kernel, run);
   } else {
-    const double kv_bytes = 2.0 * d.act * kv_elements(d);
-    push(attention(Pass::forward, "core_attention", d, kernel, Mask::causal, d.sr, d.sr, 1));
-    push(p2p(Pass::forward, "cp_kv", CommDim::cp, kv_bytes, static_cast<int>(d.c - 1), Wait::async));
-    push(attention(Pass::forward, "core_attention_ring", d, kernel, Mask::full, d.sr, d.sr / 2,
-                   static_cast<int>(d.c - 1)));
-    push(mem(Pass::forward, "cp_out_correction", MemoryKernel::copy, te_cp_forward_merge_bytes(d)));
+    te_cp_attention_forward(ops, d, kernel, run);
   }
   if (unfused) {
     // Unfused attention materialises the s_q × s_kv scores. Fused (Megatron
@@ -189,15 +143,7 @@ void attention_backward(std::vector<Op>& ops, const Dims& d, const Training& tr)
     torch_cp_attention_backward(ops, d, kernel);
     return;
   }
-  // Backward ring: KV at step 0, KV + dKV at steps 1..c−2, dKV at step c−1: 2(c−1)·KV in all.
-  const double kv_bytes = 2.0 * d.act * kv_elements(d);
-  ops.push_back(attention(Pass::backward_input, "core_attention_bwd", d, kernel, Mask::causal, d.sr, d.sr, 1));
-  ops.push_back(p2p(Pass::backward_input, "cp_kv_dkv", CommDim::cp, 2.0 * kv_bytes,
-                    static_cast<int>(d.c - 1), Wait::async));
-  ops.push_back(attention(Pass::backward_input, "core_attention_ring_bwd", d, kernel, Mask::full, d.sr,
-                          d.sr / 2, static_cast<int>(d.c - 1)));
-  ops.push_back(mem(Pass::backward_input, "cp_grad_correction", MemoryKernel::copy,
-                    te_cp_backward_merge_bytes(d)));
+  te_cp_attention_backward(ops, d, kernel);
 }
 
 ColumnGroup single_linear(const char* fwd, const char* dgrad, const char* wgrad, long long out) {

@@ -90,6 +90,8 @@ struct Dims {
   double imbalance = 1;
   parallel::MoeDispatcher dispatcher = parallel::MoeDispatcher::alltoall;
   parallel::FlexBackend flex_backend = parallel::FlexBackend::deepep;
+  /// How Transformer Engine's context parallelism exchanges attention inputs (Layout::cp_comm).
+  parallel::CpComm cp_comm = parallel::CpComm::p2p;
 };
 
 /// One linear of a column-parallel group: its op names and output width on this rank.
@@ -193,6 +195,12 @@ void mlp_block_backward(std::vector<Op>& ops, const Dims& d);
 /// passed around the ring.
 void torch_cp_attention_forward(std::vector<Op>& ops, const Dims& d, parallel::AttentionKernel kernel, Run run);
 void torch_cp_attention_backward(std::vector<Op>& ops, const Dims& d, parallel::AttentionKernel kernel);
+
+// te_cp_ops.cpp
+/// Core attention under Transformer Engine's context parallelism (cp > 1 outside framework
+/// fsdp), by Dims::cp_comm: the p2p K/V ring, the K/V all-gather, or the Ulysses all-to-alls.
+void te_cp_attention_forward(std::vector<Op>& ops, const Dims& d, parallel::AttentionKernel kernel, Run run);
+void te_cp_attention_backward(std::vector<Op>& ops, const Dims& d, parallel::AttentionKernel kernel);
 
 // moe_ops.cpp
 /// The MoE block of one layer: norm, router, dispatch, grouped expert GEMMs, combine, shared

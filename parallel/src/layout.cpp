@@ -41,6 +41,8 @@ constexpr EnumNames<MoeDispatcher, 3> kDispatcher = {{
     {MoeDispatcher::flex, "flex"}}};
 constexpr EnumNames<FlexBackend, 2> kFlexBackend = {{
     {FlexBackend::deepep, "deepep"}, {FlexBackend::hybridep, "hybridep"}}};
+constexpr EnumNames<CpComm, 3> kCpComm = {{
+    {CpComm::p2p, "p2p"}, {CpComm::all_gather, "all_gather"}, {CpComm::a2a, "a2a"}}};
 
 }  // namespace
 
@@ -88,6 +90,7 @@ const char* to_string(Framework f) noexcept { return spell(kFramework, f); }
 const char* to_string(Optimizer o) noexcept { return spell(kOptimizer, o); }
 const char* to_string(MoeDispatcher d) noexcept { return spell(kDispatcher, d); }
 const char* to_string(FlexBackend b) noexcept { return spell(kFlexBackend, b); }
+const char* to_string(CpComm c) noexcept { return spell(kCpComm, c); }
 
 std::optional<Recompute> parse_recompute(std::string_view name) noexcept {
   return lookup(kRecompute, name);
@@ -112,6 +115,10 @@ std::optional<MoeDispatcher> parse_moe_dispatcher(std::string_view name) noexcep
 }
 std::optional<FlexBackend> parse_flex_backend(std::string_view name) noexcept {
   return lookup(kFlexBackend, name);
+}
+std::optional<CpComm> parse_cp_comm(std::string_view name) noexcept {
+  if (name == "allgather") return CpComm::all_gather;
+  return lookup(kCpComm, name);
 }
 
 }  // namespace tetra::parallel

@@ -39,6 +39,40 @@ bool valid_rank_order(const std::string& order) {
 
 }  // namespace
 
+std::optional<LayoutIssue> check_cp_comm(const Model& model, const Training& training, const Layout& layout) {
+  // Transformer Engine's rules (`attn_forward_func_with_cp` in transformer_engine/pytorch/
+  // attention/dot_product_attention/context_parallel.py, v2.13): K and V of another head
+  // width than Q (MLA) only in the ring; sliding windows and learnable softmax sinks (gpt-oss
+  // has both) only without it, sinks only under a2a; a2a scatters Q's and K/V's heads
+  // (AttnFuncWithCPAndQKVOA2A: "The number of attention heads needs to be divisible by CP
+  // size!").
+  if (layout.cp <= 1) return std::nullopt;
+  const std::string name = std::string("cp_comm_type=\"") + to_string(layout.cp_comm) + "\"";
+  if (layout.cp_comm != CpComm::p2p && training.framework != Framework::megatron) {
+    return issue("cp_comm_type", "cp-comm-needs-megatron",
+                 name + " is Transformer Engine's context parallelism (framework \"megatron\"); framework \"" +
+                     to_string(training.framework) + "\" runs its own");
+  }
+  if (training.framework != Framework::megatron) return std::nullopt;
+  if (model.mla && layout.cp_comm != CpComm::p2p) {
+    return issue("cp_comm_type", "cp-comm-mla", name + " does not run multi-head latent attention; use \"p2p\"");
+  }
+  if (model.arch == model::Arch::gpt_oss && layout.cp_comm != CpComm::a2a) {
+    return issue("cp_comm_type", "cp-comm-sinks",
+                 name + " does not run gpt-oss's sliding windows and softmax sinks; use \"a2a\"");
+  }
+  if (layout.cp_comm == CpComm::a2a) {
+    const long long q = model.heads / layout.tp;
+    const long long kv = model.kv_heads / layout.tp;
+    if (q % layout.cp != 0 || kv % layout.cp != 0) {
+      return issue("cp_comm_type", "a2a-divides-heads",
+                   name + " needs heads/tp = " + str(q) + " and kv_heads/tp = " + str(kv) +
+                       " divisible by cp=" + str(layout.cp));
+    }
+  }
+  return std::nullopt;
+}
+
 std::optional<LayoutIssue> check_layout(const Model& model, long long world,
                                         const Training& training, const Layout& layout) {
   // 1. Model shape (presets and HF import guarantee it; explicit [model] tables may not).
@@ -125,6 +159,7 @@ std::optional<LayoutIssue> check_layout(const Model& model, long long world,
                  "seq_len=" + str(training.seq_len) + " must be divisible by 2*cp = " +
                      str(2 * layout.cp) + " (load-balanced context parallelism)");
   }
+  if (auto cp = check_cp_comm(model, training, layout)) return cp;
 
   // 8. Sequence parallelism shards the sequence over TP.
   if (layout.sp && layout.tp == 1) {

@@ -1,5 +1,6 @@
 // The compact layout spelling of search and plan tables ("tp8 cp1 pp16(7/7) dp2 mbs1 full
-// 1f1b fp8-delayed") and its reading as --layout key=value pairs.
+// 1f1b fp8-delayed"; a cp_comm_type other than p2p in parentheses, "cp4(a2a)") and its reading
+// as --layout key=value pairs.
 
 #include "tetra/scenarios/compact_layout.hpp"
 
@@ -12,7 +13,9 @@
 namespace tetra::scenarios {
 
 std::string compact_layout(const parallel::Layout& l, const parallel::Fp8Training& fp8, bool compile) {
-  std::string s = "tp" + std::to_string(l.tp) + " cp" + std::to_string(l.cp) + " pp" + std::to_string(l.pp);
+  std::string s = "tp" + std::to_string(l.tp) + " cp" + std::to_string(l.cp);
+  if (l.cp > 1 && l.cp_comm != parallel::CpComm::p2p) s += std::string("(") + to_string(l.cp_comm) + ")";
+  s += " pp" + std::to_string(l.pp);
   if (l.first_stage_layers > 0 || l.last_stage_layers > 0) {
     s += "(" + std::to_string(l.first_stage_layers) + "/" + std::to_string(l.last_stage_layers) + ")";
   }
@@ -104,7 +107,17 @@ std::optional<CompactLayoutKeys> expand_compact_layout(std::string_view text) {
     } else if (t.rfind("tp", 0) == 0) {
       tp = number("tp", "tp");
     } else if (t.rfind("cp", 0) == 0) {
-      number("cp", "cp");
+      // cp<ranks> or cp<ranks>(<cp_comm_type>); the layout reader checks the name.
+      const std::size_t open = t.find('(');
+      if (open == std::string_view::npos) {
+        number("cp", "cp");
+      } else {
+        if (t.back() != ')' || open + 2 > t.size() - 1) refuse(t, "expected cp<ranks> or cp<ranks>(<cp_comm_type>)");
+        const long long v = whole(t.substr(2, open - 2));
+        if (v < 0) refuse(t, "expected a whole number after 'cp' as search prints it (cp4 or cp4(a2a))");
+        layout.push_back("cp=" + std::to_string(v));
+        layout.push_back("cp_comm_type=" + std::string(t.substr(open + 1, t.size() - open - 2)));
+      }
     } else if (t.rfind("vp", 0) == 0) {
       number("vp", "vp");
     } else if (t.rfind("ep", 0) == 0) {
@@ -139,7 +152,7 @@ std::optional<CompactLayoutKeys> expand_compact_layout(std::string_view text) {
       layout.push_back("schedule=" + std::string(t));
     } else {
       refuse(t, "unknown layout word (expected key=value pairs, or the form search and plan print: "
-                "tp8 cp1 pp16(7/7) dp2 vp2 mbs1 no-sp ep8 etp1 full offload2 1f1b tp-cp-pp-dp fp8-delayed compiled)");
+                "tp8 cp2(a2a) pp16(7/7) dp2 vp2 mbs1 no-sp ep8 etp1 full offload2 1f1b tp-cp-pp-dp fp8-delayed compiled)");
     }
   }
   layout.push_back(std::string("sp=") + (tp > 1 && !no_sp ? "true" : "false"));

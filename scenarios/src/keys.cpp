@@ -116,6 +116,7 @@ constexpr std::array kKeys = std::to_array<KeyInfo>({
     {"layout", "etp", "integer", "1", "divides moe_ffn_hidden", "tensor-parallel size inside each expert", "Megatron-Core `expert_tensor_parallel_size`"},
     {"layout", "moe_token_dispatcher", "name", "alltoall", "alltoall, allgather, flex", "how tokens reach their experts", "Megatron-Core `moe_token_dispatcher_type`"},
     {"layout", "moe_flex_backend", "name", "deepep", "deepep, hybridep", "the flex dispatcher's backend", "Megatron-Core `moe_flex_dispatcher_backend`"},
+    {"layout", "cp_comm_type", "name", "p2p", "p2p, all_gather, allgather, a2a", "how context-parallel ranks exchange attention inputs: a K/V ring under the attention, an exposed K/V all-gather, or Ulysses all-to-alls of Q, K, V and the output (cp > 1, framework megatron; a2a needs heads / tp and kv_heads / tp divisible by cp)", "Megatron-Core `cp_comm_type`"},
     {"layout", "recompute_modules", "list", "core_attn", "core_attn, moe_act, layernorm, mla_up_proj, mlp, moe, shared_experts", "under recompute = \"selective\", the parts re-run before their backward; an array or one string joined by '+'", "Megatron-Core `recompute_modules`"},
     {"layout", "offload_layers", "integer", "0", "0..layers - 1", "layers whose activations go to host memory (pp = 1, no recompute, framework megatron)", "Megatron-Core `cpu_offloading_num_layers`"},
     // ---- [search] ----
@@ -138,6 +139,7 @@ constexpr std::array kKeys = std::to_array<KeyInfo>({
     {"search", "etp", "list", "[1]", "integers >= 1", "expert tensor-parallel sizes (MoE models)", ""},
     {"search", "offload_layers", "list", "the [layout] value", "integers >= 0", "activation offloading depths, tried where Megatron-Core allows it", ""},
     {"search", "fp8_param_gather", "list", "the [training] value", "booleans", "FP8 parameter gather, tried on FP8 precisions", ""},
+    {"search", "cp_comm_type", "list", "the [layout] value", "the [layout] cp_comm_type names", "context-parallel exchanges, tried where cp > 1", "Megatron-Core `cp_comm_type`"},
     {"search", "grad_dtype", "list", "the [training] value", "bf16, fp16, fp32", "gradient dtypes", ""},
     // ---- [plan] ----
     {"plan", "tokens", "number", "required", "> 0", "tokens to train, e.g. 15.6e12", ""},

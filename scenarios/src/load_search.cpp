@@ -112,6 +112,11 @@ search::SearchSpace load_search(const Doc& doc, const toml::table& table,
       return enum_value(s, el, "grad_dtype", parallel::parse_precision, kPrecision);
     });
   }
+  if (const auto* n = s.get("cp_comm_type")) {
+    space.cp_comm = list_of<parallel::CpComm>(s, *n, "cp_comm_type", [&](const toml::node& el) {
+      return enum_value(s, el, "cp_comm_type", parallel::parse_cp_comm, kCpComm);
+    });
+  }
   if (const auto* n = s.get("compile")) {
     space.compile = list_of<bool>(s, *n, "compile", [&](const toml::node& el) { return s.boolean(el, "compile"); });
   }

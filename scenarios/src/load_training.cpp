@@ -186,6 +186,8 @@ void set_layout_key(const Section& s, std::string_view k, const toml::node& n, p
     l.moe_dispatcher = enum_value(s, n, k, parallel::parse_moe_dispatcher, kDispatcher);
   } else if (k == "moe_flex_backend") {
     l.moe_flex_backend = enum_value(s, n, k, parallel::parse_flex_backend, kFlexBackend);
+  } else if (k == "cp_comm_type") {
+    l.cp_comm = enum_value(s, n, k, parallel::parse_cp_comm, kCpComm);
   } else if (k == "recompute_modules") {
     // An empty array is Megatron-Core's default list, core attention.
     const std::string text = plus_joined(s, n, k);

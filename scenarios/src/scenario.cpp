@@ -125,6 +125,7 @@ std::string format_layout(const parallel::Layout& l) {
   if (l.moe_flex_backend != parallel::FlexBackend::deepep) {
     os << ",moe_flex_backend=" << to_string(l.moe_flex_backend);
   }
+  if (l.cp_comm != parallel::CpComm::p2p) os << ",cp_comm_type=" << to_string(l.cp_comm);
   return os.str();
 }
 

@@ -42,6 +42,7 @@ std::string layout_key(const parallel::Layout& l) {
   // Expert sizes only where they are not 1, so that dense keys keep their spelling.
   if (l.ep != 1 || l.etp != 1) k += ",ep=" + num(l.ep) + ",etp=" + num(l.etp);
   if (l.offload_layers > 0) k += ",offload=" + num(l.offload_layers);
+  if (l.cp_comm != parallel::CpComm::p2p) k += ",cp_comm=" + std::to_string(static_cast<int>(l.cp_comm));
   return k;
 }
 
@@ -77,7 +78,8 @@ Enumeration enumerate_layouts(const model::Model& model, long long world,
                             static_cast<double>(space.schedule.size()) * static_cast<double>(space.sp.size()) *
                             static_cast<double>(space.dp_replicate.size()) * static_cast<double>(space.ac_freq.size()) *
                             static_cast<double>(eps.size()) * static_cast<double>(etps.size()) *
-                            static_cast<double>(std::max<std::size_t>(1, space.rank_order.size()));
+                            static_cast<double>(std::max<std::size_t>(1, space.rank_order.size())) *
+                            static_cast<double>(std::max<std::size_t>(1, space.cp_comm.size()));
   if (candidates > kMaxCandidates) {
     throw UserError(SourceLocation{}, "[search]",
                     "the lists span " + std::to_string(static_cast<long long>(candidates)) +
@@ -138,6 +140,11 @@ Enumeration enumerate_layouts(const model::Model& model, long long world,
   const std::vector<int> offloads =
       space.offload_layers.empty() ? std::vector<int>{base.offload_layers} : space.offload_layers;
   const std::vector<int> no_offload{0};
+  // Context-parallel exchanges where cp > 1: the space's, else the base's; p2p at cp = 1, where
+  // there is nothing to exchange.
+  const std::vector<parallel::CpComm> cp_comms =
+      space.cp_comm.empty() ? std::vector<parallel::CpComm>{base.cp_comm} : space.cp_comm;
+  const std::vector<parallel::CpComm> no_exchange{parallel::CpComm::p2p};
   parallel::Layout l = base;
   l.dp_shard = 0;  // derived from dp and dp_replicate
   for (const int tp : space.tp) {
@@ -171,9 +178,12 @@ Enumeration enumerate_layouts(const model::Model& model, long long world,
               l.last_stage_layers = base_split ? base.last_stage_layers : split ? split->last_stage_layers : 0;
               // Offloading where Megatron-Core allows it; elsewhere the cell once, without.
               const bool can_offload = pp == 1 && rc == parallel::Recompute::none;
-              for (const int off : can_offload ? offloads : no_offload) {
-                l.offload_layers = off;
-                cell(l, sps);
+              for (const parallel::CpComm comm : cp > 1 ? cp_comms : no_exchange) {
+                l.cp_comm = comm;
+                for (const int off : can_offload ? offloads : no_offload) {
+                  l.offload_layers = off;
+                  cell(l, sps);
+                }
               }
             }
           }

@@ -14,6 +14,7 @@ LayerKey layer_key(const parallel::Training& training, const parallel::Layout& l
   LayerKey k;
   k.tp = layout.tp;
   k.cp = layout.cp;
+  k.cp_comm = layout.cp > 1 ? layout.cp_comm : parallel::CpComm::p2p;
   k.mbs = layout.mbs;
   k.sp = layout.sp;
   k.recompute = layout.recompute;

@@ -538,7 +538,38 @@ TEST_SUITE("costmodel") {
     parallel::Layout lf = simple_layout(1, 1, 1, 1);
     lf.cp = 4;
     CHECK(estimate_memory(m, c, fsdp, lf).stages[0].communication_bytes == approx(2.0 * one));
+    // TE's all_gather and a2a run collectives on the CP group's own communicator: no pairs.
+    l.cp = 4;
+    l.dp = 1;
+    for (const parallel::CpComm comm : {parallel::CpComm::all_gather, parallel::CpComm::a2a}) {
+      l.cp_comm = comm;
+      CHECK(estimate_memory(m, c, t, l).stages[0].communication_bytes == approx(4.0 * one));
+    }
   }
+
+  TEST_CASE("memory: TE's context-parallel buffers in a layer's working set, per cp_comm_type") {
+    // Llama 3.1 8B at tp 2, cp 4, seq 8192: s' b h / t = 2048 x 4096 / 2 bytes per unit; 8 of
+    // 32 heads carry K and V (k/a = 1/4). p2p: two bf16 K,V blocks (2 x 4 k/a) and the fp32
+    // dK,dV accumulator (8 k/a): 4 units. all_gather: the gathered K,V and their reordered
+    // copies (8 cp k/a) beside the gathered-size dK,dV (4 cp k/a): 12. a2a: Q, K and V split by
+    // head, received and reordered (3 x 2 (1 + 2 k/a)): 9.
+    const model::Model m = preset_model("llama3.1-8b");
+    const hw::Cluster c = cluster("dgx-h100");
+    parallel::Training t;
+    t.seq_len = 8192;
+    t.global_batch = 64;
+    // Stage 0 of two: no logits, so the layer's working set is the step's largest.
+    parallel::Layout l = simple_layout(2, 2, 1, 1);
+    l.sp = true;
+    l.cp = 4;
+    const double unit = 2048.0 * 4096 / 2;
+    const double ring = estimate_memory(m, c, t, l).stages[0].transient_bytes;
+    l.cp_comm = parallel::CpComm::all_gather;
+    CHECK(estimate_memory(m, c, t, l).stages[0].transient_bytes - ring == approx((12.0 - 4.0) * unit));
+    l.cp_comm = parallel::CpComm::a2a;
+    CHECK(estimate_memory(m, c, t, l).stages[0].transient_bytes - ring == approx((9.0 - 4.0) * unit));
+  }
+
 }
 
 TEST_SUITE("costmodel") {

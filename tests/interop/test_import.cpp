@@ -290,6 +290,10 @@ TEST_CASE("round trip: import(export(layout)) gives the layout back") {
     round_trip(scenario("mixtral-8x7b", megatron, "tp = 1\npp = 4\nep = 8\netp = 1\nmbs = 1", 8),
                Launcher::megatron);
   }
+  SUBCASE("megatron: context parallelism over Ulysses all-to-alls") {
+    round_trip(scenario("llama3.1-8b", megatron, "tp = 2\ncp = 4\nmbs = 1\nsp = true\ncp_comm_type = \"a2a\""),
+               Launcher::megatron);
+  }
   SUBCASE("megatron: gpt arch") {
     round_trip(scenario("gpt3-175b", "seq_len = 2048\nglobal_batch = 1536\n",
                         "tp = 8\npp = 16\nmbs = 1\nsp = true", 128),
@@ -305,6 +309,10 @@ TEST_CASE("round trip: import(export(layout)) gives the layout back") {
                         "tp = 4\ncp = 2\npp = 4\nvp = 2\nmbs = 1\nsp = true\nrecompute = \"full\"\n"
                         "schedule = \"interleaved\"",
                         8),
+               Launcher::nemo);
+  }
+  SUBCASE("nemo: context parallelism over a K/V all-gather") {
+    round_trip(scenario("llama3.1-70b", megatron, "tp = 4\ncp = 2\npp = 2\nmbs = 1\nsp = true\ncp_comm_type = \"all_gather\""),
                Launcher::nemo);
   }
   SUBCASE("nemo: fp8 current scaling with FP8 weights, selective recompute by module, CUDA graphs") {
@@ -356,6 +364,19 @@ TEST_CASE("Megatron-LM arguments: shell forms") {
     const auto sc = tetra::scenarios::load_scenario_text(tetra::interop::import_scenario(text, "args.sh", o), "x");
     CHECK(sc.model.name == "llama3.1-70b");
     check(sc, {4, 1, 1, 4, 1, 32, 4096});
+  }
+  SUBCASE("--cp-comm-type: one type maps (allgather as all_gather), a per-layer list does not") {
+    const std::string model =
+        "--num-layers 32 --hidden-size 4096 --ffn-hidden-size 14336 --num-attention-heads 32 "
+        "--group-query-attention --num-query-groups 8 --swiglu --untie-embeddings-and-output-weights "
+        "--vocab-size 128256 --seq-length 8192 --global-batch-size 64 --context-parallel-size 2 ";
+    o.gpus = 8;
+    auto sc = tetra::scenarios::load_scenario_text(
+        tetra::interop::import_scenario(model + "--cp-comm-type allgather\n", "args.txt", o), "x");
+    CHECK(sc.layout.cp_comm == tetra::parallel::CpComm::all_gather);
+    const std::string toml = tetra::interop::import_scenario(model + "--cp-comm-type p2p a2a\n", "args.txt", o);
+    CHECK(toml.find("# not mapped: --cp-comm-type p2p a2a\n") != std::string::npos);
+    CHECK(tetra::scenarios::load_scenario_text(toml, "x").layout.cp_comm == tetra::parallel::CpComm::p2p);
   }
   SUBCASE("layers per virtual stage give vp") {
     const std::string text =

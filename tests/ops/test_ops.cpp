@@ -286,6 +286,113 @@ TEST_SUITE("llama") {
     CHECK(find(layer_ops(m, tr, l), "cp_out_correction", Pass::forward) == nullptr);
   }
 
+  TEST_CASE("cp_comm_type all_gather: K and V gathered and their gradients reduce-scattered, both exposed (TE AttnFuncWithCPAndKVAllGather)") {
+    // Llama 3.1 8B, seq 32768 at tp 2, cp 4: s' = 8192 tokens on a rank; 32/2 = 16 query heads
+    // and 8/2 = 4 KV heads of 128.
+    const Model m = preset("llama3.1-8b");
+    Training tr;
+    tr.seq_len = 32768;
+    Layout l;
+    l.tp = 2;
+    l.cp = 4;
+    l.sp = true;
+    l.cp_comm = CpComm::all_gather;
+    const auto ops = layer_ops(m, tr, l);
+    CHECK(find(ops, "cp_kv", Pass::forward) == nullptr);  // no ring
+    const double q = 8192.0 * 16 * 128;  // 16,777,216 elements of Q on a rank
+    const double k = 8192.0 * 4 * 128;   // 4,194,304 of K (and of V)
+    // The gathered K and V of the 4 ranks, bf16: 2 x 4 x k x 2 B = 64 MiB, blocking.
+    const Op* ag = find(ops, "cp_kv_ag", Pass::forward);
+    REQUIRE(ag);
+    CHECK(ag->coll == CollectiveKind::all_gather);
+    CHECK(ag->group == 4);
+    CHECK_FALSE(ag->async);
+    CHECK(ag->bytes == approx(2.0 * 4 * k * 2));
+    CHECK(ag->bytes == approx(64.0 * 1048576));
+    // Forward copies: the local K and V made contiguous (4 B per element of each) and the
+    // gathered ones reordered (2 x 64 MiB); each query half staged and its output copied
+    // (4 x 2 B x q).
+    const Op* stage = find(ops, "cp_kv_stage", Pass::forward);
+    REQUIRE(stage);
+    CHECK(stage->bytes == approx(2.0 * (2.0 * 2 * k) + 2.0 * 64 * 1048576));
+    const Op* out = find(ops, "cp_out_copy", Pass::forward);
+    REQUIRE(out);
+    CHECK(out->bytes == approx(8.0 * q));
+    // Work: chunks r and 7 − r of s'/2 = 4096 queries see 8 + 1 = 9 chunks of keys in all;
+    // the two diagonal blocks causal, the rest (7 chunks) full: the rank's causal share,
+    // 4 x 32768² x 16 x 128 / 2 / 4.
+    double fwd = 0;
+    for (const Op& op : ops) {
+      if (op.kind == OpKind::attention && op.pass == Pass::forward) fwd += op.total_flops();
+    }
+    CHECK(fwd == approx(4.0 * 32768.0 * 32768.0 * 16 * 128 / 2 / 4));
+    const Op* rest = find(ops, "core_attention_gathered", Pass::forward);
+    REQUIRE(rest);
+    CHECK(rest->attn.seq_q == 4096);
+    CHECK(rest->attn.seq_kv == 7 * 4096);
+    CHECK_FALSE(rest->attn.causal);
+    // Backward: gathered again, gradients reduce-scattered (the gathered size, blocking); the
+    // accumulation zeroes, adds into and reorders the gathered-size dK and dV (1 + 3 + 2 times
+    // 64 MiB) and copies dQ into its halves (2 x 2 B x q).
+    CHECK(find(ops, "cp_kv_ag", Pass::backward_input) != nullptr);
+    const Op* rs = find(ops, "cp_dkv_rs", Pass::backward_input);
+    REQUIRE(rs);
+    CHECK(rs->coll == CollectiveKind::reduce_scatter);
+    CHECK_FALSE(rs->async);
+    CHECK(rs->bytes == approx(64.0 * 1048576));
+    const Op* acc = find(ops, "cp_grad_accumulate", Pass::backward_input);
+    REQUIRE(acc);
+    CHECK(acc->bytes == approx(6.0 * 64 * 1048576 + 4.0 * q));
+  }
+
+  TEST_CASE("cp_comm_type a2a: Ulysses all-to-alls around a full-sequence attention on heads / (tp x cp) (TE AttnFuncWithCPAndQKVOA2A)") {
+    const Model m = preset("llama3.1-8b");
+    Training tr;
+    tr.seq_len = 32768;
+    Layout l;
+    l.tp = 2;
+    l.cp = 4;
+    l.sp = true;
+    l.cp_comm = CpComm::a2a;
+    const auto ops = layer_ops(m, tr, l);
+    const double q = 8192.0 * 16 * 128;
+    const double k = 8192.0 * 4 * 128;
+    // Q, K and V exchanged (the rank's buffers, bf16), blocking; then the output.
+    const Op* in = find(ops, "cp_qkv_a2a", Pass::forward);
+    REQUIRE(in);
+    CHECK(in->coll == CollectiveKind::all_to_all);
+    CHECK(in->group == 4);
+    CHECK_FALSE(in->async);
+    CHECK(in->bytes == approx(2.0 * (q + 2 * k)));
+    const Op* out = find(ops, "cp_out_a2a", Pass::forward);
+    REQUIRE(out);
+    CHECK(out->bytes == approx(2.0 * q));
+    // The attention: the whole 32768-token sequence, 16/4 = 4 query heads and 4/4 = 1 KV head,
+    // causal: the same FLOPs as the ring's share.
+    const Op* attn = find(ops, "core_attention", Pass::forward);
+    REQUIRE(attn);
+    CHECK(attn->attn.seq_q == 32768);
+    CHECK(attn->attn.seq_kv == 32768);
+    CHECK(attn->attn.heads == 4);
+    CHECK(attn->attn.kv_heads == 1);
+    CHECK(attn->attn.causal);
+    CHECK(attn->total_flops() == approx(4.0 * 32768.0 * 32768.0 * 16 * 128 / 2 / 4));
+    // Copies: each tensor split by head and reordered after the exchange (4 B per element).
+    const Op* stage = find(ops, "cp_qkv_stage", Pass::forward);
+    REQUIRE(stage);
+    CHECK(stage->bytes == approx(4.0 * 2.0 * (q + 2 * k)));
+    // Backward mirrors it: the output gradient in, dQ, dK and dV back.
+    const Op* dout = find(ops, "cp_dout_a2a", Pass::backward_input);
+    const Op* dqkv = find(ops, "cp_dqkv_a2a", Pass::backward_input);
+    REQUIRE(dout);
+    REQUIRE(dqkv);
+    CHECK(dout->bytes == approx(2.0 * q));
+    CHECK(dqkv->bytes == approx(2.0 * (q + 2 * k)));
+    // Nothing of the ring.
+    CHECK(find(ops, "cp_kv", Pass::forward) == nullptr);
+    CHECK(find(ops, "cp_out_correction", Pass::forward) == nullptr);
+  }
+
   TEST_CASE("PP boundary and DP gradient buckets (Megatron schedules.py, param_and_grad_buffer.py)") {
     const Model m = preset("llama3.1-8b");
     Training tr;

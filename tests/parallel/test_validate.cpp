@@ -131,6 +131,57 @@ TEST_SUITE("llama") {
     CHECK_FALSE(c.check());
   }
 
+  TEST_CASE("cp_comm_type: Transformer Engine's rules (context_parallel.py attn_forward_func_with_cp)") {
+    // Llama 3.1 8B (32 heads, 8 KV heads) at tp 2, cp 2, pp 4, dp 4.
+    Case c;
+    c.layout.cp = 2;
+    c.layout.dp = 4;
+    for (const CpComm comm : {CpComm::p2p, CpComm::all_gather, CpComm::a2a}) {
+      c.layout.cp_comm = comm;
+      CHECK_FALSE(c.check());
+    }
+    // a2a scatters heads: 8/2 = 4 KV heads per tp rank do not split over cp 8.
+    c.layout.cp = 8;
+    c.layout.dp = 1;
+    c.layout.cp_comm = CpComm::a2a;
+    const std::string why = expect_issue(c, "cp_comm_type", "a2a-divides-heads");
+    CHECK(why.find("kv_heads/tp = 4") != std::string::npos);
+    CHECK(why.find("cp=8") != std::string::npos);
+    c.layout.cp_comm = CpComm::all_gather;
+    CHECK_FALSE(c.check());
+    // PyTorch's context parallelism has no cp_comm_type.
+    c.training.framework = Framework::fsdp;
+    CHECK(expect_issue(c, "cp_comm_type", "cp-comm-needs-megatron").find("\"fsdp\"") != std::string::npos);
+    c.layout.cp_comm = CpComm::p2p;
+    CHECK_FALSE(check_cp_comm(c.model, c.training, c.layout));
+    // At cp = 1 there is nothing to exchange, whatever it says.
+    c.layout.cp = 1;
+    c.layout.cp_comm = CpComm::a2a;
+    CHECK_FALSE(check_cp_comm(c.model, c.training, c.layout));
+    // MLA (K and V of different widths) runs only in the ring.
+    Model mla = *find_model_preset("deepseek-v3");
+    Layout l;
+    l.cp = 2;
+    l.cp_comm = CpComm::a2a;
+    Training tr;
+    CHECK(check_cp_comm(mla, tr, l)->rule == "cp-comm-mla");
+    l.cp_comm = CpComm::p2p;
+    CHECK_FALSE(check_cp_comm(mla, tr, l));
+    // gpt-oss's sliding windows and learnable softmax sinks: a2a only (Megatron-Bridge's gpt-oss
+    // recipes set cp_comm_type = "a2a").
+    Model oss = *find_model_preset("llama3.1-8b");
+    oss.arch = Arch::gpt_oss;
+    CHECK(check_cp_comm(oss, tr, l)->rule == "cp-comm-sinks");
+    l.cp_comm = CpComm::a2a;
+    CHECK_FALSE(check_cp_comm(oss, tr, l));
+    // Spellings: Megatron-Core's, and the "allgather" of Megatron-LM's --cp-comm-type help.
+    for (const CpComm comm : {CpComm::p2p, CpComm::all_gather, CpComm::a2a}) {
+      CHECK(parse_cp_comm(to_string(comm)) == comm);
+    }
+    CHECK(parse_cp_comm("allgather") == CpComm::all_gather);
+    CHECK_FALSE(parse_cp_comm("a2a+p2p"));
+  }
+
   TEST_CASE("sp needs tp > 1 and a sequence divisible by tp") {
     Case c;
     c.layout.tp = 1;

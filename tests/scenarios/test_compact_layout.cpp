@@ -93,11 +93,31 @@ TEST_CASE("compact layouts: every valid layout of a search space reads back thro
           l.rank_order = "tp-cp-pp-dp";
           return l;
         }(), {}, false) == "tp8 cp1 pp1 dp1 mbs1 1f1b tp-cp-pp-dp");
+
+  // A cp_comm_type other than p2p in parentheses after cp: every exchange at cp 2 and 4, p2p at
+  // cp 1 (three times the p2p-only count where cp > 1).
+  search::SearchSpace comms;
+  comms.tp = {1, 2};
+  comms.cp = {1, 2, 4};
+  comms.cp_comm = {parallel::CpComm::p2p, parallel::CpComm::all_gather, parallel::CpComm::a2a};
+  const int all = round_trip(scenario("llama3.1-8b", 2, ""), comms, {}, false);
+  comms.cp_comm.clear();
+  const int ring = round_trip(scenario("llama3.1-8b", 2, ""), comms, {}, false);
+  comms.cp = {1};
+  const int none = round_trip(scenario("llama3.1-8b", 2, ""), comms, {}, false);
+  CHECK(all == none + 3 * (ring - none));
+  CHECK(scenarios::compact_layout([] {
+          parallel::Layout l;
+          l.cp = 4;
+          l.cp_comm = parallel::CpComm::a2a;
+          return l;
+        }(), {}, false) == "tp1 cp4(a2a) pp1 dp1 mbs1 1f1b");
 }
 
 TEST_CASE("compact layouts: a word --layout cannot read is refused, naming it") {
   const std::string text = scenario("llama3.1-8b", 1, "");
-  for (const char* bad : {"tp8 fulll", "tp8 pp4(3/", "tp8 dpx", "tp8 pp4(3x1)"}) {
+  for (const char* bad : {"tp8 fulll", "tp8 pp4(3/", "tp8 dpx", "tp8 pp4(3x1)", "tp8 cp2(ring)", "tp8 cp2(a2a",
+                          "tp8 cpx(a2a)"}) {
     CAPTURE(bad);
     try {
       (void)scenarios::load_scenario_text(text, "t.toml", bad, true);

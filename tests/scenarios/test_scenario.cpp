@@ -312,6 +312,17 @@ TEST_CASE("errors carry file:line:col and the key") {
     CHECK(e == "t.toml:16:12: [layout].schedule: unknown value \"1f2b\" (expected one of: gpipe, "
                "1f1b, interleaved, zb-h1, layered)");
   }
+  SUBCASE("cp_comm_type: the name, then Transformer Engine's rules, blamed on the key's line") {
+    std::string e = error_of([] { (void)load(kBase + "cp_comm_type = \"ring\"\n"); });
+    CHECK(e == "t.toml:16:16: [layout].cp_comm_type: unknown value \"ring\" (expected one of: p2p, all_gather, a2a)");
+    // Llama 3.1 8B's 8 KV heads over tp 2 leave 4 a rank, which cp 8 cannot split.
+    std::string text = kBase;
+    text.replace(text.find("llama2-7b"), 9, "llama3.1-8b");
+    e = error_of([&] { (void)load(text + "cp = 8\ncp_comm_type = \"a2a\"\n"); });
+    CHECK(e.rfind("t.toml:17:16: [layout].cp_comm_type: cp_comm_type=\"a2a\" needs heads/tp = 16 and kv_heads/tp = 4 "
+                  "divisible by cp=8", 0) == 0);
+    CHECK(load(text + "cp = 8\ncp_comm_type = \"allgather\"\n").layout.cp_comm == tetra::parallel::CpComm::all_gather);
+  }
   SUBCASE("missing tables name the table") {
     CHECK(error_of([] { (void)load("[cluster]\npreset = \"dgx-h100\"\n"); }).rfind("t.toml: [model]: missing table", 0) == 0);
     CHECK(error_of([] { (void)load("[model]\npreset = \"llama2-7b\"\n"); }).rfind("t.toml: [cluster]: missing table", 0) == 0);

@@ -553,6 +553,35 @@ TEST_SUITE("search") {
     }
   }
 
+  TEST_CASE("cp_comm_type: every listed exchange where cp > 1 and the ring alone at cp 1, a2a where the heads split") {
+    // Two DGX H100, tp 1 or 2, cp 1 or 8 (pp 1): at cp 8, p2p and all_gather always, a2a only at
+    // tp 1 (8 KV heads; 4 at tp 2 do not split over cp 8: a2a-divides-heads).
+    const std::string text =
+        "[model]\npreset = \"llama3.1-8b\"\n[cluster]\npreset = \"dgx-h100\"\nnodes = 2\n"
+        "[training]\nseq_len = 4096\nglobal_batch = 64\n[search]\ntp = [1, 2]\ncp = [1, 8]\npp = [1]\n"
+        "mbs = [1]\nrecompute = [\"none\"]\ncp_comm_type = [\"p2p\", \"all_gather\", \"a2a\"]\n";
+    const auto sc = scenarios::load_scenario_text(text, "search.toml", "", false);
+    const auto en = search::enumerate_layouts(sc.model, sc.cluster.total_gpus(), sc.training, sc.search, sc.layout);
+    using parallel::CpComm;
+    std::set<std::pair<int, CpComm>> valid;
+    for (const auto& l : en.valid) valid.insert({l.tp * 10 + l.cp, l.cp_comm});
+    CHECK(valid == std::set<std::pair<int, CpComm>>{{11, CpComm::p2p},
+                                                   {18, CpComm::p2p},
+                                                   {18, CpComm::all_gather},
+                                                   {18, CpComm::a2a},
+                                                   {21, CpComm::p2p},
+                                                   {28, CpComm::p2p},
+                                                   {28, CpComm::all_gather}});
+    CHECK(en.invalid_by_rule.at("a2a-divides-heads") == 1);
+    // Ranked, every exchange keeps its own row.
+    const auto res = search_scenario(sc);
+    std::set<CpComm> ranked;
+    for (const auto& r : res.layouts) {
+      if (r.layout.cp == 8) ranked.insert(r.layout.cp_comm);
+    }
+    CHECK(ranked.size() == 3);
+  }
+
   TEST_CASE("PyTorch-native knobs: HSDP replicas, selective_layer frequencies and compile on / off") {
     const std::string text = R"(
 [model]

@@ -43,6 +43,15 @@ enum class MoeDispatcher { alltoall, allgather, flex };
 /// across nodes (costmodel::hierarchical_all_to_all).
 enum class FlexBackend { deepep, hybridep };
 
+/// How Transformer Engine's context parallelism hands attention its inputs (Megatron-Core
+/// `cp_comm_type`, `transformer_engine/pytorch/attention/dot_product_attention/
+/// context_parallel.py`): p2p, a ring passing K and V to the next rank, each step under the
+/// previous one's attention (AttnFuncWithCPAndKVP2P); all_gather, K and V gathered whole
+/// before the attention and their gradients reduce-scattered after it, both exposed
+/// (AttnFuncWithCPAndKVAllGather); a2a, DeepSpeed-Ulysses' all-to-alls that trade the
+/// sequence split for a head split around a full-sequence attention (AttnFuncWithCPAndQKVOA2A).
+enum class CpComm { p2p, all_gather, a2a };
+
 /// The parallel layout of one step. dp is always resolved (never 0) once a scenario is loaded.
 struct Layout {
   int tp = 1;
@@ -87,6 +96,7 @@ struct Layout {
   int etp = 1;
   MoeDispatcher moe_dispatcher = MoeDispatcher::alltoall;
   FlexBackend moe_flex_backend = FlexBackend::deepep;  ///< used by the flex dispatcher only
+  CpComm cp_comm = CpComm::p2p;  ///< Megatron-Core `cp_comm_type` (used when cp > 1)
 
   /// DP ranks of one FSDP shard group (one HSDP replica).
   [[nodiscard]] int shard_dp() const noexcept { return dp / (dp_replicate > 0 ? dp_replicate : 1); }
@@ -198,6 +208,8 @@ struct BlockKind {
 /// Megatron-Core spellings: alltoall | allgather | flex.
 [[nodiscard]] const char* to_string(MoeDispatcher d) noexcept;
 [[nodiscard]] const char* to_string(FlexBackend b) noexcept;
+/// Megatron-Core spellings: p2p | all_gather | a2a.
+[[nodiscard]] const char* to_string(CpComm c) noexcept;
 
 /// Inverses of to_string (exact, case-sensitive scenario spellings); nothing for an unknown
 /// name.
@@ -209,5 +221,7 @@ struct BlockKind {
 [[nodiscard]] std::optional<Optimizer> parse_optimizer(std::string_view name) noexcept;
 [[nodiscard]] std::optional<MoeDispatcher> parse_moe_dispatcher(std::string_view name) noexcept;
 [[nodiscard]] std::optional<FlexBackend> parse_flex_backend(std::string_view name) noexcept;
+/// Also takes "allgather", the spelling of Megatron-LM's `--cp-comm-type` help.
+[[nodiscard]] std::optional<CpComm> parse_cp_comm(std::string_view name) noexcept;
 
 }  // namespace tetra::parallel

@@ -31,7 +31,7 @@ struct LayoutIssue {
 ///  model-positive (layers), heads-divide-hidden (hidden), kv-heads-divide-heads (kv_heads);
 ///  positive (tp, cp, pp, dp, vp, mbs, seq_len, global_batch; first/last_stage_layers >= 0);
 ///  zero-stage-range (zero_stage); tp-divides-heads (tp), tp-divides-ffn (tp);
-///  world-size (dp); batch-divides (global_batch); cp-divides-seq (cp);
+///  world-size (dp); batch-divides (global_batch); cp-divides-seq (cp); check_cp_comm's rules;
 ///  sp-needs-tp (sp), sp-divides-seq (sp: seq_len/cp divisible by tp);
 ///  uneven-needs-pp, uneven-split (first_stage_layers or last_stage_layers: the layers left
 ///  must split evenly, at least one each, over the vp chunks of the other ranks),
@@ -65,6 +65,14 @@ struct LayoutIssue {
 [[nodiscard]] std::optional<LayoutIssue> check_recompute_modules(const model::Model& model,
                                                                  const Training& training,
                                                                  const Layout& layout);
+
+/// Transformer Engine's rules for cp_comm_type (part of check_layout, after cp-divides-seq; all
+/// keyed cp_comm_type, checked when cp > 1): cp-comm-needs-megatron (not p2p outside framework
+/// megatron), cp-comm-mla (MLA runs only in the p2p ring), cp-comm-sinks (gpt-oss's sliding
+/// windows and softmax sinks need a2a), a2a-divides-heads (a2a: heads/tp and kv_heads/tp
+/// divisible by cp).
+[[nodiscard]] std::optional<LayoutIssue> check_cp_comm(const model::Model& model, const Training& training,
+                                                       const Layout& layout);
 
 /// The PyTorch-native rules alone (part of check_layout): HSDP's dp_shard x dp_replicate = dp,
 /// reshard_after_forward only under FSDP2 and dividing its shard group, compile and async TP

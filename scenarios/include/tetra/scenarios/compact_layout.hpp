@@ -11,6 +11,7 @@ namespace tetra::scenarios {
 
 /// "tp8 cp1 pp16(7/7) dp2 vp2 mbs1 ep8 full 1f1b fp8-delayed compiled": the first / last
 /// stage layers of an uneven split in parentheses after pp, HSDP's shard x replicas after dp,
+/// a cp_comm_type other than p2p after cp ("cp4(a2a)"),
 /// "no-sp" where tp > 1 runs without sequence parallelism, and only what is not the default
 /// of vp, ep, etp, recompute, offloading, precision and compile.
 [[nodiscard]] std::string compact_layout(const parallel::Layout& layout, const parallel::Fp8Training& fp8,

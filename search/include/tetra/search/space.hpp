@@ -34,6 +34,9 @@ struct SearchSpace {
   /// A dense model is searched at ep = etp = 1 whatever they say.
   std::vector<int> ep{1};
   std::vector<int> etp{1};
+  /// Context-parallel exchanges tried where cp > 1 (parallel::CpComm, Megatron-Core
+  /// `cp_comm_type`); empty: the [layout] one only.
+  std::vector<parallel::CpComm> cp_comm;
   /// torch.compile on / off (framework fsdp). Empty: the scenario's [training] compile only.
   std::vector<bool> compile;
   /// Memory knobs a recipe turns (empty: the scenario's own setting only). Activation

@@ -26,6 +26,7 @@ namespace tetra::sim {
 struct LayerKey {
   int tp = 1;
   int cp = 1;
+  parallel::CpComm cp_comm = parallel::CpComm::p2p;  ///< how the CP ranks exchange (cp > 1)
   int mbs = 1;
   bool sp = false;
   parallel::Recompute recompute = parallel::Recompute::none;

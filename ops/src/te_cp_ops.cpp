@@ -1,0 +1,203 @@
+// Core attention under Transformer Engine's context parallelism, as Megatron-Core runs it
+// (`cp_comm_type`; `transformer_engine/pytorch/attention/dot_product_attention/
+// context_parallel.py` at v2.13: AttnFuncWithCPAndKVP2P, AttnFuncWithCPAndKVAllGather,
+// AttnFuncWithCPAndQKVOA2A). Every rank holds two of the sequence's 2·cp chunks (load-balanced
+// causal split, `get_batch_on_this_cp_rank`), s' = s / cp tokens in the layout Megatron keeps
+// them (sbhd).
+#include <algorithm>
+
+#include "ops_builders.hpp"
+
+namespace tetra::ops::detail {
+
+using parallel::AttentionKernel;
+using parallel::CpComm;
+
+namespace {
+
+/// Elements of Q (and of the attention output) and of K (and of V) on this rank.
+double q_elements(const Dims& d) {
+  return static_cast<double>(d.b * d.sr) * static_cast<double>(d.nq / d.t) *
+         static_cast<double>(d.dh);
+}
+double kv_elements(const Dims& d) {
+  return static_cast<double>(d.b * d.sr) * static_cast<double>(std::max(1LL, d.nkv / d.t) * d.dh);
+}
+
+// ---- p2p: the K/V ring (AttnFuncWithCPAndKVP2P) ----
+
+/// Bytes one remote ring step's merge moves per element of the tensor it merges into, on average
+/// over the CP ranks: the whole tensor (read the sum and the step's block, write the sum: 3 act)
+/// for the steps at or below the rank, its second half (1.5 act) above it.
+double te_cp_step_merge_per_element(const Dims& d) { return 2.25 * d.act; }
+
+/// TE's merge of the partial outputs in the forward pass: K and V concatenated into the first
+/// send buffer (read + write); the first step's output rescaled into `out`
+/// (`flash_attn_fwd_out_correction_init`, read + write), each later step's added
+/// (`flash_attn_fwd_out_correction` / `_second_half_out_correction`); the log-sum-exp of each
+/// later step merged (`flash_attn_fwd_softmax_lse_correction`: two fp32 reads, one write per
+/// query row and head).
+double te_cp_forward_merge_bytes(const Dims& d) {
+  const double remote = static_cast<double>(d.c - 1);
+  const double lse_rows = static_cast<double>(d.b * d.sr) * static_cast<double>(d.nq / d.t);
+  const double merges = 2.0 * d.act + remote * te_cp_step_merge_per_element(d);
+  return 4.0 * d.act * kv_elements(d) + merges * q_elements(d) + remote * 12.0 * lse_rows;
+}
+
+/// TE's accumulation of the gradients in the backward pass: the received K and V copied into the
+/// send buffer (read + write); each step's dQ, dK and dV copied (the first, 2 act per element)
+/// or added (the later ones) into the dQ buffer and the dKV buffer that travels on.
+double te_cp_backward_merge_bytes(const Dims& d) {
+  const double remote = static_cast<double>(d.c - 1);
+  const double merges = 2.0 * d.act + remote * te_cp_step_merge_per_element(d);
+  return 4.0 * d.act * kv_elements(d) + merges * (q_elements(d) + 2.0 * kv_elements(d));
+}
+
+/// Step 0 causal on the two local chunks, c − 1 steps of half an s'×s' block without mask, the
+/// K/V of the previous step sent on while the current one computes.
+void p2p_forward(std::vector<Op>& ops, const Dims& d, AttentionKernel kernel, Run run) {
+  auto push = [&](Op op) {
+    op.recompute = run == Run::recompute;
+    ops.push_back(op);
+  };
+  const double kv_bytes = 2.0 * d.act * kv_elements(d);
+  push(attention(Pass::forward, "core_attention", d, kernel, Mask::causal, d.sr, d.sr, 1));
+  push(p2p(Pass::forward, "cp_kv", CommDim::cp, kv_bytes, static_cast<int>(d.c - 1), Wait::async));
+  push(attention(Pass::forward, "core_attention_ring", d, kernel, Mask::full, d.sr, d.sr / 2,
+                 static_cast<int>(d.c - 1)));
+  push(mem(Pass::forward, "cp_out_correction", MemoryKernel::copy, te_cp_forward_merge_bytes(d)));
+}
+
+/// Backward ring: KV at step 0, KV + dKV at steps 1..c−2, dKV at step c−1: 2(c−1)·KV in all.
+void p2p_backward(std::vector<Op>& ops, const Dims& d, AttentionKernel kernel) {
+  const Pass bi = Pass::backward_input;
+  const double kv_bytes = 2.0 * d.act * kv_elements(d);
+  ops.push_back(attention(bi, "core_attention_bwd", d, kernel, Mask::causal, d.sr, d.sr, 1));
+  ops.push_back(p2p(bi, "cp_kv_dkv", CommDim::cp, 2.0 * kv_bytes, static_cast<int>(d.c - 1), Wait::async));
+  ops.push_back(attention(bi, "core_attention_ring_bwd", d, kernel, Mask::full, d.sr, d.sr / 2,
+                          static_cast<int>(d.c - 1)));
+  ops.push_back(mem(bi, "cp_grad_correction", MemoryKernel::copy, te_cp_backward_merge_bytes(d)));
+}
+
+// ---- all_gather: K and V gathered whole (AttnFuncWithCPAndKVAllGather) ----
+
+/// K and V of every rank, gathered: cp · s' rows of each (the nccl-tests size of the two
+/// all-gathers, and of the two reduce-scatters of their gradients).
+double gathered_kv_bytes(const Dims& d) {
+  return 2.0 * d.act * static_cast<double>(d.c) * kv_elements(d);
+}
+
+/// The attention of the two local query chunks (s'/2 rows each) against the gathered keys up to
+/// their own position (chunk r sees r + 1 chunks, chunk 2cp − 1 − r sees 2cp − r, bottom-right
+/// causal): priced as the two diagonal s'/2 blocks under the causal mask and one s'/2 query
+/// block against the (2cp − 1)·s'/2 keys before them, the same FLOPs as a causal s' × s rank
+/// share (c·s'²/2).
+void gathered_attention(std::vector<Op>& ops, const Dims& d, AttentionKernel kernel, Pass pass, Run run,
+                        const char* diag, const char* rest) {
+  const long long half = d.sr / 2;
+  Op a = attention(pass, diag, d, kernel, Mask::causal, half, half, 2);
+  Op b = attention(pass, rest, d, kernel, Mask::full, half, (2 * d.c - 1) * half, 1);
+  a.recompute = b.recompute = run == Run::recompute;
+  ops.push_back(a);
+  ops.push_back(b);
+}
+
+/// Forward: the local K and V made contiguous (read + write, from their views into the QKV
+/// projection), gathered (exposed: "The all-gather is not async, and cannot be overlapped",
+/// Megatron-Core `cp_comm_type`), reordered into sequence order (`torch.index_select`, read +
+/// write of the gathered copies); each query chunk made contiguous and its output copied into
+/// `out` (read + write, 2 act per element of Q each).
+void all_gather_forward(std::vector<Op>& ops, const Dims& d, AttentionKernel kernel, Run run) {
+  auto push = [&](Op op) {
+    op.recompute = run == Run::recompute;
+    ops.push_back(op);
+  };
+  const double kv = 2.0 * d.act * kv_elements(d);
+  push(mem(Pass::forward, "cp_kv_stage", MemoryKernel::copy, 2.0 * kv + 2.0 * gathered_kv_bytes(d)));
+  push(coll(Pass::forward, "cp_kv_ag", CollectiveKind::all_gather, CommDim::cp, static_cast<int>(d.c),
+            gathered_kv_bytes(d)));
+  gathered_attention(ops, d, kernel, Pass::forward, run, "core_attention", "core_attention_gathered");
+  push(mem(Pass::forward, "cp_out_copy", MemoryKernel::copy, 4.0 * d.act * q_elements(d)));
+}
+
+/// Backward: K and V gathered and reordered again (only the local ones were saved); zeroed
+/// gathered-size dK and dV, each step's dK and dV added into their rows (read + write of the
+/// sum, read of the step's: c·s' rows over the two steps), the sums reordered back and
+/// reduce-scattered (exposed); each step's dQ copied into its half.
+void all_gather_backward(std::vector<Op>& ops, const Dims& d, AttentionKernel kernel) {
+  const Pass bi = Pass::backward_input;
+  ops.push_back(mem(bi, "cp_kv_stage", MemoryKernel::copy, 2.0 * gathered_kv_bytes(d)));
+  ops.push_back(coll(bi, "cp_kv_ag", CollectiveKind::all_gather, CommDim::cp, static_cast<int>(d.c),
+                     gathered_kv_bytes(d)));
+  gathered_attention(ops, d, kernel, bi, Run::first, "core_attention_bwd", "core_attention_gathered_bwd");
+  const double grads = gathered_kv_bytes(d) * (1.0 + 3.0 + 2.0) + 2.0 * d.act * q_elements(d);
+  ops.push_back(mem(bi, "cp_grad_accumulate", MemoryKernel::copy, grads));
+  ops.push_back(coll(bi, "cp_dkv_rs", CollectiveKind::reduce_scatter, CommDim::cp, static_cast<int>(d.c),
+                     gathered_kv_bytes(d)));
+}
+
+// ---- a2a: Ulysses all-to-alls (AttnFuncWithCPAndQKVOA2A) ----
+
+/// Bytes of Q (or the output) plus K and V on this rank.
+double qkv_bytes(const Dims& d) { return d.act * (q_elements(d) + 2.0 * kv_elements(d)); }
+
+/// The attention after the all-to-alls: the whole sequence, heads / (tp · cp) of each kind.
+Dims head_split(const Dims& d) {
+  Dims h = d;
+  h.nq = d.nq / d.c;
+  h.nkv = std::max(1LL, d.nkv / d.c);
+  h.sr = d.s;
+  return h;
+}
+
+/// Forward: Q, K and V split by head and made contiguous (read + write), exchanged
+/// (`flash_attn_a2a_communicate`: one all-to-all each, waited before the attention needs
+/// them), the received chunks put in sequence order (`torch.index_select`, read + write); the
+/// causal attention over the whole sequence; the output reordered, exchanged back and made
+/// contiguous again.
+void a2a_forward(std::vector<Op>& ops, const Dims& d, AttentionKernel kernel, Run run) {
+  auto push = [&](Op op) {
+    op.recompute = run == Run::recompute;
+    ops.push_back(op);
+  };
+  const double q = d.act * q_elements(d);
+  push(mem(Pass::forward, "cp_qkv_stage", MemoryKernel::copy, 4.0 * qkv_bytes(d)));
+  push(coll(Pass::forward, "cp_qkv_a2a", CollectiveKind::all_to_all, CommDim::cp, static_cast<int>(d.c),
+            qkv_bytes(d)));
+  push(attention(Pass::forward, "core_attention", head_split(d), kernel, Mask::causal, d.s, d.s, 1));
+  push(mem(Pass::forward, "cp_out_stage", MemoryKernel::copy, 4.0 * q));
+  push(coll(Pass::forward, "cp_out_a2a", CollectiveKind::all_to_all, CommDim::cp, static_cast<int>(d.c), q));
+}
+
+/// Backward: the output gradient exchanged as the output was; the attention backward; dQ, dK
+/// and dV exchanged back as Q, K and V came.
+void a2a_backward(std::vector<Op>& ops, const Dims& d, AttentionKernel kernel) {
+  const Pass bi = Pass::backward_input;
+  const double q = d.act * q_elements(d);
+  ops.push_back(mem(bi, "cp_dout_stage", MemoryKernel::copy, 4.0 * q));
+  ops.push_back(coll(bi, "cp_dout_a2a", CollectiveKind::all_to_all, CommDim::cp, static_cast<int>(d.c), q));
+  ops.push_back(attention(bi, "core_attention_bwd", head_split(d), kernel, Mask::causal, d.s, d.s, 1));
+  ops.push_back(mem(bi, "cp_dqkv_stage", MemoryKernel::copy, 4.0 * qkv_bytes(d)));
+  ops.push_back(coll(bi, "cp_dqkv_a2a", CollectiveKind::all_to_all, CommDim::cp, static_cast<int>(d.c),
+                     qkv_bytes(d)));
+}
+
+}  // namespace
+
+void te_cp_attention_forward(std::vector<Op>& ops, const Dims& d, AttentionKernel kernel, Run run) {
+  switch (d.cp_comm) {
+    case CpComm::p2p: return p2p_forward(ops, d, kernel, run);
+    case CpComm::all_gather: return all_gather_forward(ops, d, kernel, run);
+    case CpComm::a2a: return a2a_forward(ops, d, kernel, run);
+  }
+}
+
+void te_cp_attention_backward(std::vector<Op>& ops, const Dims& d, AttentionKernel kernel) {
+  switch (d.cp_comm) {
+    case CpComm::p2p: return p2p_backward(ops, d, kernel);
+    case CpComm::all_gather: return all_gather_backward(ops, d, kernel);
+    case CpComm::a2a: return a2a_backward(ops, d, kernel);
+  }
+}
+
+}  // namespace tetra::ops::detail
