@@ -43,6 +43,19 @@ Training torchtitan_training(int seq_len, bool compile = true) {
   return tr;
 }
 
+/// One layer of Llama 3.1 8B at seq 32768, tp 2 (sp), cp 4 under Transformer Engine's `comm`:
+/// s' = 8192 tokens on a rank, 32/2 = 16 query heads and 8/2 = 4 KV heads of 128.
+std::vector<Op> te_cp_layer(CpComm comm) {
+  Training tr;
+  tr.seq_len = 32768;
+  Layout l;
+  l.tp = 2;
+  l.cp = 4;
+  l.sp = true;
+  l.cp_comm = comm;
+  return layer_ops(preset("llama3.1-8b"), tr, l);
+}
+
 int count(const std::vector<Op>& ops, CollectiveKind kind, Pass pass, bool recompute = false) {
   int n = 0;
   for (const Op& op : ops) {
@@ -287,17 +300,7 @@ TEST_SUITE("llama") {
   }
 
   TEST_CASE("cp_comm_type all_gather: K and V gathered and their gradients reduce-scattered, both exposed (TE AttnFuncWithCPAndKVAllGather)") {
-    // Llama 3.1 8B, seq 32768 at tp 2, cp 4: s' = 8192 tokens on a rank; 32/2 = 16 query heads
-    // and 8/2 = 4 KV heads of 128.
-    const Model m = preset("llama3.1-8b");
-    Training tr;
-    tr.seq_len = 32768;
-    Layout l;
-    l.tp = 2;
-    l.cp = 4;
-    l.sp = true;
-    l.cp_comm = CpComm::all_gather;
-    const auto ops = layer_ops(m, tr, l);
+    const auto ops = te_cp_layer(CpComm::all_gather);
     CHECK(find(ops, "cp_kv", Pass::forward) == nullptr);  // no ring
     const double q = 8192.0 * 16 * 128;  // 16,777,216 elements of Q on a rank
     const double k = 8192.0 * 4 * 128;   // 4,194,304 of K (and of V)
@@ -346,15 +349,7 @@ TEST_SUITE("llama") {
   }
 
   TEST_CASE("cp_comm_type a2a: Ulysses all-to-alls around a full-sequence attention on heads / (tp x cp) (TE AttnFuncWithCPAndQKVOA2A)") {
-    const Model m = preset("llama3.1-8b");
-    Training tr;
-    tr.seq_len = 32768;
-    Layout l;
-    l.tp = 2;
-    l.cp = 4;
-    l.sp = true;
-    l.cp_comm = CpComm::a2a;
-    const auto ops = layer_ops(m, tr, l);
+    const auto ops = te_cp_layer(CpComm::a2a);
     const double q = 8192.0 * 16 * 128;
     const double k = 8192.0 * 4 * 128;
     // Q, K and V exchanged (the rank's buffers, bf16), blocking; then the output.
