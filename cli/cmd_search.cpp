@@ -92,7 +92,8 @@ std::string csv_text(const scenarios::Scenario& sc, const std::vector<search::Ra
   os << "rank,tp,cp,pp,dp,vp,mbs,recompute,schedule,sp,first_stage_layers,last_stage_layers,"
         "micro_batches,step_time_s,tokens_per_s,tflops_per_gpu,mfu,bubble_fraction,peak_gib,"
         "estimate_peak_gib,precision,dp_replicate,ac_freq,compile,tokens_per_s_per_gpu,hfu,"
-        "mfu_peak_precision,mfu_peak_tflops,precision_peak,precision_peak_tflops,precision_peak_utilization\n";
+        "mfu_peak_precision,mfu_peak_tflops,precision_peak,precision_peak_tflops,precision_peak_utilization,"
+        "cp_comm_type\n";
   for (std::size_t i = 0; i < n; ++i) {
     const auto& r = rows[i];
     const auto& l = r.layout;
@@ -107,7 +108,7 @@ std::string csv_text(const scenarios::Scenario& sc, const std::vector<search::Ra
        << (l.recompute == parallel::Recompute::selective_layer ? l.ac_freq : 0) << ',' << (r.compile ? 1 : 0) << ','
        << per_gpu(sc, r) << ',' << u.hfu << ',' << u.mfu_peak.precision << ',' << u.mfu_peak.flops / 1e12 << ','
        << u.precision_peak.precision << ',' << u.precision_peak.flops / 1e12 << ',' << u.precision_peak_utilization
-       << '\n';
+       << ',' << to_string(l.cp_comm) << '\n';
   }
   return os.str();
 }
