@@ -141,12 +141,12 @@ void all_gather_backward(std::vector<Op>& ops, const Dims& d, AttentionKernel ke
 /// Bytes of Q (or the output) plus K and V on this rank.
 double qkv_bytes(const Dims& d) { return d.act * (q_elements(d) + 2.0 * kv_elements(d)); }
 
-/// The attention after the all-to-alls: the whole sequence, heads / (tp · cp) of each kind.
+/// The heads the attention runs on after the all-to-alls: heads / (tp · cp) of each kind (its
+/// sequence, the whole one, is the attention op's argument).
 Dims head_split(const Dims& d) {
   Dims h = d;
   h.nq = d.nq / d.c;
   h.nkv = std::max(1LL, d.nkv / d.c);
-  h.sr = d.s;
   return h;
 }
 
