@@ -261,13 +261,19 @@ Op expert_bias_bwd(const Dims& d) {
 /// expert's split with its own quantizer, one kernel (or amax and cast) per split
 /// (`multi_tensor_quantize_impl`, transformer_engine/pytorch/csrc/extensions/cast.cpp at
 /// d0067d0: "Quantize kernels individually"), except where its kernels cover all splits
-/// (parallel::casts_splits_together: delayed scaling, NVFP4).
+/// (parallel::casts_splits_together: delayed scaling, NVFP4). The quantizer's one-thread
+/// kernels (zeroing the amax, deriving the scale) run once per split on the GPU.
 void expert_quantize(std::vector<Op>& ops, const Dims& d, Pass pass, double elements, Run run) {
   const std::size_t from = ops.size();
   quantize(ops, d, pass, elements, run);
   if (casts_splits_together(d.x.recipe)) return;
   for (std::size_t i = from; i < ops.size(); ++i) {
-    if (ops[i].is_compute()) ops[i].host_kernels = static_cast<int>(d.local_experts);
+    if (!ops[i].is_compute()) continue;
+    if (ops[i].host_kernels == 0) {
+      ops[i].count = static_cast<int>(d.local_experts);
+    } else {
+      ops[i].host_kernels = static_cast<int>(d.local_experts);
+    }
   }
 }
 

@@ -80,7 +80,12 @@ Op linear_gemm(const Dims& d, Pass pass, const char* name, long long m, long lon
 /// a per-tensor-scaled operand on Blackwell needs no second copy (Fp8Training::copies).
 /// Current scaling and NVFP4 first read the operand once more for its amax
 /// (parallel::reads_tensor_amax), unless a fused norm computed it (CastInput::te_norm_output,
-/// parallel::norm_computes_amax: current scaling only).
+/// parallel::norm_computes_amax: current scaling only). Current scaling's quantizer also zeroes
+/// the amax before its pass and derives the scale from it before the cast, each in a one-thread
+/// kernel (`transformer_engine/common/recipe/current_scaling.cu`: zero_amax_kernel,
+/// compute_scale_from_amax_kernel, launched by Float8CurrentScalingQuantizer::quantize_impl):
+/// GPU time of their own; the host issues them in the C++ call whose host time the amax and
+/// the cast carry (Op::host_kernels 0).
 /// `gathered`: the tensor is all-gathered over TP under SP (a column-parallel input, a
 /// row-parallel output gradient); the amax is then all-reduced (one fp32, MAX) over the TP
 /// group before the cast, so that every rank casts with the same scale
@@ -108,7 +113,14 @@ void quantize(std::vector<Op>& ops, const Dims& d, Pass pass, double elements, R
     return;
   }
   if (reads_tensor_amax(d.x.recipe)) {
+    const bool current = d.x.recipe == Fp8Recipe::current;
     if (input != CastInput::te_norm_output || !norm_computes_amax(d.x.recipe)) {
+      if (current) {
+        Op z = mem(pass, "fp8_amax_zero", MemoryKernel::amax, 4.0);
+        z.recompute = recompute;
+        z.host_kernels = 0;
+        ops.push_back(z);
+      }
       Op a = mem(pass, "fp8_amax", MemoryKernel::amax, d.act * elements);
       a.recompute = recompute;
       ops.push_back(a);
@@ -118,6 +130,12 @@ void quantize(std::vector<Op>& ops, const Dims& d, Pass pass, double elements, R
                   static_cast<int>(d.t), 4.0);
       r.recompute = recompute;
       ops.push_back(r);
+    }
+    if (current) {
+      Op c = mem(pass, "fp8_scale", MemoryKernel::amax, 12.0);
+      c.recompute = recompute;
+      c.host_kernels = 0;
+      ops.push_back(c);
     }
   }
   Op q = mem(pass, "fp8_cast", MemoryKernel::quantize,

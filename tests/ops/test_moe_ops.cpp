@@ -365,6 +365,17 @@ TEST_SUITE("llama") {
     const auto current = moe_layer_ops(m, t, l);
     // FC1 and FC2 inputs forward, their output gradients backward: amax and cast each.
     CHECK(casts(current, 2) == 8);
+    // Each split's quantizer also zeroes its amax and derives its scale on the GPU
+    // (current_scaling.cu): one kernel per split, issued with the split's amax and cast.
+    int per_split = 0;
+    for (const Op& op : current) {
+      const std::string_view name(op.name);
+      if (name != "fp8_amax_zero" && name != "fp8_scale") continue;
+      CHECK(op.host_kernels == 0);
+      if (op.count == 2) ++per_split;  // 2 local experts
+    }
+    // The four expert sites, two kernels each, repeated over the two splits.
+    CHECK(per_split == 8);
     t.fp8.recipe = Fp8Recipe::delayed;
     CHECK(casts(moe_layer_ops(m, t, l), 2) == 0);
     // NVFP4: each expert cast and amax is one kernel for both splits; the layer has one amax

@@ -174,6 +174,48 @@ TEST_SUITE("llama") {
     CHECK(reductions == 4);
   }
 
+  TEST_CASE("fp8: current scaling zeroes each amax and derives each scale in kernels of their own "
+            "(TE current_scaling.cu)") {
+    // Float8CurrentScalingQuantizer::quantize_impl (transformer_engine/pytorch/csrc/
+    // quantizer.cpp, v2.8 to v2.18) launches, per tensor, launch_amax_kernel's one-thread
+    // zero_amax_kernel and the amax reduction (a cudaMemsetAsync before v2.8), then the
+    // one-thread compute_scale_from_amax_kernel, then the cast: four kernels where the model
+    // counted two. A norm that computes the amax (quantize_with_amax) leaves the scale and the
+    // cast. Llama8bLayer: forward, 4 inputs (QKV and FC1 from the norm) and 4 weights;
+    // backward, 4 output gradients.
+    Llama8bLayer layer(Fp8Recipe::current);
+    const auto ops = layer.ops();
+    auto count_named = [&](std::string_view name, Pass pass) {
+      int n = 0;
+      for (const Op& op : ops) {
+        if (name != op.name || op.pass != pass) continue;
+        CHECK(op.host_kernels == 0);  // issued by the C++ call that issues the amax and the cast
+        CHECK(op.count == 1);
+        n += 1;
+      }
+      return n;
+    };
+    CHECK(count_named("fp8_amax_zero", Pass::forward) == 6);
+    CHECK(count_named("fp8_scale", Pass::forward) == 8);
+    CHECK(count_named("fp8_amax_zero", Pass::backward_input) == 4);
+    CHECK(count_named("fp8_scale", Pass::backward_input) == 4);
+    // One float zeroed; one amax read, the scale and its inverse written: 4 and 12 bytes.
+    CHECK(bytes_named(ops, "fp8_amax_zero", Pass::backward_input) == 4.0 * 4.0);
+    CHECK(bytes_named(ops, "fp8_scale", Pass::backward_input) == 4.0 * 12.0);
+    // Each zero precedes its amax pass; each scale precedes its cast.
+    for (std::size_t i = 0; i + 1 < ops.size(); ++i) {
+      if (std::string_view(ops[i].name) == "fp8_amax_zero") CHECK(std::string_view(ops[i + 1].name) == "fp8_amax");
+      if (std::string_view(ops[i].name) == "fp8_scale") CHECK(std::string_view(ops[i + 1].name) == "fp8_cast");
+    }
+    // Delayed scaling (amax history) and MXFP8 (block scales inside the cast) launch neither.
+    for (Fp8Recipe r : {Fp8Recipe::delayed, Fp8Recipe::mxfp8, Fp8Recipe::nvfp4}) {
+      for (const Op& op : Llama8bLayer(r).ops()) {
+        CHECK(std::string_view(op.name) != "fp8_amax_zero");
+        CHECK(std::string_view(op.name) != "fp8_scale");
+      }
+    }
+  }
+
   TEST_CASE("fp8: NVFP4 reads every operand once for its per-tensor amax, norm outputs too "
             "(TE quantizer.cpp NVFP4Quantizer::quantize_impl, normalization.cpp)") {
     // The same Llama-3.1-8B layer as above (T = 4096 tokens, h = 4096, qkv_out = 6144,
