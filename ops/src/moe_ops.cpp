@@ -289,7 +289,7 @@ void moe_block_forward(std::vector<Op>& ops, const Dims& d, Run run) {
   const long long fe2 = d.fe / d.etp;
   const long long me = expert_rows(d);
   const double mean = d.expert_tokens_mean;
-  push(mem(fw, "mlp_norm", norm_kernel(d), norm_fwd_bytes(d)));
+  push(norm_forward(d, "mlp_norm"));
   // Router: one h x E GEMM in the training precision, then scores and top-k over the fp32
   // logits (read and write 4 bytes per logit).
   push(gemm(fw, "router", t_in, d.experts, d.h));
@@ -413,7 +413,7 @@ void moe_block_backward(std::vector<Op>& ops, const Dims& d) {
                           mem(bi, "router_topk_bwd", MemoryKernel::softmax, 12.0 * logits)));
   ops.push_back(gemm(bi, "router_dgrad", t_in, d.h, d.experts));
   ops.push_back(gemm(bw, "router_wgrad", d.experts, d.h, t_in));
-  ops.push_back(mem(bi, "mlp_norm_bwd", norm_kernel(d), norm_bwd_bytes(d)));
+  ops.push_back(norm_backward(d, "mlp_norm_bwd"));
 }
 
 namespace {
@@ -480,7 +480,7 @@ void mla_up_projections(std::vector<Op>& ops, const Dims& d, const MlaShapes& m,
   quantize(ops, d, fw, static_cast<double>(d.tokens * d.kv_lora), run);
   push(linear_gemm(d, fw, "kv_up", d.tokens, m.kv_out, d.kv_lora));
   // RoPE on the rope part of every query head and on the one shared rope key.
-  push(mem(fw, "rope", MemoryKernel::rope, rope_fwd_per_elem(d) * m.rope_elements));
+  push(rope_forward(d, m.rope_elements));
 }
 
 }  // namespace
@@ -494,7 +494,7 @@ void mla_block_forward(std::vector<Op>& ops, const Dims& d, const Training& tr, 
   };
   const Dims ds = sp_shard_dims(d);
   const MlaShapes m = mla_shapes(d);
-  push(mem(fw, "input_norm", norm_kernel(d), norm_fwd_bytes(d)));
+  push(norm_forward(d, "input_norm"));
   quantize(ops, ds, fw, static_cast<double>(d.tokens_sp * d.h), run);
   if (d.q_lora > 0) {
     quantize_weight(ops, d, d.h, d.q_lora, run);
@@ -533,7 +533,7 @@ void mla_block_backward(std::vector<Op>& ops, const Dims& d, const Training& tr)
   }
   if (d.recomputed.has(RecomputeModule::core_attn)) attention_forward(ops, core, tr, Run::recompute);
   attention_backward(ops, core, tr);
-  ops.push_back(mem(bi, "rope_bwd", MemoryKernel::rope, rope_bwd_per_elem(d) * m.rope_elements));
+  ops.push_back(rope_backward(d, m.rope_elements));
   input_grad(ops, d, "kv_up_dgrad", d.kv_lora, m.kv_out, Operands::recipe, CastFeeds::local);
   weight_grad(ops, d, "kv_up_wgrad", d.kv_lora, m.kv_out, Operands::recipe);
   input_grad(ops, d, "q_up_dgrad", m.q_in, m.q_out, Operands::recipe, CastFeeds::local);
@@ -556,7 +556,7 @@ void mla_block_backward(std::vector<Op>& ops, const Dims& d, const Training& tr)
     input_grad(ops, ds, "q_down_dgrad", d.h, d.q_lora, Operands::recipe, CastFeeds::local);
     weight_grad(ops, ds, "q_down_wgrad", d.h, d.q_lora, Operands::recipe);
   }
-  ops.push_back(mem(bi, "input_norm_bwd", norm_kernel(d), norm_bwd_bytes(d)));
+  ops.push_back(norm_backward(d, "input_norm_bwd"));
 }
 
 }  // namespace tetra::ops::detail

@@ -72,7 +72,7 @@ Dims dims_of(const Model& m, const Training& tr, const Layout& l) {
 
 void recompute_norm(std::vector<Op>& ops, const Dims& d, const char* name) {
   if (!d.recomputed.has(RecomputeModule::layernorm)) return;
-  Op op = mem(Pass::forward, name, norm_kernel(d), norm_fwd_bytes(d));
+  Op op = norm_forward(d, name);
   op.recompute = true;
   ops.push_back(op);
 }
@@ -109,7 +109,9 @@ void attention_forward(std::vector<Op>& ops, const Dims& d, const Training& tr, 
     const double scores = static_cast<double>(d.b) * static_cast<double>(d.nq / d.t) *
                           static_cast<double>(d.sr) * static_cast<double>(d.s);
     const double per = kernel == AttentionKernel::torch ? 4.0 * d.act + 17.0 : 2.0 * d.act;
-    push(mem(Pass::forward, "softmax", MemoryKernel::softmax, per * scores));
+    Op softmax = mem(Pass::forward, "softmax", MemoryKernel::softmax, per * scores);
+    if (kernel == AttentionKernel::torch) softmax.host_kernels = 4;  // each step its own kernel
+    push(softmax);
     if (d.dropout) {
       // Attention dropout (Megatron core attention, p = 0.1): read the probabilities, write
       // the scaled copy and the 1-byte mask.
@@ -132,7 +134,9 @@ void attention_backward(std::vector<Op>& ops, const Dims& d, const Training& tr)
                         (2.0 * d.act + 1.0) * scores));
     }
     const double per = kernel == AttentionKernel::torch ? 4.0 * d.act + 21.0 : 3.0 * d.act;
-    ops.push_back(mem(Pass::backward_input, "softmax_bwd", MemoryKernel::softmax, per * scores));
+    Op softmax = mem(Pass::backward_input, "softmax_bwd", MemoryKernel::softmax, per * scores);
+    if (kernel == AttentionKernel::torch) softmax.host_kernels = 4;
+    ops.push_back(softmax);
   }
   if (d.c <= 1) {
     ops.push_back(attention(Pass::backward_input, "core_attention_bwd", d, kernel, Mask::causal, d.sr,
@@ -230,7 +234,7 @@ void attention_block_forward(std::vector<Op>& ops, const Dims& d, const Training
   const long long qkv_out = (d.nq + 2 * d.nkv) * d.dh / d.t;
   const long long q_in = d.nq * d.dh / d.t;
 
-  push(mem(fw, "input_norm", norm_kernel(d), norm_fwd_bytes(d)));
+  push(norm_forward(d, "input_norm"));
   column_forward(ops, d, qkv, run);
   if (d.bias) {
     // The QKV linear keeps its bias (`megatron/model/transformer.py` ParallelAttention: no
@@ -244,8 +248,7 @@ void attention_block_forward(std::vector<Op>& ops, const Dims& d, const Training
   }
   if (d.llama) {
     // RoPE on q and k: read + write (nq + nkv)/t heads of dh per token
-    push(mem(fw, "rope", MemoryKernel::rope,
-             rope_fwd_per_elem(d) * static_cast<double>(d.tokens * (d.nq + d.nkv) / d.t * d.dh)));
+    push(rope_forward(d, static_cast<double>(d.tokens * (d.nq + d.nkv) / d.t * d.dh)));
   }
   attention_forward(ops, d, tr, run);
   if (d.bias && (tr.attention == AttentionKernel::fused || tr.attention == AttentionKernel::torch)) {
@@ -283,6 +286,8 @@ MlpCore dense_mlp_core(const Dims& d) {
     // backward (3 act): 9 act per element.
     c.act_fwd_bytes = d.x.eager_kernels ? 5.0 : 3.0;
     c.act_bwd_bytes = d.x.eager_kernels ? 9.0 : 5.0;
+    c.act_fwd_kernels = d.x.eager_kernels ? 2 : 1;
+    c.act_bwd_kernels = d.x.eager_kernels ? 3 : 1;
   } else {
     c.act_fwd_bytes = 2.0;
     c.act_bwd_bytes = 3.0;
@@ -299,8 +304,10 @@ void mlp_core_forward(std::vector<Op>& ops, const Dims& d, const MlpCore& c, Run
   };
   const long long fc2_in = c.width / d.t;
   column_forward(ops, d, c.fc1, run);
-  push(mem(fw, c.names.act, c.gated ? MemoryKernel::swiglu : MemoryKernel::gelu,
-           c.act_fwd_bytes * d.act * static_cast<double>(d.tokens * fc2_in)));
+  Op act = mem(fw, c.names.act, c.gated ? MemoryKernel::swiglu : MemoryKernel::gelu,
+               c.act_fwd_bytes * d.act * static_cast<double>(d.tokens * fc2_in));
+  act.host_kernels = c.act_fwd_kernels;
+  push(act);
   quantize_weight(ops, d, fc2_in, d.h, run);
   quantize(ops, d, fw, static_cast<double>(d.tokens * fc2_in), run);
   tp_row_forward(ops, d, fw, run, RowCollective::under_gemm);
@@ -315,7 +322,7 @@ void mlp_block_forward(std::vector<Op>& ops, const Dims& d, Run run) {
     op.recompute = recompute;
     ops.push_back(op);
   };
-  push(mem(fw, "mlp_norm", norm_kernel(d), norm_fwd_bytes(d)));
+  push(norm_forward(d, "mlp_norm"));
   mlp_core_forward(ops, d, dense_mlp_core(d), run);
   push(mem(fw, "residual_add", MemoryKernel::residual_add, residual_bytes(d)));
 }
@@ -358,24 +365,25 @@ void layer_recompute_selective_op(std::vector<Op>& ops, const Dims& d) {
   const long long k_out = d.nkv * d.dh / d.t;
   const long long q_in = d.nq * d.dh / d.t;
   const long long fc2_in = d.f / d.t;
-  push(mem(fw, "input_norm", norm_kernel(d), norm_fwd_bytes(d)));
+  push(norm_forward(d, "input_norm"));
   quantize(ops, d, fw, static_cast<double>(d.tokens * d.h), Run::recompute, CastFeeds::sp_gather);
   tp_column_forward(ops, d, fw, Run::recompute);
   push(linear_gemm(d, fw, "wk", d.tokens, k_out, d.h));
   if (d.llama) {
-    push(mem(fw, "rope", MemoryKernel::rope,
-             rope_fwd_per_elem(d) * static_cast<double>(d.tokens * (d.nq + d.nkv) / d.t * d.dh)));
+    push(rope_forward(d, static_cast<double>(d.tokens * (d.nq + d.nkv) / d.t * d.dh)));
   }
   quantize(ops, d, fw, static_cast<double>(d.tokens * q_in), Run::recompute);
   push(linear_gemm(d, fw, "wo", d.tokens, d.h, q_in));
   push(mem(fw, "residual_add", MemoryKernel::residual_add, residual_bytes(d)));
-  push(mem(fw, "mlp_norm", norm_kernel(d), norm_fwd_bytes(d)));
+  push(norm_forward(d, "mlp_norm"));
   quantize(ops, d, fw, static_cast<double>(d.tokens * d.h), Run::recompute, CastFeeds::sp_gather);
   tp_column_forward(ops, d, fw, Run::recompute);
   if (d.gated) {
     push(linear_gemm(d, fw, "w3", d.tokens, fc2_in, d.h));
-    push(mem(fw, "swiglu", MemoryKernel::swiglu,
-             (d.x.eager_kernels ? 5.0 : 3.0) * d.act * static_cast<double>(d.tokens * fc2_in)));
+    const MlpCore core = dense_mlp_core(d);
+    Op act = mem(fw, "swiglu", MemoryKernel::swiglu, core.act_fwd_bytes * d.act * static_cast<double>(d.tokens * fc2_in));
+    act.host_kernels = core.act_fwd_kernels;
+    push(act);
   } else {
     push(mem(fw, "gelu", MemoryKernel::gelu, 2.0 * d.act * static_cast<double>(d.tokens * fc2_in)));
   }
@@ -503,9 +511,10 @@ namespace detail {
 void mlp_core_backward(std::vector<Op>& ops, const Dims& d, const MlpCore& c) {
   const long long fc2_in = c.width / d.t;
   row_backward(ops, d, c.names.fc2_dgrad, c.names.fc2_wgrad, fc2_in, d.h);
-  ops.push_back(mem(Pass::backward_input, c.names.act_bwd,
-                    c.gated ? MemoryKernel::swiglu : MemoryKernel::gelu,
-                    c.act_bwd_bytes * d.act * static_cast<double>(d.tokens * fc2_in)));
+  Op act = mem(Pass::backward_input, c.names.act_bwd, c.gated ? MemoryKernel::swiglu : MemoryKernel::gelu,
+               c.act_bwd_bytes * d.act * static_cast<double>(d.tokens * fc2_in));
+  act.host_kernels = c.act_bwd_kernels;
+  ops.push_back(act);
   column_backward(ops, d, c.fc1, d.h, Operands::recipe);
 }
 
@@ -515,7 +524,7 @@ void mlp_block_backward(std::vector<Op>& ops, const Dims& d) {
   if (d.recomputed.has(RecomputeModule::mlp)) mlp_core_forward(ops, d, dense_mlp_core(d), Run::recompute);
   recompute_norm(ops, d, "mlp_norm");
   mlp_core_backward(ops, d, dense_mlp_core(d));
-  ops.push_back(mem(bi, "mlp_norm_bwd", norm_kernel(d), norm_bwd_bytes(d)));
+  ops.push_back(norm_backward(d, "mlp_norm_bwd"));
 }
 
 void attention_block_backward(std::vector<Op>& ops, const Dims& d, const Training& training) {
@@ -536,15 +545,14 @@ void attention_block_backward(std::vector<Op>& ops, const Dims& d, const Trainin
   if (d.recomputed.has(RecomputeModule::core_attn)) attention_forward(ops, d, training, Run::recompute);
   attention_backward(ops, d, training);
   if (d.llama) {
-    ops.push_back(mem(bi, "rope_bwd", MemoryKernel::rope,
-                      rope_bwd_per_elem(d) * static_cast<double>(d.tokens * (d.nq + d.nkv) / d.t * d.dh)));
+    ops.push_back(rope_backward(d, static_cast<double>(d.tokens * (d.nq + d.nkv) / d.t * d.dh)));
   }
   if (d.qk_norm) {
     for (const Op& op : qk_norm_ops(d, bi)) ops.push_back(op);
   }
   recompute_norm(ops, d, "input_norm");
   column_backward(ops, d, qkv_group(d), d.h, Operands::recipe);
-  ops.push_back(mem(bi, "input_norm_bwd", norm_kernel(d), norm_bwd_bytes(d)));
+  ops.push_back(norm_backward(d, "input_norm_bwd"));
 }
 
 /// The kind of layer build_layer_ops lowers.
@@ -644,7 +652,7 @@ std::vector<Op> head_ops(const Model& model, const Training& training, const Lay
   const Dims d = dims_of(model, training, layout);
   const long long vocab_rank = padded_vocab(model, static_cast<int>(d.t)) / d.t;
   std::vector<Op> ops;
-  ops.push_back(mem(Pass::forward, "final_norm", norm_kernel(d), norm_fwd_bytes(d)));
+  ops.push_back(norm_forward(d, "final_norm"));
   tp_column_forward(ops, d, Pass::forward, Run::first);
   ops.push_back(gemm(Pass::forward, "lm_head", d.tokens, vocab_rank, d.h));
   const bool compiled_loss = d.x.compiled_loss;
@@ -669,7 +677,7 @@ std::vector<Op> head_ops(const Model& model, const Training& training, const Lay
                       (compiled_loss ? 2.0 * d.act : d.act + 20.0) * full));
     column_backward(ops, d, single_linear("lm_head", "lm_head_dgrad", "lm_head_wgrad", vocab_rank), d.h,
                     Operands::training_dtype);
-    ops.push_back(mem(Pass::backward_input, "final_norm_bwd", norm_kernel(d), norm_bwd_bytes(d)));
+    ops.push_back(norm_backward(d, "final_norm_bwd"));
     return ops;
   }
   // Vocab-parallel cross entropy: read the bf16 logits slice, compute in fp32 (max, sum of
@@ -689,7 +697,7 @@ std::vector<Op> head_ops(const Model& model, const Training& training, const Lay
                     (compiled_loss ? 2.0 * d.act : 4.0 + d.act) * logits));
   column_backward(ops, d, single_linear("lm_head", "lm_head_dgrad", "lm_head_wgrad", vocab_rank), d.h,
                     Operands::training_dtype);
-  ops.push_back(mem(Pass::backward_input, "final_norm_bwd", norm_kernel(d), norm_bwd_bytes(d)));
+  ops.push_back(norm_backward(d, "final_norm_bwd"));
   return ops;
 }
 

@@ -130,16 +130,19 @@ void quantize_other_axis(std::vector<Op>& ops, const Dims& d, Pass pass, double 
 void rowwise_rescale(std::vector<Op>& ops, const Dims& d, Pass pass, double output_elements);
 void tp_row_forward(std::vector<Op>& ops, const Dims& d, Pass pass, Run run, RowCollective at);
 void tp_column_forward(std::vector<Op>& ops, const Dims& d, Pass pass, Run run);
-double norm_fwd_bytes(const Dims& d);
-double norm_bwd_bytes(const Dims& d);
+/// One pass of a norm (TE's or Apex's fused kernel, or the eager chain), with the kernels the
+/// host issues for it (primitives.cpp).
+Op norm_forward(const Dims& d, const char* name);
+Op norm_backward(const Dims& d, const char* name);
 double residual_bytes(const Dims& d);
 /// The gpt-oss output-projection bias in its own kernel, forward and backward (primitives.cpp).
 double proj_bias_fwd_bytes(const Dims& d);
 double proj_bias_bwd_bytes(const Dims& d);
-double rope_fwd_per_elem(const Dims& d);
+/// Rotary embedding of q and k over `elements` of them, forward and backward, fused or eager.
+Op rope_forward(const Dims& d, double elements);
+Op rope_backward(const Dims& d, double elements);
 /// Bytes per parameter the distributed optimizer all-gathers (ops.cpp).
 double gathered_param_bytes(const model::Model& m, const parallel::Training& tr);
-double rope_bwd_per_elem(const Dims& d);
 MemoryKernel norm_kernel(const Dims& d);
 /// Megatron-Core's "layernorm" recomputation: the norm's forward again before its consumer's
 /// backward reads the freed output.
@@ -180,6 +183,8 @@ struct MlpCore {
   MlpNames names{};
   double act_fwd_bytes = 0;     ///< activation kernel bytes per output element, in activation dtypes
   double act_bwd_bytes = 0;
+  int act_fwd_kernels = 1;      ///< kernels the host issues for the activation, each pass
+  int act_bwd_kernels = 1;
 };
 MlpCore dense_mlp_core(const Dims& d);
 void mlp_core_forward(std::vector<Op>& ops, const Dims& d, const MlpCore& c, Run run);

@@ -240,18 +240,33 @@ void tp_column_forward(std::vector<Op>& ops, const Dims& d, Pass pass, Run run) 
 // grad g·x summed per row (4 + 4 + 4, then 4), mean_backward's expand / N (4), pow_backward
 // grad·(2·x.pow(1)) (4 + 4, 4 + 4, 4 + 4 + 4), the add of both branches of x (4 + 4 + 4), the
 // cast back (4 + act): 8·act + 76 bytes per element.
-double eager_norm_fwd_per_elem(const Dims& d) { return 4.0 * d.act + 28.0; }
-double eager_norm_bwd_per_elem(const Dims& d) { return 8.0 * d.act + 76.0; }
+// Each step is a kernel the host issues: forward 8 (the six above, and the add of eps and the
+// rsqrt on [T, 1]), backward 16 (the thirteen above, and rsqrt's gradient
+// -0.5 · grad · result.pow(3), three kernels on [T, 1]).
+static double eager_norm_fwd_per_elem(const Dims& d) { return 4.0 * d.act + 28.0; }
+static double eager_norm_bwd_per_elem(const Dims& d) { return 8.0 * d.act + 76.0; }
+constexpr int kEagerNormFwdKernels = 8;
+constexpr int kEagerNormBwdKernels = 16;
 
-double norm_fwd_bytes(const Dims& d) {
+static double norm_fwd_bytes(const Dims& d) {
   // read x, write y (bf16), one row of h per token: 2·(T_sp·h)·act (section 6.3)
   const double per = d.eager_norm ? eager_norm_fwd_per_elem(d) : 2.0 * d.act;
   return per * static_cast<double>(d.tokens_sp * d.h);
 }
-double norm_bwd_bytes(const Dims& d) {
+static double norm_bwd_bytes(const Dims& d) {
   // read x and dy, write dx
   const double per = d.eager_norm ? eager_norm_bwd_per_elem(d) : 3.0 * d.act;
   return per * static_cast<double>(d.tokens_sp * d.h);
+}
+Op norm_forward(const Dims& d, const char* name) {
+  Op op = mem(Pass::forward, name, norm_kernel(d), norm_fwd_bytes(d));
+  if (d.eager_norm) op.host_kernels = kEagerNormFwdKernels;
+  return op;
+}
+Op norm_backward(const Dims& d, const char* name) {
+  Op op = mem(Pass::backward_input, name, norm_kernel(d), norm_bwd_bytes(d));
+  if (d.eager_norm) op.host_kernels = kEagerNormBwdKernels;
+  return op;
 }
 double residual_bytes(const Dims& d) {
   // read two operands, write one; Megatron GPT's fused bias-dropout-add also writes (fwd) /
@@ -271,11 +286,28 @@ double residual_bytes(const Dims& d) {
 /// apply_rotary_pos_emb: "mscale ... is not supported by TE's fused RoPE"): the eager steps
 /// above plus the final cat with the empty pass-through part (2 act) = 12 act forward, 15 act
 /// backward (the cat's backward is a view).
-double rope_fwd_per_elem(const Dims& d) {
+/// Each eager step is a kernel the host issues, for q and for k: forward 5 (6 with gpt-oss's
+/// final cat), backward 9 (the two products, the neg, two zero-and-copy slice gradients, two
+/// sums).
+static double rope_fwd_per_elem(const Dims& d) {
   if (d.gpt_oss) return 12.0 * d.act;
   return (d.x.eager_kernels ? 10.0 : 2.0) * d.act;
 }
-double rope_bwd_per_elem(const Dims& d) { return (d.x.eager_kernels || d.gpt_oss ? 15.0 : 2.0) * d.act; }
+static double rope_bwd_per_elem(const Dims& d) { return (d.x.eager_kernels || d.gpt_oss ? 15.0 : 2.0) * d.act; }
+Op rope_forward(const Dims& d, double elements) {
+  Op op = mem(Pass::forward, "rope", MemoryKernel::rope, rope_fwd_per_elem(d) * elements);
+  if (d.gpt_oss) {
+    op.host_kernels = 2 * 6;
+  } else if (d.x.eager_kernels) {
+    op.host_kernels = 2 * 5;
+  }
+  return op;
+}
+Op rope_backward(const Dims& d, double elements) {
+  Op op = mem(Pass::backward_input, "rope_bwd", MemoryKernel::rope, rope_bwd_per_elem(d) * elements);
+  if (d.gpt_oss || d.x.eager_kernels) op.host_kernels = 2 * 9;
+  return op;
+}
 /// gpt-oss's output-projection bias: Megatron-Bridge's gpt-oss provider sets
 /// `bias_dropout_fusion = False` (`gpt_oss_bridge.py`), so `bias_dropout_add_unfused` adds the
 /// bias in its own kernel (read and write the output, 2 act per element; dropout at p = 0

@@ -535,6 +535,11 @@ TEST_SUITE("llama") {
       CHECK(find(ops, "input_norm", Pass::forward)->bytes == approx(4.0 * 8388608));
       CHECK(find(ops, "rope", Pass::forward)->bytes == approx(4.0 * 10485760));
       CHECK(find(ops, "swiglu", Pass::forward)->bytes == approx(6.0 * 29360128));
+      // One fused kernel each for the host to issue.
+      for (const char* name : {"input_norm", "rope", "swiglu"}) CHECK(find(ops, name, Pass::forward)->host_kernels == 1);
+      for (const char* name : {"input_norm_bwd", "rope_bwd", "swiglu_bwd"}) {
+        CHECK(find(ops, name, Pass::backward_input)->host_kernels == 1);
+      }
     }
     SUBCASE("deepspeed, fused_rmsnorm = false, attention = torch") {
       tr.framework = Framework::deepspeed;
@@ -554,6 +559,22 @@ TEST_SUITE("llama") {
       CHECK(find(ops, "softmax", Pass::forward)->bytes == approx(25.0 * 134217728));
       CHECK(find(ops, "softmax_bwd", Pass::backward_input)->bytes == approx(29.0 * 134217728));
       CHECK(find(ops, "attention_dropout", Pass::forward) == nullptr);  // llama: no dropout
+      // Every eager step is a kernel the host issues (the chains above, with the tiny [T, 1]
+      // steps of the norm: + eps and rsqrt forward; rsqrt's gradient -0.5·grad·result.pow(3)).
+      CHECK(find(ops, "input_norm", Pass::forward)->host_kernels == 8);
+      CHECK(find(ops, "mlp_norm", Pass::forward)->host_kernels == 8);
+      CHECK(find(ops, "input_norm_bwd", Pass::backward_input)->host_kernels == 16);
+      CHECK(find(ops, "rope", Pass::forward)->host_kernels == 10);        // 5 for q, 5 for k
+      CHECK(find(ops, "rope_bwd", Pass::backward_input)->host_kernels == 18);  // 9 each
+      CHECK(find(ops, "swiglu", Pass::forward)->host_kernels == 2);       // silu, product
+      CHECK(find(ops, "swiglu_bwd", Pass::backward_input)->host_kernels == 3);
+      CHECK(find(ops, "softmax", Pass::forward)->host_kernels == 4);
+      CHECK(find(ops, "softmax_bwd", Pass::backward_input)->host_kernels == 4);
+      // torch.compile fuses the chains (eager_kernels off): one kernel each again.
+      Training compiled = tr;
+      compiled.framework = Framework::fsdp;
+      compiled.torch.compile = true;
+      CHECK(find(layer_ops(m, compiled, l), "rope", Pass::forward)->host_kernels == 1);
       // The FLOPs do not change with the kernel set.
       Training mt = tr;
       mt.framework = Framework::megatron;
