@@ -381,7 +381,8 @@ void layer_recompute_selective_op(std::vector<Op>& ops, const Dims& d) {
   if (d.gated) {
     push(linear_gemm(d, fw, "w3", d.tokens, fc2_in, d.h));
     const MlpCore core = dense_mlp_core(d);
-    Op act = mem(fw, "swiglu", MemoryKernel::swiglu, core.act_fwd_bytes * d.act * static_cast<double>(d.tokens * fc2_in));
+    Op act = mem(fw, "swiglu", MemoryKernel::swiglu,
+                 core.act_fwd_bytes * d.act * static_cast<double>(d.tokens * fc2_in));
     act.host_kernels = core.act_fwd_kernels;
     push(act);
   } else {
@@ -511,7 +512,8 @@ namespace detail {
 void mlp_core_backward(std::vector<Op>& ops, const Dims& d, const MlpCore& c) {
   const long long fc2_in = c.width / d.t;
   row_backward(ops, d, c.names.fc2_dgrad, c.names.fc2_wgrad, fc2_in, d.h);
-  Op act = mem(Pass::backward_input, c.names.act_bwd, c.gated ? MemoryKernel::swiglu : MemoryKernel::gelu,
+  Op act = mem(Pass::backward_input, c.names.act_bwd,
+               c.gated ? MemoryKernel::swiglu : MemoryKernel::gelu,
                c.act_bwd_bytes * d.act * static_cast<double>(d.tokens * fc2_in));
   act.host_kernels = c.act_bwd_kernels;
   ops.push_back(act);

@@ -293,7 +293,9 @@ static double rope_fwd_per_elem(const Dims& d) {
   if (d.gpt_oss) return 12.0 * d.act;
   return (d.x.eager_kernels ? 10.0 : 2.0) * d.act;
 }
-static double rope_bwd_per_elem(const Dims& d) { return (d.x.eager_kernels || d.gpt_oss ? 15.0 : 2.0) * d.act; }
+static double rope_bwd_per_elem(const Dims& d) {
+  return (d.x.eager_kernels || d.gpt_oss ? 15.0 : 2.0) * d.act;
+}
 Op rope_forward(const Dims& d, double elements) {
   Op op = mem(Pass::forward, "rope", MemoryKernel::rope, rope_fwd_per_elem(d) * elements);
   if (d.gpt_oss) {
@@ -304,7 +306,8 @@ Op rope_forward(const Dims& d, double elements) {
   return op;
 }
 Op rope_backward(const Dims& d, double elements) {
-  Op op = mem(Pass::backward_input, "rope_bwd", MemoryKernel::rope, rope_bwd_per_elem(d) * elements);
+  Op op = mem(Pass::backward_input, "rope_bwd", MemoryKernel::rope,
+              rope_bwd_per_elem(d) * elements);
   if (d.gpt_oss || d.x.eager_kernels) op.host_kernels = 2 * 9;
   return op;
 }

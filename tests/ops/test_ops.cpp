@@ -536,7 +536,9 @@ TEST_SUITE("llama") {
       CHECK(find(ops, "rope", Pass::forward)->bytes == approx(4.0 * 10485760));
       CHECK(find(ops, "swiglu", Pass::forward)->bytes == approx(6.0 * 29360128));
       // One fused kernel each for the host to issue.
-      for (const char* name : {"input_norm", "rope", "swiglu"}) CHECK(find(ops, name, Pass::forward)->host_kernels == 1);
+      for (const char* name : {"input_norm", "rope", "swiglu"}) {
+        CHECK(find(ops, name, Pass::forward)->host_kernels == 1);
+      }
       for (const char* name : {"input_norm_bwd", "rope_bwd", "swiglu_bwd"}) {
         CHECK(find(ops, name, Pass::backward_input)->host_kernels == 1);
       }

@@ -204,8 +204,10 @@ TEST_SUITE("llama") {
     CHECK(bytes_named(ops, "fp8_scale", Pass::backward_input) == 4.0 * 12.0);
     // Each zero precedes its amax pass; each scale precedes its cast.
     for (std::size_t i = 0; i + 1 < ops.size(); ++i) {
-      if (std::string_view(ops[i].name) == "fp8_amax_zero") CHECK(std::string_view(ops[i + 1].name) == "fp8_amax");
-      if (std::string_view(ops[i].name) == "fp8_scale") CHECK(std::string_view(ops[i + 1].name) == "fp8_cast");
+      const std::string_view name(ops[i].name);
+      const std::string_view next(ops[i + 1].name);
+      if (name == "fp8_amax_zero") CHECK(next == "fp8_amax");
+      if (name == "fp8_scale") CHECK(next == "fp8_cast");
     }
     // Delayed scaling (amax history) and MXFP8 (block scales inside the cast) launch neither.
     for (Fp8Recipe r : {Fp8Recipe::delayed, Fp8Recipe::mxfp8, Fp8Recipe::nvfp4}) {
