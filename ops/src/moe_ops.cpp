@@ -109,12 +109,6 @@ int router_scoring_kernels(const Dims& d, Pass pass) {
   return kernels;
 }
 
-/// `op` as the host issues it: `kernels` launches from eager PyTorch (Op::host_kernels).
-Op issued_as(int kernels, Op op) {
-  op.host_kernels = kernels;
-  return op;
-}
-
 /// Rows of one expert's GEMM (at least one).
 long long expert_rows(const Dims& d) { return std::max(1LL, static_cast<long long>(std::ceil(d.expert_tokens))); }
 
@@ -269,6 +263,8 @@ void expert_quantize(std::vector<Op>& ops, const Dims& d, Pass pass, double elem
   if (casts_splits_together(d.x.recipe)) return;
   for (std::size_t i = from; i < ops.size(); ++i) {
     if (!ops[i].is_compute()) continue;
+    // The amax zeroing and the scale (issued_as 0: no host cost of their own) repeat on the
+    // GPU once per split; the amax and the cast carry the split loop's host time.
     if (ops[i].host_kernels == 0) {
       ops[i].count = static_cast<int>(d.local_experts);
     } else {

@@ -109,9 +109,9 @@ void attention_forward(std::vector<Op>& ops, const Dims& d, const Training& tr, 
     const double scores = static_cast<double>(d.b) * static_cast<double>(d.nq / d.t) *
                           static_cast<double>(d.sr) * static_cast<double>(d.s);
     const double per = kernel == AttentionKernel::torch ? 4.0 * d.act + 17.0 : 2.0 * d.act;
-    Op softmax = mem(Pass::forward, "softmax", MemoryKernel::softmax, per * scores);
-    if (kernel == AttentionKernel::torch) softmax.host_kernels = 4;  // each step its own kernel
-    push(softmax);
+    // Torch: each of the four steps is its own kernel.
+    push(issued_as(kernel == AttentionKernel::torch ? 4 : 1,
+                   mem(Pass::forward, "softmax", MemoryKernel::softmax, per * scores)));
     if (d.dropout) {
       // Attention dropout (Megatron core attention, p = 0.1): read the probabilities, write
       // the scaled copy and the 1-byte mask.
@@ -134,9 +134,9 @@ void attention_backward(std::vector<Op>& ops, const Dims& d, const Training& tr)
                         (2.0 * d.act + 1.0) * scores));
     }
     const double per = kernel == AttentionKernel::torch ? 4.0 * d.act + 21.0 : 3.0 * d.act;
-    Op softmax = mem(Pass::backward_input, "softmax_bwd", MemoryKernel::softmax, per * scores);
-    if (kernel == AttentionKernel::torch) softmax.host_kernels = 4;
-    ops.push_back(softmax);
+    ops.push_back(issued_as(kernel == AttentionKernel::torch ? 4 : 1,
+                            mem(Pass::backward_input, "softmax_bwd", MemoryKernel::softmax,
+                                per * scores)));
   }
   if (d.c <= 1) {
     ops.push_back(attention(Pass::backward_input, "core_attention_bwd", d, kernel, Mask::causal, d.sr,
@@ -304,10 +304,9 @@ void mlp_core_forward(std::vector<Op>& ops, const Dims& d, const MlpCore& c, Run
   };
   const long long fc2_in = c.width / d.t;
   column_forward(ops, d, c.fc1, run);
-  Op act = mem(fw, c.names.act, c.gated ? MemoryKernel::swiglu : MemoryKernel::gelu,
-               c.act_fwd_bytes * d.act * static_cast<double>(d.tokens * fc2_in));
-  act.host_kernels = c.act_fwd_kernels;
-  push(act);
+  push(issued_as(c.act_fwd_kernels,
+                 mem(fw, c.names.act, c.gated ? MemoryKernel::swiglu : MemoryKernel::gelu,
+                     c.act_fwd_bytes * d.act * static_cast<double>(d.tokens * fc2_in))));
   quantize_weight(ops, d, fc2_in, d.h, run);
   quantize(ops, d, fw, static_cast<double>(d.tokens * fc2_in), run);
   tp_row_forward(ops, d, fw, run, RowCollective::under_gemm);
@@ -381,10 +380,9 @@ void layer_recompute_selective_op(std::vector<Op>& ops, const Dims& d) {
   if (d.gated) {
     push(linear_gemm(d, fw, "w3", d.tokens, fc2_in, d.h));
     const MlpCore core = dense_mlp_core(d);
-    Op act = mem(fw, "swiglu", MemoryKernel::swiglu,
-                 core.act_fwd_bytes * d.act * static_cast<double>(d.tokens * fc2_in));
-    act.host_kernels = core.act_fwd_kernels;
-    push(act);
+    push(issued_as(core.act_fwd_kernels,
+                   mem(fw, "swiglu", MemoryKernel::swiglu,
+                       core.act_fwd_bytes * d.act * static_cast<double>(d.tokens * fc2_in))));
   } else {
     push(mem(fw, "gelu", MemoryKernel::gelu, 2.0 * d.act * static_cast<double>(d.tokens * fc2_in)));
   }
@@ -512,11 +510,10 @@ namespace detail {
 void mlp_core_backward(std::vector<Op>& ops, const Dims& d, const MlpCore& c) {
   const long long fc2_in = c.width / d.t;
   row_backward(ops, d, c.names.fc2_dgrad, c.names.fc2_wgrad, fc2_in, d.h);
-  Op act = mem(Pass::backward_input, c.names.act_bwd,
-               c.gated ? MemoryKernel::swiglu : MemoryKernel::gelu,
-               c.act_bwd_bytes * d.act * static_cast<double>(d.tokens * fc2_in));
-  act.host_kernels = c.act_bwd_kernels;
-  ops.push_back(act);
+  ops.push_back(issued_as(c.act_bwd_kernels,
+                          mem(Pass::backward_input, c.names.act_bwd,
+                              c.gated ? MemoryKernel::swiglu : MemoryKernel::gelu,
+                              c.act_bwd_bytes * d.act * static_cast<double>(d.tokens * fc2_in))));
   column_backward(ops, d, c.fc1, d.h, Operands::recipe);
 }
 

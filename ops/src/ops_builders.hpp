@@ -130,6 +130,8 @@ void quantize_other_axis(std::vector<Op>& ops, const Dims& d, Pass pass, double 
 void rowwise_rescale(std::vector<Op>& ops, const Dims& d, Pass pass, double output_elements);
 void tp_row_forward(std::vector<Op>& ops, const Dims& d, Pass pass, Run run, RowCollective at);
 void tp_column_forward(std::vector<Op>& ops, const Dims& d, Pass pass, Run run);
+/// `op` as the host issues it: `kernels` launches from eager PyTorch (Op::host_kernels).
+Op issued_as(int kernels, Op op);
 /// One pass of a norm (TE's or Apex's fused kernel, or the eager chain), with the kernels the
 /// host issues for it (primitives.cpp).
 Op norm_forward(const Dims& d, const char* name);

@@ -65,6 +65,11 @@ Op p2p(Pass pass, const char* name, CommDim dim, double bytes, int count, Wait w
   return op;
 }
 
+Op issued_as(int kernels, Op op) {
+  op.host_kernels = kernels;
+  return op;
+}
+
 /// A GEMM of a transformer linear layer: in the recipe's format under FP8.
 Op linear_gemm(const Dims& d, Pass pass, const char* name, long long m, long long n, long long k) {
   Op op = gemm(pass, name, m, n, k);
@@ -116,9 +121,8 @@ void quantize(std::vector<Op>& ops, const Dims& d, Pass pass, double elements, R
     const bool current = d.x.recipe == Fp8Recipe::current;
     if (input != CastInput::te_norm_output || !norm_computes_amax(d.x.recipe)) {
       if (current) {
-        Op z = mem(pass, "fp8_amax_zero", MemoryKernel::amax, 4.0);
+        Op z = issued_as(0, mem(pass, "fp8_amax_zero", MemoryKernel::amax, 4.0));
         z.recompute = recompute;
-        z.host_kernels = 0;
         ops.push_back(z);
       }
       Op a = mem(pass, "fp8_amax", MemoryKernel::amax, d.act * elements);
@@ -132,9 +136,8 @@ void quantize(std::vector<Op>& ops, const Dims& d, Pass pass, double elements, R
       ops.push_back(r);
     }
     if (current) {
-      Op c = mem(pass, "fp8_scale", MemoryKernel::amax, 12.0);
+      Op c = issued_as(0, mem(pass, "fp8_scale", MemoryKernel::amax, 12.0));
       c.recompute = recompute;
-      c.host_kernels = 0;
       ops.push_back(c);
     }
   }
@@ -259,14 +262,12 @@ static double norm_bwd_bytes(const Dims& d) {
   return per * static_cast<double>(d.tokens_sp * d.h);
 }
 Op norm_forward(const Dims& d, const char* name) {
-  Op op = mem(Pass::forward, name, norm_kernel(d), norm_fwd_bytes(d));
-  if (d.eager_norm) op.host_kernels = kEagerNormFwdKernels;
-  return op;
+  return issued_as(d.eager_norm ? kEagerNormFwdKernels : 1,
+                   mem(Pass::forward, name, norm_kernel(d), norm_fwd_bytes(d)));
 }
 Op norm_backward(const Dims& d, const char* name) {
-  Op op = mem(Pass::backward_input, name, norm_kernel(d), norm_bwd_bytes(d));
-  if (d.eager_norm) op.host_kernels = kEagerNormBwdKernels;
-  return op;
+  return issued_as(d.eager_norm ? kEagerNormBwdKernels : 1,
+                   mem(Pass::backward_input, name, norm_kernel(d), norm_bwd_bytes(d)));
 }
 double residual_bytes(const Dims& d) {
   // read two operands, write one; Megatron GPT's fused bias-dropout-add also writes (fwd) /
@@ -297,19 +298,14 @@ static double rope_bwd_per_elem(const Dims& d) {
   return (d.x.eager_kernels || d.gpt_oss ? 15.0 : 2.0) * d.act;
 }
 Op rope_forward(const Dims& d, double elements) {
-  Op op = mem(Pass::forward, "rope", MemoryKernel::rope, rope_fwd_per_elem(d) * elements);
-  if (d.gpt_oss) {
-    op.host_kernels = 2 * 6;
-  } else if (d.x.eager_kernels) {
-    op.host_kernels = 2 * 5;
-  }
-  return op;
+  const int per_tensor = d.gpt_oss ? 6 : (d.x.eager_kernels ? 5 : 0);
+  return issued_as(per_tensor > 0 ? 2 * per_tensor : 1,
+                   mem(Pass::forward, "rope", MemoryKernel::rope, rope_fwd_per_elem(d) * elements));
 }
 Op rope_backward(const Dims& d, double elements) {
-  Op op = mem(Pass::backward_input, "rope_bwd", MemoryKernel::rope,
-              rope_bwd_per_elem(d) * elements);
-  if (d.gpt_oss || d.x.eager_kernels) op.host_kernels = 2 * 9;
-  return op;
+  return issued_as(d.gpt_oss || d.x.eager_kernels ? 2 * 9 : 1,
+                   mem(Pass::backward_input, "rope_bwd", MemoryKernel::rope,
+                       rope_bwd_per_elem(d) * elements));
 }
 /// gpt-oss's output-projection bias: Megatron-Bridge's gpt-oss provider sets
 /// `bias_dropout_fusion = False` (`gpt_oss_bridge.py`), so `bias_dropout_add_unfused` adds the
