@@ -1,10 +1,13 @@
-// tetrasim calibrate [--out PROFILE] [--gemm] [--attention] [--memory] [--nccl] [--quick]
+// tetrasim calibrate [--out PROFILE] [--gemm] [--attention] [--memory] [--nccl] [--quick] [--host]
 //                    [--import-trace FILE[,FILE...] [--gpu NAME] [--other-gpu] [--ranks-per-node N]]
 //                    [--tables FILE] [--sms N] [--json]
 // Measures this node (or a job of nodes under mpirun / srun), or takes the rows from a trace
 // of a real run or from recorded tables, fits them and writes a calibration profile
 // (docs/calibration.md). Without a GPU the measuring path says so on one line and exits 1.
+// --host measures the host memory rates a data loader's worker moves (no GPU needed) and
+// prints them as a scenario's [cluster.host] table.
 
+#include <cmath>
 #include <cstdio>
 #include <iostream>
 #include <optional>
@@ -17,6 +20,7 @@
 #include "output.hpp"
 #include "tetra/calib/bounded_fit.hpp"
 #include "tetra/calib/curve_fit.hpp"
+#include "tetra/calib/host_rates.hpp"
 #include "tetra/calib/rank_merge.hpp"
 #include "tetra/calib/runner.hpp"
 #include "tetra/calib/tables.hpp"
@@ -31,6 +35,7 @@ namespace {
 struct CalibrateArgs {
   std::string out = "tetrasim.profile.toml";
   bool gemm = false, attention = false, memory = false, nccl = false, quick = false, json = false;
+  bool host = false;
   std::vector<std::string> import_trace;  // one trace, or the traces of the ranks of one run
   std::string tables;
   std::string gpu;
@@ -214,7 +219,22 @@ costmodel::Profile import_profile(const CalibrateArgs& args, nlohmann::json& rep
   return std::move(bounded.profile);
 }
 
+/// --host: the fastest of five passes over 512 MiB, as a scenario's [cluster.host] table.
+int run_host_calibration(const CalibrateArgs& args) {
+  const calib::HostRates r = calib::measure_host_rates(std::size_t{512} << 20, 5);
+  if (args.json) {
+    print_json({{"first_touch_bandwidth_Bps", std::round(r.first_touch_Bps)},
+                {"copy_bandwidth_Bps", std::round(r.copy_Bps)}});
+  } else {
+    std::cout << "[cluster.host]\n"
+              << "first_touch_bandwidth = \"" << fixed(r.first_touch_Bps / 1e9, 2) << "GB/s\"\n"
+              << "copy_bandwidth = \"" << fixed(r.copy_Bps / 1e9, 2) << "GB/s\"\n";
+  }
+  return 0;
+}
+
 int run_calibrate(const CalibrateArgs& args) {
+  if (args.host) return run_host_calibration(args);
   if (!args.import_trace.empty() && !args.tables.empty()) {
     throw UserError("calibrate: give either --import-trace or --tables, not both");
   }
@@ -312,6 +332,11 @@ void register_calibrate(CLI::App& app, Action& action) {
       ->check(CLI::Range(1, 1024))
       ->needs(import);
   cmd->add_option("--sms", args->sms, "SM count for the GEMM fit when the source does not say")->check(CLI::Range(1, 100000));
+  auto* host = cmd->add_flag("--host", args->host,
+                              "measure this host's memory rates for a data loader's worker (no GPU needed) and print "
+                              "them as a [cluster.host] table");
+  host->excludes(import)->excludes("--tables")->excludes("--gemm")->excludes("--attention")->excludes("--memory")
+      ->excludes("--nccl")->excludes("--quick");
   cmd->add_flag("--json", args->json, "print the summary as JSON");
   cmd->callback([args, &action] { action = [args] { return run_calibrate(*args); }; });
 }

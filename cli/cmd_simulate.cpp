@@ -76,6 +76,10 @@ nlohmann::json simulate_json(const scenarios::Scenario& sc, const sim::Result& r
                          {"dp", round_to(r.exposed.dp, 6)}};
   if (sc.model.is_moe()) j["exposed_comm_s"]["ep"] = round_to(r.exposed.ep, 6);
   if (sc.model.is_moe() || r.host_wait_s > 0) j["host_wait_s"] = round_to(r.host_wait_s, 6);
+  if (r.data_loader_wait_s > 0) {
+    j["data_loader_s"] = round_to(r.data_loader_s, 6);
+    j["data_loader_wait_s"] = round_to(r.data_loader_wait_s, 6);
+  }
   j["fits"] = r.fits;
   j["peak_gib"] = gib3(r.peak_bytes);
   j["capacity_gib"] = gib3(r.memory.capacity_bytes);
@@ -174,6 +178,11 @@ int run_simulate(const SimulateArgs& args) {
   if (sc.model.is_moe() || r.host_wait_s > 0) {
     // Before the memory row: the GPU idle while the host issues kernels.
     rows.insert(rows.end() - 1, {"GPU waiting for host", fixed(r.host_wait_s, 3) + " s"});
+  }
+  if (r.data_loader_wait_s > 0) {
+    // Before the memory row: the step paced by the host building its micro-batches.
+    rows.insert(rows.end() - 1, {"waiting for the data loader", fixed(r.data_loader_wait_s, 3) + " s (it needs " +
+                                                                    fixed(r.data_loader_s, 3) + " s a step)"});
   }
   std::cout << format_table({"metric", "value"}, rows) << '\n';
   std::vector<std::vector<std::string>> st;

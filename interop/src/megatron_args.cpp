@@ -202,6 +202,7 @@ LaunchConfig read_megatron(std::string_view text, const std::string& path, const
   read_world(flags_of(before), path, options, c);
 
   bool gqa = false, swiglu = false, untied = false;
+  bool mask_per_sample = false, no_mask = false;  // the data loader's attention mask
   std::string granularity, method, normalization;
   std::optional<Number> recompute_layers;
   for (const Flag& f : flags_of(after)) {
@@ -209,6 +210,13 @@ LaunchConfig read_megatron(std::string_view text, const std::string& path, const
       c.*(it->second) = number_of(f, path);
     } else if (f.name == "--recompute-num-layers") {
       recompute_layers = number_of(f, path);
+    } else if (f.name == "--reset-attention-mask" || f.name == "--reset-position-ids" || f.name == "--eod-mask-loss") {
+      // GPTDataset cannot cache the mask: it is built for every sample (parallel/data_loader.hpp).
+      mask_per_sample = true;
+    } else if (f.name == "--no-create-attention-mask-in-dataloader") {
+      no_mask = true;
+    } else if (f.name == "--num-workers") {
+      c.training_keys.emplace_back("dataloader_workers", std::to_string(number_of(f, path).value));
     } else if (f.name == "--cp-comm-type") {
       // One type for every layer maps; a per-layer list (and a2a+p2p) does not.
       const auto comm = f.values.size() == 1 ? parallel::parse_cp_comm(f.values.front().text) : std::nullopt;
@@ -221,6 +229,11 @@ LaunchConfig read_megatron(std::string_view text, const std::string& path, const
                !name_flag(f, path, c, gqa, granularity, method, normalization)) {
       c.not_mapped.push_back(written(f));
     }
+  }
+  if (no_mask) {
+    c.training_keys.emplace_back("dataloader_mask", "\"none\"");
+  } else if (mask_per_sample) {
+    c.training_keys.emplace_back("dataloader_mask", "\"per_sample\"");
   }
   if (!gqa) c.kv_heads.reset();  // --num-query-groups counts only with --group-query-attention
   c.arch = swiglu || normalization == "RMSNorm" ? "llama" : "gpt";

@@ -279,6 +279,15 @@ std::optional<LayoutIssue> check_layout(const Model& model, long long world,
                      to_string(layout.recompute) + "\")");
   }
 
+  // 11a. A mask built in the data loader is Megatron-Core GPTDataset's.
+  if (training.dataloader_mask && *training.dataloader_mask != LoaderMask::none &&
+      training.framework != Framework::megatron) {
+    return issue("dataloader_mask", "loader-mask-needs-megatron",
+                 std::string("dataloader_mask=\"") + to_string(*training.dataloader_mask) +
+                     "\" is Megatron-Core GPTDataset's host-built attention mask; framework \"" +
+                     to_string(training.framework) + "\" builds none");
+  }
+
   // 11b. Activation offloading is Megatron-Core's (`cpu_offloading_num_layers`), which
   // transformer_block.py allows only below the layers of a model chunk.
   if (layout.offload_layers > 0) {

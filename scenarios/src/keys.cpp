@@ -54,6 +54,7 @@ constexpr std::array kKeys = std::to_array<KeyInfo>({
     {"cluster", "gpu", "table", "the preset's", "", "the GPU: [cluster.gpu]", ""},
     {"cluster", "intra_node", "table", "the preset's", "", "the links inside a node: [cluster.intra_node]", ""},
     {"cluster", "inter_node", "table", "the preset's", "", "the network between nodes: [cluster.inter_node]", ""},
+    {"cluster", "host", "table", "measured defaults", "", "the memory of the node's CPU as one data-loader worker uses it: [cluster.host]", ""},
     {"cluster.gpu", "preset", "name", "none", "`tetrasim presets` lists them", "a built-in GPU; the keys beside it override it", ""},
     {"cluster.gpu", "memory", "quantity", "the preset's", "1MiB..1PB", "device memory as the device reports it (nvidia-smi total), e.g. \"80GiB\"", "nvidia-smi `memory.total`"},
     {"cluster.gpu", "bf16_peak", "quantity", "the preset's", "> 0, at most 10EFLOP/s", "dense BF16 tensor-core peak, e.g. \"989TFLOP/s\"", "the GPU's datasheet"},
@@ -73,6 +74,8 @@ constexpr std::array kKeys = std::to_array<KeyInfo>({
     {"cluster.inter_node", "latency", "quantity", "the preset's", "0..10s", "one network hop", ""},
     {"cluster.inter_node", "pod_gpus", "integer", "0 (one pod)", "whole nodes, 1..1000000", "GPUs of one pod of an oversubscribed fabric: consecutive ranks under full bisection bandwidth", "Dubey et al. 2024 (Llama 3, arXiv 2407.21783) §3.3.1: pods of 3,072 GPUs"},
     {"cluster.inter_node", "oversubscription", "number", "1", "1..64", "how many times thinner the layer joining the pods is than the NICs below it (7 for 1:7)", "Dubey et al. 2024 §3.3.1: 1:7 between pods"},
+    {"cluster.host", "first_touch_bandwidth", "quantity", "2.73GB/s", "> 0, at most 10PB/s", "one thread writing freshly allocated memory (page faults included); `tetrasim calibrate --host` measures it", "tests/data/calib/host_rates_epyc_kvm.toml"},
+    {"cluster.host", "copy_bandwidth", "quantity", "18.85GB/s", "> 0, at most 10PB/s", "one thread copying between resident buffers (bytes copied); `tetrasim calibrate --host` measures it", "tests/data/calib/host_rates_epyc_kvm.toml"},
     // ---- [training] ----
     // The plain keys, one row each in parallel/training_keys.def.
 #define TRAINING_SWITCH(name, value, needs, meaning, source) {"training", #name, "boolean", #value, needs, meaning, source},
@@ -92,6 +95,7 @@ constexpr std::array kKeys = std::to_array<KeyInfo>({
     {"training", "reshard_after_forward", "boolean or integer", "FSDP2's default", "true, false or a group size >= 1", "FSDP2 `reshard_after_forward`", "PyTorch `fully_shard`"},
     {"training", "moe_capacity_factor", "number", "dropless", "0.001..1000", "tokens per expert capped at this multiple of the balanced share", "Megatron-Core `moe_expert_capacity_factor`"},
     {"training", "moe_routing_imbalance", "number", "1.04", "1..1000", "tokens of the busiest expert rank over the mean (1.0 for force-balanced runs)", "arXiv 2408.15664 Table 2 (MaxVio)"},
+    {"training", "dataloader_mask", "name", "cached (framework megatron), none (others)", "none, cached, per_sample", "the attention mask the host data loader builds for each sample: none, one kept and collated (cached), or one built anew (per_sample: reset_position_ids, reset_attention_mask or eod_mask_loss); it paces the step when the loader is slower than the GPUs", "Megatron-Core GPTDataset `create_attention_mask`"},
     {"training", "cuda_graph", "list", "none", "attn, mlp, moe, moe_router, moe_preprocess, layer, full_iteration", "what runs inside CUDA graphs (no host time); an array or one string joined by '+'", "Megatron-Core `cuda_graph_scope`"},
     {"training", "adam_moments_dtype", "name", "fp32", "fp32, bf16", "dtype of Adam's two moments (framework megatron)", "Megatron-Core `exp_avg_dtype`, `exp_avg_sq_dtype`"},
     // ---- [layout] ----

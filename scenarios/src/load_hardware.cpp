@@ -309,6 +309,18 @@ const toml::source_region* load_inter(const Section& s, const toml::node& n, hw:
   return &g.table.source();
 }
 
+/// [cluster.host].
+void load_host(const Section& s, const toml::node& n, hw::Host& host) {
+  const Section g{s.doc, "cluster.host", s.subtable(n, "host")};
+  g.check_keys(key_names("cluster.host"));
+  if (const auto* v = g.get("first_touch_bandwidth")) {
+    host.first_touch_Bps = g.quantity(*v, "first_touch_bandwidth", units::parse_bandwidth, "2.7GB/s", kMaxBandwidth);
+  }
+  if (const auto* v = g.get("copy_bandwidth")) {
+    host.copy_Bps = g.quantity(*v, "copy_bandwidth", units::parse_bandwidth, "20GB/s", kMaxBandwidth);
+  }
+}
+
 }  // namespace
 
 hw::Cluster load_cluster(const Doc& doc, const toml::table& table) {
@@ -357,6 +369,7 @@ hw::Cluster load_cluster(const Doc& doc, const toml::table& table) {
   if (const auto* n = s.get("intra_node")) intra_region = load_intra(s, *n, c.intra, domain_node);
   const toml::source_region* inter_region = &table.source();
   if (const auto* n = s.get("inter_node")) inter_region = load_inter(s, *n, c.inter, c.gpus_per_node);
+  if (const auto* n = s.get("host")) load_host(s, *n, c.host);
 
   // Without presets every number must be given.
   auto need = [&](bool ok, const toml::source_region& region, std::string_view section,

@@ -129,6 +129,8 @@ void set_training_key(const Section& s, std::string_view k, const toml::node& n,
     t.moe_capacity_factor = s.number(n, k, 1e-3, 1e3);
   } else if (k == "moe_routing_imbalance") {
     t.moe_imbalance = s.number(n, k, 1.0, 1e3);
+  } else if (k == "dataloader_mask") {
+    t.dataloader_mask = enum_value(s, n, k, parallel::parse_loader_mask, kLoaderMask);
   } else if (k == "cuda_graph") {
     const parallel::CudaGraphsParse parsed = parallel::parse_cuda_graphs(plus_joined(s, n, k));
     if (!parsed.unknown.empty()) {

@@ -227,6 +227,8 @@ inline constexpr std::initializer_list<parallel::FlexBackend> kFlexBackend{paral
                                                                   parallel::FlexBackend::hybridep};
 inline constexpr std::initializer_list<parallel::CpComm> kCpComm{
     parallel::CpComm::p2p, parallel::CpComm::all_gather, parallel::CpComm::a2a};
+inline constexpr std::initializer_list<parallel::LoaderMask> kLoaderMask{
+    parallel::LoaderMask::none, parallel::LoaderMask::cached, parallel::LoaderMask::per_sample};
 inline constexpr std::initializer_list<model::Arch> kArch{model::Arch::llama, model::Arch::gpt, model::Arch::gpt_oss};
 inline constexpr std::initializer_list<hw::IntraKind> kIntraKind{
     hw::IntraKind::nvswitch, hw::IntraKind::nvlink_mesh, hw::IntraKind::pcie};

@@ -572,7 +572,7 @@ void add_memory_and_stages(Result& res, const SimInput& in, const SimOptions& op
     sr.layers = rank_layers.at(static_cast<std::size_t>(r));
     const auto& so = step.stages[static_cast<std::size_t>(r)];
     sr.busy_s = so.busy_s;
-    sr.idle_s = so.idle_s + in.step_overhead_s;
+    sr.idle_s = so.idle_s + in.step_overhead_s + res.data_loader_wait_s;
     sr.inflight = so.inflight;
     if (static_cast<std::size_t>(r) < res.memory.stages.size()) {
       const auto& sm = res.memory.stages[static_cast<std::size_t>(r)];
@@ -643,8 +643,12 @@ Result Simulator::run(const SimInput& in, const SimOptions& options) {
   res.layout = layout;
   res.micro_batches = m;
   res.events = step_.events;
-  // A cluster's fixed per-step cost (costmodel::Factors) idles every stage.
-  res.step_time_s = step_.step_time_s + in.step_overhead_s;
+  // A cluster's fixed per-step cost (costmodel::Factors) idles every stage, and so does
+  // waiting for a data loader slower than the replayed step.
+  const double replayed = step_.step_time_s + in.step_overhead_s;
+  res.data_loader_s = m * costmodel::loader_seconds_per_micro_batch(training, layout, cluster.host);
+  res.step_time_s = std::max(replayed, res.data_loader_s);
+  res.data_loader_wait_s = res.step_time_s - replayed;
   res.bubble_fraction = step_.bubble_fraction;
   const double world = static_cast<double>(layout.world());
   const double tokens = static_cast<double>(training.global_batch) * training.seq_len;

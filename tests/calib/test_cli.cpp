@@ -51,6 +51,16 @@ TEST_SUITE("calib") {
     MESSAGE("stderr: " << r.err);
   }
 
+  TEST_CASE("calibrate --host needs no GPU and prints the [cluster.host] table a scenario takes") {
+    const auto r = run("calibrate --host", "host");
+    CHECK(r.code == 0);
+    CHECK(r.out.rfind("[cluster.host]\nfirst_touch_bandwidth = \"", 0) == 0);
+    CHECK(r.out.find("\ncopy_bandwidth = \"") != std::string::npos);
+    CHECK(r.out.find("GB/s\"\n") != std::string::npos);
+    // With the measuring flags of a GPU node it is a usage error.
+    CHECK(run("calibrate --host --gemm", "host_gemm").code != 0);
+  }
+
   TEST_CASE("import-trace needs no GPU and reports what it used") {
     const std::string out = std::string(TETRA_BINARY_DIR) + "/test_calib_import.profile.toml";
     const auto r = run("calibrate --import-trace " + kData + "kineto_small.json --sms 132 --out " + out + " --json",

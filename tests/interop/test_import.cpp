@@ -378,6 +378,30 @@ TEST_CASE("Megatron-LM arguments: shell forms") {
     CHECK(toml.find("# not mapped: --cp-comm-type p2p a2a\n") != std::string::npos);
     CHECK(tetra::scenarios::load_scenario_text(toml, "x").layout.cp_comm == tetra::parallel::CpComm::p2p);
   }
+  SUBCASE("the data loader's mask: reset flags build it per sample, --no-create-attention-mask-in-dataloader none") {
+    // Fujii et al.'s launchers (okoge-kaz/Megatron-LM scripts/abci/Llama-3.1-8B at e4e8c218)
+    // pass --reset-position-ids --reset-attention-mask.
+    const std::string model =
+        "--num-layers 32 --hidden-size 4096 --ffn-hidden-size 14336 --num-attention-heads 32 "
+        "--group-query-attention --num-query-groups 8 --swiglu --untie-embeddings-and-output-weights "
+        "--vocab-size 128256 --seq-length 8192 --global-batch-size 64 ";
+    o.gpus = 8;
+    auto load = [&](const std::string& flags) {
+      return tetra::scenarios::load_scenario_text(tetra::interop::import_scenario(model + flags + "\n", "args.txt", o), "x");
+    };
+    const auto reset = load("--reset-position-ids --reset-attention-mask --num-workers 4");
+    REQUIRE(reset.training.dataloader_mask);
+    CHECK(*reset.training.dataloader_mask == tetra::parallel::LoaderMask::per_sample);
+    CHECK(reset.training.dataloader_workers == 4);
+    const auto eod = load("--eod-mask-loss");
+    CHECK(tetra::parallel::loader_mask(eod.training) == tetra::parallel::LoaderMask::per_sample);
+    const auto none = load("--reset-attention-mask --no-create-attention-mask-in-dataloader");
+    CHECK(tetra::parallel::loader_mask(none.training) == tetra::parallel::LoaderMask::none);
+    const auto plain = load("");
+    CHECK_FALSE(plain.training.dataloader_mask);
+    CHECK(tetra::parallel::loader_mask(plain.training) == tetra::parallel::LoaderMask::cached);
+    CHECK(plain.training.dataloader_workers == 2);
+  }
   SUBCASE("layers per virtual stage give vp") {
     const std::string text =
         "--num-layers 80 --hidden-size 8192 --ffn-hidden-size 28672 --num-attention-heads 64 "

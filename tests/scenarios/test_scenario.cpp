@@ -6,6 +6,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <string>
 
 #include "tetra/base/error.hpp"
@@ -657,4 +658,44 @@ TEST_CASE("[cluster].gpu_speed_spread: 1 % by default, 0 prices every GPU at the
   const std::string err = error_of([&] { (void)load(head + "gpu_speed_spread = 0.7\n", {}, false); });
   CHECK(err.rfind("t.toml:9:", 0) == 0);
   CHECK(err.find("[cluster].gpu_speed_spread") != std::string::npos);
+}
+
+TEST_CASE("[training] dataloader_mask and [cluster.host]: Megatron's host-built mask, the host's rates") {
+  std::string text = kBase;
+  text.replace(text.find("global_batch = 256"), 18, "global_batch = 256\ndataloader_mask = \"per_sample\"");
+  const Scenario sc = load(text);
+  REQUIRE(sc.training.dataloader_mask);
+  CHECK(*sc.training.dataloader_mask == tetra::parallel::LoaderMask::per_sample);
+  CHECK(tetra::parallel::loader_mask(load(kBase).training) == tetra::parallel::LoaderMask::cached);
+  // The PyTorch-native loaders build no mask: asking for one is an error at the key (line 12).
+  std::string fsdp = text;
+  fsdp.replace(fsdp.find("global_batch = 256"), 18, "global_batch = 256\nframework = \"fsdp\"");
+  const std::string e = error_of([&] { (void)load(fsdp); });
+  CHECK(e.rfind("t.toml:12:19:", 0) == 0);
+  CHECK(e.find("[training].dataloader_mask") != std::string::npos);
+  CHECK(e.find("framework \"fsdp\" builds none") != std::string::npos);
+  // [cluster.host]: the two rates, defaults from tests/data/calib/host_rates_epyc_kvm.toml.
+  CHECK(load(kBase).cluster.host.first_touch_Bps == approx(2.73e9));
+  CHECK(load(kBase).cluster.host.copy_Bps == approx(18.85e9));
+  std::string host = kBase;
+  host.replace(host.find("nodes = 4"), 9, "nodes = 4\n[cluster.host]\nfirst_touch_bandwidth = \"5GB/s\"\ncopy_bandwidth = \"40GB/s\"");
+  const Scenario h = load(host);
+  CHECK(h.cluster.host.first_touch_Bps == approx(5e9));
+  CHECK(h.cluster.host.copy_Bps == approx(40e9));
+  host = kBase;
+  host.replace(host.find("nodes = 4"), 9, "nodes = 4\n[cluster.host]\ncopy_bandwidth = \"-1GB/s\"");
+  const std::string bad = error_of([&] { (void)load(host); });
+  CHECK(bad.rfind("t.toml:8:", 0) == 0);
+  CHECK(bad.find("[cluster.host].copy_bandwidth") != std::string::npos);
+}
+
+TEST_CASE("[cluster.host] defaults are the recorded `tetrasim calibrate --host` medians") {
+  std::ifstream in(std::string(TETRA_SOURCE_DIR) + "/tests/data/calib/host_rates_epyc_kvm.toml");
+  REQUIRE(in);
+  std::stringstream recorded;
+  recorded << in.rdbuf();
+  const Scenario sc = load(kBase + recorded.str());
+  const tetra::hw::Host defaults;
+  CHECK(sc.cluster.host.first_touch_Bps == approx(defaults.first_touch_Bps));
+  CHECK(sc.cluster.host.copy_Bps == approx(defaults.copy_Bps));
 }

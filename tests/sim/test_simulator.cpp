@@ -400,6 +400,44 @@ TEST_SUITE("sim") {
     }
   }
 
+  TEST_CASE("simulate: a data loader slower than the GPUs paces the step and idles every stage") {
+    // Llama 3.1 8B at 16k tokens, TP 8 on one DGX H100, 8 micro-batches of 1: Megatron-Core
+    // building a mask for every sample needs (10 s² / 2.73e9 + 9 s² / 18.85e9) / 2 = 0.55572 s a
+    // micro-batch with two workers at the default host rates (costmodel/data_loader.hpp).
+    Fixture f("llama3.1-8b", "dgx-h100", 1);
+    f.training.seq_len = 16384;
+    f.training.global_batch = 8;
+    parallel::Layout l;
+    l.tp = 8;
+    l.sp = true;
+    f.training.dataloader_mask = parallel::LoaderMask::none;
+    const auto plain = sim::simulate(f.input(l));
+    CHECK(plain.data_loader_s == 0);
+    CHECK(plain.data_loader_wait_s == 0);
+    f.training.dataloader_mask = parallel::LoaderMask::per_sample;
+    const auto paced = sim::simulate(f.input(l));
+    REQUIRE(plain.step_time_s < 8 * 0.55572);  // the GPUs alone are faster than the loader
+    CHECK(paced.data_loader_s == approx(8 * 0.55572).epsilon(1e-4));
+    CHECK(paced.step_time_s == approx(paced.data_loader_s));
+    CHECK(paced.data_loader_wait_s == approx(paced.step_time_s - plain.step_time_s));
+    REQUIRE(paced.stages.size() == plain.stages.size());
+    CHECK(paced.stages[0].busy_s == plain.stages[0].busy_s);
+    CHECK(paced.stages[0].idle_s == approx(plain.stages[0].idle_s + paced.data_loader_wait_s));
+    // A cached mask is collated and pinned only: far faster than the GPUs, so no wait.
+    f.training.dataloader_mask = parallel::LoaderMask::cached;
+    const auto cached = sim::simulate(f.input(l));
+    CHECK(cached.data_loader_s > 0);
+    CHECK(cached.data_loader_wait_s == 0);
+    CHECK(cached.step_time_s == plain.step_time_s);
+    // Faster host memory: the loader keeps up again.
+    f.training.dataloader_mask = parallel::LoaderMask::per_sample;
+    f.cluster.host.first_touch_Bps = 100e9;
+    f.cluster.host.copy_Bps = 100e9;
+    const auto fast = sim::simulate(f.input(l));
+    CHECK(fast.data_loader_wait_s == 0);
+    CHECK(fast.step_time_s == plain.step_time_s);
+  }
+
   TEST_CASE("simulate: per-layer checkpointing costs the share-weighted mean of its two kinds of block") {
     // selective_layer with ac_freq = 2: half the blocks recompute in full, half not
     // (parallel::block_kinds), so one layer's passes are the means of the two.

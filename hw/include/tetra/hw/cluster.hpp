@@ -60,6 +60,15 @@ struct InterNode {
   double oversubscription = 1.0;
 };
 
+/// The host memory one thread of a node's CPU moves, as a data-loader worker uses it
+/// (costmodel/data_loader.hpp). The defaults are the medians of five runs of `tetrasim
+/// calibrate --host` on a 2-vCPU AMD EPYC (Zen 5) KVM guest
+/// (tests/data/calib/host_rates_epyc_kvm.toml); a scenario gives its own host's in [cluster.host].
+struct Host {
+  double first_touch_Bps = 2.73e9;  ///< writing freshly mapped anonymous pages (faults, zeroing, the write)
+  double copy_Bps = 18.85e9;        ///< copying between resident buffers, bytes copied
+};
+
 /// A homogeneous cluster of identical nodes.
 struct Cluster {
   std::string name;          ///< preset name or "custom"
@@ -69,6 +78,7 @@ struct Cluster {
   int nodes = 1;
   IntraNode intra;
   InterNode inter;
+  Host host;
   std::string profile_path;  ///< calibration profile (docs/calibration.md), empty for built-in
   bool profile_any_gpu = false;  ///< apply the profile even if it was measured on another GPU
   /// How much identical GPUs differ in pace: the standard deviation of one GPU's compute time

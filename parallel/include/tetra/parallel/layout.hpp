@@ -8,6 +8,7 @@
 #include <string_view>
 #include <vector>
 
+#include "tetra/parallel/data_loader.hpp"
 #include "tetra/parallel/fp8.hpp"
 #include "tetra/parallel/cuda_graph.hpp"
 #include "tetra/parallel/recompute_modules.hpp"
@@ -154,6 +155,9 @@ struct Training {
   double moe_imbalance = kMoeRoutingImbalance;
   /// What runs inside CUDA graphs (cuda_graph.hpp): their kernels cost the host nothing.
   CudaGraphs cuda_graphs;
+  /// The attention mask the data loader builds on the host (data_loader.hpp); nothing = the
+  /// framework's (loader_mask).
+  std::optional<LoaderMask> dataloader_mask;
 
   /// Tokens the busiest expert rank computes over the balanced share: the routing imbalance,
   /// capped by a capacity factor (the excess is dropped), or exactly the factor when padded to

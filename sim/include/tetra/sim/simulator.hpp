@@ -18,6 +18,7 @@
 #include "tetra/costmodel/builtin_profiles.hpp"
 #include "tetra/costmodel/collective.hpp"
 #include "tetra/costmodel/compute.hpp"
+#include "tetra/costmodel/data_loader.hpp"
 #include "tetra/costmodel/memory.hpp"
 #include "tetra/hw/cluster.hpp"
 #include "tetra/parallel/layout.hpp"
@@ -86,6 +87,11 @@ struct Result {
   /// GPU time spent waiting for the host to issue kernels (sim::HostCost), most host-bound
   /// stage.
   double host_wait_s = 0;
+  /// Host time a rank's data loader needs for the step's micro-batches
+  /// (costmodel/data_loader.hpp); the step takes at least this long.
+  double data_loader_s = 0;
+  /// Time the step waited for the data loader beyond the replayed step (0 when it kept up).
+  double data_loader_wait_s = 0;
   bool fits = false;
   double peak_bytes = 0;
   std::vector<StageResult> stages;
