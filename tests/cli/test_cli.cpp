@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -112,6 +113,25 @@ TEST_CASE("MoE: HybridEP across two nodes exchanges at its measured rate, slower
   // The same tokens cross once per node: 25.5 GB/s per GPU against NCCL's all-to-all 37.2.
   CHECK(h["exposed_comm_s"]["ep"].get<double>() > d["exposed_comm_s"]["ep"].get<double>());
   CHECK(h["step_time_s"].get<double>() > d["step_time_s"].get<double>());
+}
+
+TEST_CASE("simulate reports the wait for a data loader slower than the GPUs, in text, JSON and HTML") {
+  const auto j = simulate_json("tests/data/scenarios/loader_per_sample_16k.toml");
+  REQUIRE(j.contains("data_loader_wait_s"));
+  CHECK(j["data_loader_wait_s"].get<double>() > 0);
+  // 8 micro-batches of a 16k mask each: 8 x 0.55572 s at the default host rates.
+  CHECK(j["data_loader_s"].get<double>() == approx(8 * 0.55572).epsilon(1e-4));
+  CHECK(j["step_time_s"].get<double>() == approx(j["data_loader_s"].get<double>()).epsilon(1e-6));
+  CHECK(tetrasim("simulate tests/data/scenarios/loader_per_sample_16k.toml").out.find("waiting for the data loader") !=
+        std::string::npos);
+  const std::string html = std::string(TETRA_BINARY_DIR) + "/test_cli_loader.html";
+  REQUIRE(tetrasim("simulate tests/data/scenarios/loader_per_sample_16k.toml --html " + html).code == 0);
+  std::ifstream in(html);
+  std::stringstream page;
+  page << in.rdbuf();
+  CHECK(page.str().find("waiting for the data loader") != std::string::npos);
+  // Without a per-sample mask the loader keeps up and no key is written.
+  CHECK_FALSE(simulate_json("scenarios/default.toml").contains("data_loader_wait_s"));
 }
 
 TEST_CASE("MoE: simulate reports the GPU waiting for the host, gone under a full-iteration graph") {
