@@ -203,6 +203,7 @@ LaunchConfig read_megatron(std::string_view text, const std::string& path, const
 
   bool gqa = false, swiglu = false, untied = false;
   bool mask_per_sample = false, no_mask = false;  // the data loader's attention mask
+  std::optional<Number> workers;                  // the last --num-workers, as argparse keeps it
   std::string granularity, method, normalization;
   std::optional<Number> recompute_layers;
   for (const Flag& f : flags_of(after)) {
@@ -216,7 +217,7 @@ LaunchConfig read_megatron(std::string_view text, const std::string& path, const
     } else if (f.name == "--no-create-attention-mask-in-dataloader") {
       no_mask = true;
     } else if (f.name == "--num-workers") {
-      c.training_keys.emplace_back("dataloader_workers", std::to_string(number_of(f, path).value));
+      workers = parse_number(value_of(f, path).text, f.name, SourceLocation{path, f.line}, 0);
     } else if (f.name == "--cp-comm-type") {
       // One type for every layer maps; a per-layer list (and a2a+p2p) does not.
       const auto comm = f.values.size() == 1 ? parallel::parse_cp_comm(f.values.front().text) : std::nullopt;
@@ -230,6 +231,7 @@ LaunchConfig read_megatron(std::string_view text, const std::string& path, const
       c.not_mapped.push_back(written(f));
     }
   }
+  if (workers) c.training_keys.emplace_back("dataloader_workers", std::to_string(workers->value));
   if (no_mask) {
     c.training_keys.emplace_back("dataloader_mask", "\"none\"");
   } else if (mask_per_sample) {

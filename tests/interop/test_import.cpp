@@ -401,6 +401,9 @@ TEST_CASE("Megatron-LM arguments: shell forms") {
     CHECK_FALSE(plain.training.dataloader_mask);
     CHECK(tetra::parallel::loader_mask(plain.training) == tetra::parallel::LoaderMask::cached);
     CHECK(plain.training.dataloader_workers == 2);
+    // A flag given twice: the last one counts, as argparse keeps it (a fuzzer's find:
+    // tests/fuzz/regressions/import_megatron/repeated_num_workers.sh).
+    CHECK(load("--num-workers 4 --num-workers 1").training.dataloader_workers == 1);
   }
   SUBCASE("layers per virtual stage give vp") {
     const std::string text =
