@@ -336,7 +336,7 @@ void register_calibrate(CLI::App& app, Action& action) {
                               "measure this host's memory rates for a data loader's worker (no GPU needed) and print "
                               "them as a [cluster.host] table");
   host->excludes(import)->excludes("--tables")->excludes("--gemm")->excludes("--attention")->excludes("--memory")
-      ->excludes("--nccl")->excludes("--quick");
+      ->excludes("--nccl")->excludes("--quick")->excludes("--out")->excludes("--sms");
   cmd->add_flag("--json", args->json, "print the summary as JSON");
   cmd->callback([args, &action] { action = [args] { return run_calibrate(*args); }; });
 }

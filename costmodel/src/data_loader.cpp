@@ -17,8 +17,7 @@ LoaderSampleBytes loader_sample_bytes(parallel::LoaderMask mask, double seq_len)
 double loader_seconds_per_micro_batch(const parallel::Training& training, const parallel::Layout& layout,
                                       const hw::Host& host) noexcept {
   const LoaderSampleBytes b = loader_sample_bytes(parallel::loader_mask(training), training.seq_len);
-  if (b.fresh <= 0 && b.resident <= 0 && b.pinned <= 0) return 0;
-  if (host.first_touch_Bps <= 0 || host.copy_Bps <= 0) return 0;
+  if (host.first_touch_Bps <= 0 || host.copy_Bps <= 0) return 0;  // no rates: nothing to price
   const double mbs = std::max(layout.mbs, 1);
   const double build = mbs * (b.fresh / host.first_touch_Bps + b.resident / host.copy_Bps);
   const double pin = mbs * b.pinned / host.copy_Bps;

@@ -49,6 +49,13 @@ Duration replay_time(double seconds) {
 
 double pass_exposed(const PassTime& pt, CommAxis a) { return pt.exposed_s[static_cast<std::size_t>(a)]; }
 
+/// Host time a rank's data loader needs for the step's micro-batches (costmodel/data_loader.hpp).
+/// A step lasts at least this long, so run() and every bound of it take the larger of the two.
+double data_loader_step_s(const SimInput& in) {
+  const int m = std::max(parallel::micro_batches(in.layout, *in.training), 1);
+  return m * costmodel::loader_seconds_per_micro_batch(*in.training, in.layout, in.cluster->host);
+}
+
 /// Times of virtual stage `vs` (of V) holding `lc` layers for one micro-batch: the layer's
 /// passes times lc, plus the embedding on the first and the head on the last virtual stage.
 /// One definition for the replay (Simulator::run) and its bound (step_lower_bound).
@@ -203,7 +210,7 @@ void Simulator::prepare_untraced(const SimInput& in, const SimOptions& options) 
 
 double Simulator::step_estimate(const SimInput& in, const SimOptions& options) {
   prepare_untraced(in, options);
-  return sim::step_lower_bound(spec_) + in.step_overhead_s;
+  return std::max(sim::step_lower_bound(spec_) + in.step_overhead_s, data_loader_step_s(in));
 }
 
 std::pair<int, int> Simulator::extrapolation_sizes(parallel::Schedule schedule, int p) noexcept {
@@ -223,7 +230,8 @@ double Simulator::step_lower_bound(const SimInput& in, const SimOptions& options
   const int p = std::max(layout.pp, 1);
   const int m = std::max(parallel::micro_batches(layout, *in.training), 1);
   prepare_untraced(in, options);
-  if (m <= kMaxSimulatedMicroBatches) return sim::step_lower_bound(spec_) + in.step_overhead_s;
+  const double loader = data_loader_step_s(in);
+  if (m <= kMaxSimulatedMicroBatches) return std::max(sim::step_lower_bound(spec_) + in.step_overhead_s, loader);
   // run() extrapolates from replays of m1 < m2 micro-batches: s = s2 + (s2 − s1)·k, k ≥ 0.
   // With s2 ≥ b2, the bound of the m2 replay, and s1 ≤ u1, any upper bound of the m1 replay,
   // s ≥ b2 + (b2 − u1)·k (each operation is monotone in s2 and in s1).
@@ -231,7 +239,9 @@ double Simulator::step_lower_bound(const SimInput& in, const SimOptions& options
   const double k = static_cast<double>(m - m2) / static_cast<double>(m2 - m1);
   spec_.m = m2;
   const double b2 = sim::step_lower_bound(spec_);
-  auto bound = [&](double u1) { return std::max(0.0, (b2 + (b2 - u1) * k) * (1.0 - 1e-9)) + in.step_overhead_s; };
+  auto bound = [&](double u1) {
+    return std::max(std::max(0.0, (b2 + (b2 - u1) * k) * (1.0 - 1e-9)) + in.step_overhead_s, loader);
+  };
   // First u1 from the m1 step's graph alone (a tenth of a replay): often enough to rule the
   // layout out.
   spec_.m = m1;
@@ -266,7 +276,7 @@ double Simulator::step_upper_bound(const SimInput& in, const SimOptions& options
     spec_.m = m;
     u = (u2 + (u2 - b1) * k) * (1.0 + 1e-9);
   }
-  return u + in.step_overhead_s;
+  return std::max(u + in.step_overhead_s, data_loader_step_s(in));
 }
 
 namespace {
@@ -646,7 +656,7 @@ Result Simulator::run(const SimInput& in, const SimOptions& options) {
   // A cluster's fixed per-step cost (costmodel::Factors) idles every stage, and so does
   // waiting for a data loader slower than the replayed step.
   const double replayed = step_.step_time_s + in.step_overhead_s;
-  res.data_loader_s = m * costmodel::loader_seconds_per_micro_batch(training, layout, cluster.host);
+  res.data_loader_s = data_loader_step_s(in);
   res.step_time_s = std::max(replayed, res.data_loader_s);
   res.data_loader_wait_s = res.step_time_s - replayed;
   res.bubble_fraction = step_.bubble_fraction;

@@ -59,6 +59,7 @@ TEST_SUITE("calib") {
     CHECK(r.out.find("GB/s\"\n") != std::string::npos);
     // With the measuring flags of a GPU node it is a usage error.
     CHECK(run("calibrate --host --gemm", "host_gemm").code != 0);
+    CHECK(run("calibrate --host --out unused.profile.toml", "host_out").code != 0);  // it writes no profile
   }
 
   TEST_CASE("import-trace needs no GPU and reports what it used") {

@@ -423,6 +423,12 @@ TEST_SUITE("sim") {
     REQUIRE(paced.stages.size() == plain.stages.size());
     CHECK(paced.stages[0].busy_s == plain.stages[0].busy_s);
     CHECK(paced.stages[0].idle_s == approx(plain.stages[0].idle_s + paced.data_loader_wait_s));
+    // The bounds a search prunes with hold the loader's pace too: the lower bound is the step
+    // itself here, and the upper bound stays above it.
+    sim::Simulator bounds;
+    CHECK(bounds.step_lower_bound(f.input(l)) == approx(paced.step_time_s));
+    CHECK(bounds.step_estimate(f.input(l)) == approx(paced.step_time_s));
+    CHECK(bounds.step_upper_bound(f.input(l)) >= paced.step_time_s);
     // A cached mask is collated and pinned only: far faster than the GPUs, so no wait.
     f.training.dataloader_mask = parallel::LoaderMask::cached;
     const auto cached = sim::simulate(f.input(l));

@@ -139,7 +139,8 @@ class Simulator {
   /// A lower bound on run(in, options).step_time_s, for searches that skip layouts which
   /// cannot beat one already simulated: the step's inputs are priced as run() prices them
   /// (layer tables shared through options.layer_cache, DP buckets, optimizer, PP transfers),
-  /// then sim::step_lower_bound relaxes the replay (step.hpp), plus the step overhead.
+  /// then sim::step_lower_bound relaxes the replay (step.hpp), plus the step overhead; never
+  /// below the data loader's time for the step (Result::data_loader_s), nor are the other two.
   /// Costs one layer replay per new per-layer shape, then O(pp·vp·m) arithmetic.
   /// Steps of more than kMaxSimulatedMicroBatches micro-batches, which run() extrapolates
   /// from replays of m1 < m2 micro-batches as s2 + (s2 − s1)·k, get b2 + (b2 − u1)·k with b2
