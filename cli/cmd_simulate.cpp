@@ -76,6 +76,7 @@ nlohmann::json simulate_json(const scenarios::Scenario& sc, const sim::Result& r
                          {"dp", round_to(r.exposed.dp, 6)}};
   if (sc.model.is_moe()) j["exposed_comm_s"]["ep"] = round_to(r.exposed.ep, 6);
   if (sc.model.is_moe() || r.host_wait_s > 0) j["host_wait_s"] = round_to(r.host_wait_s, 6);
+  if (sc.layout.offload_layers > 0) j["offload_exposed_s"] = round_to(r.offload_exposed_s, 6);
   if (r.data_loader_wait_s > 0) {
     j["data_loader_s"] = round_to(r.data_loader_s, 6);
     j["data_loader_wait_s"] = round_to(r.data_loader_wait_s, 6);
@@ -178,6 +179,10 @@ int run_simulate(const SimulateArgs& args) {
   if (sc.model.is_moe() || r.host_wait_s > 0) {
     // Before the memory row: the GPU idle while the host issues kernels.
     rows.insert(rows.end() - 1, {"GPU waiting for host", fixed(r.host_wait_s, 3) + " s"});
+  }
+  if (sc.layout.offload_layers > 0) {
+    // Before the memory row: the activation copies to and from the host the layers could not hide.
+    rows.insert(rows.end() - 1, {"waiting for offload copies", fixed(r.offload_exposed_s, 3) + " s"});
   }
   if (r.data_loader_wait_s > 0) {
     // Before the memory row: the step paced by the host building its micro-batches.

@@ -177,6 +177,9 @@ report::SimulatePage simulate_page(const json& j, const sim::Simulator& simulato
   page.facts.push_back(fact(j, "/exposed_comm_s", "pp", "exposed PP communication", "s"));
   page.facts.push_back(fact(j, "/exposed_comm_s", "dp", "exposed DP communication", "s"));
   if (j.contains("host_wait_s")) page.facts.push_back(fact(j, "", "host_wait_s", "GPU waiting for host", "s"));
+  if (j.contains("offload_exposed_s")) {
+    page.facts.push_back(fact(j, "", "offload_exposed_s", "waiting for offload copies", "s"));
+  }
   if (j.contains("data_loader_wait_s")) {
     page.facts.push_back(fact(j, "", "data_loader_wait_s", "waiting for the data loader", "s"));
   }

@@ -677,4 +677,16 @@ MemoryReport estimate_memory(const model::Model& model, const hw::Cluster& clust
   return report;
 }
 
+double offloaded_bytes_per_layer(const model::Model& model, const hw::Cluster& cluster,
+                                 const parallel::Training& training, const parallel::Layout& layout) {
+  const LayoutTerms terms = layout_terms(model, cluster, training, layout, MemoryOptions{});
+  const parallel::StageParams st = parallel::stage_params(model, layout, training.seq_len).front();
+  if (st.layers <= 0) return 0.0;
+  // add_layer_activations for one micro-batch, before the resident share, over the layers.
+  const detail::MoeLayerMemory& moe = terms.moe_layer;
+  const double dense = st.layers * (terms.a_layer + terms.attention_delta);
+  const double moe_part = st.moe_layers * (moe.saved_delta + moe.expert_saved);
+  return (dense + moe_part) / st.layers;
+}
+
 }  // namespace tetra::costmodel

@@ -27,6 +27,12 @@
 //             reference architecture: 4 Blackwell Ultra GPUs per tray, 4 ConnectX-8 per tray
 //             (800 Gb/s SuperNIC per GPU); GB300 NVL72 page: FP8 720 PF / BF16 360 PF sparse.
 //  [CUDA-CC]  NVIDIA "CUDA GPU Compute Capability": 10.0 B200 / GB200, 10.3 B300 / GB300.
+//  [HOSTLINK] The link to host memory, per direction: A100 SXM PCIe Gen4 64 GB/s and H100 SXM
+//             PCIe Gen5 128 GB/s, both directions together [A100-DS], [H100-DS] (H200 the
+//             same [H200-DS]); DGX B200 and DGX B300 hold their GPUs behind Intel Xeon hosts of
+//             PCIe Gen5 [DGXB200], so Gen5's 64 GB/s [assumed for B300]; a GB200 / GB300
+//             superchip joins one Grace CPU to its two GPUs by NVLink-C2C at 900 GB/s both
+//             directions together [NVL72], 225 GB/s per GPU and direction [derived].
 //  [SMI]      nvidia-smi memory.total as reported on the parts: B200 183359 MiB, GB200
 //             189471 MiB, B300 SXM6 AC 275040 MiB, GB300 284208 MiB; SMs from the CUDA device
 //             query: B200 148 (pytorch/ao PR #4002), B300 SXM6 AC 148, GB200 / GB300 152
@@ -75,37 +81,40 @@ constexpr const char* kH100Src = "H100 datasheet";
 // costmodel/src/builtin_profiles.cpp].
 const std::array<Gpu, 9>& gpu_table() {
   static const std::array<Gpu, 9> table = {{
-      // A100 SXM4 40GB: 312 TFLOP/s [A100-DS], 1.555 TB/s [A100-DS], 108 SMs [SMS], sm_80.
-      {"a100-sxm-40gb", 40536 * kMiB, 312 * kTflops, 0, 0, 1.555 * kTBps, 108, 80, kA100Src, 400},
+      // A100 SXM4 40GB: 312 TFLOP/s [A100-DS], 1.555 TB/s [A100-DS], 108 SMs [SMS], sm_80. Host
+      // links of every row: [HOSTLINK].
+      {"a100-sxm-40gb", 40536 * kMiB, 312 * kTflops, 0, 0, 1.555 * kTBps, 108, 80, kA100Src, 400, 0, 32 * kGBps},
       // A100 SXM4 80GB: 312 TFLOP/s [A100-DS], 2.039 TB/s [A100-DS], 108 SMs [SMS], sm_80.
-      {"a100-sxm-80gb", 81920 * kMiB, 312 * kTflops, 0, 0, 2.039 * kTBps, 108, 80, kA100Src, 400},
+      {"a100-sxm-80gb", 81920 * kMiB, 312 * kTflops, 0, 0, 2.039 * kTBps, 108, 80, kA100Src, 400, 0, 32 * kGBps},
       // H100 SXM5 80GB: 989 TFLOP/s BF16, 1979 FP8 [H100-DS], 3.35 TB/s [H100-DS], 132 SMs
       // [SMS], sm_90.
-      {"h100-sxm-80gb", 81559 * kMiB, 989 * kTflops, 1979 * kTflops, 0, 3.35 * kTBps, 132, 90, kH100Src, 700},
+      {"h100-sxm-80gb", 81559 * kMiB, 989 * kTflops, 1979 * kTflops, 0, 3.35 * kTBps, 132, 90, kH100Src, 700, 0,
+       64 * kGBps},
       // H100 SXM 94GB: compute assumed equal to H100 SXM5 (no datasheet of the 94 GB part
       // was found: 989 TFLOP/s and 132 SMs [assumed]); HBM bandwidth unconfirmed, 3.35 TB/s
       // [assumed].
       {"h100-sxm-94gb", 94 * kGB, 989 * kTflops, 1979 * kTflops, 0, 3.35 * kTBps, 132, 90,
-       "H100 datasheet (94 GB label; compute and HBM assumed)", 700},
+       "H100 datasheet (94 GB label; compute and HBM assumed)", 700, 0, 64 * kGBps},
       // H200 SXM 141GB: 989 TFLOP/s BF16, 1979 FP8 (same GH100 compute as H100 SXM)
       // [H200-DS], 4.8 TB/s [H200-DS], 132 SMs, sm_90.
-      {"h200-sxm-141gb", 143771 * kMiB, 989 * kTflops, 1979 * kTflops, 0, 4.8 * kTBps, 132, 90, "H200 datasheet", 700},
+      {"h200-sxm-141gb", 143771 * kMiB, 989 * kTflops, 1979 * kTflops, 0, 4.8 * kTBps, 132, 90, "H200 datasheet",
+       700, 0, 64 * kGBps},
       // B200 SXM (1000 W): 36 / 72 PF sparse BF16 / FP8 and 72 PF dense FP4 per 8 GPUs
       // [DGXB200] -> 2250 / 4500 / 9000; 64 TB/s / 8 = 8 TB/s [DGXB200]; 148 SMs [SMI]; sm_100.
       {"b200", 183359 * kMiB, 2250 * kTflops, 4500 * kTflops, 9000 * kTflops, 8 * kTBps, 148, 100,
-       "DGX B200 datasheet", 1000},
+       "DGX B200 datasheet", 1000, 0, 64 * kGBps},
       // B300 SXM6 AC (Blackwell Ultra, HGX / DGX B300): BF16 / FP8 as B200, FP4 105 PF dense
       // per 8 GPUs -> 13125 [HGXB300]; 8 TB/s; 148 SMs [SMI]; sm_103 [CUDA-CC].
       {"b300", 275040 * kMiB, 2250 * kTflops, 4500 * kTflops, 13125 * kTflops, 8 * kTBps, 148, 103,
-       "HGX B300 specifications", 1100},
+       "HGX B300 specifications", 1100, 0, 64 * kGBps},
       // GB200 (1200 W, in NVL72): 360 / 720 / 1,440 PF sparse per 72 GPUs [NVL72] -> 2500 /
       // 5000 / 10000 dense; 576 TB/s / 72 = 8 TB/s; 152 SMs [SMI]; sm_100 [CUDA-CC].
       {"gb200", 189471 * kMiB, 2500 * kTflops, 5000 * kTflops, 10000 * kTflops, 8 * kTBps, 152, 100,
-       "GB200 NVL72 specifications", 1200},
+       "GB200 NVL72 specifications", 1200, 0, 225 * kGBps},
       // GB300 (1400 W, in NVL72): BF16 / FP8 360 / 720 PF sparse per 72 -> 2500 / 5000, 15 PF
       // dense NVFP4 [GB300]; 8 TB/s [GB300]; 152 SMs [SMI]; sm_103 [CUDA-CC].
       {"gb300", 284208 * kMiB, 2500 * kTflops, 5000 * kTflops, 15000 * kTflops, 8 * kTBps, 152, 103,
-       "GB300 NVL72 specifications; Blackwell Ultra blog", 1400},
+       "GB300 NVL72 specifications; Blackwell Ultra blog", 1400, 0, 225 * kGBps},
   }};
   return table;
 }

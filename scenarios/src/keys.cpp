@@ -61,6 +61,7 @@ constexpr std::array kKeys = std::to_array<KeyInfo>({
     {"cluster.gpu", "fp8_peak", "quantity", "the preset's", "> 0, at most 10EFLOP/s", "dense FP8 tensor-core peak", "the GPU's datasheet"},
     {"cluster.gpu", "fp4_peak", "quantity", "the preset's", "> 0, at most 10EFLOP/s", "dense FP4 tensor-core peak (Blackwell)", "the GPU's datasheet"},
     {"cluster.gpu", "hbm_bandwidth", "quantity", "the preset's", "> 0, at most 10PB/s", "HBM bandwidth, e.g. \"3.35TB/s\"", "the GPU's datasheet"},
+    {"cluster.gpu", "host_link_bandwidth", "quantity", "the preset's", "> 0, at most 10PB/s", "the GPU's link to host memory, per direction, line rate: PCIe x16 (Gen4 32GB/s, Gen5 64GB/s) or a Grace superchip's NVLink-C2C share (225GB/s); activation offloading copies over it", "the GPU's datasheet"},
     {"cluster.gpu", "sms", "integer", "the preset's", "1..100000", "streaming multiprocessors (GEMM wave quantization)", "CUDA device query"},
     {"cluster.gpu", "rated_power", "quantity", "the preset's", "> 0, at most 100kW", "the board power the rates hold at, e.g. \"700W\"", "the GPU's datasheet"},
     {"cluster.gpu", "power_limit", "quantity", "rated_power", "> 0, at most rated_power", "a lower power cap: tensor-core rates scale by (limit / rating)^0.625 (docs/architecture.md)", "MLPerf Inference v4.1 MaxQ runs"},

@@ -237,6 +237,10 @@ const toml::source_region* load_gpu(const Section& s, const toml::node& n, hw::G
         g.quantity(*v, "hbm_bandwidth", units::parse_bandwidth, "3.35TB/s", kMaxBandwidth);
   }
   if (const auto* v = g.get("sms")) gpu.sms = g.int_value(*v, "sms", 1, kMaxSms);
+  if (const auto* v = g.get("host_link_bandwidth")) {
+    gpu.host_link_Bps =
+        g.quantity(*v, "host_link_bandwidth", units::parse_bandwidth, "64GB/s", kMaxBandwidth);
+  }
   if (const auto* v = g.get("rated_power")) {
     gpu.rated_power_w = g.quantity(*v, "rated_power", units::parse_power, "700W", kMaxPowerW);
   }

@@ -11,6 +11,8 @@
 #include "tetra/base/error.hpp"
 #include "tetra/costmodel/collective.hpp"
 #include "tetra/costmodel/compute.hpp"
+#include "tetra/costmodel/memory.hpp"
+#include "tetra/costmodel/offload.hpp"
 #include "tetra/parallel/execution.hpp"
 #include "tetra/parallel/flops.hpp"
 #include "tetra/model/moe.hpp"
@@ -471,6 +473,21 @@ std::vector<BucketCost> dp_buckets(const SimInput& in, int r, int v, bool moe, c
 
 }  // namespace
 
+void Simulator::add_offload_exposure(const SimInput& in, const LayerTimes& lt, int k, int lc, ChunkCost& cc) {
+  // Activation offloading (pp = 1, one chunk: parallel::check_layout): the copies a layer's
+  // compute cannot hide, per micro-batch (costmodel/offload.hpp).
+  if (in.layout.offload_layers <= 0 || lc <= 0) return;
+  const double bytes = costmodel::offloaded_bytes_per_layer(*in.model, *in.cluster, *in.training, in.layout);
+  const double per_layer = static_cast<double>(k) / lc;
+  const costmodel::OffloadExposure e = costmodel::offload_exposure(
+      lc, in.layout.offload_layers, bytes, costmodel::host_copy_Bps(in.cluster->gpu),
+      per_layer * lt.forward.seconds, per_layer * lt.backward.seconds);
+  cc.forward = replay_time(cc.forward.seconds() + e.forward_s);
+  cc.backward = replay_time(cc.backward.seconds() + e.backward_s);
+  cc.backward_input = replay_time(cc.backward_input.seconds() + e.backward_s);
+  offload_exposed_s_ += e.forward_s + e.backward_s;
+}
+
 void Simulator::build_spec(const SimInput& in, const SimOptions& options, const OpPricer& price) {
   const model::Model& model = *in.model;
   const hw::Cluster& cluster = *in.cluster;
@@ -502,6 +519,7 @@ void Simulator::build_spec(const SimInput& in, const SimOptions& options, const 
   spec_.overlap_param_gather = traits.overlap_param_gather;
   spec_.record_memory = record;
   chunk_layers_.assign(static_cast<std::size_t>(V), 0);
+  offload_exposed_s_ = 0;
   const GroupsInterNode inter_node = place_step(spec_, in, domain, p);
   chunk_times_.clear();
   if (moe_) moe_chunk_times(model, virtual_layers, V, layer_, moe_layer_, head_, chunk_times_);
@@ -518,6 +536,7 @@ void Simulator::build_spec(const SimInput& in, const SimOptions& options, const 
       const int k = moe_ ? 1 : lc;
       ChunkCost cc = chunk_cost(lt, embedding_, head_, k, vs, V);
       cc.activation_bytes = lc * act_layer;
+      add_offload_exposure(in, lt, k, lc, cc);
       constexpr auto kCp = static_cast<std::size_t>(CommAxis::cp);
       cc.cp_forward_s = k * lt.forward.comm_s[kCp];
       cc.cp_backward_s = k * lt.backward.comm_s[kCp];
@@ -670,6 +689,7 @@ Result Simulator::run(const SimInput& in, const SimOptions& options) {
     res.tflops_per_gpu = per_gpu / 1e12;
     res.mfu = cluster.gpu.bf16_peak_flops > 0 ? per_gpu / cluster.gpu.bf16_peak_flops : 0;
   }
+  res.offload_exposed_s = m * offload_exposed_s_;
   res.layer_forward_s = (moe_ ? moe_layer_ : layer_).forward.seconds;
   res.layer_backward_s = (moe_ ? moe_layer_ : layer_).backward.seconds;
 

@@ -134,6 +134,24 @@ TEST_CASE("simulate reports the wait for a data loader slower than the GPUs, in 
   CHECK_FALSE(simulate_json("scenarios/default.toml").contains("data_loader_wait_s"));
 }
 
+TEST_CASE("simulate reports the wait for activation-offload copies, in text, JSON and HTML") {
+  // 79 of 80 layers offloaded over PCIe Gen5: the copies outlast the layer that hides each.
+  const auto j = simulate_json("tests/data/scenarios/offload_70b_h100.toml");
+  REQUIRE(j.contains("offload_exposed_s"));
+  CHECK(j["offload_exposed_s"].get<double>() > 0);
+  CHECK(j["offload_exposed_s"].get<double>() < j["step_time_s"].get<double>());
+  CHECK(tetrasim("simulate tests/data/scenarios/offload_70b_h100.toml").out.find("waiting for offload copies") !=
+        std::string::npos);
+  const std::string html = std::string(TETRA_BINARY_DIR) + "/test_cli_offload.html";
+  REQUIRE(tetrasim("simulate tests/data/scenarios/offload_70b_h100.toml --html " + html).code == 0);
+  std::ifstream in(html);
+  std::stringstream page;
+  page << in.rdbuf();
+  CHECK(page.str().find("waiting for offload copies") != std::string::npos);
+  // Without offloading no key is written.
+  CHECK_FALSE(simulate_json("scenarios/default.toml").contains("offload_exposed_s"));
+}
+
 TEST_CASE("MoE: simulate reports the GPU waiting for the host, gone under a full-iteration graph") {
   const auto e = simulate_json("tests/data/scenarios/moe_qwen3_ep8.toml");
   const auto g = simulate_json("tests/data/scenarios/moe_qwen3_ep8_graphed.toml");

@@ -689,6 +689,19 @@ TEST_CASE("[training] dataloader_mask and [cluster.host]: Megatron's host-built 
   CHECK(bad.find("[cluster.host].copy_bandwidth") != std::string::npos);
 }
 
+TEST_CASE("[cluster.gpu] host_link_bandwidth: the preset's PCIe link, or the scenario's") {
+  // kBase runs on DGX A100: PCIe Gen4 x16, 32 GB/s a direction (A100 datasheet: 64 GB/s both).
+  CHECK(load(kBase).cluster.gpu.host_link_Bps == approx(32e9));
+  std::string text = kBase;
+  text.replace(text.find("nodes = 4"), 9, "nodes = 4\n[cluster.gpu]\nhost_link_bandwidth = \"900GB/s\"");
+  CHECK(load(text).cluster.gpu.host_link_Bps == approx(900e9));
+  text = kBase;
+  text.replace(text.find("nodes = 4"), 9, "nodes = 4\n[cluster.gpu]\nhost_link_bandwidth = \"0GB/s\"");
+  const std::string bad = error_of([&] { (void)load(text); });
+  CHECK(bad.rfind("t.toml:8:", 0) == 0);
+  CHECK(bad.find("[cluster.gpu].host_link_bandwidth") != std::string::npos);
+}
+
 TEST_CASE("[cluster.host] defaults are the recorded `tetrasim calibrate --host` medians") {
   std::ifstream in(std::string(TETRA_SOURCE_DIR) + "/tests/data/calib/host_rates_epyc_kvm.toml");
   REQUIRE(in);

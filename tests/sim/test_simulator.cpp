@@ -9,6 +9,8 @@
 #include <nlohmann/json.hpp>
 
 #include "tetra/costmodel/builtin_profiles.hpp"
+#include "tetra/costmodel/memory.hpp"
+#include "tetra/costmodel/offload.hpp"
 #include "tetra/hw/presets.hpp"
 #include "tetra/model/presets.hpp"
 #include "tetra/parallel/validate.hpp"
@@ -442,6 +444,38 @@ TEST_SUITE("sim") {
     const auto fast = sim::simulate(f.input(l));
     CHECK(fast.data_loader_wait_s == 0);
     CHECK(fast.step_time_s == plain.step_time_s);
+  }
+
+  TEST_CASE("simulate: activation offloading waits for the copies its layers cannot hide") {
+    // Llama 3.1 70B on 8 DGX H100, DP 64, 2 micro-batches of 1 x 8192. Offloading 79 of the 80
+    // layers leaves one layer's forward (backward) to hide each copy over PCIe Gen5
+    // (costmodel/offload.hpp: waits after layers 1, 2, ..., 79), at 55.06 GB/s.
+    Fixture f("llama3.1-70b", "dgx-h100", 8);
+    f.training.seq_len = 8192;
+    f.training.global_batch = 128;
+    parallel::Layout l;
+    l.dp = 64;
+    const auto kept = sim::simulate(f.input(l));
+    CHECK(kept.offload_exposed_s == 0);
+    l.offload_layers = 79;
+    const auto most = sim::simulate(f.input(l));
+    const double bytes = costmodel::offloaded_bytes_per_layer(f.model, f.cluster, f.training, l);
+    const double copy = bytes / 55.06e9;
+    REQUIRE(copy > most.layer_forward_s);  // a layer's activations take longer than its forward
+    const double per_micro_batch = 79 * (std::max(0.0, copy - most.layer_forward_s) +
+                                         std::max(0.0, copy - most.layer_backward_s));
+    CHECK(most.offload_exposed_s == approx(2 * per_micro_batch).epsilon(1e-6));
+    // One stage: every exposed second is on the step's critical path.
+    CHECK(most.step_time_s - kept.step_time_s == approx(most.offload_exposed_s).epsilon(0.02));
+    // A quarter of the layers: four layers' compute behind each copy hides it.
+    l.offload_layers = 20;
+    const auto quarter = sim::simulate(f.input(l));
+    CHECK(quarter.offload_exposed_s == 0);
+    CHECK(quarter.step_time_s == approx(kept.step_time_s));
+    // NVLink-C2C (GB200's share, 193.6 GB/s) hides what PCIe cannot on the same GPUs' times.
+    l.offload_layers = 79;
+    f.cluster.gpu.host_link_Bps = 225e9;
+    CHECK(sim::simulate(f.input(l)).offload_exposed_s < 0.25 * most.offload_exposed_s);
   }
 
   TEST_CASE("simulate: per-layer checkpointing costs the share-weighted mean of its two kinds of block") {

@@ -110,6 +110,13 @@ struct MemoryOptions {
                                                 const parallel::Training& training,
                                                 const parallel::Layout& layout);
 
+/// Saved bytes of one of the first pipeline rank's layers for one micro-batch (the dense, MoE and
+/// attention parts estimate_memory counts, averaged over the rank's layers): what activation
+/// offloading copies to the host per layer (costmodel/offload.hpp).
+[[nodiscard]] double offloaded_bytes_per_layer(const model::Model& model, const hw::Cluster& cluster,
+                                               const parallel::Training& training,
+                                               const parallel::Layout& layout);
+
 /// Micro-batches whose activations stage `stage` holds at its peak under the layout's
 /// schedule (GPipe: Narayanan et al., arXiv 2104.04473 §2.2; 1F1B and interleaved: the
 /// warm-up counts of `megatron/core/pipeline_parallel/schedules.py`; ZB-H1: Qi et al.,

@@ -23,6 +23,9 @@ struct Gpu {
   std::string source;               ///< where a preset's numbers come from (presets.cpp)
   double rated_power_w = 0;         ///< board power the datasheet rates and prices (0 = unknown)
   double power_limit_w = 0;         ///< power limit it runs at (0 = rated); see sustained_clock_share
+  /// The link to host memory, per direction, line rate: PCIe x16, or NVLink-C2C on a Grace
+  /// superchip (0 = none known). Activation offloading copies over it (costmodel/offload.hpp).
+  double host_link_Bps = 0;
 };
 
 /// Tensor-core throughput a GPU sustains at its power limit over the one at its rated power.

@@ -92,6 +92,9 @@ struct Result {
   double data_loader_s = 0;
   /// Time the step waited for the data loader beyond the replayed step (0 when it kept up).
   double data_loader_wait_s = 0;
+  /// Compute-stream time spent waiting for activation-offload copies over the host link,
+  /// summed over the step's micro-batches (costmodel/offload.hpp); 0 without offloading.
+  double offload_exposed_s = 0;
   bool fits = false;
   double peak_bytes = 0;
   std::vector<StageResult> stages;
@@ -174,6 +177,9 @@ class Simulator {
   void prepare_untraced(const SimInput& in, const SimOptions& options);
   /// Fills spec_ (and p_, v_, chunk_layers_) for `in` from the priced layer tables.
   void build_spec(const SimInput& in, const SimOptions& options, const OpPricer& price);
+  /// Adds to chunk `cc` the activation-offload copies its `lc` layers (passes `lt`, k layers
+  /// summed in it) cannot hide, and counts them in offload_exposed_s_.
+  void add_offload_exposure(const SimInput& in, const LayerTimes& lt, int k, int lc, ChunkCost& cc);
   /// (m1, m2) of an extrapolated step.
   static std::pair<int, int> extrapolation_sizes(parallel::Schedule schedule, int p) noexcept;
 
@@ -219,6 +225,7 @@ class Simulator {
   std::vector<costmodel::StageMemory> stage_memory_;  ///< per rank, for the trace's memory counter
   bool recorded_ = false;
   int p_ = 1, v_ = 1;
+  double offload_exposed_s_ = 0;  ///< one micro-batch's offload exposure over the chunks
 };
 
 /// Convenience: one simulation with its own buffers.
