@@ -79,6 +79,7 @@ nlohmann::json gpus_json() {
                    {"fp8_tflop_per_s", g.fp8_peak_flops / 1e12},
                    {"fp4_tflop_per_s", g.fp4_peak_flops / 1e12},
                    {"hbm_tbytes_per_s", g.hbm_bandwidth_Bps / 1e12},
+                   {"host_link_gbytes_per_s", g.host_link_Bps / 1e9},
                    {"sms", g.sms},
                    {"compute_capability", g.compute_capability},
                    {"source", g.source}});
@@ -124,10 +125,11 @@ std::string gpus_table() {
   for (const auto& g : hw::gpu_presets()) {
     auto rate = [](double flops) { return flops > 0 ? fixed(flops / 1e12, 0) : std::string("-"); };
     rows.push_back({g.name, fixed(g.memory_bytes / units::kGiB, 2), rate(g.bf16_peak_flops), rate(g.fp8_peak_flops),
-                    rate(g.fp4_peak_flops), fixed(g.hbm_bandwidth_Bps / 1e12, 3), std::to_string(g.sms),
-                    g.source});
+                    rate(g.fp4_peak_flops), fixed(g.hbm_bandwidth_Bps / 1e12, 3),
+                    fixed(g.host_link_Bps / 1e9, 0), std::to_string(g.sms), g.source});
   }
-  return format_table({"gpu", "memory GiB", "bf16 TFLOP/s", "fp8", "fp4", "HBM TB/s", "SMs", "source"}, rows);
+  return format_table(
+      {"gpu", "memory GiB", "bf16 TFLOP/s", "fp8", "fp4", "HBM TB/s", "host link GB/s", "SMs", "source"}, rows);
 }
 
 std::string clusters_table() {
@@ -150,7 +152,7 @@ int run_presets(const PresetsOptions& opts) {
     return 0;
   }
   std::cout << "Models (params counted unpadded; gpt positions at " << kListedSeqLen << ")\n"
-            << models_table() << "\nGPUs (dense tensor-core peaks, TFLOP/s; '-': none)\n"
+            << models_table() << "\nGPUs (dense tensor-core peaks, TFLOP/s; '-': none; host link per direction)\n"
             << gpus_table()
             << "\nClusters (per node; NVLink per GPU per direction; NVLink domain in GPUs; NICs per node)\n"
             << clusters_table();
