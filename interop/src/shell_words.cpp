@@ -177,6 +177,123 @@ class Expander {
       }
     }
   }
+  // The integer value of the body of a `$(( ))` over the variables the file sets (bash's
+  // arithmetic: + - * / % and parentheses on 64-bit integers, names with or without `$`);
+  // nothing when a name is unset or not an integer, or on a division by zero, an overflow or a
+  // form outside that subset.
+  std::optional<long long> arithmetic_value(const std::string& body) {
+    if (arithmetic_depth_ >= kMaxArithmeticNesting) return std::nullopt;
+    Expander inner(vars_, path_, used_);
+    inner.arithmetic_depth_ = arithmetic_depth_ + 1;
+    std::string text;
+    for (const auto& w : inner.expand(body, line_, false)) {
+      if (!w.unresolved.empty()) return std::nullopt;
+      text += w.text;
+    }
+    Arithmetic a{text, vars_};
+    const auto v = a.sum(0);
+    a.blank();
+    if (!v || a.at != text.size()) return std::nullopt;
+    return v;
+  }
+
+  // Recursive descent over one `$(( ))` body; depth bounds the nesting of parentheses.
+  struct Arithmetic {
+    const std::string& text;
+    const Variables& vars;
+    std::size_t at = 0;
+    static constexpr int kMaxDepth = 64;
+    static constexpr long long kLimit = 1LL << 61;  ///< beyond: refused (a sum of two stays exact)
+
+    void blank() {
+      while (at < text.size() && (text[at] == ' ' || text[at] == '\t' || text[at] == '\n')) ++at;
+    }
+    static std::optional<long long> checked(long long v) {
+      if (v > kLimit || v < -kLimit) return std::nullopt;
+      return v;
+    }
+    std::optional<long long> sum(int depth) {
+      auto left = product(depth);
+      while (left) {
+        blank();
+        if (at >= text.size() || (text[at] != '+' && text[at] != '-')) break;
+        const char op = text[at++];
+        const auto right = product(depth);
+        if (!right) return std::nullopt;
+        left = checked(op == '+' ? *left + *right : *left - *right);
+      }
+      return left;
+    }
+    std::optional<long long> product(int depth) {
+      auto left = unary(depth);
+      while (left) {
+        blank();
+        if (at >= text.size() || (text[at] != '*' && text[at] != '/' && text[at] != '%')) break;
+        const char op = text[at++];
+        if (op == '*' && at < text.size() && text[at] == '*') return std::nullopt;  // ** not read
+        const auto right = unary(depth);
+        if (!right) return std::nullopt;
+        if (op == '*') {
+          long long p = 0;
+          if (__builtin_mul_overflow(*left, *right, &p)) return std::nullopt;
+          left = checked(p);
+        } else if (*right == 0) {
+          return std::nullopt;
+        } else {
+          left = op == '/' ? *left / *right : *left % *right;
+        }
+      }
+      return left;
+    }
+    std::optional<long long> unary(int depth) {
+      blank();
+      if (at < text.size() && (text[at] == '-' || text[at] == '+')) {
+        if (depth > kMaxDepth) return std::nullopt;
+        const char op = text[at++];
+        const auto v = unary(depth + 1);
+        if (!v) return std::nullopt;
+        return op == '-' ? -*v : *v;
+      }
+      return primary(depth);
+    }
+    std::optional<long long> primary(int depth) {
+      blank();
+      if (at >= text.size() || depth > kMaxDepth) return std::nullopt;
+      if (text[at] == '(') {
+        ++at;
+        const auto v = sum(depth + 1);
+        blank();
+        if (!v || at >= text.size() || text[at] != ')') return std::nullopt;
+        ++at;
+        return v;
+      }
+      const std::size_t start = at;
+      while (at < text.size() && is_name_char(text[at])) ++at;
+      if (at == start) return std::nullopt;
+      std::string word = text.substr(start, at - start);
+      if (std::isdigit(static_cast<unsigned char>(word[0])) == 0) {  // a variable's value
+        const auto it = vars.find(word);
+        if (it == vars.end() || it->second.size() != 1 || !it->second.front().unresolved.empty()) {
+          return std::nullopt;
+        }
+        word = it->second.front().text;
+      }
+      return integer(word);
+    }
+    static std::optional<long long> integer(const std::string& word) {
+      if (word.empty() || word.size() > 18) return std::nullopt;
+      long long v = 0;
+      for (const char c : word) {
+        if (std::isdigit(static_cast<unsigned char>(c)) == 0) return std::nullopt;
+        v = v * 10 + (c - '0');
+      }
+      return v;
+    }
+  };
+
+  static constexpr int kMaxArithmeticNesting = 8;  ///< `$(( $(( ... )) ))` levels evaluated
+  int arithmetic_depth_ = 0;
+
   void finish() {
     if (exists_) {
       cur_.line = line_;
@@ -192,7 +309,7 @@ class Expander {
       append("$", false);
       return i + 1;
     }
-    if (raw[i + 1] == '(') {  // command substitution or arithmetic: not run
+    if (raw[i + 1] == '(') {  // command substitution (not run) or arithmetic
       int depth = 0;
       std::size_t j = i + 1;
       for (; j < raw.size(); ++j) {
@@ -200,6 +317,14 @@ class Expander {
         if (raw[j] == ')' && --depth == 0) break;
       }
       const std::string what = raw.substr(i, j + 1 - i);
+      const bool arithmetic = what.size() >= 6 && what.compare(0, 3, "$((") == 0 &&
+                              what.compare(what.size() - 2, 2, "))") == 0;
+      if (arithmetic) {
+        if (const auto value = arithmetic_value(what.substr(3, what.size() - 5))) {
+          append(std::to_string(*value), split);
+          return j + 1;
+        }
+      }
       append(what, false, what);
       return j + 1;
     }
@@ -285,6 +410,30 @@ std::optional<Assignment> assignment(const std::string& raw) {
 
 // The value of a condition made of string tests (`[[ "$A" == b ]] || [ -z "$B" ]`); nothing
 // when it tests anything else (files, commands).
+// `[[ A -gt B ]]` and its siblings on decimal integers; nothing when a side is not one.
+std::optional<bool> numeric_test(const std::string& a, const std::string& op, const std::string& b) {
+  auto number = [](const std::string& w) -> std::optional<long long> {
+    std::size_t k = w.size() > 1 && (w[0] == '-' || w[0] == '+') ? 1 : 0;
+    if (k >= w.size() || w.size() - k > 18) return std::nullopt;
+    long long v = 0;
+    for (; k < w.size(); ++k) {
+      if (std::isdigit(static_cast<unsigned char>(w[k])) == 0) return std::nullopt;
+      v = v * 10 + (w[k] - '0');
+    }
+    return w[0] == '-' ? -v : v;
+  };
+  const auto x = number(a);
+  const auto y = number(b);
+  if (!x || !y) return std::nullopt;
+  if (op == "-eq") return *x == *y;
+  if (op == "-ne") return *x != *y;
+  if (op == "-gt") return *x > *y;
+  if (op == "-ge") return *x >= *y;
+  if (op == "-lt") return *x < *y;
+  if (op == "-le") return *x <= *y;
+  return std::nullopt;
+}
+
 std::optional<bool> condition(const std::vector<ShellWord>& words) {
   std::optional<bool> result;
   std::string join = "";
@@ -302,6 +451,7 @@ std::optional<bool> condition(const std::vector<ShellWord>& words) {
     if (n == 2 && test[k] == "-n") v = !test[k + 1].empty();
     if (n == 3 && (test[k + 1] == "==" || test[k + 1] == "=")) v = test[k] == test[k + 2];
     if (n == 3 && test[k + 1] == "!=") v = test[k] != test[k + 2];
+    if (n == 3 && test[k + 1].size() == 3 && test[k + 1][0] == '-') v = numeric_test(test[k], test[k + 1], test[k + 2]);
     test.clear();
     if (!v) return false;
     const bool value = negate ? !*v : *v;

@@ -1,8 +1,8 @@
 #pragma once
 // A bounded reader of the shell subset launch scripts are written in: variable and array
-// assignments, `${NAME:-default}`, `${ARRAY[@]}`, line continuations, comments, quoting and
-// if/elif/else on string tests. It runs nothing; it finds the launch command and expands its
-// words.
+// assignments, `${NAME:-default}`, `${ARRAY[@]}`, `$(( ))` on integers, line continuations,
+// comments, quoting and if/elif/else on string and integer tests. It runs nothing; it finds the
+// launch command and expands its words.
 
 #include <string>
 #include <string_view>
@@ -19,7 +19,7 @@ struct ShellWord {
 
 /// The words of the last command of `text` that runs a Megatron-LM program (a word ending in
 /// `.py` among Megatron flags) or holds Megatron flags, expanded. Array elements are split
-/// into words as an unquoted expansion splits them. A condition that is not a string test is
+/// into words as an unquoted expansion splits them. A condition that is not a string or integer test is
 /// taken as true for its first branch. UserError naming `path` when the text expands beyond
 /// kMaxExpandedBytes in all. Empty when no command holds a Megatron flag.
 [[nodiscard]] std::vector<ShellWord> launch_command(std::string_view text, const std::string& path);

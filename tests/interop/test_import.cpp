@@ -405,6 +405,46 @@ TEST_CASE("Megatron-LM arguments: shell forms") {
     // tests/fuzz/regressions/import_megatron/repeated_num_workers.sh).
     CHECK(load("--num-workers 4 --num-workers 1").training.dataloader_workers == 1);
   }
+  SUBCASE("shell arithmetic $(( )) and numeric tests -gt / -eq, as Fujii et al.'s TSUBAME launcher writes them") {
+    // okoge-kaz/Megatron-LM scripts/tsubame/Llama-3.1-8B/llama-3.1-8B-tp2-pp2.sh at e4e8c218:
+    // the layers per virtual stage are $((${NUM_LAYERS} / ${PIPELINE_PARALLEL_SIZE} /
+    // ${PIPLINE_MODEL_CHUNKS})) and the flag is passed under [[ ${PIPLINE_MODEL_CHUNKS} -gt 1 ]].
+    auto script = [](const std::string& chunks) {
+      return "NUM_LAYERS=80\nPP=4\nCHUNKS=" + chunks +
+             "\nPER_STAGE=$((${NUM_LAYERS} / ${PP} / ${CHUNKS}))\n"
+             "GBS=$(( (2 + 2) * 16 % 100 ))\nARGS=\"--pipeline-model-parallel-size ${PP}\"\n"
+             "if [[ ${CHUNKS} -gt 1 ]]; then\n"
+             "  ARGS=\"${ARGS} --num-layers-per-virtual-pipeline-stage ${PER_STAGE}\"\nfi\n"
+             "python pretrain_gpt.py --num-layers ${NUM_LAYERS} --hidden-size 8192 --ffn-hidden-size 28672 "
+             "--num-attention-heads 64 --group-query-attention --num-query-groups 8 --swiglu "
+             "--untie-embeddings-and-output-weights --vocab-size 128256 ${ARGS} --global-batch-size $((GBS))\n";
+    };
+    o.gpus = 32;
+    const auto interleaved = tetra::scenarios::load_scenario_text(tetra::interop::import_scenario(script("2"), "l.sh", o), "x");
+    CHECK(interleaved.layout.vp == 2);   // 80 / 4 / 2 = 10 layers per virtual stage
+    CHECK(interleaved.training.global_batch == 64);  // (2 + 2) * 16 % 100
+    const auto plain = tetra::scenarios::load_scenario_text(tetra::interop::import_scenario(script("1"), "l.sh", o), "x");
+    CHECK(plain.layout.vp == 1);  // the -gt branch not taken
+    // An unset name, a division by zero or a form outside + - * / % ( ) stays unresolved.
+    auto message = [&](const std::string& text) -> std::string {
+      try {
+        (void)tetra::interop::import_scenario(text, "l.sh", o);
+      } catch (const tetra::UserError& e) {
+        return e.what();
+      }
+      return "";
+    };
+    const std::string head = "pretrain_gpt.py --num-layers 32 --tensor-model-parallel-size ";
+    CHECK(message(head + "$(($NODES * 8))\n").find("is not set in the file") != std::string::npos);
+    CHECK(message("Z=0\n" + head + "$((8 / Z))\n").find("is not set in the file") != std::string::npos);
+    CHECK(message(head + "$((2 ** 3))\n").find("is not set in the file") != std::string::npos);
+    CHECK(message(head + "$((2000000000 * 2000000000 * 2000000000))\n").find("is not set in the file") !=
+          std::string::npos);  // beyond 2^61
+    const std::string deep = std::string(100, '(') + "1" + std::string(100, ')');
+    CHECK(message(head + "$((" + deep + "))\n").find("is not set in the file") != std::string::npos);
+    CHECK(message(head + "$((" + std::string(100000, '-') + "1))\n").find("is not set in the file") !=
+          std::string::npos);
+  }
   SUBCASE("layers per virtual stage give vp") {
     const std::string text =
         "--num-layers 80 --hidden-size 8192 --ffn-hidden-size 28672 --num-attention-heads 64 "
