@@ -126,10 +126,7 @@ TEST_CASE("simulate reports the wait for a data loader slower than the GPUs, in 
         std::string::npos);
   const std::string html = std::string(TETRA_BINARY_DIR) + "/test_cli_loader.html";
   REQUIRE(tetrasim("simulate tests/data/scenarios/loader_per_sample_16k.toml --html " + html).code == 0);
-  std::ifstream in(html);
-  std::stringstream page;
-  page << in.rdbuf();
-  CHECK(page.str().find("waiting for the data loader") != std::string::npos);
+  CHECK(slurp(html).find("waiting for the data loader") != std::string::npos);
   // Without a per-sample mask the loader keeps up and no key is written.
   CHECK_FALSE(simulate_json("scenarios/default.toml").contains("data_loader_wait_s"));
 }
@@ -144,10 +141,7 @@ TEST_CASE("simulate reports the wait for activation-offload copies, in text, JSO
         std::string::npos);
   const std::string html = std::string(TETRA_BINARY_DIR) + "/test_cli_offload.html";
   REQUIRE(tetrasim("simulate tests/data/scenarios/offload_70b_h100.toml --html " + html).code == 0);
-  std::ifstream in(html);
-  std::stringstream page;
-  page << in.rdbuf();
-  CHECK(page.str().find("waiting for offload copies") != std::string::npos);
+  CHECK(slurp(html).find("waiting for offload copies") != std::string::npos);
   // Without offloading no key is written.
   CHECK_FALSE(simulate_json("scenarios/default.toml").contains("offload_exposed_s"));
 }

@@ -21,6 +21,16 @@ namespace {
 
 const std::string kConfigs = std::string(TETRA_SOURCE_DIR) + "/tests/data/configs/";
 
+/// The one-line error `tetrasim import` gives for `text` read as `path`; "" when it imports.
+std::string import_error(const std::string& text, const std::string& path, const ImportOptions& o) {
+  try {
+    (void)tetra::interop::import_scenario(text, path, o);
+  } catch (const tetra::UserError& e) {
+    return e.what();
+  }
+  return "";
+}
+
 /// The scenario `tetrasim import` makes of `file`, loaded.
 tetra::scenarios::Scenario imported(const std::string& file, long long gpus = 0,
                                     const std::string& cluster = "dgx-h100", const std::string& model = "") {
@@ -426,14 +436,7 @@ TEST_CASE("Megatron-LM arguments: shell forms") {
     const auto plain = tetra::scenarios::load_scenario_text(tetra::interop::import_scenario(script("1"), "l.sh", o), "x");
     CHECK(plain.layout.vp == 1);  // the -gt branch not taken
     // An unset name, a division by zero or a form outside + - * / % ( ) stays unresolved.
-    auto message = [&](const std::string& text) -> std::string {
-      try {
-        (void)tetra::interop::import_scenario(text, "l.sh", o);
-      } catch (const tetra::UserError& e) {
-        return e.what();
-      }
-      return "";
-    };
+    auto message = [&](const std::string& text) { return import_error(text, "l.sh", o); };
     const std::string head = "pretrain_gpt.py --num-layers 32 --tensor-model-parallel-size ";
     CHECK(message(head + "$(($NODES * 8))\n").find("is not set in the file") != std::string::npos);
     CHECK(message("Z=0\n" + head + "$((8 / Z))\n").find("is not set in the file") != std::string::npos);
@@ -461,14 +464,7 @@ TEST_CASE("Megatron-LM arguments: shell forms") {
 
 TEST_CASE("reader errors name the file, the line and the flag") {
   ImportOptions o;
-  auto message = [&](const std::string& text) -> std::string {
-    try {
-      (void)tetra::interop::import_scenario(text, "f.sh", o);
-    } catch (const tetra::UserError& e) {
-      return e.what();
-    }
-    return "";
-  };
+  auto message = [&](const std::string& text) { return import_error(text, "f.sh", o); };
   CHECK(message("echo hello\n") == "f.sh:1: --from: not a launcher configuration tetrasim reads: neither "
                                    "Megatron-LM arguments (--num-layers, --tensor-model-parallel-size, ...) nor "
                                    "a torchtitan job file ([parallelism], [training]) nor a .yaml file; --from "
@@ -500,12 +496,7 @@ const std::string kShape70b =
 std::string yaml_error(const std::string& text, long long gpus = 8) {
   ImportOptions o;
   o.gpus = gpus;
-  try {
-    (void)tetra::interop::import_scenario(text, "f.yaml", o);
-  } catch (const tetra::UserError& e) {
-    return e.what();
-  }
-  return "";
+  return import_error(text, "f.yaml", o);
 }
 
 }  // namespace
