@@ -450,10 +450,13 @@ double stage_inflight(const LayoutTerms& terms, const MemoryOptions& options, in
                                        : inflight_micro_batches(terms.layout, terms.m, stage);
 }
 
-/// Saved activations of the stage's layers for s.inflight micro-batches.
-void add_layer_activations(const LayoutTerms& terms, const parallel::StageParams& st, StageMemory& s) {
-  const double inflight = s.inflight;
-  s.layer_activations_bytes = inflight * st.layers * terms.a_layer;
+/// Saved bytes of the stage's layers for one micro-batch: the dense and attention part, and
+/// the routed experts' part.
+struct LayerSaved {
+  double layers = 0;
+  double experts = 0;
+};
+LayerSaved layer_saved_bytes(const LayoutTerms& terms, const parallel::StageParams& st) {
   // MoE layers save the router's, the shared and the routed experts' tensors instead of the
   // dense MLP's; MLA, a wider explicit head_dim or Q and K norms change the attention tensors;
   // MTP modules on the last stage add one layer each (moe_memory.cpp). Each term is zero on a
@@ -461,9 +464,15 @@ void add_layer_activations(const LayoutTerms& terms, const parallel::StageParams
   const int mtp = st.mtp_layers;
   const double moe_count = st.moe_layers + mtp_moe_layers(terms, st);
   const detail::MoeLayerMemory& moe = terms.moe_layer;
-  s.layer_activations_bytes += inflight * (mtp * terms.a_layer + moe_count * moe.saved_delta +
-                                           (st.layers + mtp) * terms.attention_delta);
-  s.expert_activations_bytes = inflight * moe_count * moe.expert_saved;
+  return {(st.layers + mtp) * (terms.a_layer + terms.attention_delta) + moe_count * moe.saved_delta,
+          moe_count * moe.expert_saved};
+}
+
+/// Saved activations of the stage's layers for s.inflight micro-batches.
+void add_layer_activations(const LayoutTerms& terms, const parallel::StageParams& st, StageMemory& s) {
+  const LayerSaved saved = layer_saved_bytes(terms, st);
+  s.layer_activations_bytes = s.inflight * saved.layers;
+  s.expert_activations_bytes = s.inflight * saved.experts;
   if (terms.layout.offload_layers > 0) {
     const double share = resident_layer_share(terms.layout, st.layers);
     s.layer_activations_bytes *= share;
@@ -472,7 +481,7 @@ void add_layer_activations(const LayoutTerms& terms, const parallel::StageParams
   // Stage output kept for backward by pipeline engines that do not free it (MLM frees it:
   // `deallocate_output_tensor` in schedules.py).
   if (!terms.hab.frees_stage_output && st.stage < terms.p - 1)
-    s.layer_activations_bytes += inflight * 2.0 * terms.g.s * terms.g.b * terms.g.h / terms.g.nd;
+    s.layer_activations_bytes += s.inflight * 2.0 * terms.g.s * terms.g.b * terms.g.h / terms.g.nd;
 }
 
 /// Embedding input (MLM theoretical_memory_usage.py: 8 bytes per token): int64 token ids (and
@@ -681,12 +690,10 @@ double offloaded_bytes_per_layer(const model::Model& model, const hw::Cluster& c
                                  const parallel::Training& training, const parallel::Layout& layout) {
   const LayoutTerms terms = layout_terms(model, cluster, training, layout, MemoryOptions{});
   const parallel::StageParams st = parallel::stage_params(model, layout, training.seq_len).front();
-  if (st.layers <= 0) return 0.0;
-  // add_layer_activations for one micro-batch, before the resident share, over the layers.
-  const detail::MoeLayerMemory& moe = terms.moe_layer;
-  const double dense = st.layers * (terms.a_layer + terms.attention_delta);
-  const double moe_part = st.moe_layers * (moe.saved_delta + moe.expert_saved);
-  return (dense + moe_part) / st.layers;
+  const int layers = st.layers + st.mtp_layers;
+  if (layers <= 0) return 0.0;
+  const LayerSaved saved = layer_saved_bytes(terms, st);
+  return (saved.layers + saved.experts) / layers;
 }
 
 }  // namespace tetra::costmodel

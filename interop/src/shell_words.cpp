@@ -1,9 +1,11 @@
 #include "shell_words.hpp"
 
 #include <cctype>
+#include <charconv>
 #include <cstddef>
 #include <map>
 #include <optional>
+#include <string_view>
 
 #include "tetra/base/error.hpp"
 
@@ -19,6 +21,20 @@ struct Token {
 };
 
 bool is_name_char(char c) { return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '_'; }
+
+/// Integers the reader computes with stay within ±2^61, so a sum of two is exact.
+constexpr long long kShellIntLimit = 1LL << 61;
+
+/// A decimal integer with an optional sign, as the whole of `word`; nothing otherwise or
+/// beyond kShellIntLimit.
+std::optional<long long> shell_integer(std::string_view word) {
+  if (!word.empty() && word.front() == '+') word.remove_prefix(1);
+  long long v = 0;
+  const auto [end, ec] = std::from_chars(word.data(), word.data() + word.size(), v);
+  if (word.empty() || ec != std::errc{} || end != word.data() + word.size()) return std::nullopt;
+  if (v > kShellIntLimit || v < -kShellIntLimit) return std::nullopt;
+  return v;
+}
 
 // Copies a balanced $(...) or ${...} group starting at text[i] (the '(' or '{') into `raw`.
 std::size_t copy_group(std::string_view text, std::size_t i, std::string& raw, int& line) {
@@ -203,13 +219,12 @@ class Expander {
     const Variables& vars;
     std::size_t at = 0;
     static constexpr int kMaxDepth = 64;
-    static constexpr long long kLimit = 1LL << 61;  ///< beyond: refused (a sum of two stays exact)
 
     void blank() {
       while (at < text.size() && (text[at] == ' ' || text[at] == '\t' || text[at] == '\n')) ++at;
     }
     static std::optional<long long> checked(long long v) {
-      if (v > kLimit || v < -kLimit) return std::nullopt;
+      if (v > kShellIntLimit || v < -kShellIntLimit) return std::nullopt;
       return v;
     }
     std::optional<long long> sum(int depth) {
@@ -278,16 +293,7 @@ class Expander {
         }
         word = it->second.front().text;
       }
-      return integer(word);
-    }
-    static std::optional<long long> integer(const std::string& word) {
-      if (word.empty() || word.size() > 18) return std::nullopt;
-      long long v = 0;
-      for (const char c : word) {
-        if (std::isdigit(static_cast<unsigned char>(c)) == 0) return std::nullopt;
-        v = v * 10 + (c - '0');
-      }
-      return v;
+      return shell_integer(word);
     }
   };
 
@@ -408,22 +414,10 @@ std::optional<Assignment> assignment(const std::string& raw) {
   return std::nullopt;
 }
 
-// The value of a condition made of string tests (`[[ "$A" == b ]] || [ -z "$B" ]`); nothing
-// when it tests anything else (files, commands).
 // `[[ A -gt B ]]` and its siblings on decimal integers; nothing when a side is not one.
 std::optional<bool> numeric_test(const std::string& a, const std::string& op, const std::string& b) {
-  auto number = [](const std::string& w) -> std::optional<long long> {
-    std::size_t k = w.size() > 1 && (w[0] == '-' || w[0] == '+') ? 1 : 0;
-    if (k >= w.size() || w.size() - k > 18) return std::nullopt;
-    long long v = 0;
-    for (; k < w.size(); ++k) {
-      if (std::isdigit(static_cast<unsigned char>(w[k])) == 0) return std::nullopt;
-      v = v * 10 + (w[k] - '0');
-    }
-    return w[0] == '-' ? -v : v;
-  };
-  const auto x = number(a);
-  const auto y = number(b);
+  const auto x = shell_integer(a);
+  const auto y = shell_integer(b);
   if (!x || !y) return std::nullopt;
   if (op == "-eq") return *x == *y;
   if (op == "-ne") return *x != *y;
@@ -434,6 +428,8 @@ std::optional<bool> numeric_test(const std::string& a, const std::string& op, co
   return std::nullopt;
 }
 
+// The value of a condition made of string and integer tests (`[[ "$A" == b ]] || [ -z "$B" ]`,
+// `[[ $N -gt 1 ]]`); nothing when it tests anything else (files, commands).
 std::optional<bool> condition(const std::vector<ShellWord>& words) {
   std::optional<bool> result;
   std::string join = "";

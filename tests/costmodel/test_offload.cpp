@@ -7,8 +7,10 @@
 
 #include <vector>
 
+#include "tetra/costmodel/memory.hpp"
 #include "tetra/costmodel/offload.hpp"
 #include "tetra/hw/presets.hpp"
+#include "tetra/model/presets.hpp"
 
 using tetra::test::approx;
 using namespace tetra;
@@ -49,6 +51,26 @@ TEST_CASE("offload: what a copy exposes beyond the layers that hide it") {
   // Nothing to copy, or no link known: nothing exposed.
   CHECK(costmodel::offload_exposure(4, 2, 0.0, 10e9, 0.06, 0.03).forward_s == 0.0);
   CHECK(costmodel::offload_exposure(4, 2, 1e9, 0.0, 0.06, 0.03).backward_s == 0.0);
+}
+
+TEST_CASE("offload: a copy moves what the memory model keeps of one layer and micro-batch") {
+  // Without offloading, the stage's saved layer activations are inflight x layers x what one
+  // layer copies; a dense model and a MoE model (its routed experts' tensors included).
+  for (const char* name : {"llama3.1-8b", "qwen3-30b-a3b"}) {
+    CAPTURE(name);
+    const model::Model m = *model::find_model_preset(name);
+    const hw::Cluster c = *hw::find_cluster_preset("dgx-h100");
+    parallel::Training t;
+    t.seq_len = 4096;
+    t.global_batch = 16;
+    parallel::Layout l;
+    l.dp = 8;
+    l.ep = m.moe ? 8 : 1;
+    const costmodel::MemoryReport r = costmodel::estimate_memory(m, c, t, l);
+    const costmodel::StageMemory& s = r.stages.front();
+    const double per_layer = (s.layer_activations_bytes + s.expert_activations_bytes) / (s.inflight * m.layers);
+    CHECK(costmodel::offloaded_bytes_per_layer(m, c, t, l) == approx(per_layer));
+  }
 }
 
 TEST_CASE("offload: the host links of the built-in GPUs, at nvbandwidth's achieved share") {
