@@ -61,6 +61,11 @@ namespace {
 ///    then `permute_with_mask_map` one kernel (line 174). The unfused permutation launches more;
 ///    the unpermutation (`unpermute_with_mask_map`) and both backwards launch one.
 constexpr int kPermuteKernels = 4;
+///  - the all-to-all dispatcher's sort of the received tokens by local expert and its inverse
+///    before the combine (`sort_chunks_by_idxs`, fused: TE `moe_sort_chunks_by_index`,
+///    transformer_engine/pytorch/permutation.py lines 1109-1150): `make_chunk_sort_map` and
+///    `sort_chunks_by_map`, two Triton kernels; the backward one `sort_chunks_by_map`.
+constexpr int kSortChunksKernels = 2;
 ///  - gpt-oss's clamp (`weighted_bias_quick_geglu_impl`, megatron/core/fusions/
 ///    fused_bias_geglu.py lines 425-432): a clamp of each half and torch.cat; backward, each
 ///    clamp's gradient and the chunk's gradient (the concatenation of the halves): three each.
@@ -187,6 +192,26 @@ double permute_bytes(const Dims& d) {
   return (1.0 + static_cast<double>(d.topk)) * d.act * static_cast<double>(d.tokens_sp) * static_cast<double>(d.h);
 }
 
+/// The all-to-all dispatcher's second permutation (`MoEAlltoAllTokenDispatcher`,
+/// megatron/core/transformer/moe/token_dispatcher.py at d98e8a64, lines 753-790 and 796-818):
+/// the all-to-all delivers the tokens grouped by source rank, so with more than one local
+/// expert `dispatch_postprocess` sorts them by expert (`sort_chunks_by_idxs`, "Permutation 2",
+/// the probabilities with them) and `combine_preprocess` restores the source order before the
+/// combine ("Unpermutation 2"); under drop-and-pad the same reorder is a transpose and
+/// `.contiguous()`. Each reads and writes every received row; the backward of each reorders the
+/// gradient back. The flex dispatchers deliver the tokens in expert order themselves (DeepEP's
+/// permute after its dispatch is the model's moe_permute; HybridEP permutes inside its kernels).
+bool sorts_by_local_expert(const Dims& d) {
+  return d.dispatcher == MoeDispatcher::alltoall && d.local_experts > 1;
+}
+double sort_chunks_bytes(const Dims& d, bool with_probs) {
+  return 2.0 * routed_rows(d) * (d.act * static_cast<double>(d.h) + (with_probs ? 4.0 : 0.0));
+}
+Op sort_chunks(const Dims& d, Pass pass, const char* name, bool with_probs) {
+  const int kernels = pass == Pass::forward ? kSortChunksKernels : 1;
+  return issued_as(kernels, mem(pass, name, MemoryKernel::copy, sort_chunks_bytes(d, with_probs)));
+}
+
 /// The shared experts: a gated MLP of width shared_f, TP-split like the dense MLP (Megatron-Core
 /// SharedExpertMLP, fused SwiGLU kernels: 3 activation bytes per element forward, 5 backward).
 MlpCore shared_expert_core(const Dims& d) {
@@ -295,6 +320,7 @@ void moe_block_forward(std::vector<Op>& ops, const Dims& d, Run run) {
   push(issued_as(kPermuteKernels, mem(fw, "moe_permute", MemoryKernel::copy, permute_bytes(d))));
   ep_exchange(ops, d, fw, "ep_dispatch", Toward::experts, run);
   etp_exchange(ops, d, fw, "etp_ag", Toward::experts, run);
+  if (sorts_by_local_expert(d)) push(sort_chunks(d, fw, "moe_sort_chunks", true));
   quantize_weight(ops, d, d.h, fe1 * d.local_experts, run);
   expert_quantize(ops, d, fw, routed_rows(d) * static_cast<double>(d.h), run);
   push(expert_gemm(d, fw, "expert_fc1", me, fe1, d.h, 2.0 * mean * static_cast<double>(fe1 * d.h)));
@@ -304,6 +330,7 @@ void moe_block_forward(std::vector<Op>& ops, const Dims& d, Run run) {
   expert_quantize(ops, d, fw, routed_rows(d) * static_cast<double>(fe2), run);
   push(expert_gemm(d, fw, "expert_fc2", me, d.h, fe2, 2.0 * mean * static_cast<double>(fe2 * d.h)));
   if (d.gpt_oss) push(expert_bias_fwd(d));
+  if (sorts_by_local_expert(d)) push(sort_chunks(d, fw, "moe_unsort_chunks", false));
   etp_exchange(ops, d, fw, "etp_rs", Toward::tokens, run);
   ep_exchange(ops, d, fw, "ep_combine", Toward::tokens, run);
   push(mem(fw, "moe_unpermute", MemoryKernel::copy, permute_bytes(d)));
@@ -391,6 +418,7 @@ void moe_block_backward(std::vector<Op>& ops, const Dims& d) {
   ops.push_back(mem(bi, "moe_unpermute_bwd", MemoryKernel::copy, permute_bytes(d)));
   ep_exchange(ops, d, bi, "ep_combine_bwd", Toward::experts, Run::first);
   etp_exchange(ops, d, bi, "etp_ag_grad", Toward::experts, Run::first);
+  if (sorts_by_local_expert(d)) ops.push_back(sort_chunks(d, bi, "moe_unsort_chunks_bwd", false));
   // FC2: dgrad (M = rows, N = fe2, K = h), wgrad (M = h, N = fe2, K = rows) per expert.
   if (d.gpt_oss) ops.push_back(expert_bias_bwd(d));
   expert_quantize(ops, d, bi, routed_rows(d) * static_cast<double>(d.h), Run::first);
@@ -401,6 +429,7 @@ void moe_block_backward(std::vector<Op>& ops, const Dims& d) {
   expert_quantize(ops, d, bi, routed_rows(d) * static_cast<double>(fe1), Run::first);
   ops.push_back(expert_gemm(d, bi, "expert_fc1_dgrad", me, d.h, fe1, 2.0 * mean * static_cast<double>(fe1 * d.h)));
   ops.push_back(expert_gemm(d, bw, "expert_fc1_wgrad", fe1, d.h, me, 2.0 * mean * static_cast<double>(fe1 * d.h)));
+  if (sorts_by_local_expert(d)) ops.push_back(sort_chunks(d, bi, "moe_sort_chunks_bwd", true));
   etp_exchange(ops, d, bi, "etp_rs_grad", Toward::tokens, Run::first);
   ep_exchange(ops, d, bi, "ep_dispatch_bwd", Toward::tokens, Run::first);
   ops.push_back(mem(bi, "moe_permute_bwd", MemoryKernel::copy, permute_bytes(d)));

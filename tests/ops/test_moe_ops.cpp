@@ -104,6 +104,43 @@ TEST_SUITE("llama") {
     CHECK(find(overlapped, "ep_dispatch")->bytes == approx(1.5 * 4194304.0));
   }
 
+  TEST_CASE("moe ops: the all-to-all dispatcher sorts the received tokens by local expert") {
+    // Megatron-Core MoEAlltoAllTokenDispatcher (token_dispatcher.py at d98e8a64, lines 753-818):
+    // with 2 local experts (8 experts over ep 4) the 1024 x 2 = 2048 received rows are sorted by
+    // expert after the dispatch, the probabilities with them, and restored before the combine.
+    // Sort: read and write 2048 rows of 1024 bf16 and their fp32 probabilities:
+    // 2 x 2048 x (2 x 1024 + 4) = 8,404,992 bytes; restore without probabilities: 8,388,608.
+    // TE moe_sort_chunks_by_index: two Triton kernels forward, one backward.
+    Layout l = ep4();
+    const auto ops = moe_layer_ops(small_moe(), balanced(), l);
+    const Op* sort = find(ops, "moe_sort_chunks");
+    const Op* unsort = find(ops, "moe_unsort_chunks");
+    REQUIRE(sort != nullptr);
+    REQUIRE(unsort != nullptr);
+    CHECK(sort->pass == Pass::forward);
+    CHECK(sort->bytes == approx(8404992.0));
+    CHECK(unsort->bytes == approx(8388608.0));
+    CHECK(sort->host_kernels == 2);
+    CHECK(find(ops, "moe_sort_chunks_bwd")->bytes == approx(8404992.0));
+    CHECK(find(ops, "moe_unsort_chunks_bwd")->bytes == approx(8388608.0));
+    CHECK(find(ops, "moe_sort_chunks_bwd")->host_kernels == 1);
+    // Between the dispatch and the first expert GEMM, and between the last one and the combine.
+    auto at = [&](std::string_view name) {
+      return std::find_if(ops.begin(), ops.end(), [&](const Op& op) { return name == op.name; }) - ops.begin();
+    };
+    CHECK(at("ep_dispatch") < at("moe_sort_chunks"));
+    CHECK(at("moe_sort_chunks") < at("expert_fc1"));
+    CHECK(at("expert_fc2") < at("moe_unsort_chunks"));
+    CHECK(at("moe_unsort_chunks") < at("ep_combine"));
+    // The flex dispatchers deliver the tokens in expert order; one local expert needs no sort.
+    l.moe_dispatcher = MoeDispatcher::flex;
+    CHECK(find(moe_layer_ops(small_moe(), balanced(), l), "moe_sort_chunks") == nullptr);
+    Layout wide;
+    wide.dp = 8;
+    wide.ep = 8;
+    CHECK(find(moe_layer_ops(small_moe(), balanced(), wide), "moe_sort_chunks") == nullptr);
+  }
+
   TEST_CASE("moe ops: grouped GEMM shapes and FLOPs of one MoE layer") {
     // ep = 4: 8/4 = 2 local experts; rows per expert T*k/(E/ep) = 1024*2/2 = 1024.
     // FC1 (gate + up) 1024 x 1024 -> 2*512: 2*1024*1024*1024 FLOPs per expert, two experts:
