@@ -172,6 +172,28 @@ void ep_exchange(std::vector<Op>& ops, const Dims& d, Pass pass, const char* nam
   ops.push_back(op);
 }
 
+/// The all-to-all dispatcher's own exchanges beside the tokens' (`MoEAlltoAllTokenDispatcher`,
+/// megatron/core/transformer/moe/token_dispatcher.py at d98e8a64): `preprocess` all-gathers
+/// every EP rank's token count per expert (int64, lines 570-574) before the sync that sizes the
+/// exchange, and `token_dispatch` sends the routing probabilities in an all-to-all of their
+/// own after the tokens (line 718; one per routed copy, fp32 as the Qwen3 provider's
+/// `moe_router_dtype`), whose backward returns their gradients. The flex dispatchers carry both
+/// inside their kernels.
+bool exchanges_metadata(const Dims& d) { return d.dispatcher == MoeDispatcher::alltoall && d.ep > 1; }
+
+Op count_exchange(const Dims& d) {
+  const int ep = static_cast<int>(d.ep);
+  return coll(Pass::forward, "ep_count_ag", CollectiveKind::all_gather, CommDim::ep, ep,
+              8.0 * static_cast<double>(d.experts) * static_cast<double>(ep));
+}
+
+Op probs_exchange(const Dims& d, Pass pass, const char* name) {
+  Op op = coll(pass, name, CollectiveKind::all_to_all, CommDim::ep, static_cast<int>(d.ep),
+               4.0 * static_cast<double>(d.tokens_sp) * static_cast<double>(d.topk) * d.imbalance);
+  op.paired = d.x.a2a_overlap;
+  return op;
+}
+
 /// The expert-TP all-gather of the received tokens (or reduce-scatter of the expert output)
 /// over the etp ranks of an expert (`MoEAlltoAllTokenDispatcher`, tp > 1 branch).
 void etp_exchange(std::vector<Op>& ops, const Dims& d, Pass pass, const char* name, Toward toward,
@@ -317,8 +339,10 @@ void moe_block_forward(std::vector<Op>& ops, const Dims& d, Run run) {
   const double logits = static_cast<double>(t_in * d.experts);
   push(issued_as(router_scoring_kernels(d, fw),
                  mem(fw, "router_topk", MemoryKernel::softmax, 8.0 * logits)));
+  if (exchanges_metadata(d)) push(count_exchange(d));
   push(issued_as(kPermuteKernels, mem(fw, "moe_permute", MemoryKernel::copy, permute_bytes(d))));
   ep_exchange(ops, d, fw, "ep_dispatch", Toward::experts, run);
+  if (exchanges_metadata(d)) push(probs_exchange(d, fw, "ep_probs_dispatch"));
   etp_exchange(ops, d, fw, "etp_ag", Toward::experts, run);
   if (sorts_by_local_expert(d)) push(sort_chunks(d, fw, "moe_sort_chunks", true));
   quantize_weight(ops, d, d.h, fe1 * d.local_experts, run);
@@ -357,7 +381,7 @@ void moe_block_host_side(std::vector<Op>& ops, std::size_t from, const Dims& d) 
     } else if (named(op, {"mlp_norm", "router", "router_topk", "mlp_norm_bwd", "router_topk_bwd",
                           "router_dgrad", "router_wgrad"})) {
       op.graphed = d.x.graphs.has(CudaGraphScope::moe_router);
-    } else if (named(op, {"moe_permute", "moe_permute_bwd"})) {
+    } else if (named(op, {"ep_count_ag", "moe_permute", "moe_permute_bwd"})) {
       op.graphed = d.x.graphs.has(CudaGraphScope::moe_preprocess);
     }
     // Dropless: the grouped GEMM needs each expert's token count on the host, so the host
@@ -431,6 +455,7 @@ void moe_block_backward(std::vector<Op>& ops, const Dims& d) {
   ops.push_back(expert_gemm(d, bw, "expert_fc1_wgrad", fe1, d.h, me, 2.0 * mean * static_cast<double>(fe1 * d.h)));
   if (sorts_by_local_expert(d)) ops.push_back(sort_chunks(d, bi, "moe_sort_chunks_bwd", true));
   etp_exchange(ops, d, bi, "etp_rs_grad", Toward::tokens, Run::first);
+  if (exchanges_metadata(d)) ops.push_back(probs_exchange(d, bi, "ep_probs_dispatch_bwd"));
   ep_exchange(ops, d, bi, "ep_dispatch_bwd", Toward::tokens, Run::first);
   ops.push_back(mem(bi, "moe_permute_bwd", MemoryKernel::copy, permute_bytes(d)));
   const double logits = static_cast<double>(t_in * d.experts);

@@ -160,7 +160,8 @@ PassTime replay_pass(const std::vector<const ops::Op*>& ops, const std::vector<d
     if (last_dep[to] == kNone || tm[from].end > tm[last_dep[to]].end) last_dep[to] = from;
   }
   // A collective the host issued late waited for the host, not for its data: the part of a
-  // gap it explains by that is the host's.
+  // gap it explains by that is the host's. So is the part a collective waited behind one
+  // issued late on its stream (the stream would have freed that much earlier).
   std::vector<double> issued_late(host_chained ? tasks.size() : 0, 0.0);
   if (host_chained) {
     std::vector<Time> ready(tasks.size(), Time::zero());  // data and stream order, host aside
@@ -169,13 +170,19 @@ PassTime replay_pass(const std::vector<const ops::Op*>& ops, const std::vector<d
       if (tasks[from].stream != kHost && tm[from].end > ready[to]) ready[to] = tm[from].end;
     }
     std::vector<Time> stream_end(kHost + 1, Time::zero());
+    std::vector<std::uint32_t> stream_last(kHost + 1, kNone);
     for (std::uint32_t i = 0; i < tasks.size(); ++i) {
       const auto st = tasks[i].stream;
       if (st != kCompute && st != kHost) {
-        const Time free = std::max(ready[i], stream_end[st]);
+        const double behind = stream_last[st] != kNone ? issued_late[stream_last[st]] : 0.0;
+        const Time stream_free = Time::ps(stream_end[st].count_ps() - Duration::from_seconds(behind).count_ps());
+        const Time free = std::max(ready[i], stream_free);
         issued_late[i] = std::max(0.0, (tm[i].start - free).seconds());
       }
-      if (st <= kHost) stream_end[st] = tm[i].end;
+      if (st <= kHost) {
+        stream_end[st] = tm[i].end;
+        stream_last[st] = i;
+      }
     }
   }
   Time prev = Time::zero();

@@ -104,7 +104,7 @@ TEST_SUITE("llama") {
     CHECK(find(overlapped, "ep_dispatch")->bytes == approx(1.5 * 4194304.0));
   }
 
-  TEST_CASE("moe ops: the all-to-all dispatcher sorts the received tokens by local expert") {
+  TEST_CASE("moe ops: the all-to-all dispatcher sorts the received tokens by local expert and exchanges its metadata") {
     // Megatron-Core MoEAlltoAllTokenDispatcher (token_dispatcher.py at d98e8a64, lines 753-818):
     // with 2 local experts (8 experts over ep 4) the 1024 x 2 = 2048 received rows are sorted by
     // expert after the dispatch, the probabilities with them, and restored before the combine.
@@ -132,9 +132,23 @@ TEST_SUITE("llama") {
     CHECK(at("moe_sort_chunks") < at("expert_fc1"));
     CHECK(at("expert_fc2") < at("moe_unsort_chunks"));
     CHECK(at("moe_unsort_chunks") < at("ep_combine"));
-    // The flex dispatchers deliver the tokens in expert order; one local expert needs no sort.
+    // Its metadata (lines 570-574, 718): the 8 experts' int64 token counts of the 4 ranks
+    // all-gathered before the sync, 8 x 8 x 4 = 256 bytes; the fp32 probabilities of the
+    // 1024 x 2 routed copies in an all-to-all of their own, 8,192 bytes, and back in backward.
+    const Op* counts = find(ops, "ep_count_ag");
+    REQUIRE(counts != nullptr);
+    CHECK(counts->coll == CollectiveKind::all_gather);
+    CHECK(counts->bytes == approx(256.0));
+    CHECK(at("ep_count_ag") < at("moe_permute"));
+    CHECK(find(ops, "ep_probs_dispatch")->bytes == approx(8192.0));
+    CHECK(find(ops, "ep_probs_dispatch_bwd")->bytes == approx(8192.0));
+    // The flex dispatchers deliver the tokens in expert order and carry the counts and
+    // probabilities in their own kernels; one local expert needs no sort.
     l.moe_dispatcher = MoeDispatcher::flex;
-    CHECK(find(moe_layer_ops(small_moe(), balanced(), l), "moe_sort_chunks") == nullptr);
+    const auto flex = moe_layer_ops(small_moe(), balanced(), l);
+    CHECK(find(flex, "moe_sort_chunks") == nullptr);
+    CHECK(find(flex, "ep_count_ag") == nullptr);
+    CHECK(find(flex, "ep_probs_dispatch") == nullptr);
     Layout wide;
     wide.dp = 8;
     wide.ep = 8;
@@ -286,14 +300,14 @@ TEST_SUITE("llama") {
       if (op.recompute) norm_bytes += op.bytes;
     }
     CHECK(norm_bytes == approx(2.0 * 4194304.0));
-    // "moe": the whole block again, its dispatch and combine included.
+    // "moe": the whole block again, its dispatch (tokens and probabilities) and combine included.
     l.recompute_modules = {};
     l.recompute_modules.add(RecomputeModule::moe);
     int exchanges = 0;
     for (const Op& op : moe_layer_ops(small_moe(), balanced(), l)) {
       if (op.recompute && op.coll == CollectiveKind::all_to_all && op.kind == OpKind::collective) ++exchanges;
     }
-    CHECK(exchanges == 2);
+    CHECK(exchanges == 3);
     // The plain selective list is core attention.
     l.recompute_modules = {};
     bool attention = false;
@@ -340,7 +354,8 @@ TEST_SUITE("llama") {
       const std::string_view n = op.name;
       const bool router = n == "router" || n == "router_topk" || n == "router_dgrad" ||
                           n == "router_wgrad" || n == "router_topk_bwd" || n == "mlp_norm" ||
-                          n == "mlp_norm_bwd" || n == "moe_permute" || n == "moe_permute_bwd";
+                          n == "mlp_norm_bwd" || n == "ep_count_ag" || n == "moe_permute" ||
+                          n == "moe_permute_bwd";
       CHECK_MESSAGE(op.graphed == router, n);
     }
     CHECK(count(routed, synced) == 1);

@@ -356,5 +356,20 @@ TEST_SUITE("sim") {
     CHECK(split.forward.seconds == approx(5.5e-3));
     CHECK(split.forward.host_s == approx(2.5e-3));
     CHECK(split.forward.exposed_s[static_cast<std::size_t>(CommAxis::ep)] == approx(1e-3));
+    // A second exchange of 1 ms right behind it on the same stream (the all-to-all
+    // dispatcher's probabilities after its tokens): issued 3.5-4.5, it runs 4.5-5.5 behind
+    // the first, and B, issued 4.5-5.5, runs 5.5-6.5. B's 3.5 ms gap: the 1.5 ms the first
+    // exchange waited for the host is the host's, though the second exchange ends it; the
+    // two exchanges' 2 ms are EP time.
+    std::vector<Op> queued(4);
+    queued[0] = late[0];
+    queued[1] = late[1];
+    queued[2] = late[1];
+    queued[2].host_wait = tetra::ops::HostWait::none;
+    queued[3] = late[2];
+    const LayerTimes behind = replay_layer(queued, price, false, 0, host);
+    CHECK(behind.forward.seconds == approx(6.5e-3));
+    CHECK(behind.forward.host_s == approx(2.5e-3));
+    CHECK(behind.forward.exposed_s[static_cast<std::size_t>(CommAxis::ep)] == approx(2e-3));
   }
 }

@@ -107,7 +107,10 @@ TEST_SUITE("sim") {
       const sim::Result r = f.run(s, c.layout);
       const TraceSums t = read_trace(tetra::test::trace_text(s));
       CHECK(t.threads.count("ep comm") == 1);
-      CHECK(t.ep_names == std::set<std::string>{"ep_combine", "ep_combine_bwd", "ep_dispatch", "ep_dispatch_bwd"});
+      // The all-to-all dispatcher's count all-gather and probabilities exchange run on the EP
+      // stream beside the tokens' dispatch and combine.
+      CHECK(t.ep_names == std::set<std::string>{"ep_combine", "ep_combine_bwd", "ep_count_ag", "ep_dispatch",
+                                                "ep_dispatch_bwd", "ep_probs_dispatch", "ep_probs_dispatch_bwd"});
       for (const sim::StageResult& st : r.stages) {
         CAPTURE(st.stage);
         REQUIRE(st.ep_comm_s > 0);
