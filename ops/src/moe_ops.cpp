@@ -131,13 +131,16 @@ Op expert_gemm(const Dims& d, Pass pass, const char* name, long long m, long lon
 /// Routed copies this rank's experts compute (the busiest rank).
 double routed_rows(const Dims& d) { return d.expert_tokens * static_cast<double>(d.local_experts); }
 
-/// Bytes one rank sends in the dispatch (or the combine): its T_in tokens, k copies each, h
-/// wide, at the activation dtype; the busiest rank receives `imbalance` times that. The
-/// all-to-all's size S in nccl-tests' sense, of which (ep−1)/ep leaves the rank.
-double dispatch_bytes(const Dims& d) {
-  return d.act * static_cast<double>(d.tokens_sp) * static_cast<double>(d.topk) * static_cast<double>(d.h) *
-         d.imbalance;
+/// Routed copies one rank sends in the dispatch: its T_in tokens, k copies each, `imbalance`
+/// times that to the busiest rank.
+double sent_copies(const Dims& d) {
+  return static_cast<double>(d.tokens_sp) * static_cast<double>(d.topk) * d.imbalance;
 }
+
+/// Bytes one rank sends in the dispatch (or the combine): its sent copies, h wide, at the
+/// activation dtype. The all-to-all's size S in nccl-tests' sense, of which (ep−1)/ep leaves
+/// the rank.
+double dispatch_bytes(const Dims& d) { return d.act * static_cast<double>(d.h) * sent_copies(d); }
 
 /// Which way an EP / ETP exchange moves tokens: to their experts (dispatch, the combine's
 /// backward; all-gather under the allgather dispatcher and expert TP) or back to the ranks of
@@ -188,8 +191,7 @@ Op count_exchange(const Dims& d) {
 }
 
 Op probs_exchange(const Dims& d, Pass pass, const char* name) {
-  Op op = coll(pass, name, CollectiveKind::all_to_all, CommDim::ep, static_cast<int>(d.ep),
-               4.0 * static_cast<double>(d.tokens_sp) * static_cast<double>(d.topk) * d.imbalance);
+  Op op = coll(pass, name, CollectiveKind::all_to_all, CommDim::ep, static_cast<int>(d.ep), 4.0 * sent_copies(d));
   op.paired = d.x.a2a_overlap;
   return op;
 }

@@ -169,19 +169,14 @@ PassTime replay_pass(const std::vector<const ops::Op*>& ops, const std::vector<d
       const auto from = g.dep_from()[e], to = g.dep_to()[e];
       if (tasks[from].stream != kHost && tm[from].end > ready[to]) ready[to] = tm[from].end;
     }
-    std::vector<Time> stream_end(kHost + 1, Time::zero());
-    std::vector<std::uint32_t> stream_last(kHost + 1, kNone);
+    // When each exchange stream would have been free had the host issued in time.
+    std::vector<Time> stream_free(kHost + 1, Time::zero());
     for (std::uint32_t i = 0; i < tasks.size(); ++i) {
       const auto st = tasks[i].stream;
       if (st != kCompute && st != kHost) {
-        const double behind = stream_last[st] != kNone ? issued_late[stream_last[st]] : 0.0;
-        const Time stream_free = Time::ps(stream_end[st].count_ps() - Duration::from_seconds(behind).count_ps());
-        const Time free = std::max(ready[i], stream_free);
+        const Time free = std::max(ready[i], stream_free[st]);
         issued_late[i] = std::max(0.0, (tm[i].start - free).seconds());
-      }
-      if (st <= kHost) {
-        stream_end[st] = tm[i].end;
-        stream_last[st] = i;
+        stream_free[st] = tm[i].end + Duration::from_seconds(-issued_late[i]);
       }
     }
   }
