@@ -93,7 +93,7 @@ std::string csv_text(const scenarios::Scenario& sc, const std::vector<search::Ra
         "micro_batches,step_time_s,tokens_per_s,tflops_per_gpu,mfu,bubble_fraction,peak_gib,"
         "estimate_peak_gib,precision,dp_replicate,ac_freq,compile,tokens_per_s_per_gpu,hfu,"
         "mfu_peak_precision,mfu_peak_tflops,precision_peak,precision_peak_tflops,precision_peak_utilization,"
-        "cp_comm_type\n";
+        "cp_comm_type,cp_a2a\n";
   for (std::size_t i = 0; i < n; ++i) {
     const auto& r = rows[i];
     const auto& l = r.layout;
@@ -108,7 +108,7 @@ std::string csv_text(const scenarios::Scenario& sc, const std::vector<search::Ra
        << (l.recompute == parallel::Recompute::selective_layer ? l.ac_freq : 0) << ',' << (r.compile ? 1 : 0) << ','
        << per_gpu(sc, r) << ',' << u.hfu << ',' << u.mfu_peak.precision << ',' << u.mfu_peak.flops / 1e12 << ','
        << u.precision_peak.precision << ',' << u.precision_peak.flops / 1e12 << ',' << u.precision_peak_utilization
-       << ',' << to_string(l.cp_comm) << '\n';
+       << ',' << to_string(l.cp_comm) << ',' << l.cp_a2a << '\n';
   }
   return os.str();
 }
@@ -164,7 +164,11 @@ std::string ranked_table(const scenarios::Scenario& sc, const search::SearchResu
       pp += " (" + std::to_string(l.first_stage_layers) + "/" + std::to_string(l.last_stage_layers) + ")";
     }
     std::string cp = std::to_string(l.cp);
-    if (l.cp > 1 && l.cp_comm != parallel::CpComm::p2p) cp += std::string(" (") + to_string(l.cp_comm) + ")";
+    if (l.cp > 1 && l.cp_comm == parallel::CpComm::a2a_p2p) {
+      cp += " (a2a" + std::to_string(l.cp_a2a) + "+p2p" + std::to_string(l.cp_ring()) + ")";
+    } else if (l.cp > 1 && l.cp_comm != parallel::CpComm::p2p) {
+      cp += std::string(" (") + to_string(l.cp_comm) + ")";
+    }
     rows.push_back({std::to_string(i + 1), std::to_string(l.tp), cp, pp,
                     std::to_string(l.dp), std::to_string(l.vp), std::to_string(l.mbs),
                     l.sp ? "on" : "off", to_string(l.recompute),

@@ -109,6 +109,7 @@ nlohmann::json layout_json(const parallel::Layout& l) {
   j["schedule"] = to_string(l.schedule);
   j["rank_order"] = l.rank_order;
   if (l.cp > 1) j["cp_comm_type"] = to_string(l.cp_comm);
+  if (l.cp > 1 && l.cp_comm == parallel::CpComm::a2a_p2p) j["cp_a2a"] = l.cp_a2a;
   if (l.first_stage_layers > 0) j["first_stage_layers"] = l.first_stage_layers;
   if (l.last_stage_layers > 0) j["last_stage_layers"] = l.last_stage_layers;
   if (l.ep > 1 || l.etp > 1) {

@@ -148,17 +148,21 @@ double dense_module_savings(const model::Model& m, const parallel::Training& tr,
 }
 
 /// Transformer Engine's context-parallel buffers at the peak of a layer's backward, in units of
-/// s' b h / t bytes (`context_parallel.py`) [derived]. p2p: the double-buffered bf16 K,V blocks
-/// (2 x 4 k/a) plus the dK,dV accumulator in fp32 (8 k/a) [accumulator dtype unconfirmed].
+/// s' b h / t bytes (`context_parallel.py` at v2.13) [derived]. p2p: the two send / receive
+/// buffers, each K,V and dK,dV in the activation dtype (`p2p_comm_buffers`, kv.dtype without
+/// FP8 attention): 2 x 8 k/a.
 /// all_gather: the gathered K and V and their reordered copies (2 x 2 x 2 cp k/a) beside the
 /// gathered-size bf16 dK and dV (2 x 2 cp k/a). a2a: the head-split copies of Q, K and V and
-/// their received and reordered copies (3 x 2 (1 + 2 k/a)).
+/// their received and reordered copies (3 x 2 (1 + 2 k/a)). a2a+p2p: the larger of the two, as
+/// the all-to-alls run before and after the ring, not beside it; the ring's buffers hold the
+/// same elements, cp_a2a times the tokens over cp_a2a times fewer heads.
 double cp_transient(const Geometry& g, const parallel::Layout& l) {
   const double c = static_cast<double>(l.cp);
   switch (l.cp_comm) {
     case parallel::CpComm::p2p: return 16.0 * g.kv;
     case parallel::CpComm::all_gather: return 12.0 * c * g.kv;
     case parallel::CpComm::a2a: return 6.0 * (1.0 + 2.0 * g.kv);
+    case parallel::CpComm::a2a_p2p: return std::max(16.0 * g.kv, 6.0 * (1.0 + 2.0 * g.kv));
   }
   return 16.0 * g.kv;
 }

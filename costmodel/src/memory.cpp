@@ -241,10 +241,15 @@ int communicator_count(const model::Model& model, const parallel::Training& trai
   // the old two-rank behavior", key getKeySendRecv(rank, peer)): two more, with their buffers.
   // PyTorch's own CP all-gathers instead, as do TE's all_gather and a2a (collectives of the CP
   // group's communicator).
-  if (layout.cp > 2 && layout.cp_comm == parallel::CpComm::p2p &&
+  if (layout.cp_ring() > 2 &&
+      (layout.cp_comm == parallel::CpComm::p2p || layout.cp_comm == parallel::CpComm::a2a_p2p) &&
       !parallel::execution_traits(training, layout).torch_cp) {
     communicators += 2;
   }
+  // Hierarchical CP runs on the sub-groups Megatron-Core creates beside the CP group (the CP
+  // group itself still reduces the loss): the all-to-all group, and the ring's group, whose
+  // communicator carries the ring's batched sends where the ring has two ranks.
+  if (layout.cp > 1 && layout.cp_comm == parallel::CpComm::a2a_p2p) communicators += layout.cp_ring() > 2 ? 1 : 2;
   communicators += p > 1 ? 1 : 0;
   communicators += layout.dp > 1 ? 1 : 0;
   // The gradients are reduced over DP x CP (Megatron-Core `get_data_parallel_group(

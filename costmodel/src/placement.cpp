@@ -46,7 +46,9 @@ std::array<std::string_view, 4> rank_dims(const parallel::Layout& layout) {
 std::string_view dim_name(CommDim dim) {
   switch (dim) {
     case CommDim::tp: return "tp";
-    case CommDim::cp: return "cp";
+    case CommDim::cp:
+    case CommDim::cp_a2a:
+    case CommDim::cp_ring: return "cp";
     case CommDim::dp: return "dp";
     case CommDim::pp: return "pp";
     case CommDim::dp_cp: return "dp";
@@ -64,6 +66,7 @@ long long rank_stride(const parallel::Layout& layout, CommDim dim) {
   // tp x cp x dp ranks of a stage): expert-TP innermost, then EP, then expert DP.
   if (dim == CommDim::ep) return std::max(1, layout.etp);
   if (dim == CommDim::expert_dp) return static_cast<long long>(std::max(1, layout.etp)) * std::max(1, layout.ep);
+  if (dim == CommDim::cp_ring) return rank_stride(layout, CommDim::cp) * std::max(1, layout.cp_a2a);
   const auto order = rank_dims(layout);
   const std::string_view name = dim_name(dim);
   long long stride = 1;
@@ -104,7 +107,8 @@ std::optional<parallel::LayoutIssue> domain_issue(const parallel::Layout& layout
 namespace {
 
 /// Ranks of a group inside the first pod, for a group of `n` ranks `s` apart (the strided
-/// groups: EP, expert DP, HSDP replicas), or 0 when the pods hold the whole group.
+/// groups: EP, expert DP, HSDP replicas, hierarchical CP's levels), or 0 when the pods hold the
+/// whole group.
 int strided_ranks_per_pod(long long n, long long s, const Pods& pods) {
   if (pods.gpus <= 0 || s * (n - 1) < pods.gpus) return 0;
   return static_cast<int>(std::clamp((pods.gpus + s - 1) / s, 1LL, n));
@@ -132,7 +136,9 @@ GroupPlacement place_group(const parallel::Layout& layout, CommDim dim, int gpus
       case CommDim::dp_cp: return name == "dp" || name == "cp";
       case CommDim::dp_replicate:
       case CommDim::ep:
-      case CommDim::expert_dp: return false;  // placed below
+      case CommDim::expert_dp:
+      case CommDim::cp_a2a:
+      case CommDim::cp_ring: return false;  // placed below
     }
     return false;
   };
@@ -149,10 +155,14 @@ GroupPlacement place_group(const parallel::Layout& layout, CommDim dim, int gpus
     g.ranks_per_pod = strided_ranks_per_pod(n, s, pods);
     return g;
   }
-  if (dim == CommDim::ep || dim == CommDim::expert_dp) {
+  if (dim == CommDim::ep || dim == CommDim::expert_dp || dim == CommDim::cp_a2a || dim == CommDim::cp_ring) {
     // ep ranks etp apart, or the expert-DP replicas ep·etp apart, inside the tp x cp x dp
-    // ranks of a stage (contiguous under Megatron's orders, pp outermost).
-    const long long n = dim == CommDim::ep ? std::max(1, layout.ep) : std::max(1, layout.edp());
+    // ranks of a stage (contiguous under Megatron's orders, pp outermost); hierarchical CP's
+    // cp_a2a consecutive CP ranks, or its ring of cp / cp_a2a ranks cp_a2a apart.
+    const long long n = dim == CommDim::ep        ? std::max(1, layout.ep)
+                        : dim == CommDim::cp_a2a  ? std::max(1, layout.cp_a2a)
+                        : dim == CommDim::cp_ring ? std::max(1, layout.cp_ring())
+                                                  : std::max(1, layout.edp());
     const long long s = std::max(1LL, rank_stride(layout, dim));
     const long long on_node = std::clamp((gpn + s - 1) / s, 1LL, n);
     g.ranks = static_cast<int>(n);

@@ -94,6 +94,10 @@ std::string megatron_arguments(const ExportInput& in) {
   if (l.cp > 1 && l.cp_comm != parallel::CpComm::p2p) {
     flags.push_back(std::string("--cp-comm-type ") + parallel::to_string(l.cp_comm));
   }
+  if (l.cp > 1 && l.cp_comm == parallel::CpComm::a2a_p2p) {
+    flags.push_back("--hierarchical-context-parallel-sizes " + std::to_string(l.cp_a2a) + " " +
+                    std::to_string(l.cp_ring()));
+  }
   if (l.vp > 1) flags.push_back("--virtual-pipeline-model-parallel-size " + std::to_string(l.vp));
   if (l.sp) flags.push_back("--sequence-parallel");
   if (in.model.moe) {

@@ -65,6 +65,9 @@ void layout_keys(const ExportInput& in, std::ostream& out, std::vector<std::stri
       << "  virtual_pipeline_model_parallel_size: " << (l.vp > 1 ? std::to_string(l.vp) : "null") << '\n'
       << "  sequence_parallel: " << yes(l.sp) << '\n';
   if (l.cp > 1) out << "  cp_comm_type: " << parallel::to_string(l.cp_comm) << '\n';
+  if (l.cp > 1 && l.cp_comm == parallel::CpComm::a2a_p2p) {
+    out << "  hierarchical_context_parallel_sizes: [" << l.cp_a2a << ", " << l.cp_ring() << "]\n";
+  }
   if (in.model.moe) {
     out << "  expert_model_parallel_size: " << l.ep << "\n  expert_tensor_parallel_size: " << l.etp << '\n'
         << "  moe_token_dispatcher_type: " << parallel::to_string(l.moe_dispatcher) << '\n';

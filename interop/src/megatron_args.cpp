@@ -219,10 +219,19 @@ LaunchConfig read_megatron(std::string_view text, const std::string& path, const
     } else if (f.name == "--num-workers") {
       workers = parse_number(value_of(f, path).text, f.name, SourceLocation{path, f.line}, 0);
     } else if (f.name == "--cp-comm-type") {
-      // One type for every layer maps; a per-layer list (and a2a+p2p) does not.
+      // One type for every layer maps; a per-layer list does not.
       const auto comm = f.values.size() == 1 ? parallel::parse_cp_comm(f.values.front().text) : std::nullopt;
       if (comm) {
         c.layout_keys.emplace_back("cp_comm_type", std::string("\"") + parallel::to_string(*comm) + "\"");
+      } else {
+        c.not_mapped.push_back(written(f));
+      }
+    } else if (f.name == "--hierarchical-context-parallel-sizes") {
+      // [all-to-all level, ring level] of a2a+p2p: the first is cp_a2a; other depths do not map.
+      if (f.values.size() == 2) {
+        const Number a2a = parse_number(f.values.front().text, f.name, SourceLocation{path, f.line});
+        (void)parse_number(f.values.back().text, f.name, SourceLocation{path, f.line});
+        c.layout_keys.emplace_back("cp_a2a", std::to_string(a2a.value));
       } else {
         c.not_mapped.push_back(written(f));
       }

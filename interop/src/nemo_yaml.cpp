@@ -184,6 +184,7 @@ class NemoReader {
   std::string capacity_, grad_sync_dtype_;
   const YamlNode* modules_ = nullptr;
   const YamlNode* graph_scope_ = nullptr;
+  const YamlNode* hierarchical_cp_ = nullptr;
   std::optional<Number> recompute_layers_, model_seq_, nodes_, devices_, first_layers_, last_layers_;
 };
 
@@ -248,8 +249,10 @@ bool NemoReader::read_layout_key(const std::string& key, const YamlNode& n) {
     dispatcher_ = name(key, n);
   } else if (key == "model.moe_flex_dispatcher_backend") {
     flex_ = name(key, n);
+  } else if (key == "model.hierarchical_context_parallel_sizes") {
+    hierarchical_cp_ = &n;
   } else if (key == "model.cp_comm_type") {
-    // One type for every layer maps; a per-layer list (and a2a+p2p) does not.
+    // One type for every layer maps; a per-layer list does not.
     if (n.kind == Kind::scalar) {
       cp_comm_ = name(key, n);
     } else {
@@ -482,6 +485,17 @@ void NemoReader::finish_layout() {
     c_.layout_keys.emplace_back("cp_comm_type", std::string("\"") + parallel::to_string(*comm) + "\"");
   } else if (!cp_comm_.empty() && cp_comm_ != "null") {
     c_.not_mapped.push_back("model.cp_comm_type = " + cp_comm_);
+  }
+  // [all-to-all level, ring level] of a2a+p2p: the first is cp_a2a; other depths do not map.
+  if (hierarchical_cp_ != nullptr && !hierarchical_cp_->is_null()) {
+    const std::string key = "model.hierarchical_context_parallel_sizes";
+    if (hierarchical_cp_->kind == Kind::sequence && hierarchical_cp_->items.size() == 2) {
+      const auto a2a = integer(key, hierarchical_cp_->items.front());
+      (void)integer(key, hierarchical_cp_->items.back());
+      if (a2a) c_.layout_keys.emplace_back("cp_a2a", std::to_string(a2a->value));
+    } else {
+      c_.not_mapped.push_back(key + " (not two levels)");
+    }
   }
   if (!c_.experts) return;  // the dispatcher of a dense model moves nothing
   const std::string dispatcher = dispatcher_ == "alltoall_seq" ? "alltoall" : dispatcher_;

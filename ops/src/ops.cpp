@@ -59,6 +59,7 @@ Dims dims_of(const Model& m, const Training& tr, const Layout& l) {
   d.bias = !d.llama;
   d.recomputed = recomputed_modules(l);
   d.cp_comm = l.cp_comm;
+  d.ca = l.cp_comm == parallel::CpComm::a2a_p2p ? std::max(1, l.cp_a2a) : 1;
   if (m.mla) {
     d.mla = true;
     d.q_lora = m.mla->q_lora_rank;

@@ -90,8 +90,10 @@ struct Dims {
   double imbalance = 1;
   parallel::MoeDispatcher dispatcher = parallel::MoeDispatcher::alltoall;
   parallel::FlexBackend flex_backend = parallel::FlexBackend::deepep;
-  /// How Transformer Engine's context parallelism exchanges attention inputs (Layout::cp_comm).
+  /// How Transformer Engine's context parallelism exchanges attention inputs (Layout::cp_comm),
+  /// and the all-to-all level of the hierarchical scheme (Layout::cp_a2a; 1 otherwise).
   parallel::CpComm cp_comm = parallel::CpComm::p2p;
+  long long ca = 1;
 };
 
 /// One linear of a column-parallel group: its op names and output width on this rank.

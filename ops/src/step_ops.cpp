@@ -274,6 +274,8 @@ const char* to_string(CommDim d) noexcept {
     case CommDim::dp_replicate: return "dp_replicate";
     case CommDim::ep: return "ep";
     case CommDim::expert_dp: return "expert_dp";
+    case CommDim::cp_a2a: return "cp_a2a";
+    case CommDim::cp_ring: return "cp_ring";
   }
   return "?";
 }

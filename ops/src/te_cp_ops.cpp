@@ -1,7 +1,7 @@
 // Core attention under Transformer Engine's context parallelism, as Megatron-Core runs it
 // (`cp_comm_type`; `transformer_engine/pytorch/attention/dot_product_attention/
-// context_parallel.py` at v2.13: AttnFuncWithCPAndKVP2P, AttnFuncWithCPAndKVAllGather,
-// AttnFuncWithCPAndQKVOA2A). Every rank holds two of the sequence's 2·cp chunks (load-balanced
+// context_parallel.py` at v2.13: AttnFuncWithCPAndKVP2P, also for "a2a+p2p",
+// AttnFuncWithCPAndKVAllGather, AttnFuncWithCPAndQKVOA2A). Every rank holds two of the sequence's 2·cp chunks (load-balanced
 // causal split, `get_batch_on_this_cp_rank`), s' = s / cp tokens in the layout Megatron keeps
 // them (sbhd).
 #include <algorithm>
@@ -54,26 +54,28 @@ double te_cp_backward_merge_bytes(const Dims& d) {
 }
 
 /// Step 0 causal on the two local chunks, c − 1 steps of half an s'×s' block without mask, the
-/// K/V of the previous step sent on while the current one computes.
-void p2p_forward(std::vector<Op>& ops, const Dims& d, AttentionKernel kernel, Run run) {
+/// K/V of the previous step sent on while the current one computes (over `ring`: the CP group,
+/// or the ring level of hierarchical CP).
+void p2p_forward(std::vector<Op>& ops, const Dims& d, AttentionKernel kernel, Run run,
+                 CommDim ring = CommDim::cp) {
   auto push = [&](Op op) {
     op.recompute = run == Run::recompute;
     ops.push_back(op);
   };
   const double kv_bytes = 2.0 * d.act * kv_elements(d);
   push(attention(Pass::forward, "core_attention", d, kernel, Mask::causal, d.sr, d.sr, 1));
-  push(p2p(Pass::forward, "cp_kv", CommDim::cp, kv_bytes, static_cast<int>(d.c - 1), Wait::async));
+  push(p2p(Pass::forward, "cp_kv", ring, kv_bytes, static_cast<int>(d.c - 1), Wait::async));
   push(attention(Pass::forward, "core_attention_ring", d, kernel, Mask::full, d.sr, d.sr / 2,
                  static_cast<int>(d.c - 1)));
   push(mem(Pass::forward, "cp_out_correction", MemoryKernel::copy, te_cp_forward_merge_bytes(d)));
 }
 
 /// Backward ring: KV at step 0, KV + dKV at steps 1..c−2, dKV at step c−1: 2(c−1)·KV in all.
-void p2p_backward(std::vector<Op>& ops, const Dims& d, AttentionKernel kernel) {
+void p2p_backward(std::vector<Op>& ops, const Dims& d, AttentionKernel kernel, CommDim ring = CommDim::cp) {
   const Pass bi = Pass::backward_input;
   const double kv_bytes = 2.0 * d.act * kv_elements(d);
   ops.push_back(attention(bi, "core_attention_bwd", d, kernel, Mask::causal, d.sr, d.sr, 1));
-  ops.push_back(p2p(bi, "cp_kv_dkv", CommDim::cp, 2.0 * kv_bytes, static_cast<int>(d.c - 1), Wait::async));
+  ops.push_back(p2p(bi, "cp_kv_dkv", ring, 2.0 * kv_bytes, static_cast<int>(d.c - 1), Wait::async));
   ops.push_back(attention(bi, "core_attention_ring_bwd", d, kernel, Mask::full, d.sr, d.sr / 2,
                           static_cast<int>(d.c - 1)));
   ops.push_back(mem(bi, "cp_grad_correction", MemoryKernel::copy, te_cp_backward_merge_bytes(d)));
@@ -150,36 +152,86 @@ Dims head_split(const Dims& d) {
   return h;
 }
 
-/// Forward: Q, K and V split by head and made contiguous (read + write), exchanged
-/// (`flash_attn_a2a_communicate`: one all-to-all each, waited before the attention needs
-/// them), the received chunks put in sequence order (`torch.index_select`, read + write); the
-/// causal attention over the whole sequence; the output reordered, exchanged back and made
-/// contiguous again.
-void a2a_forward(std::vector<Op>& ops, const Dims& d, AttentionKernel kernel, Run run) {
-  auto push = [&](Op op) {
-    op.recompute = run == Run::recompute;
-    ops.push_back(op);
-  };
-  const double q = d.act * q_elements(d);
-  push(mem(Pass::forward, "cp_qkv_stage", MemoryKernel::copy, 4.0 * qkv_bytes(d)));
-  push(coll(Pass::forward, "cp_qkv_a2a", CollectiveKind::all_to_all, CommDim::cp, static_cast<int>(d.c),
-            qkv_bytes(d)));
-  push(attention(Pass::forward, "core_attention", head_split(d), kernel, Mask::causal, d.s, d.s, 1));
-  push(mem(Pass::forward, "cp_out_stage", MemoryKernel::copy, 4.0 * q));
-  push(coll(Pass::forward, "cp_out_a2a", CollectiveKind::all_to_all, CommDim::cp, static_cast<int>(d.c), q));
+/// The all-to-alls around an attention that runs on split heads, over `dim` (`group` ranks):
+/// Q, K and V split by head and made contiguous (read + write), exchanged
+/// (`flash_attn_a2a_communicate`, before_attn: one all-to-all each, waited before the attention
+/// needs them), the received chunks put in sequence order (`torch.index_select`, read + write);
+/// after the attention the output reordered, exchanged back and made contiguous again. Backward
+/// mirrors them: the output gradient in as the output went, dQ, dK and dV back as Q, K and V
+/// came.
+struct HeadExchange {
+  CommDim dim = CommDim::cp;
+  int group = 1;
+};
+
+void exchange_in(std::vector<Op>& ops, const Dims& d, HeadExchange x, Pass pass, Run run) {
+  const bool fwd = pass == Pass::forward;
+  const double bytes = fwd ? qkv_bytes(d) : d.act * q_elements(d);
+  Op stage = mem(pass, fwd ? "cp_qkv_stage" : "cp_dout_stage", MemoryKernel::copy, 4.0 * bytes);
+  Op a2a = coll(pass, fwd ? "cp_qkv_a2a" : "cp_dout_a2a", CollectiveKind::all_to_all, x.dim, x.group, bytes);
+  stage.recompute = a2a.recompute = run == Run::recompute;
+  ops.push_back(stage);
+  ops.push_back(a2a);
 }
 
-/// Backward: the output gradient exchanged as the output was; the attention backward; dQ, dK
-/// and dV exchanged back as Q, K and V came.
+void exchange_out(std::vector<Op>& ops, const Dims& d, HeadExchange x, Pass pass, Run run) {
+  const bool fwd = pass == Pass::forward;
+  const double bytes = fwd ? d.act * q_elements(d) : qkv_bytes(d);
+  Op stage = mem(pass, fwd ? "cp_out_stage" : "cp_dqkv_stage", MemoryKernel::copy, 4.0 * bytes);
+  Op a2a = coll(pass, fwd ? "cp_out_a2a" : "cp_dqkv_a2a", CollectiveKind::all_to_all, x.dim, x.group, bytes);
+  stage.recompute = a2a.recompute = run == Run::recompute;
+  ops.push_back(stage);
+  ops.push_back(a2a);
+}
+
+/// Forward: the exchanges over the whole CP group around the causal attention over the whole
+/// sequence.
+void a2a_forward(std::vector<Op>& ops, const Dims& d, AttentionKernel kernel, Run run) {
+  const HeadExchange x{CommDim::cp, static_cast<int>(d.c)};
+  exchange_in(ops, d, x, Pass::forward, run);
+  Op attn = attention(Pass::forward, "core_attention", head_split(d), kernel, Mask::causal, d.s, d.s, 1);
+  attn.recompute = run == Run::recompute;
+  ops.push_back(attn);
+  exchange_out(ops, d, x, Pass::forward, run);
+}
+
 void a2a_backward(std::vector<Op>& ops, const Dims& d, AttentionKernel kernel) {
   const Pass bi = Pass::backward_input;
-  const double q = d.act * q_elements(d);
-  ops.push_back(mem(bi, "cp_dout_stage", MemoryKernel::copy, 4.0 * q));
-  ops.push_back(coll(bi, "cp_dout_a2a", CollectiveKind::all_to_all, CommDim::cp, static_cast<int>(d.c), q));
+  const HeadExchange x{CommDim::cp, static_cast<int>(d.c)};
+  exchange_in(ops, d, x, bi, Run::first);
   ops.push_back(attention(bi, "core_attention_bwd", head_split(d), kernel, Mask::causal, d.s, d.s, 1));
-  ops.push_back(mem(bi, "cp_dqkv_stage", MemoryKernel::copy, 4.0 * qkv_bytes(d)));
-  ops.push_back(coll(bi, "cp_dqkv_a2a", CollectiveKind::all_to_all, CommDim::cp, static_cast<int>(d.c),
-                     qkv_bytes(d)));
+  exchange_out(ops, d, x, bi, Run::first);
+}
+
+// ---- a2a_p2p: the all-to-alls inside each group of cp_a2a ranks, then the ring over the groups
+// (AttnFuncWithCPAndKVP2P with cp_group = [a2a group, p2p group]) ----
+
+/// What the ring sees after the all-to-all level: cp_a2a times the tokens (the chunks of the
+/// group's ranks, put in ring order by `get_seq_chunk_ids_for_reordering_before_attn`), the
+/// heads split cp_a2a ways, cp / cp_a2a ranks.
+Dims ring_level(const Dims& d) {
+  Dims r = d;
+  r.c = d.c / d.ca;
+  r.sr = d.sr * d.ca;
+  r.nq = d.nq / d.ca;
+  r.nkv = std::max(1LL, d.nkv / d.ca);
+  return r;
+}
+
+/// The exchanges of a2a inside the all-to-all group around the ring over the groups at the
+/// gathered length (`flash_attn_a2a_communicate` before and after AttnFuncWithCPAndKVP2P's ring).
+void a2a_p2p_forward(std::vector<Op>& ops, const Dims& d, AttentionKernel kernel, Run run) {
+  const HeadExchange x{CommDim::cp_a2a, static_cast<int>(d.ca)};
+  exchange_in(ops, d, x, Pass::forward, run);
+  p2p_forward(ops, ring_level(d), kernel, run, CommDim::cp_ring);
+  exchange_out(ops, d, x, Pass::forward, run);
+}
+
+void a2a_p2p_backward(std::vector<Op>& ops, const Dims& d, AttentionKernel kernel) {
+  const HeadExchange x{CommDim::cp_a2a, static_cast<int>(d.ca)};
+  exchange_in(ops, d, x, Pass::backward_input, Run::first);
+  p2p_backward(ops, ring_level(d), kernel, CommDim::cp_ring);
+  exchange_out(ops, d, x, Pass::backward_input, Run::first);
 }
 
 }  // namespace
@@ -189,6 +241,7 @@ void te_cp_attention_forward(std::vector<Op>& ops, const Dims& d, AttentionKerne
     case CpComm::p2p: return p2p_forward(ops, d, kernel, run);
     case CpComm::all_gather: return all_gather_forward(ops, d, kernel, run);
     case CpComm::a2a: return a2a_forward(ops, d, kernel, run);
+    case CpComm::a2a_p2p: return a2a_p2p_forward(ops, d, kernel, run);
   }
 }
 
@@ -197,6 +250,7 @@ void te_cp_attention_backward(std::vector<Op>& ops, const Dims& d, AttentionKern
     case CpComm::p2p: return p2p_backward(ops, d, kernel);
     case CpComm::all_gather: return all_gather_backward(ops, d, kernel);
     case CpComm::a2a: return a2a_backward(ops, d, kernel);
+    case CpComm::a2a_p2p: return a2a_p2p_backward(ops, d, kernel);
   }
 }
 

@@ -41,8 +41,9 @@ constexpr EnumNames<MoeDispatcher, 3> kDispatcher = {{
     {MoeDispatcher::flex, "flex"}}};
 constexpr EnumNames<FlexBackend, 2> kFlexBackend = {{
     {FlexBackend::deepep, "deepep"}, {FlexBackend::hybridep, "hybridep"}}};
-constexpr EnumNames<CpComm, 3> kCpComm = {{
-    {CpComm::p2p, "p2p"}, {CpComm::all_gather, "all_gather"}, {CpComm::a2a, "a2a"}}};
+constexpr EnumNames<CpComm, 4> kCpComm = {{
+    {CpComm::p2p, "p2p"}, {CpComm::all_gather, "all_gather"}, {CpComm::a2a, "a2a"},
+    {CpComm::a2a_p2p, "a2a+p2p"}}};
 
 }  // namespace
 

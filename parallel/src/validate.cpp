@@ -46,6 +46,12 @@ std::optional<LayoutIssue> check_cp_comm(const Model& model, const Training& tra
   // has both) only without it, sinks only under a2a; a2a scatters Q's and K/V's heads
   // (AttnFuncWithCPAndQKVOA2A: "The number of attention heads needs to be divisible by CP
   // size!").
+  if (layout.cp_a2a != 1 && (layout.cp <= 1 || layout.cp_comm != CpComm::a2a_p2p)) {
+    return issue("cp_a2a", "cp-a2a-needs-hierarchical",
+                 "cp_a2a=" + str(layout.cp_a2a) +
+                     " sizes the all-to-all level of cp_comm_type=\"a2a+p2p\" (cp > 1); this layout has cp=" +
+                     str(layout.cp) + ", cp_comm_type=\"" + to_string(layout.cp_comm) + "\"");
+  }
   if (layout.cp <= 1) return std::nullopt;
   const std::string name = std::string("cp_comm_type=\"") + to_string(layout.cp_comm) + "\"";
   if (layout.cp_comm != CpComm::p2p && training.framework != Framework::megatron) {
@@ -54,7 +60,7 @@ std::optional<LayoutIssue> check_cp_comm(const Model& model, const Training& tra
                      to_string(training.framework) + "\" runs its own");
   }
   if (training.framework != Framework::megatron) return std::nullopt;
-  if (model.mla && layout.cp_comm != CpComm::p2p) {
+  if (model.mla && layout.cp_comm != CpComm::p2p && layout.cp_comm != CpComm::a2a_p2p) {
     return issue("cp_comm_type", "cp-comm-mla", name + " does not run multi-head latent attention; use \"p2p\"");
   }
   if (model.arch == model::Arch::gpt_oss && layout.cp_comm != CpComm::a2a) {
@@ -68,6 +74,25 @@ std::optional<LayoutIssue> check_cp_comm(const Model& model, const Training& tra
       return issue("cp_comm_type", "a2a-divides-heads",
                    name + " needs heads/tp = " + str(q) + " and kv_heads/tp = " + str(kv) +
                        " divisible by cp=" + str(layout.cp));
+    }
+  }
+  if (layout.cp_comm == CpComm::a2a_p2p) {
+    // Megatron-Core asserts prod(hierarchical_context_parallel_sizes) == cp; TE runs a level
+    // of one rank as the other scheme alone (attn_forward_func_with_cp), which cp_comm_type
+    // "a2a" or "p2p" names; the all-to-all level scatters the heads as a2a does.
+    const long long a = layout.cp_a2a;
+    if (a <= 1 || a >= layout.cp || layout.cp % a != 0) {
+      return issue("cp_a2a", "cp-a2a-divides-cp",
+                   name + " needs cp_a2a, the all-to-all group of hierarchical_context_parallel_sizes, "
+                          "between 2 and cp/2 and dividing cp=" + str(layout.cp) + " (got " + str(a) +
+                       "); a single level is cp_comm_type \"a2a\" or \"p2p\"");
+    }
+    const long long q = model.heads / layout.tp;
+    const long long kv = model.kv_heads / layout.tp;
+    if (q % a != 0 || kv % a != 0) {
+      return issue("cp_a2a", "a2a-divides-heads",
+                   name + " needs heads/tp = " + str(q) + " and kv_heads/tp = " + str(kv) +
+                       " divisible by cp_a2a=" + str(a));
     }
   }
   return std::nullopt;

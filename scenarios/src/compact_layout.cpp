@@ -1,6 +1,6 @@
 // The compact layout spelling of search and plan tables ("tp8 cp1 pp16(7/7) dp2 mbs1 full
-// 1f1b fp8-delayed"; a cp_comm_type other than p2p in parentheses, "cp4(a2a)") and its reading
-// as --layout key=value pairs.
+// 1f1b fp8-delayed"; a cp_comm_type other than p2p in parentheses, "cp4(a2a)", hierarchical CP
+// with its two levels, "cp8(a2a2+p2p4)") and its reading as --layout key=value pairs.
 
 #include "tetra/scenarios/compact_layout.hpp"
 
@@ -14,7 +14,11 @@ namespace tetra::scenarios {
 
 std::string compact_layout(const parallel::Layout& l, const parallel::Fp8Training& fp8, bool compile) {
   std::string s = "tp" + std::to_string(l.tp) + " cp" + std::to_string(l.cp);
-  if (l.cp > 1 && l.cp_comm != parallel::CpComm::p2p) s += std::string("(") + to_string(l.cp_comm) + ")";
+  if (l.cp > 1 && l.cp_comm == parallel::CpComm::a2a_p2p) {
+    s += "(a2a" + std::to_string(l.cp_a2a) + "+p2p" + std::to_string(l.cp_ring()) + ")";
+  } else if (l.cp > 1 && l.cp_comm != parallel::CpComm::p2p) {
+    s += std::string("(") + to_string(l.cp_comm) + ")";
+  }
   s += " pp" + std::to_string(l.pp);
   if (l.first_stage_layers > 0 || l.last_stage_layers > 0) {
     s += "(" + std::to_string(l.first_stage_layers) + "/" + std::to_string(l.last_stage_layers) + ")";
@@ -116,7 +120,21 @@ std::optional<CompactLayoutKeys> expand_compact_layout(std::string_view text) {
         const long long v = whole(t.substr(2, open - 2));
         if (v < 0) refuse(t, "expected a whole number after 'cp' as search prints it (cp4 or cp4(a2a))");
         layout.push_back("cp=" + std::to_string(v));
-        layout.push_back("cp_comm_type=" + std::string(t.substr(open + 1, t.size() - open - 2)));
+        const std::string_view comm = t.substr(open + 1, t.size() - open - 2);
+        // Hierarchical CP with its levels: a2a<ranks>+p2p<ranks>.
+        const auto plus = comm.find("+p2p");
+        if (comm.rfind("a2a", 0) == 0 && plus != std::string_view::npos && plus > 3) {
+          const long long a = whole(comm.substr(3, plus - 3));
+          const long long r = whole(comm.substr(plus + 4));
+          if (a < 0 || r < 0) refuse(t, "expected cp<ranks>(a2a<ranks>+p2p<ranks>) as search prints it (cp8(a2a2+p2p4))");
+          if (a * r != v) {
+            refuse(t, "the two levels multiply to " + std::to_string(a * r) + ", not cp=" + std::to_string(v));
+          }
+          layout.push_back("cp_comm_type=a2a+p2p");
+          layout.push_back("cp_a2a=" + std::to_string(a));
+        } else {
+          layout.push_back("cp_comm_type=" + std::string(comm));
+        }
       }
     } else if (t.rfind("vp", 0) == 0) {
       number("vp", "vp");

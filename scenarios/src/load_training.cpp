@@ -190,6 +190,8 @@ void set_layout_key(const Section& s, std::string_view k, const toml::node& n, p
     l.moe_flex_backend = enum_value(s, n, k, parallel::parse_flex_backend, kFlexBackend);
   } else if (k == "cp_comm_type") {
     l.cp_comm = enum_value(s, n, k, parallel::parse_cp_comm, kCpComm);
+  } else if (k == "cp_a2a") {
+    l.cp_a2a = s.int_value(n, k, 1, kMaxParallel);
   } else if (k == "recompute_modules") {
     // An empty array is Megatron-Core's default list, core attention.
     const std::string text = plus_joined(s, n, k);

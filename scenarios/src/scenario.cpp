@@ -126,6 +126,7 @@ std::string format_layout(const parallel::Layout& l) {
     os << ",moe_flex_backend=" << to_string(l.moe_flex_backend);
   }
   if (l.cp_comm != parallel::CpComm::p2p) os << ",cp_comm_type=" << to_string(l.cp_comm);
+  if (l.cp_a2a > 1) os << ",cp_a2a=" << l.cp_a2a;
   return os.str();
 }
 

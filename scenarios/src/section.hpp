@@ -226,7 +226,7 @@ inline constexpr std::initializer_list<parallel::MoeDispatcher> kDispatcher{
 inline constexpr std::initializer_list<parallel::FlexBackend> kFlexBackend{parallel::FlexBackend::deepep,
                                                                   parallel::FlexBackend::hybridep};
 inline constexpr std::initializer_list<parallel::CpComm> kCpComm{
-    parallel::CpComm::p2p, parallel::CpComm::all_gather, parallel::CpComm::a2a};
+    parallel::CpComm::p2p, parallel::CpComm::all_gather, parallel::CpComm::a2a, parallel::CpComm::a2a_p2p};
 inline constexpr std::initializer_list<parallel::LoaderMask> kLoaderMask{
     parallel::LoaderMask::none, parallel::LoaderMask::cached, parallel::LoaderMask::per_sample};
 inline constexpr std::initializer_list<model::Arch> kArch{model::Arch::llama, model::Arch::gpt, model::Arch::gpt_oss};

@@ -43,8 +43,27 @@ std::string layout_key(const parallel::Layout& l) {
   if (l.ep != 1 || l.etp != 1) k += ",ep=" + num(l.ep) + ",etp=" + num(l.etp);
   if (l.offload_layers > 0) k += ",offload=" + num(l.offload_layers);
   if (l.cp_comm != parallel::CpComm::p2p) k += ",cp_comm=" + std::to_string(static_cast<int>(l.cp_comm));
+  if (l.cp_a2a != 1) k += ",cp_a2a=" + num(l.cp_a2a);
   return k;
 }
+
+namespace {
+
+/// The all-to-all levels (Layout::cp_a2a) to try at `cp` under `comm`: under a2a_p2p every split
+/// of cp into two levels of two or more ranks, or the base's where it names one for this cp (1
+/// where cp has none, which check_layout rejects); 1 under the other exchanges.
+std::vector<int> hierarchical_levels(parallel::CpComm comm, int cp, const parallel::Layout& base) {
+  if (comm != parallel::CpComm::a2a_p2p) return {1};
+  if (base.cp_comm == comm && base.cp == cp && base.cp_a2a > 1) return {base.cp_a2a};
+  std::vector<int> levels;
+  for (int a = 2; a < cp; ++a) {
+    if (cp % a == 0) levels.push_back(a);
+  }
+  if (levels.empty()) levels.push_back(1);
+  return levels;
+}
+
+}  // namespace
 
 Enumeration enumerate_layouts(const model::Model& model, long long world,
                               const parallel::Training& training, const SearchSpace& space,
@@ -180,9 +199,12 @@ Enumeration enumerate_layouts(const model::Model& model, long long world,
               const bool can_offload = pp == 1 && rc == parallel::Recompute::none;
               for (const parallel::CpComm comm : cp > 1 ? cp_comms : no_exchange) {
                 l.cp_comm = comm;
-                for (const int off : can_offload ? offloads : no_offload) {
-                  l.offload_layers = off;
-                  cell(l, sps);
+                for (const int a2a : hierarchical_levels(comm, cp, base)) {
+                  l.cp_a2a = a2a;
+                  for (const int off : can_offload ? offloads : no_offload) {
+                    l.offload_layers = off;
+                    cell(l, sps);
+                  }
                 }
               }
             }

@@ -10,7 +10,9 @@ namespace tetra::sim {
 CommAxis axis_of(ops::CommDim dim) noexcept {
   switch (dim) {
     case ops::CommDim::tp: return CommAxis::tp;
-    case ops::CommDim::cp: return CommAxis::cp;
+    case ops::CommDim::cp:
+    case ops::CommDim::cp_a2a:
+    case ops::CommDim::cp_ring: return CommAxis::cp;
     case ops::CommDim::pp: return CommAxis::pp;
     case ops::CommDim::dp:
     case ops::CommDim::dp_cp:

@@ -15,6 +15,7 @@ LayerKey layer_key(const parallel::Training& training, const parallel::Layout& l
   k.tp = layout.tp;
   k.cp = layout.cp;
   k.cp_comm = layout.cp > 1 ? layout.cp_comm : parallel::CpComm::p2p;
+  k.cp_a2a = k.cp_comm == parallel::CpComm::a2a_p2p ? layout.cp_a2a : 1;
   k.mbs = layout.mbs;
   k.sp = layout.sp;
   k.recompute = layout.recompute;

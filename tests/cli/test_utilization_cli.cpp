@@ -79,9 +79,10 @@ TEST_CASE("search: tokens/s per GPU, HFU and the peaks in every layout of JSON, 
   CHECK(recomputed);
   const std::string text = slurp(csv);
   CHECK(text.find(",compile,tokens_per_s_per_gpu,hfu,mfu_peak_precision,mfu_peak_tflops,precision_peak,"
-                  "precision_peak_tflops,precision_peak_utilization,cp_comm_type\n") != std::string::npos);
-  // Each row ends with its layout's context-parallel exchange (the ring where nothing else is said).
-  CHECK(text.find(",p2p\n") != std::string::npos);
+                  "precision_peak_tflops,precision_peak_utilization,cp_comm_type,cp_a2a\n") != std::string::npos);
+  // Each row ends with its layout's context-parallel exchange (the ring where nothing else is said)
+  // and the all-to-all level of hierarchical CP (1 otherwise).
+  CHECK(text.find(",p2p,1\n") != std::string::npos);
   const CliRun t = run_tetrasim("search scenarios/quickstart.toml --top 3");
   REQUIRE(t.code == 0);
   CHECK(t.out.find("tok/s/GPU") != std::string::npos);

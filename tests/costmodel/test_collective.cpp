@@ -4,6 +4,8 @@
 // NVIDIA/nccl-tests issue #212, stas00/ml-engineering network/README.md, vTrain's A100 LUTs).
 #include <doctest/doctest.h>
 
+#include <array>
+
 #include "tetra/costmodel/builtin_profiles.hpp"
 #include "tetra/costmodel/collective.hpp"
 #include "tetra/hw/presets.hpp"
@@ -281,6 +283,27 @@ TEST_SUITE("costmodel") {
     l.rank_order = "tp-cp-dp-pp";  // PP stride 16 >= 8: neighbours on different nodes
     g = place_group(l, ops::CommDim::pp, 8);
     CHECK(g.nodes == 2);
+  }
+
+  TEST_CASE("Hierarchical CP groups: cp_a2a consecutive CP ranks, the ring of cp / cp_a2a ranks cp_a2a apart (Megatron-Core create_hierarchical_groups)") {
+    // tp 2, cp 8 on 8-GPU nodes: the CP ranks of TP rank 0 are 0, 2, ..., 14, four per node.
+    parallel::Layout l;
+    l.tp = 2;
+    l.cp = 8;
+    l.cp_comm = parallel::CpComm::a2a_p2p;
+    auto placed = [&](ops::CommDim dim) {
+      const GroupPlacement g = place_group(l, dim, 8);
+      return std::array<int, 3>{g.ranks, g.ranks_per_node, g.nodes};
+    };
+    // All-to-all groups {0, 2}, {4, 6}, ...: inside a node. Ring {0, 4, 8, 12}: two per node.
+    l.cp_a2a = 2;
+    CHECK(placed(ops::CommDim::cp_a2a) == std::array<int, 3>{2, 2, 1});
+    CHECK(placed(ops::CommDim::cp_ring) == std::array<int, 3>{4, 2, 2});
+    CHECK(rank_stride(l, ops::CommDim::cp_ring) == 4);
+    // cp_a2a = 4: groups {0, 2, 4, 6} fill a node's TP-rank-0 half; the ring {0, 8} crosses.
+    l.cp_a2a = 4;
+    CHECK(placed(ops::CommDim::cp_a2a) == std::array<int, 3>{4, 4, 1});
+    CHECK(placed(ops::CommDim::cp_ring) == std::array<int, 3>{2, 1, 2});
   }
 
   TEST_CASE("A node's NICs shared by the groups of one dimension (node_nic_seconds)") {

@@ -545,14 +545,23 @@ TEST_SUITE("costmodel") {
       l.cp_comm = comm;
       CHECK(estimate_memory(m, c, t, l).stages[0].communication_bytes == approx(4.0 * one));
     }
+    // a2a+p2p: the all-to-all group's and the ring group's communicators beside the CP group's,
+    // the ring's batched sends on its own where it has two ranks; a longer ring sends on the
+    // pairs' two-rank communicators instead (cp 8 = 2 x 4: 4 + 1 + 2).
+    l.cp_comm = parallel::CpComm::a2a_p2p;
+    l.cp_a2a = 2;
+    CHECK(estimate_memory(m, c, t, l).stages[0].communication_bytes == approx(6.0 * one));
+    l.cp = 8;
+    CHECK(estimate_memory(m, c, t, l).stages[0].communication_bytes == approx(7.0 * one));
   }
 
   TEST_CASE("memory: TE's context-parallel buffers in a layer's working set, per cp_comm_type") {
     // Llama 3.1 8B at tp 2, cp 4, seq 8192: s' b h / t = 2048 x 4096 / 2 bytes per unit; 8 of
-    // 32 heads carry K and V (k/a = 1/4). p2p: two bf16 K,V blocks (2 x 4 k/a) and the fp32
-    // dK,dV accumulator (8 k/a): 4 units. all_gather: the gathered K,V and their reordered
-    // copies (8 cp k/a) beside the gathered-size dK,dV (4 cp k/a): 12. a2a: Q, K and V split by
-    // head, received and reordered (3 x 2 (1 + 2 k/a)): 9.
+    // 32 heads carry K and V (k/a = 1/4). p2p: two bf16 buffers of K,V and dK,dV (2 x 8 k/a):
+    // 4 units. all_gather: the gathered K,V and their reordered copies (8 cp k/a) beside the
+    // gathered-size dK,dV (4 cp k/a): 12. a2a: Q, K and V split by head, received and
+    // reordered (3 x 2 (1 + 2 k/a)): 9. a2a+p2p: the larger of the two levels' (the ring's
+    // buffers hold as many elements after the all-to-all): 9.
     const model::Model m = preset_model("llama3.1-8b");
     const hw::Cluster c = cluster("dgx-h100");
     parallel::Training t;
@@ -567,6 +576,9 @@ TEST_SUITE("costmodel") {
     l.cp_comm = parallel::CpComm::all_gather;
     CHECK(estimate_memory(m, c, t, l).stages[0].transient_bytes - ring == approx((12.0 - 4.0) * unit));
     l.cp_comm = parallel::CpComm::a2a;
+    CHECK(estimate_memory(m, c, t, l).stages[0].transient_bytes - ring == approx((9.0 - 4.0) * unit));
+    l.cp_comm = parallel::CpComm::a2a_p2p;
+    l.cp_a2a = 2;
     CHECK(estimate_memory(m, c, t, l).stages[0].transient_bytes - ring == approx((9.0 - 4.0) * unit));
   }
 

@@ -304,6 +304,11 @@ TEST_CASE("round trip: import(export(layout)) gives the layout back") {
     round_trip(scenario("llama3.1-8b", megatron, "tp = 2\ncp = 4\nmbs = 1\nsp = true\ncp_comm_type = \"a2a\""),
                Launcher::megatron);
   }
+  SUBCASE("megatron: hierarchical context parallelism (a2a+p2p, --hierarchical-context-parallel-sizes)") {
+    round_trip(scenario("llama3.1-8b", megatron,
+                        "tp = 2\ncp = 8\nmbs = 1\nsp = true\ncp_comm_type = \"a2a+p2p\"\ncp_a2a = 2", 2),
+               Launcher::megatron);
+  }
   SUBCASE("megatron: gpt arch") {
     round_trip(scenario("gpt3-175b", "seq_len = 2048\nglobal_batch = 1536\n",
                         "tp = 8\npp = 16\nmbs = 1\nsp = true", 128),
@@ -319,6 +324,11 @@ TEST_CASE("round trip: import(export(layout)) gives the layout back") {
                         "tp = 4\ncp = 2\npp = 4\nvp = 2\nmbs = 1\nsp = true\nrecompute = \"full\"\n"
                         "schedule = \"interleaved\"",
                         8),
+               Launcher::nemo);
+  }
+  SUBCASE("nemo: hierarchical context parallelism (hierarchical_context_parallel_sizes)") {
+    round_trip(scenario("llama3.1-8b", megatron,
+                        "tp = 2\ncp = 8\nmbs = 1\nsp = true\ncp_comm_type = \"a2a+p2p\"\ncp_a2a = 4", 2),
                Launcher::nemo);
   }
   SUBCASE("nemo: context parallelism over a K/V all-gather") {
@@ -387,6 +397,18 @@ TEST_CASE("Megatron-LM arguments: shell forms") {
     const std::string toml = tetra::interop::import_scenario(model + "--cp-comm-type p2p a2a\n", "args.txt", o);
     CHECK(toml.find("# not mapped: --cp-comm-type p2p a2a\n") != std::string::npos);
     CHECK(tetra::scenarios::load_scenario_text(toml, "x").layout.cp_comm == tetra::parallel::CpComm::p2p);
+    // a2a+p2p with its two levels: the first is the all-to-all group (cp 2 x 4 on 16 GPUs at
+    // tp 1); other depths do not map.
+    o.gpus = 16;
+    const std::string hcp = model.substr(0, model.find("--context-parallel-size")) +
+                            "--context-parallel-size 8 --cp-comm-type a2a+p2p ";
+    sc = tetra::scenarios::load_scenario_text(
+        tetra::interop::import_scenario(hcp + "--hierarchical-context-parallel-sizes 2 4\n", "args.txt", o), "x");
+    CHECK(sc.layout.cp_comm == tetra::parallel::CpComm::a2a_p2p);
+    CHECK(sc.layout.cp_a2a == 2);
+    const std::string three =
+        tetra::interop::import_scenario(hcp + "--hierarchical-context-parallel-sizes 2 2 2\n", "args.txt", o);
+    CHECK(three.find("# not mapped: --hierarchical-context-parallel-sizes 2 2 2\n") != std::string::npos);
   }
   SUBCASE("the data loader's mask: reset flags build it per sample, --no-create-attention-mask-in-dataloader none") {
     // Fujii et al.'s launchers (okoge-kaz/Megatron-LM scripts/abci/Llama-3.1-8B at e4e8c218)

@@ -43,9 +43,10 @@ Training torchtitan_training(int seq_len, bool compile = true) {
   return tr;
 }
 
-/// One layer of Llama 3.1 8B at seq 32768, tp 2 (sp), cp 4 under Transformer Engine's `comm`:
-/// s' = 8192 tokens on a rank, 32/2 = 16 query heads and 8/2 = 4 KV heads of 128.
-std::vector<Op> te_cp_layer(CpComm comm) {
+/// One layer of Llama 3.1 8B at seq 32768, tp 2 (sp), cp 4 under Transformer Engine's `comm`
+/// (a2a+p2p with an all-to-all level of `cp_a2a` ranks): s' = 8192 tokens on a rank, 32/2 = 16
+/// query heads and 8/2 = 4 KV heads of 128.
+std::vector<Op> te_cp_layer(CpComm comm, int cp_a2a = 1) {
   Training tr;
   tr.seq_len = 32768;
   Layout l;
@@ -53,6 +54,7 @@ std::vector<Op> te_cp_layer(CpComm comm) {
   l.cp = 4;
   l.sp = true;
   l.cp_comm = comm;
+  l.cp_a2a = cp_a2a;
   return layer_ops(preset("llama3.1-8b"), tr, l);
 }
 
@@ -386,6 +388,68 @@ TEST_SUITE("llama") {
     // Nothing of the ring.
     CHECK(find(ops, "cp_kv", Pass::forward) == nullptr);
     CHECK(find(ops, "cp_out_correction", Pass::forward) == nullptr);
+  }
+
+  TEST_CASE("cp_comm_type a2a+p2p: all-to-alls inside groups of cp_a2a ranks, the ring over the groups (TE AttnFuncWithCPAndKVP2P with cp_group = [a2a, p2p])") {
+    // Llama 3.1 8B at seq 32768, tp 2 (sp), cp 4 = 2 (all-to-all) x 2 (ring): s' = 8192 tokens
+    // and 16 query / 4 KV heads of 128 on a rank before the all-to-all, 16384 tokens and 8 / 2
+    // heads after it.
+    const auto ops = te_cp_layer(CpComm::a2a_p2p, 2);
+    const double q = 8192.0 * 16 * 128;
+    const double k = 8192.0 * 4 * 128;
+    // The all-to-all level: Q, K and V (bf16) over the 2 ranks of the group, blocking, before
+    // the ring; the output after it.
+    const Op* in = find(ops, "cp_qkv_a2a", Pass::forward);
+    REQUIRE(in);
+    CHECK(in->coll == CollectiveKind::all_to_all);
+    CHECK(in->dim == CommDim::cp_a2a);
+    CHECK(in->group == 2);
+    CHECK_FALSE(in->async);
+    CHECK(in->bytes == approx(2.0 * (q + 2 * k)));
+    const Op* out = find(ops, "cp_out_a2a", Pass::forward);
+    REQUIRE(out);
+    CHECK(out->dim == CommDim::cp_a2a);
+    CHECK(out->bytes == approx(2.0 * q));
+    // The ring over cp / cp_a2a = 2 groups: one K/V exchange of 2 x 16384 x 2 x 128 x 2 bytes,
+    // the same bytes as the rank held before the all-to-all (2 x 2 B x k), under the attention.
+    const Op* kv = find(ops, "cp_kv", Pass::forward);
+    REQUIRE(kv);
+    CHECK(kv->kind == OpKind::p2p);
+    CHECK(kv->dim == CommDim::cp_ring);
+    CHECK(kv->count == 1);
+    CHECK(kv->async);
+    CHECK(kv->bytes == approx(4.0 * k));
+    // Step 0 causal over the gathered 16384 tokens on 8 heads, then one half block.
+    const Op* local = find(ops, "core_attention", Pass::forward);
+    REQUIRE(local);
+    CHECK(local->attn.seq_q == 16384);
+    CHECK(local->attn.seq_kv == 16384);
+    CHECK(local->attn.heads == 8);
+    CHECK(local->attn.kv_heads == 2);
+    CHECK(local->attn.causal);
+    const Op* ring = find(ops, "core_attention_ring", Pass::forward);
+    REQUIRE(ring);
+    CHECK(ring->count == 1);
+    CHECK(ring->attn.seq_q == 16384);
+    CHECK(ring->attn.seq_kv == 8192);
+    // The rank's share of the causal attention, as under the plain ring: 4 x 32768^2 x 16
+    // heads (of the TP rank) x 128 / 2 over the cp = 4 ranks.
+    double per_rank = 0;
+    for (const Op& op : ops) {
+      if (op.kind == OpKind::attention && op.pass == Pass::forward) per_rank += op.total_flops();
+    }
+    CHECK(per_rank == approx(4.0 * 32768.0 * 32768.0 * 16 * 128 / 2 / 4));
+    // Backward mirrors it: the output gradient in, the ring's K/V and dK/dV, dQ, dK, dV back.
+    const Op* dout = find(ops, "cp_dout_a2a", Pass::backward_input);
+    const Op* dkv = find(ops, "cp_kv_dkv", Pass::backward_input);
+    const Op* dqkv = find(ops, "cp_dqkv_a2a", Pass::backward_input);
+    REQUIRE(dout);
+    REQUIRE(dkv);
+    REQUIRE(dqkv);
+    CHECK(dout->bytes == approx(2.0 * q));
+    CHECK(dkv->dim == CommDim::cp_ring);
+    CHECK(dkv->bytes * dkv->count == approx(2.0 * kv->bytes));
+    CHECK(dqkv->bytes == approx(2.0 * (q + 2 * k)));
   }
 
   TEST_CASE("PP boundary and DP gradient buckets (Megatron schedules.py, param_and_grad_buffer.py)") {

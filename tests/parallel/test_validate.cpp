@@ -175,11 +175,50 @@ TEST_SUITE("llama") {
     l.cp_comm = CpComm::a2a;
     CHECK_FALSE(check_cp_comm(oss, tr, l));
     // Spellings: Megatron-Core's, and the "allgather" of Megatron-LM's --cp-comm-type help.
-    for (const CpComm comm : {CpComm::p2p, CpComm::all_gather, CpComm::a2a}) {
+    for (const CpComm comm : {CpComm::p2p, CpComm::all_gather, CpComm::a2a, CpComm::a2a_p2p}) {
       CHECK(parse_cp_comm(to_string(comm)) == comm);
     }
     CHECK(parse_cp_comm("allgather") == CpComm::all_gather);
-    CHECK_FALSE(parse_cp_comm("a2a+p2p"));
+    CHECK(parse_cp_comm("a2a+p2p") == CpComm::a2a_p2p);
+    CHECK_FALSE(parse_cp_comm("p2p+a2a"));
+  }
+
+  TEST_CASE("cp_comm_type a2a+p2p: two levels of two or more ranks, the heads split over the all-to-all level (Megatron-Core hierarchical_context_parallel_sizes, TE attn_forward_func_with_cp)") {
+    // Llama 3.1 8B (32 heads, 8 KV heads) at tp 2, cp 8, pp 4: 4 KV heads per TP rank.
+    Case c;
+    c.layout.cp = 8;
+    c.layout.dp = 1;
+    c.layout.cp_comm = CpComm::a2a_p2p;
+    c.layout.cp_a2a = 2;
+    CHECK_FALSE(c.check());
+    c.layout.cp_a2a = 4;
+    CHECK_FALSE(c.check());
+    CHECK(c.layout.cp_ring() == 2);
+    // A level of one rank is the other scheme alone; a level that does not divide cp is no split.
+    for (const int a : {1, 8, 3}) {
+      c.layout.cp_a2a = a;
+      CHECK(expect_issue(c, "cp_a2a", "cp-a2a-divides-cp").find("cp=8") != std::string::npos);
+    }
+    // The all-to-all level scatters heads: at tp 8, one KV head per rank does not split.
+    c.layout.cp_a2a = 2;
+    c.layout.tp = 8;
+    c.layout.pp = 1;
+    const std::string why = expect_issue(c, "cp_a2a", "a2a-divides-heads");
+    CHECK(why.find("kv_heads/tp = 1") != std::string::npos);
+    CHECK(why.find("cp_a2a=2") != std::string::npos);
+    // cp_a2a sizes a2a+p2p alone.
+    c.layout.tp = 2;
+    c.layout.pp = 4;
+    c.layout.cp_comm = CpComm::p2p;
+    CHECK(expect_issue(c, "cp_a2a", "cp-a2a-needs-hierarchical").find("\"p2p\"") != std::string::npos);
+    // MLA's ring runs under both ring schemes.
+    Model mla = *find_model_preset("deepseek-v3");
+    Layout l;
+    l.cp = 4;
+    l.cp_comm = CpComm::a2a_p2p;
+    l.cp_a2a = 2;
+    Training tr;
+    CHECK_FALSE(check_cp_comm(mla, tr, l));
   }
 
   TEST_CASE("sp needs tp > 1 and a sequence divisible by tp") {

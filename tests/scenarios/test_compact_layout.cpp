@@ -112,12 +112,24 @@ TEST_CASE("compact layouts: every valid layout of a search space reads back thro
           l.cp_comm = parallel::CpComm::a2a;
           return l;
         }(), {}, false) == "tp1 cp4(a2a) pp1 dp1 mbs1 1f1b");
+  // Hierarchical CP with its two levels, read back as cp_comm_type and cp_a2a.
+  CHECK(scenarios::compact_layout([] {
+          parallel::Layout l;
+          l.cp = 8;
+          l.cp_comm = parallel::CpComm::a2a_p2p;
+          l.cp_a2a = 2;
+          return l;
+        }(), {}, false) == "tp1 cp8(a2a2+p2p4) pp1 dp1 mbs1 1f1b");
+  const auto keys = scenarios::expand_compact_layout("tp1 cp8(a2a2+p2p4) pp1");
+  REQUIRE(keys);
+  CHECK(keys->layout.find("cp_comm_type=a2a+p2p") != std::string::npos);
+  CHECK(keys->layout.find("cp_a2a=2") != std::string::npos);
 }
 
 TEST_CASE("compact layouts: a word --layout cannot read is refused, naming it") {
   const std::string text = scenario("llama3.1-8b", 1, "");
   for (const char* bad : {"tp8 fulll", "tp8 pp4(3/", "tp8 dpx", "tp8 pp4(3x1)", "tp8 cp2(ring)", "tp8 cp2(a2a",
-                          "tp8 cpx(a2a)"}) {
+                          "tp8 cpx(a2a)", "tp8 cp8(a2a2+p2p2)", "tp8 cp8(a2ax+p2p4)"}) {
     CAPTURE(bad);
     try {
       (void)scenarios::load_scenario_text(text, "t.toml", bad, true);

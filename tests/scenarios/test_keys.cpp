@@ -58,7 +58,7 @@ TEST_CASE("key table: one row per key, each with a type, a default and a meaning
     CHECK(k.meaning.find('|') == std::string_view::npos);  // would split the Markdown row
   }
   CHECK(key_names("training").size() == 32);
-  CHECK(key_names("layout").size() == 24);
+  CHECK(key_names("layout").size() == 25);
   CHECK(key_names("search").size() == 21);
   CHECK(key_names("plan").size() == 8);
 }

@@ -315,7 +315,7 @@ TEST_CASE("errors carry file:line:col and the key") {
   }
   SUBCASE("cp_comm_type: the name, then Transformer Engine's rules, blamed on the key's line") {
     std::string e = error_of([] { (void)load(kBase + "cp_comm_type = \"ring\"\n"); });
-    CHECK(e == "t.toml:16:16: [layout].cp_comm_type: unknown value \"ring\" (expected one of: p2p, all_gather, a2a)");
+    CHECK(e == "t.toml:16:16: [layout].cp_comm_type: unknown value \"ring\" (expected one of: p2p, all_gather, a2a, a2a+p2p)");
     // Llama 3.1 8B's 8 KV heads over tp 2 leave 4 a rank, which cp 8 cannot split.
     std::string text = kBase;
     text.replace(text.find("llama2-7b"), 9, "llama3.1-8b");
@@ -323,6 +323,18 @@ TEST_CASE("errors carry file:line:col and the key") {
     CHECK(e.rfind("t.toml:17:16: [layout].cp_comm_type: cp_comm_type=\"a2a\" needs heads/tp = 16 and kv_heads/tp = 4 "
                   "divisible by cp=8", 0) == 0);
     CHECK(load(text + "cp = 8\ncp_comm_type = \"allgather\"\n").layout.cp_comm == tetra::parallel::CpComm::all_gather);
+    // a2a+p2p: the all-to-all level, cp_a2a, blamed on its line; on the [layout] table when it
+    // is missing; a cp_a2a without the scheme it sizes is refused too.
+    const auto hcp = load(text + "cp = 8\ncp_comm_type = \"a2a+p2p\"\ncp_a2a = 4\n");
+    CHECK(hcp.layout.cp_comm == tetra::parallel::CpComm::a2a_p2p);
+    CHECK(hcp.layout.cp_a2a == 4);
+    e = error_of([&] { (void)load(text + "cp = 8\ncp_comm_type = \"a2a+p2p\"\ncp_a2a = 3\n"); });
+    CHECK(e.rfind("t.toml:18:10: [layout].cp_a2a: cp_comm_type=\"a2a+p2p\" needs cp_a2a", 0) == 0);
+    e = error_of([&] { (void)load(text + "cp = 8\ncp_comm_type = \"a2a+p2p\"\n"); });
+    CHECK(e.rfind("t.toml:12:1: [layout].cp_a2a:", 0) == 0);
+    CHECK(e.find("(got 1)") != std::string::npos);
+    e = error_of([&] { (void)load(text + "cp = 8\ncp_a2a = 2\n"); });
+    CHECK(e.rfind("t.toml:17:10: [layout].cp_a2a: cp_a2a=2 sizes the all-to-all level of cp_comm_type=\"a2a+p2p\"", 0) == 0);
   }
   SUBCASE("missing tables name the table") {
     CHECK(error_of([] { (void)load("[cluster]\npreset = \"dgx-h100\"\n"); }).rfind("t.toml: [model]: missing table", 0) == 0);

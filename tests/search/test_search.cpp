@@ -18,6 +18,7 @@
 #include "tetra/parallel/params.hpp"
 #include "tetra/model/presets.hpp"
 #include "tetra/parallel/validate.hpp"
+#include "tetra/scenarios/compact_layout.hpp"
 #include "tetra/scenarios/scenario.hpp"
 #include "tetra/search/enumerate.hpp"
 #include "tetra/search/search.hpp"
@@ -25,6 +26,14 @@
 using namespace tetra;
 
 namespace {
+
+/// Llama 3.1 8B on two DGX H100 (8 KV heads), pp 1 and micro-batch 1, with the [training] keys
+/// and the [search] lists given: its enumerated layouts.
+scenarios::Scenario two_dgx_search(const std::string& training, const std::string& lists) {
+  const std::string text = "[model]\npreset = \"llama3.1-8b\"\n[cluster]\npreset = \"dgx-h100\"\nnodes = 2\n"
+                           "[training]\n" + training + "[search]\npp = [1]\nmbs = [1]\n" + lists;
+  return scenarios::load_scenario_text(text, "search.toml", "", false);
+}
 
 /// A small Llama: 12 layers, hidden 1024, 8 heads, 4 KV heads (so tp = 8 breaks
 /// tp-divides-heads), FFN 4096.
@@ -556,11 +565,9 @@ TEST_SUITE("search") {
   TEST_CASE("cp_comm_type: every listed exchange where cp > 1 and the ring alone at cp 1, a2a where the heads split") {
     // Two DGX H100, tp 1 or 2, cp 1 or 8 (pp 1): at cp 8, p2p and all_gather always, a2a only at
     // tp 1 (8 KV heads; 4 at tp 2 do not split over cp 8: a2a-divides-heads).
-    const std::string text =
-        "[model]\npreset = \"llama3.1-8b\"\n[cluster]\npreset = \"dgx-h100\"\nnodes = 2\n"
-        "[training]\nseq_len = 4096\nglobal_batch = 64\n[search]\ntp = [1, 2]\ncp = [1, 8]\npp = [1]\n"
-        "mbs = [1]\nrecompute = [\"none\"]\ncp_comm_type = [\"p2p\", \"all_gather\", \"a2a\"]\n";
-    const auto sc = scenarios::load_scenario_text(text, "search.toml", "", false);
+    const auto sc = two_dgx_search("seq_len = 4096\nglobal_batch = 64\n",
+                                   "tp = [1, 2]\ncp = [1, 8]\nrecompute = [\"none\"]\n"
+                                   "cp_comm_type = [\"p2p\", \"all_gather\", \"a2a\"]\n");
     const auto en = search::enumerate_layouts(sc.model, sc.cluster.total_gpus(), sc.training, sc.search, sc.layout);
     using parallel::CpComm;
     std::set<std::pair<int, CpComm>> valid;
@@ -580,6 +587,31 @@ TEST_SUITE("search") {
       if (r.layout.cp == 8) ranked.insert(r.layout.cp_comm);
     }
     CHECK(ranked.size() == 3);
+  }
+
+  TEST_CASE("cp_comm_type a2a+p2p: every split of cp into two levels where the heads split") {
+    // One DGX H100 pair, tp 2, cp 8: 4 KV heads per TP rank split over an all-to-all level of 2
+    // or 4 ranks (rings of 4 and 2); nothing splits cp 2 into two levels.
+    const auto sc = two_dgx_search("seq_len = 32768\nglobal_batch = 16\n",
+                                   "tp = [2]\ncp = [2, 8]\nrecompute = [\"full\"]\ncp_comm_type = [\"a2a+p2p\"]\n");
+    const auto en = search::enumerate_layouts(sc.model, sc.cluster.total_gpus(), sc.training, sc.search, sc.layout);
+    std::set<std::pair<int, int>> valid;
+    for (const auto& l : en.valid) valid.insert({l.cp, l.cp_a2a});
+    CHECK(valid == std::set<std::pair<int, int>>{{8, 2}, {8, 4}});
+    CHECK(en.invalid_by_rule.at("cp-a2a-divides-cp") == 1);
+    // Ranked with the levels in the compact spelling, which --layout reads back.
+    const auto res = search_scenario(sc);
+    const std::string plain =
+        "[model]\npreset = \"llama3.1-8b\"\n[cluster]\npreset = \"dgx-h100\"\nnodes = 2\n"
+        "[training]\nseq_len = 32768\nglobal_batch = 16\n";
+    REQUIRE(res.layouts.size() == 2);
+    for (const auto& r : res.layouts) {
+      const std::string compact = scenarios::compact_layout(r.layout, r.fp8, false);
+      CHECK(compact.find(r.layout.cp_a2a == 2 ? "cp8(a2a2+p2p4)" : "cp8(a2a4+p2p2)") != std::string::npos);
+      const auto again = scenarios::load_scenario_text(plain, "again.toml", compact, false);
+      CHECK(again.layout.cp_comm == parallel::CpComm::a2a_p2p);
+      CHECK(again.layout.cp_a2a == r.layout.cp_a2a);
+    }
   }
 
   TEST_CASE("PyTorch-native knobs: HSDP replicas, selective_layer frequencies and compile on / off") {

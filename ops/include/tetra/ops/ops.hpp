@@ -109,6 +109,11 @@ enum class CommDim : std::uint8_t {
   /// Expert data-parallel group (size tp·cp·dp / (ep·etp)): the replicas of one expert shard,
   /// over which expert gradients are reduced; ranks ep·etp apart.
   expert_dp,
+  /// Hierarchical CP (parallel::CpComm::a2a_p2p): the all-to-all group of cp_a2a consecutive
+  /// CP ranks, and the ring of the cp / cp_a2a ranks cp_a2a apart that hold the same slot in
+  /// their all-to-all groups (Megatron-Core parallel_state.create_hierarchical_groups).
+  cp_a2a,
+  cp_ring,
 };
 
 /// What the host waits for before it issues an op (sim::HostCost): nothing; a value read back

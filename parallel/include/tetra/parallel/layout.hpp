@@ -50,8 +50,11 @@ enum class FlexBackend { deepep, hybridep };
 /// previous one's attention (AttnFuncWithCPAndKVP2P); all_gather, K and V gathered whole
 /// before the attention and their gradients reduce-scattered after it, both exposed
 /// (AttnFuncWithCPAndKVAllGather); a2a, DeepSpeed-Ulysses' all-to-alls that trade the
-/// sequence split for a head split around a full-sequence attention (AttnFuncWithCPAndQKVOA2A).
-enum class CpComm { p2p, all_gather, a2a };
+/// sequence split for a head split around a full-sequence attention (AttnFuncWithCPAndQKVOA2A);
+/// a2a_p2p ("a2a+p2p", hierarchical CP), the all-to-alls inside groups of Layout::cp_a2a
+/// consecutive CP ranks and the ring over the cp / cp_a2a groups (AttnFuncWithCPAndKVP2P with
+/// cp_group = [a2a group, p2p group]).
+enum class CpComm { p2p, all_gather, a2a, a2a_p2p };
 
 /// The parallel layout of one step. dp is always resolved (never 0) once a scenario is loaded.
 struct Layout {
@@ -98,6 +101,15 @@ struct Layout {
   MoeDispatcher moe_dispatcher = MoeDispatcher::alltoall;
   FlexBackend moe_flex_backend = FlexBackend::deepep;  ///< used by the flex dispatcher only
   CpComm cp_comm = CpComm::p2p;  ///< Megatron-Core `cp_comm_type` (used when cp > 1)
+  /// Under cp_comm a2a_p2p: the CP ranks of one all-to-all group, consecutive in the CP group
+  /// (Megatron-Core `hierarchical_context_parallel_sizes` = [cp_a2a, cp / cp_a2a],
+  /// parallel_state.create_hierarchical_groups: level 0 innermost); 1 otherwise.
+  int cp_a2a = 1;
+
+  /// CP ranks of one ring: cp / cp_a2a under a2a_p2p, cp under p2p.
+  [[nodiscard]] int cp_ring() const noexcept {
+    return cp_comm == CpComm::a2a_p2p && cp_a2a > 0 ? cp / cp_a2a : cp;
+  }
 
   /// DP ranks of one FSDP shard group (one HSDP replica).
   [[nodiscard]] int shard_dp() const noexcept { return dp / (dp_replicate > 0 ? dp_replicate : 1); }

@@ -68,9 +68,10 @@ struct LayoutIssue {
 
 /// Transformer Engine's rules for cp_comm_type (part of check_layout, after cp-divides-seq; all
 /// keyed cp_comm_type, checked when cp > 1): cp-comm-needs-megatron (not p2p outside framework
-/// megatron), cp-comm-mla (MLA runs only in the p2p ring), cp-comm-sinks (gpt-oss's sliding
-/// windows and softmax sinks need a2a), a2a-divides-heads (a2a: heads/tp and kv_heads/tp
-/// divisible by cp).
+/// megatron), cp-comm-mla (MLA runs only in a ring: p2p or a2a+p2p), cp-comm-sinks (gpt-oss's
+/// sliding windows and softmax sinks need a2a), a2a-divides-heads (a2a: heads/tp and kv_heads/tp
+/// divisible by cp); under a2a+p2p, keyed cp_a2a: cp-a2a-divides-cp (1 < cp_a2a < cp, dividing
+/// cp) and a2a-divides-heads (heads/tp and kv_heads/tp divisible by cp_a2a).
 [[nodiscard]] std::optional<LayoutIssue> check_cp_comm(const model::Model& model, const Training& training,
                                                        const Layout& layout);
 

@@ -27,6 +27,7 @@ struct LayerKey {
   int tp = 1;
   int cp = 1;
   parallel::CpComm cp_comm = parallel::CpComm::p2p;  ///< how the CP ranks exchange (cp > 1)
+  int cp_a2a = 1;  ///< the all-to-all level of hierarchical CP (cp_comm a2a_p2p)
   int mbs = 1;
   bool sp = false;
   parallel::Recompute recompute = parallel::Recompute::none;
