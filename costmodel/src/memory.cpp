@@ -249,7 +249,9 @@ int communicator_count(const model::Model& model, const parallel::Training& trai
   // Hierarchical CP runs on the sub-groups Megatron-Core creates beside the CP group (the CP
   // group itself still reduces the loss): the all-to-all group, and the ring's group, whose
   // communicator carries the ring's batched sends where the ring has two ranks.
-  if (layout.cp > 1 && layout.cp_comm == parallel::CpComm::a2a_p2p) communicators += layout.cp_ring() > 2 ? 1 : 2;
+  if (layout.cp > 1 && layout.cp_comm == parallel::CpComm::a2a_p2p) {
+    communicators += layout.cp_ring() > 2 ? 1 : 2;
+  }
   communicators += p > 1 ? 1 : 0;
   communicators += layout.dp > 1 ? 1 : 0;
   // The gradients are reduced over DP x CP (Megatron-Core `get_data_parallel_group(

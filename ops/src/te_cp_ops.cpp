@@ -1,9 +1,9 @@
 // Core attention under Transformer Engine's context parallelism, as Megatron-Core runs it
 // (`cp_comm_type`; `transformer_engine/pytorch/attention/dot_product_attention/
 // context_parallel.py` at v2.13: AttnFuncWithCPAndKVP2P, also for "a2a+p2p",
-// AttnFuncWithCPAndKVAllGather, AttnFuncWithCPAndQKVOA2A). Every rank holds two of the sequence's 2·cp chunks (load-balanced
-// causal split, `get_batch_on_this_cp_rank`), s' = s / cp tokens in the layout Megatron keeps
-// them (sbhd).
+// AttnFuncWithCPAndKVAllGather, AttnFuncWithCPAndQKVOA2A). Every rank holds two of the
+// sequence's 2·cp chunks (load-balanced causal split, `get_batch_on_this_cp_rank`), s' = s / cp
+// tokens in the layout Megatron keeps them (sbhd).
 #include <algorithm>
 
 #include "ops_builders.hpp"

@@ -49,8 +49,9 @@ std::optional<LayoutIssue> check_cp_comm(const Model& model, const Training& tra
   if (layout.cp_a2a != 1 && (layout.cp <= 1 || layout.cp_comm != CpComm::a2a_p2p)) {
     return issue("cp_a2a", "cp-a2a-needs-hierarchical",
                  "cp_a2a=" + str(layout.cp_a2a) +
-                     " sizes the all-to-all level of cp_comm_type=\"a2a+p2p\" (cp > 1); this layout has cp=" +
-                     str(layout.cp) + ", cp_comm_type=\"" + to_string(layout.cp_comm) + "\"");
+                     " sizes the all-to-all level of cp_comm_type=\"a2a+p2p\" (cp > 1); "
+                     "this layout has cp=" + str(layout.cp) + ", cp_comm_type=\"" +
+                     to_string(layout.cp_comm) + "\"");
   }
   if (layout.cp <= 1) return std::nullopt;
   const std::string name = std::string("cp_comm_type=\"") + to_string(layout.cp_comm) + "\"";

@@ -126,9 +126,12 @@ std::optional<CompactLayoutKeys> expand_compact_layout(std::string_view text) {
         if (comm.rfind("a2a", 0) == 0 && plus != std::string_view::npos && plus > 3) {
           const long long a = whole(comm.substr(3, plus - 3));
           const long long r = whole(comm.substr(plus + 4));
-          if (a < 0 || r < 0) refuse(t, "expected cp<ranks>(a2a<ranks>+p2p<ranks>) as search prints it (cp8(a2a2+p2p4))");
+          if (a < 0 || r < 0) {
+            refuse(t, "expected cp<ranks>(a2a<ranks>+p2p<ranks>) as search prints it (cp8(a2a2+p2p4))");
+          }
           if (a * r != v) {
-            refuse(t, "the two levels multiply to " + std::to_string(a * r) + ", not cp=" + std::to_string(v));
+            refuse(t, "the two levels multiply to " + std::to_string(a * r) + ", not cp=" +
+                          std::to_string(v));
           }
           layout.push_back("cp_comm_type=a2a+p2p");
           layout.push_back("cp_a2a=" + std::to_string(a));
