@@ -164,11 +164,7 @@ std::string ranked_table(const scenarios::Scenario& sc, const search::SearchResu
       pp += " (" + std::to_string(l.first_stage_layers) + "/" + std::to_string(l.last_stage_layers) + ")";
     }
     std::string cp = std::to_string(l.cp);
-    if (l.cp > 1 && l.cp_comm == parallel::CpComm::a2a_p2p) {
-      cp += " (a2a" + std::to_string(l.cp_a2a) + "+p2p" + std::to_string(l.cp_ring()) + ")";
-    } else if (l.cp > 1 && l.cp_comm != parallel::CpComm::p2p) {
-      cp += std::string(" (") + to_string(l.cp_comm) + ")";
-    }
+    if (const std::string x = scenarios::cp_exchange(l); !x.empty()) cp += " (" + x + ")";
     rows.push_back({std::to_string(i + 1), std::to_string(l.tp), cp, pp,
                     std::to_string(l.dp), std::to_string(l.vp), std::to_string(l.mbs),
                     l.sp ? "on" : "off", to_string(l.recompute),

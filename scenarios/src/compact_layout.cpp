@@ -12,13 +12,17 @@
 
 namespace tetra::scenarios {
 
+std::string cp_exchange(const parallel::Layout& l) {
+  if (l.cp <= 1 || l.cp_comm == parallel::CpComm::p2p) return "";
+  if (l.cp_comm == parallel::CpComm::a2a_p2p) {
+    return "a2a" + std::to_string(l.cp_a2a) + "+p2p" + std::to_string(l.cp_ring());
+  }
+  return to_string(l.cp_comm);
+}
+
 std::string compact_layout(const parallel::Layout& l, const parallel::Fp8Training& fp8, bool compile) {
   std::string s = "tp" + std::to_string(l.tp) + " cp" + std::to_string(l.cp);
-  if (l.cp > 1 && l.cp_comm == parallel::CpComm::a2a_p2p) {
-    s += "(a2a" + std::to_string(l.cp_a2a) + "+p2p" + std::to_string(l.cp_ring()) + ")";
-  } else if (l.cp > 1 && l.cp_comm != parallel::CpComm::p2p) {
-    s += std::string("(") + to_string(l.cp_comm) + ")";
-  }
+  if (const std::string x = cp_exchange(l); !x.empty()) s += "(" + x + ")";
   s += " pp" + std::to_string(l.pp);
   if (l.first_stage_layers > 0 || l.last_stage_layers > 0) {
     s += "(" + std::to_string(l.first_stage_layers) + "/" + std::to_string(l.last_stage_layers) + ")";
@@ -129,9 +133,9 @@ std::optional<CompactLayoutKeys> expand_compact_layout(std::string_view text) {
           if (a < 0 || r < 0) {
             refuse(t, "expected cp<ranks>(a2a<ranks>+p2p<ranks>) as search prints it (cp8(a2a2+p2p4))");
           }
-          if (a * r != v) {
-            refuse(t, "the two levels multiply to " + std::to_string(a * r) + ", not cp=" +
-                          std::to_string(v));
+          if (a == 0 || r == 0 || v % a != 0 || v / a != r) {
+            refuse(t, "the two levels a2a" + std::to_string(a) + " and p2p" + std::to_string(r) +
+                          " do not multiply to cp=" + std::to_string(v));
           }
           layout.push_back("cp_comm_type=a2a+p2p");
           layout.push_back("cp_a2a=" + std::to_string(a));

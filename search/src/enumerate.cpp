@@ -49,12 +49,11 @@ std::string layout_key(const parallel::Layout& l) {
 
 namespace {
 
-/// The all-to-all levels (Layout::cp_a2a) to try at `cp` under `comm`: under a2a_p2p every split
-/// of cp into two levels of two or more ranks, or the base's where it names one for this cp (1
-/// where cp has none, which check_layout rejects); 1 under the other exchanges.
-std::vector<int> hierarchical_levels(parallel::CpComm comm, int cp, const parallel::Layout& base) {
-  if (comm != parallel::CpComm::a2a_p2p) return {1};
-  if (base.cp_comm == comm && base.cp == cp && base.cp_a2a > 1) return {base.cp_a2a};
+/// The all-to-all levels (Layout::cp_a2a) a2a_p2p tries at `cp`: every split of cp into two
+/// levels of two or more ranks, or the base's where it names one for this cp (1 where cp has
+/// none, which check_layout rejects).
+std::vector<int> hierarchical_levels(int cp, const parallel::Layout& base) {
+  if (base.cp_comm == parallel::CpComm::a2a_p2p && base.cp == cp && base.cp_a2a > 1) return {base.cp_a2a};
   std::vector<int> levels;
   for (int a = 2; a < cp; ++a) {
     if (cp % a == 0) levels.push_back(a);
@@ -164,11 +163,16 @@ Enumeration enumerate_layouts(const model::Model& model, long long world,
   const std::vector<parallel::CpComm> cp_comms =
       space.cp_comm.empty() ? std::vector<parallel::CpComm>{base.cp_comm} : space.cp_comm;
   const std::vector<parallel::CpComm> no_exchange{parallel::CpComm::p2p};
+  // Hierarchical CP's all-to-all levels per cp of the space; one level under the others.
+  std::vector<std::vector<int>> hcp_levels;
+  for (const int cp : space.cp) hcp_levels.push_back(hierarchical_levels(cp, base));
+  const std::vector<int> one_level{1};
   parallel::Layout l = base;
   l.dp_shard = 0;  // derived from dp and dp_replicate
   for (const int tp : space.tp) {
     const std::vector<bool>& sps = tp > 1 ? sp_multi : sp_single;
-    for (const int cp : space.cp) {
+    for (std::size_t ci = 0; ci < space.cp.size(); ++ci) {
+      const int cp = space.cp[ci];
       for (const int pp : pps) {
         const long long cells = static_cast<long long>(tp) * cp * pp;
         const long long dp = cells > 0 && world % cells == 0 ? world / cells
@@ -199,7 +203,7 @@ Enumeration enumerate_layouts(const model::Model& model, long long world,
               const bool can_offload = pp == 1 && rc == parallel::Recompute::none;
               for (const parallel::CpComm comm : cp > 1 ? cp_comms : no_exchange) {
                 l.cp_comm = comm;
-                for (const int a2a : hierarchical_levels(comm, cp, base)) {
+                for (const int a2a : comm == parallel::CpComm::a2a_p2p ? hcp_levels[ci] : one_level) {
                   l.cp_a2a = a2a;
                   for (const int off : can_offload ? offloads : no_offload) {
                     l.offload_layers = off;

@@ -129,7 +129,8 @@ TEST_CASE("compact layouts: every valid layout of a search space reads back thro
 TEST_CASE("compact layouts: a word --layout cannot read is refused, naming it") {
   const std::string text = scenario("llama3.1-8b", 1, "");
   for (const char* bad : {"tp8 fulll", "tp8 pp4(3/", "tp8 dpx", "tp8 pp4(3x1)", "tp8 cp2(ring)", "tp8 cp2(a2a",
-                          "tp8 cpx(a2a)", "tp8 cp8(a2a2+p2p2)", "tp8 cp8(a2ax+p2p4)"}) {
+                          "tp8 cpx(a2a)", "tp8 cp8(a2a2+p2p2)", "tp8 cp8(a2ax+p2p4)",
+                          "tp8 cp8(a2a0+p2p4)", "tp8 cp8(a2a4294967296+p2p4294967296)"}) {
     CAPTURE(bad);
     try {
       (void)scenarios::load_scenario_text(text, "t.toml", bad, true);

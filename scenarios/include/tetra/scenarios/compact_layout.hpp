@@ -9,9 +9,13 @@
 
 namespace tetra::scenarios {
 
+/// How the CP ranks exchange, as the tables print it after cp: "" for the ring (and at cp 1),
+/// the cp_comm_type otherwise ("a2a"), hierarchical CP with its two levels ("a2a2+p2p4").
+[[nodiscard]] std::string cp_exchange(const parallel::Layout& layout);
+
 /// "tp8 cp1 pp16(7/7) dp2 vp2 mbs1 ep8 full 1f1b fp8-delayed compiled": the first / last
 /// stage layers of an uneven split in parentheses after pp, HSDP's shard x replicas after dp,
-/// a cp_comm_type other than p2p after cp ("cp4(a2a)"),
+/// cp_exchange after cp in parentheses ("cp4(a2a)", "cp8(a2a2+p2p4)"),
 /// "no-sp" where tp > 1 runs without sequence parallelism, and only what is not the default
 /// of vp, ep, etp, recompute, offloading, precision and compile.
 [[nodiscard]] std::string compact_layout(const parallel::Layout& layout, const parallel::Fp8Training& fp8,
