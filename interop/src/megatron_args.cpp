@@ -229,9 +229,8 @@ LaunchConfig read_megatron(std::string_view text, const std::string& path, const
     } else if (f.name == "--hierarchical-context-parallel-sizes") {
       // [all-to-all level, ring level] of a2a+p2p: the first is cp_a2a; other depths do not map.
       if (f.values.size() == 2) {
-        const Number a2a = parse_number(f.values.front().text, f.name, SourceLocation{path, f.line});
-        (void)parse_number(f.values.back().text, f.name, SourceLocation{path, f.line});
-        c.layout_keys.emplace_back("cp_a2a", std::to_string(a2a.value));
+        c.cp_a2a = parse_number(f.values.front().text, f.name, SourceLocation{path, f.line});
+        c.cp_ring = parse_number(f.values.back().text, f.name, SourceLocation{path, f.line});
       } else {
         c.not_mapped.push_back(written(f));
       }

@@ -490,9 +490,8 @@ void NemoReader::finish_layout() {
   if (hierarchical_cp_ != nullptr && !hierarchical_cp_->is_null()) {
     const std::string key = "model.hierarchical_context_parallel_sizes";
     if (hierarchical_cp_->kind == Kind::sequence && hierarchical_cp_->items.size() == 2) {
-      const auto a2a = integer(key, hierarchical_cp_->items.front());
-      (void)integer(key, hierarchical_cp_->items.back());
-      if (a2a) c_.layout_keys.emplace_back("cp_a2a", std::to_string(a2a->value));
+      c_.cp_a2a = integer(key, hierarchical_cp_->items.front());
+      c_.cp_ring = integer(key, hierarchical_cp_->items.back());
     } else {
       c_.not_mapped.push_back(key + " (not two levels)");
     }

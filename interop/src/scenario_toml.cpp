@@ -76,6 +76,14 @@ Sizes resolve_sizes(const LaunchConfig& c, const ImportOptions& o, int gpus_per_
                                           " data-parallel ranks do not make the run's " + std::to_string(s.world) +
                                           " GPUs");
   }
+  // Megatron-Core's parallel_state refuses hierarchical CP sizes whose product is not cp (checked
+  // by division: the levels are any positive long long, their product may not be).
+  if (c.cp_a2a && c.cp_ring &&
+      (s.cp % c.cp_a2a->value != 0 || s.cp / c.cp_a2a->value != c.cp_ring->value)) {
+    throw error_at(c, c.cp_ring, "", "hierarchical context-parallel sizes " + std::to_string(c.cp_a2a->value) +
+                                         " x " + std::to_string(c.cp_ring->value) + " do not make cp " +
+                                         std::to_string(s.cp));
+  }
   return s;
 }
 
@@ -226,6 +234,7 @@ std::string scenario_toml(const LaunchConfig& c, const ImportOptions& o) {
     out << "ep = " << value_or(c.ep, 1) << '\n'
         << "etp = " << value_or(c.etp, titan ? 1 : s.tp) << '\n';  // Megatron-LM's default: tp
   }
+  if (c.cp_a2a) out << "cp_a2a = " << c.cp_a2a->value << '\n';
   for (const auto& [key, value] : c.layout_keys) out << key << " = " << value << '\n';
   if (!c.not_mapped.empty()) out << '\n';
   for (const std::string& line : c.not_mapped) out << "# not mapped: " << detail::ascii_escaped(line) << '\n';

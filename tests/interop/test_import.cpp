@@ -409,6 +409,14 @@ TEST_CASE("Megatron-LM arguments: shell forms") {
     const std::string three =
         tetra::interop::import_scenario(hcp + "--hierarchical-context-parallel-sizes 2 2 2\n", "args.txt", o);
     CHECK(three.find("# not mapped: --hierarchical-context-parallel-sizes 2 2 2\n") != std::string::npos);
+    // Levels whose product is not cp: Megatron-Core's parallel_state refuses them, and so does the
+    // import, at the flag's line.
+    CHECK(import_error(hcp + "--hierarchical-context-parallel-sizes 2 2\n", "args.txt", o) ==
+          "args.txt:1: --hierarchical-context-parallel-sizes: hierarchical context-parallel sizes 2 x 2 do not make "
+          "cp 8");
+    CHECK(import_error(hcp + "--hierarchical-context-parallel-sizes 1000000000 1000000000\n", "args.txt", o) ==
+          "args.txt:1: --hierarchical-context-parallel-sizes: hierarchical context-parallel sizes 1000000000 x "
+          "1000000000 do not make cp 8");
   }
   SUBCASE("the data loader's mask: reset flags build it per sample, --no-create-attention-mask-in-dataloader none") {
     // Fujii et al.'s launchers (okoge-kaz/Megatron-LM scripts/abci/Llama-3.1-8B at e4e8c218)
@@ -586,6 +594,10 @@ TEST_CASE("NeMo YAML errors: one line FILE:LINE:COL: KEY: reason") {
                    0) ==
         "f.yaml:2:14: trainer.num_nodes: tp 8 x cp 1 x pp 1 = 8 GPUs do not divide the run's 4 GPUs (the file's "
         "node count may be a placeholder: --gpus gives the run's size)");
+  CHECK(yaml_error("model:\n  context_parallel_size: 4\n  cp_comm_type: a2a+p2p\n"
+                   "  hierarchical_context_parallel_sizes: [2, 4]\n" + kShape70b, 8) ==
+        "f.yaml:4:44: model.hierarchical_context_parallel_sizes: hierarchical context-parallel sizes 2 x 4 do not "
+        "make cp 4");
   CHECK(yaml_error("model:\n" + kShape70b) ==
         "f.yaml:2:15: model.num_layers: the model's shape is that of llama2-70b and llama3.1-70b, which differ in "
         "vocabulary (the file does not give it); --model names one");

@@ -42,6 +42,8 @@ struct LaunchConfig {
   std::optional<Number> tp, pp, cp, ep, etp;
   std::optional<Number> dp_shard, dp_replicate;  ///< torchtitan; -1 = what the others leave
   std::optional<Number> vp;                      ///< model chunks per pipeline rank
+  /// Hierarchical CP (`a2a+p2p`): the all-to-all level and the ring level, whose product is cp.
+  std::optional<Number> cp_a2a, cp_ring;
   std::optional<Number> layers_per_virtual_stage;
   std::optional<Number> mbs, global_batch;
   std::optional<Number> local_batch;  ///< torchtitan: sequences per data-parallel rank per step
