@@ -77,7 +77,7 @@ Sizes resolve_sizes(const LaunchConfig& c, const ImportOptions& o, int gpus_per_
                                           " GPUs");
   }
   // Megatron-Core's parallel_state refuses hierarchical CP sizes whose product is not cp (checked
-  // by division: the levels are any positive long long, their product may not be).
+  // by division, which stays exact whatever bound parse_number puts on each level).
   if (c.cp_a2a && c.cp_ring &&
       (s.cp % c.cp_a2a->value != 0 || s.cp / c.cp_a2a->value != c.cp_ring->value)) {
     throw error_at(c, c.cp_ring, "", "hierarchical context-parallel sizes " + std::to_string(c.cp_a2a->value) +
