@@ -160,7 +160,7 @@ int run_fit(const FitArgs& args) {
   fit::FitOptions options;
   options.threads = args.threads;
   if (!args.factors.empty()) options.factors = parse_factor_list(args.factors);
-  const std::size_t n_factors = options.factors.empty() ? costmodel::kFactors.size() : options.factors.size();
+  const std::size_t n_factors = options.factors.empty() ? fit::kDefaultFactors.size() : options.factors.size();
   if (args.take > 0 && static_cast<std::size_t>(args.take) < n_factors) {
     throw UserError(SourceLocation{"--take"}, "take",
                     std::to_string(args.take) + " rows cannot fit " + std::to_string(n_factors) +
@@ -242,8 +242,8 @@ void register_fit(CLI::App& app, Action& action) {
       ->required();
   cmd->add_option("--cluster", args->cluster, "use only rows whose cluster cell is this");
   cmd->add_option("--factors", args->factors,
-                  "factors to fit, comma-separated (default all: gemm, attention, memory_bound, "
-                  "intra_node, inter_node, step_overhead)");
+                  "factors to fit, comma-separated (default: gemm, attention, memory_bound, "
+                  "intra_node, inter_node, step_overhead; host only when named)");
   cmd->add_option("--take", args->take, "fit only N rows chosen to span the factors; score the rest");
   cmd->add_option("--threads", args->threads, "simulation threads (default: all cores)");
   cmd->add_option("-o,--out", args->out, "write the fitted factors to this TOML file");

@@ -139,7 +139,7 @@ nlohmann::json cv_json(const CvReport& r) {
 
 void print_cv(const CvReport& r, const ValidateArgs& args) {
   std::cout << "\ncross-validation  " << r.scheme << ", " << r.usable.cases.size()
-            << " step-time rows, factors " << (args.factors.empty() ? std::string("all") : args.factors) << '\n'
+            << " step-time rows, factors " << (args.factors.empty() ? std::string("default") : args.factors) << '\n'
             << "                  each fold is predicted by factors fitted on the other folds only\n";
   std::cout << comparison_table(r.comparison, "zero-shot", "CV");
   // The spread of each factor over the folds says how stable the fit is.
@@ -360,7 +360,7 @@ void register_validate(CLI::App& app, Action& action) {
   auto* cv = cmd->add_option("--cv", args->cv,
                              "cross-validate the step fit: K folds, loo (leave one out) or sweep (leave one sweep out)");
   cv->excludes(fit);
-  cmd->add_option("--factors", args->factors, "factors the --cv fits estimate (default all)")->needs(cv);
+  cmd->add_option("--factors", args->factors, "factors the --cv fits estimate (default: every factor but host)")->needs(cv);
   cmd->add_option("--cluster", args->cluster, "only rows whose cluster cell is this");
   cmd->add_option("--threads", args->threads, "simulation threads for --cv (default: all cores)");
   cmd->add_flag("--json", args->json, "machine-readable output on stdout");

@@ -11,6 +11,7 @@ const char* to_string(Factor f) noexcept {
     case Factor::memory_bound: return "memory_bound";
     case Factor::intra_node: return "intra_node";
     case Factor::inter_node: return "inter_node";
+    case Factor::host: return "host";
     case Factor::step_overhead: return "step_overhead";
   }
   return "?";
@@ -30,6 +31,7 @@ double Factors::get(Factor f) const noexcept {
     case Factor::memory_bound: return memory_bound;
     case Factor::intra_node: return intra_node;
     case Factor::inter_node: return inter_node;
+    case Factor::host: return host;
     case Factor::step_overhead: return step_overhead_s;
   }
   return 0;
@@ -42,6 +44,7 @@ void Factors::set(Factor f, double value) noexcept {
     case Factor::memory_bound: memory_bound = value; break;
     case Factor::intra_node: intra_node = value; break;
     case Factor::inter_node: inter_node = value; break;
+    case Factor::host: host = value; break;
     case Factor::step_overhead: step_overhead_s = value; break;
   }
 }
@@ -53,6 +56,7 @@ void apply_factors(const Factors& factors, CostParams& costs) noexcept {
   costs.compute.gemm_factor = factors.gemm;
   costs.compute.attention_factor = factors.attention;
   costs.compute.memory_bound_factor = factors.memory_bound;
+  costs.compute.host_factor = factors.host;
   costs.comm.intra_node_factor = factors.intra_node;
   costs.comm.inter_node_factor = factors.inter_node;
 }

@@ -11,7 +11,7 @@ namespace {
 
 using costmodel::Factor;
 
-constexpr std::array<FactorBound, 6> kBounds{{
+constexpr std::array<FactorBound, 7> kBounds{{
     {Factor::gemm, 0.5, 1.15,
      "the model's GEMM rate is the best measured matmul rate (MAMF) derated by wave "
      "quantisation and, on A100, the sustained clock; a training GEMM cannot beat it by more "
@@ -34,6 +34,12 @@ constexpr std::array<FactorBound, 6> kBounds{{
      "rail-aligned; fewer NICs than GPUs, a tapered (oversubscribed) fabric or traffic from "
      "other jobs leave a fraction of it (one NIC of eight behind a 2:1 taper: 1/16), and no "
      "transfer beats the NIC line rate (the model's effective rate is 94-97 % of it)"},
+    {Factor::host, 0.5, 2.0,
+     "the host's costs (a kernel issued from eager PyTorch, a wait on the GPU, the data "
+     "loader's mask building) were measured on particular hosts, and hosts differ by CPU, "
+     "Python and PyTorch release: three GPU nodes' hosts issue a kernel in 21.6-39.0 us, "
+     "0.83-1.5x the model's 32.5 us; half to twice the recorded speed spans them with room "
+     "for older CPUs and releases, or loader workers crowding the cores"},
     {Factor::step_overhead, 0.0, 10.0,
      "host-side work per step outside the modelled kernels (data loading, Python dispatch, "
      "logging, loss and gradient-norm synchronisation) costs milliseconds to a few seconds; "

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <numeric>
+#include <optional>
 #include <string>
 
 #include <Eigen/Dense>
@@ -28,13 +29,14 @@ constexpr double kMinShare = 1e-3;
 /// resolution, small against the curvature of a step time in its factors.
 constexpr double kDiffStep = 1e-3;
 
-/// The factors a fit estimates, in kFactors order without repeats (empty request: all).
+/// The factors a fit estimates, in kFactors order without repeats (empty request: the
+/// default set).
 std::vector<Factor> requested(const FitOptions& o) {
   std::vector<Factor> out;
   for (Factor f : costmodel::kFactors) {
-    if (o.factors.empty() || std::find(o.factors.begin(), o.factors.end(), f) != o.factors.end()) {
-      out.push_back(f);
-    }
+    const bool named = std::find(o.factors.begin(), o.factors.end(), f) != o.factors.end();
+    const bool by_default = std::find(kDefaultFactors.begin(), kDefaultFactors.end(), f) != kDefaultFactors.end();
+    if (o.factors.empty() ? by_default : named) out.push_back(f);
   }
   return out;
 }
@@ -84,18 +86,21 @@ std::string count(std::size_t n, const std::string& noun) {
   return std::to_string(n) + " " + noun + (n == 1 ? "" : "s");
 }
 
-void check_cases(const std::vector<StepCase>& cases, std::size_t factors) {
+void check_cases(const std::vector<StepCase>& cases) {
   if (cases.empty()) throw UserError("fit: no usable step-time rows");
-  if (cases.size() < factors) {
-    throw UserError("fit: " + count(cases.size(), "step-time row") + " for " + count(factors, "factor") +
-                    "; give at least " + count(factors, "row") + " or fewer factors (--factors)");
-  }
   for (const StepCase& c : cases) {
     if (!(c.measured_s > 0) || !std::isfinite(c.measured_s)) {
       throw UserError("fit: row " + c.id + ": the measured step time must be a positive number");
     }
   }
 }
+
+/// Fewer rows than the factors that move their steps: fit_factors and cross_validate word it
+/// for their callers.
+struct TooFewRows {
+  std::size_t rows = 0;
+  std::size_t factors = 0;
+};
 
 /// What the iteration of fit_factors works on: the parameters, which columns are rate factors
 /// (their slopes come from the simulator) and which is the overhead (its column is exact),
@@ -364,19 +369,26 @@ std::vector<StepPrediction> predict_steps(const std::vector<StepCase>& cases, co
   return out;
 }
 
-FitSummary fit_factors(const std::vector<StepCase>& cases, const FitOptions& options) {
-  const std::vector<Factor> wanted = requested(options);
-  check_cases(cases, wanted.size());
-  detail::StepModel model(cases, options.threads);
-  const Problem pb = make_problem(cases, wanted);
+namespace {
+
+/// Starts the fit at `theta`: the step times and slopes there, which factors move the steps
+/// (active) and the error.
+FitState start_at(const Eigen::VectorXd& theta, const Problem& pb, const std::vector<StepCase>& cases,
+                  detail::StepModel& model, std::vector<bool>& active) {
   FitState s;
-  s.theta = start_theta(pb.par);
+  s.theta = theta;
   model.sensitivities(pb.par.to_factors(s.theta), pb.rates, diff_steps(pb, s.theta), s.t, false, s.slopes);
-  const std::vector<bool> active = active_parameters(pb, s.slopes);
+  active = active_parameters(pb, s.slopes);
   s.cost = residuals(cases, s.t, overhead_of(pb, s.theta), s.res);
   s.jac = jacobian(pb, s.t, s.slopes);
-  // Projected Levenberg–Marquardt: new slopes (a simulation per rate factor) after each step.
-  for (int it = 0; it < options.max_iterations && !s.converged; ++it) {
+  return s;
+}
+
+/// Projected Levenberg–Marquardt from `s`: new slopes (a simulation per rate factor) after
+/// each step.
+void iterate(FitState& s, const Problem& pb, const std::vector<StepCase>& cases, detail::StepModel& model,
+             const std::vector<bool>& active, int max_iterations) {
+  for (int it = 0; it < max_iterations && !s.converged; ++it) {
     const Eigen::VectorXd grad = s.jac.transpose() * s.res;
     const std::vector<Eigen::Index> free = free_parameters(pb, active, s.theta, grad);
     if (free.empty()) {
@@ -390,6 +402,60 @@ FitSummary fit_factors(const std::vector<StepCase>& cases, const FitOptions& opt
     if (!s.converged) {
       model.sensitivities(pb.par.to_factors(s.theta), pb.rates, diff_steps(pb, s.theta), s.t, true, s.slopes);
       s.jac = jacobian(pb, s.t, s.slopes);
+    }
+  }
+}
+
+/// A rate factor that moves no step where the fit stands may still move them beyond a kink: a
+/// step is the slower of two paces (the GPUs, or a data loader that builds masks on the host),
+/// so a host factor below 1 starts to bind only once the loader falls behind. For each such
+/// factor the steps are priced at each of its bounds; the first bound that moves some step is
+/// where a second fit starts. Nothing when every factor moves the steps where it stands.
+std::optional<Eigen::VectorXd> beyond_a_kink(const FitState& s, const Problem& pb, const std::vector<bool>& active,
+                                             detail::StepModel& model) {
+  std::vector<double> t;
+  for (std::size_t r = 0; r < pb.rates.size(); ++r) {
+    const Eigen::Index j = pb.rate_col[r];
+    const auto js = static_cast<std::size_t>(j);
+    if (active[js]) continue;
+    for (const double edge : {pb.par.lower[js], pb.par.upper[js]}) {
+      if (std::abs(edge - s.theta(j)) < kDiffStep) continue;
+      Eigen::VectorXd theta = s.theta;
+      theta(j) = edge;
+      model.times(pb.par.to_factors(theta), t);
+      for (std::size_t i = 0; i < t.size(); ++i) {
+        if (std::abs(std::log(t[i] / s.t[i])) >= kMinShare * std::abs(edge - s.theta(j))) return theta;
+      }
+    }
+  }
+  return std::nullopt;
+}
+
+/// fit_factors, throwing TooFewRows when the rows are fewer than the factors they depend on: a
+/// factor no row's step moves with (a host factor where the GPU never waits for the host)
+/// needs no row of its own.
+FitSummary fit_or_too_few(const std::vector<StepCase>& cases, const FitOptions& options) {
+  const std::vector<Factor> wanted = requested(options);
+  check_cases(cases);
+  detail::StepModel model(cases, options.threads);
+  const Problem pb = make_problem(cases, wanted);
+  std::vector<bool> active;
+  FitState s = start_at(start_theta(pb.par), pb, cases, model, active);
+  const auto in_play = static_cast<std::size_t>(std::count(active.begin(), active.end(), true));
+  if (cases.size() < in_play) throw TooFewRows{cases.size(), in_play};
+  iterate(s, pb, cases, model, active, options.max_iterations);
+  // A second start where a factor binds only beyond a kink; the lower error wins.
+  if (const auto kink = beyond_a_kink(s, pb, active, model)) {
+    std::vector<bool> active2;
+    FitState s2 = start_at(*kink, pb, cases, model, active2);
+    const auto in_play2 = static_cast<std::size_t>(std::count(active2.begin(), active2.end(), true));
+    if (cases.size() >= in_play2) {
+      iterate(s2, pb, cases, model, active2, options.max_iterations);
+      if (s2.cost < s.cost) {
+        s2.iterations += s.iterations;
+        s = std::move(s2);
+        active = std::move(active2);
+      }
     }
   }
 
@@ -408,6 +474,18 @@ FitSummary fit_factors(const std::vector<StepCase>& cases, const FitOptions& opt
   const Eigen::VectorXd variance = variances(pb, active, s);
   for (Factor f : costmodel::kFactors) out.per_factor.push_back(factor_fit(f, pb, active, s, variance, out.factors));
   return out;
+}
+
+}  // namespace
+
+FitSummary fit_factors(const std::vector<StepCase>& cases, const FitOptions& options) {
+  try {
+    return fit_or_too_few(cases, options);
+  } catch (const TooFewRows& e) {
+    throw UserError("fit: " + count(e.rows, "step-time row") + " for " + count(e.factors, "factor") +
+                    " that move their steps; give at least " + count(e.factors, "row") +
+                    " or fewer factors (--factors)");
+  }
 }
 
 std::vector<std::size_t> spanning_cases(const std::vector<StepCase>& cases, std::size_t n,
@@ -513,12 +591,15 @@ CrossValidation cross_validate(const std::vector<StepCase>& cases, const Folds& 
       }
     }
     if (test.empty()) continue;
-    if (train.size() < requested(options).size()) {
-      throw UserError("validate --cv: fold " + std::to_string(fold + 1) + " leaves " +
-                      count(train.size(), "row") + " to fit " + count(requested(options).size(), "factor") +
+    FitSummary fitted;
+    try {
+      if (train.empty()) throw TooFewRows{0, requested(options).size()};
+      fitted = fit_or_too_few(train, options);
+    } catch (const TooFewRows& e) {
+      throw UserError("validate --cv: fold " + std::to_string(fold + 1) + " leaves " + count(e.rows, "row") +
+                      " to fit " + count(e.factors, "factor") +
                       "; use fewer folds or fewer factors (--factors)");
     }
-    FitSummary fitted = fit_factors(train, options);
     detail::StepModel model(test, options.threads);
     std::vector<double> t;
     model.times(fitted.factors, t);

@@ -55,7 +55,8 @@ double pass_exposed(const PassTime& pt, CommAxis a) { return pt.exposed_s[static
 /// A step lasts at least this long, so run() and every bound of it take the larger of the two.
 double data_loader_step_s(const SimInput& in) {
   const int m = std::max(parallel::micro_batches(in.layout, *in.training), 1);
-  return m * costmodel::loader_seconds_per_micro_batch(*in.training, in.layout, in.cluster->host);
+  return m * costmodel::loader_seconds_per_micro_batch(*in.training, in.layout, in.cluster->host) /
+         in.compute->host_factor;
 }
 
 /// Times of virtual stage `vs` (of V) holding `lc` layers for one micro-batch: the layer's
@@ -166,7 +167,9 @@ void Simulator::price_layers(const SimInput& in, const SimOptions& options, cons
   const double sms = std::max(in.compute->sms, 1);
   const auto intra = costmodel::ring_graph(in.comm->topo, domain, 1);
   const double intra_share = std::min(0.5, std::max(intra.channels, 0) / sms);
-  const HostCost host{in.compute->host_kernel_s, in.compute->host_sync_s, in.compute->host_resume_s};
+  const double host_speed = in.compute->host_factor;
+  const HostCost host{in.compute->host_kernel_s / host_speed, in.compute->host_sync_s / host_speed,
+                      in.compute->host_resume_s / host_speed};
   // Layer level: one replay per distinct op list.
   // Shared with earlier runs of the same per-layer shape through options.layer_cache.
   LayerCache* cache = record ? nullptr : options.layer_cache;

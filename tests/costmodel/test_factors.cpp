@@ -107,6 +107,23 @@ TEST_SUITE("costmodel") {
     CHECK(p2p_seconds(100e6, true, a.comm) == approx(2 * p2p_seconds(100e6, true, plain.comm)));
   }
 
+  TEST_CASE("The host factor reaches the compute parameters, leaving the kernels' prices alone") {
+    // The host's speed divides the host's own costs (HostCost, the data loader), which the
+    // simulator reads from host_factor (tests/sim/test_simulator.cpp); no kernel's price moves.
+    const CostParams plain = costs("dgx-h100");
+    CostParams a = plain;
+    Factors f;
+    f.host = 0.5;
+    apply_factors(f, a);
+    CHECK(a.compute.host_factor == 0.5);
+    CHECK(a.compute.host_kernel_s == plain.compute.host_kernel_s);
+    ops::Op norm;
+    norm.kind = ops::OpKind::memory_bound;
+    norm.mem = ops::MemoryKernel::rmsnorm;
+    norm.bytes = 1e8;
+    CHECK(op_seconds(norm, a.compute) == op_seconds(norm, plain.compute));
+  }
+
   TEST_CASE("Neutral factors change no price") {
     const CostParams plain = costs("dgx-h100");
     CostParams a = plain;

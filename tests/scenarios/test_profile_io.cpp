@@ -173,6 +173,7 @@ TEST_SUITE("scenarios") {
     const fit::FitSummary q = parse_fitted("[factors.inter_node]\nvalue = 0.25\n", "f.toml");
     CHECK(q.factors.inter_node == 0.25);
     CHECK(q.factors.gemm == 1.0);
+    CHECK(q.factors.host == 1.0);  // files fitted before the host factor existed read as before
     CHECK(q.factors.step_overhead_s == 0.0);
     // An empty file is refused rather than read as "no factors" (a truncated or wrong file).
     CHECK_THROWS_WITH(parse_fitted("", "f.toml"), doctest::Contains("f.toml: empty"));
@@ -181,7 +182,7 @@ TEST_SUITE("scenarios") {
   TEST_CASE("fitted factors: errors name the file, line, column and key") {
     CHECK(fitted_error_of("[factors.tp]\nvalue = 1.0\n") ==
           "f.toml:1:10: [factors].tp: unknown factor (expected one of: gemm, attention, memory_bound, "
-          "intra_node, inter_node, step_overhead)");
+          "intra_node, inter_node, host, step_overhead)");
     CHECK(fitted_error_of("[factors.gemm]\nvalue = 3.0\n") ==
           "f.toml:2:9: [factors.gemm].value: outside the factor's bound [0.5, 1.15]");
     CHECK(fitted_error_of("[factors.step_overhead]\nvalue = 1.0\n") ==

@@ -480,13 +480,43 @@ TEST_SUITE("sim") {
     CHECK(cached.data_loader_s > 0);
     CHECK(cached.data_loader_wait_s == 0);
     CHECK(cached.step_time_s == plain.step_time_s);
-    // Faster host memory: the loader keeps up again.
+    // A host at half the recorded speed (costmodel::Factors::host) builds the masks in twice
+    // the time: 2 x 8 x 0.55572 s.
     f.training.dataloader_mask = parallel::LoaderMask::per_sample;
+    costmodel::Factors half;
+    half.host = 0.5;
+    costmodel::apply_factors(half, f.costs);
+    const auto slow_host = sim::simulate(f.input(l));
+    CHECK(slow_host.data_loader_s == approx(2 * 8 * 0.55572).epsilon(1e-4));
+    CHECK(slow_host.step_time_s == approx(slow_host.data_loader_s));
+    costmodel::apply_factors(costmodel::Factors{}, f.costs);
+    // Faster host memory: the loader keeps up again.
     f.cluster.host.first_touch_Bps = 100e9;
     f.cluster.host.copy_Bps = 100e9;
     const auto fast = sim::simulate(f.input(l));
     CHECK(fast.data_loader_wait_s == 0);
     CHECK(fast.step_time_s == plain.step_time_s);
+  }
+
+  TEST_CASE("simulate: a host-bound step follows the host's speed (costmodel::Factors::host)") {
+    // Llama 3.1 8B on one DGX H100 at 64 tokens a micro-batch, 32 micro-batches a step: many
+    // kernels are shorter than the 32.5 us the host takes to issue them, so the GPU waits for
+    // the host (sim/layer.hpp HostCost); a host at half the speed lengthens the step by the
+    // added wait.
+    Fixture f("llama3.1-8b", "dgx-h100", 1);
+    f.training.seq_len = 64;
+    f.training.global_batch = 256;
+    parallel::Layout l;
+    l.dp = 8;
+    const auto plain = sim::simulate(f.input(l));
+    REQUIRE(plain.host_wait_s > 0);
+    costmodel::Factors half;
+    half.host = 0.5;
+    costmodel::apply_factors(half, f.costs);
+    const auto slow = sim::simulate(f.input(l));
+    CHECK(slow.host_wait_s > plain.host_wait_s);
+    CHECK(slow.step_time_s - plain.step_time_s ==
+          approx(slow.host_wait_s - plain.host_wait_s).epsilon(0.05));
   }
 
   TEST_CASE("simulate: activation offloading waits for the copies its layers cannot hide") {

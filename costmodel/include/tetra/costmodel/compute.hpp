@@ -101,6 +101,9 @@ struct ComputeParams {
   double gemm_factor = 1.0;
   double attention_factor = 1.0;
   double memory_bound_factor = 1.0;
+  /// The host's speed over the recorded hosts': host_kernel_s, host_sync_s, host_resume_s and
+  /// the data loader's time (costmodel/data_loader.hpp) are divided by it.
+  double host_factor = 1.0;
   /// The slowest GPU's time over the median GPU's (slowest_gpu_factor); multiplies the GEMM and
   /// attention times (memory-bound kernels follow HBM, not the SM clock).
   double slowest_gpu_factor = 1.0;

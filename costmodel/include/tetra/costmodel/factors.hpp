@@ -12,11 +12,12 @@
 namespace tetra::costmodel {
 
 /// The factors a step-time fit can learn.
-enum class Factor { gemm, attention, memory_bound, intra_node, inter_node, step_overhead };
+enum class Factor { gemm, attention, memory_bound, intra_node, inter_node, host, step_overhead };
 
-inline constexpr std::array<Factor, 6> kFactors{Factor::gemm,       Factor::attention,
+inline constexpr std::array<Factor, 7> kFactors{Factor::gemm,         Factor::attention,
                                                 Factor::memory_bound, Factor::intra_node,
-                                                Factor::inter_node, Factor::step_overhead};
+                                                Factor::inter_node,   Factor::host,
+                                                Factor::step_overhead};
 
 /// The name used on the command line and in fitted files ("gemm", "inter_node", ...).
 [[nodiscard]] const char* to_string(Factor f) noexcept;
@@ -31,6 +32,8 @@ struct Factors {
   double intra_node = 1.0;       ///< collectives and transfers inside one node (TP, and
                                  ///< CP / PP / DP groups that stay on NVLink)
   double inter_node = 1.0;       ///< collectives and transfers that cross nodes (the NICs)
+  double host = 1.0;             ///< the host CPU: issuing kernels, waiting on the GPU, and the
+                                 ///< data loader's workers, at host × the recorded hosts' speed
   double step_overhead_s = 0.0;  ///< fixed time added to every step (framework, host, logging)
 
   /// The value of one factor (seconds for step_overhead).

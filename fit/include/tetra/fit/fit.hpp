@@ -7,6 +7,7 @@
 
 #include <cstddef>
 #include <optional>
+#include <array>
 #include <string>
 #include <vector>
 
@@ -84,8 +85,16 @@ struct FitSummary {
   std::vector<double> predicted_s;
 };
 
+/// The factors a fit estimates when none are named: every factor but `host`. Where the GPUs do
+/// not wait for the host a host factor moves the steps by a few per cent at most, and fitted
+/// anyway it trades the rank order of layouts for a fraction of a per cent of error
+/// (fit/README.md, "The host"); it is fitted where it is named.
+inline constexpr std::array<costmodel::Factor, 6> kDefaultFactors{
+    costmodel::Factor::gemm,       costmodel::Factor::attention,  costmodel::Factor::memory_bound,
+    costmodel::Factor::intra_node, costmodel::Factor::inter_node, costmodel::Factor::step_overhead};
+
 struct FitOptions {
-  /// Factors to fit; the others stay neutral. Empty: every factor.
+  /// Factors to fit; the others stay neutral. Empty: kDefaultFactors.
   std::vector<costmodel::Factor> factors;
   int threads = 0;                       ///< simulation workers; 0 = every core
   int max_iterations = 40;
@@ -106,7 +115,10 @@ struct StepPrediction {
 /// Levenberg–Marquardt iteration on Eigen matrices: rate factors in log space, the overhead in
 /// seconds; the Jacobian of the rate factors by forward differences of the simulator, of the
 /// overhead exactly (it adds to the step). Deterministic for every thread count.
-/// Throws UserError when there are fewer cases than factors to fit, or no case at all.
+/// Throws UserError when there are fewer cases than the requested factors that move their
+/// steps (a factor no case depends on needs no case), or no case at all. A factor that moves
+/// no step where the fit ends but does at one of its bounds (a kink: the slower of two paces)
+/// gets a second fit from that bound; the lower error wins.
 [[nodiscard]] FitSummary fit_factors(const std::vector<StepCase>& cases, const FitOptions& options);
 
 /// `n` cases chosen to constrain the factors best without looking at what was measured: a
@@ -132,7 +144,7 @@ struct CrossValidation {
   std::vector<FitSummary> fits;          ///< per fold
 };
 /// For each fold: fit on the other folds, predict this one. Throws UserError when a fold's
-/// training rows are fewer than the factors.
+/// training rows are fewer than the factors that move their steps.
 [[nodiscard]] CrossValidation cross_validate(const std::vector<StepCase>& cases, const Folds& folds,
                                              const FitOptions& options);
 
