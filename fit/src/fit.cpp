@@ -422,7 +422,11 @@ std::optional<Eigen::VectorXd> beyond_a_kink(const FitState& s, const Problem& p
       if (std::abs(edge - s.theta(j)) < kDiffStep) continue;
       Eigen::VectorXd theta = s.theta;
       theta(j) = edge;
-      model.times(pb.par.to_factors(theta), t);
+      try {
+        model.times(pb.par.to_factors(theta), t);
+      } catch (const UserError&) {
+        continue;  // a step too long to replay at that bound: no second start from it
+      }
       for (std::size_t i = 0; i < t.size(); ++i) {
         if (std::abs(std::log(t[i] / s.t[i])) >= kMinShare * std::abs(edge - s.theta(j))) return theta;
       }

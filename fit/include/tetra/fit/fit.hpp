@@ -5,9 +5,9 @@
 /// simulator itself (finite differences), and a fit is scored on rows it never saw
 /// (cross-validation, `cross_validate`).
 
+#include <array>
 #include <cstddef>
 #include <optional>
-#include <array>
 #include <string>
 #include <vector>
 
