@@ -257,9 +257,6 @@ TEST_SUITE("fit") {
       CAPTURE(costmodel::to_string(f));
       CHECK(factor(s, f).status != fit::FactorStatus::not_fitted);
     }
-    CHECK(std::find(fit::kDefaultFactors.begin(), fit::kDefaultFactors.end(), Factor::host) ==
-          fit::kDefaultFactors.end());
-    CHECK(fit::kDefaultFactors.size() + 1 == costmodel::kFactors.size());
   }
 
   TEST_CASE("a best value beyond the physical bound stops at the bound") {
